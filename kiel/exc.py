@@ -1,0 +1,307 @@
+"""One error tree for all of kiel.
+
+Every error kiel raises on purpose is a :class:`KielError`. The tree splits
+along who is at fault, the way h11 does:
+
+* :class:`ConfigError` -- the caller passed a bad setting or argument.
+* :class:`LocalProtocolError` -- kiel was asked to put something on the wire
+  that the protocol cannot carry (a string too long for an int16 length, a
+  value of the wrong type). The fault is on our side of the socket.
+* :class:`ProtocolError` -- the peer sent bytes that do not parse: a bad
+  frame, a truncated field, a CRC mismatch. The fault is on the other side.
+* :class:`BrokerError` -- the broker understood us and answered with a Kafka
+  error code. One subclass per code of the 0.8.x table, registered by code,
+  each with ``retriable`` and ``invalid_metadata`` flags; codes we do not know
+  become :class:`UnknownBrokerError` with the code kept in ``errno``.
+* :class:`KielConnectionError`, :class:`NoBrokersError`,
+  :class:`ZooKeeperError` and friends for the transport.
+
+Errors carry structured context (``api``, ``topic``, ``partition``,
+``offset``, ``broker_id``, ``host``, ``port``) as attributes, and the context
+that is known shows up in ``str(error)``.
+"""
+from typing import Any, ClassVar, Dict, Optional, Type
+
+#: Context keys every error may carry, in the order ``str()`` shows them.
+CONTEXT_KEYS = ("api", "topic", "partition", "offset", "broker_id", "host", "port", "group")
+
+
+class KielError(Exception):
+    """Base class of every error kiel raises on purpose.
+
+    Args:
+        message: what went wrong, for a human.
+        **context: structured context (see :data:`CONTEXT_KEYS`); unknown keys
+            are kept too. ``None`` values are dropped.
+    """
+
+    #: Whether retrying the same operation may succeed.
+    retriable: ClassVar[bool] = False
+    #: Whether the cluster metadata should be refreshed before a retry.
+    invalid_metadata: ClassVar[bool] = False
+
+    def __init__(self, message: str = "", **context: Any) -> None:
+        self.message = message or (self.__doc__ or type(self).__name__).strip().splitlines()[0]
+        self.context: Dict[str, Any] = {k: v for k, v in context.items() if v is not None}
+        super().__init__(self.message)
+
+    def __getattr__(self, name: str) -> Any:
+        # Context keys read as attributes (``err.topic``); unknown ones are None
+        # so callers can probe without try/except.
+        if name in CONTEXT_KEYS:
+            return self.__dict__.get("context", {}).get(name)
+        raise AttributeError(name)
+
+    def with_context(self, **context: Any) -> "KielError":
+        """Add context known higher up the stack (keeps what is already set).
+
+        Returns:
+            the same error, for ``raise err.with_context(topic=...)``.
+        """
+        for key, value in context.items():
+            if value is not None:
+                self.context.setdefault(key, value)
+        return self
+
+    def __str__(self) -> str:
+        if not self.context:
+            return self.message
+        keys = [k for k in CONTEXT_KEYS if k in self.context]
+        keys += sorted(k for k in self.context if k not in CONTEXT_KEYS)
+        detail = ", ".join(f"{k}={self.context[k]!r}" for k in keys)
+        return f"{self.message} ({detail})"
+
+    def __reduce__(self) -> Any:
+        # Keep context across pickling (Spark ships errors between processes).
+        return (_rebuild, (type(self), self.message, self.context))
+
+
+def _rebuild(cls: Type[KielError], message: str, context: Dict[str, Any]) -> KielError:
+    err = cls.__new__(cls)
+    KielError.__init__(err, message, **context)
+    return err
+
+
+# --------------------------------------------------------------------------
+# Caller mistakes
+
+
+class ConfigError(KielError, ValueError):
+    """A setting or argument is invalid."""
+
+
+class MissingDependencyError(KielError, ImportError):
+    """An optional dependency is not installed; the message names the extra."""
+
+
+# --------------------------------------------------------------------------
+# Wire protocol
+
+
+class LocalProtocolError(KielError):
+    """kiel was asked to encode something the protocol cannot carry."""
+
+
+class ProtocolError(KielError):
+    """The peer sent bytes that are not valid Kafka protocol."""
+
+
+class TruncatedError(ProtocolError):
+    """A field ran past the end of the buffer."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame's size prefix is negative or over the configured maximum."""
+
+
+class CorrelationIdError(ProtocolError):
+    """A response's correlation id matches no request in flight, or is out of order."""
+
+
+class CorruptMessageError(ProtocolError):
+    """A message failed its CRC32 check or its framing is inconsistent."""
+
+
+class UnsupportedVersionError(ProtocolError):
+    """A message or request carries a version (magic byte, API version) kiel does not know."""
+
+
+class CompressionError(ProtocolError):
+    """A compressed payload could not be decompressed."""
+
+
+class UnsupportedCodecError(ProtocolError):
+    """A message uses a compression codec kiel does not know."""
+
+
+class MessageTooLargeError(KielError):
+    """A single message is larger than the fetch size can ever hold.
+
+    Raised by consumers once growing the fetch size up to its cap did not help;
+    ``topic``, ``partition`` and ``offset`` say which message.
+    """
+
+
+# --------------------------------------------------------------------------
+# Transport
+
+
+class KielConnectionError(KielError):
+    """A broker connection failed or was closed; ``reason`` says why."""
+
+    retriable = True
+    invalid_metadata = True
+
+
+class ConnectionClosedError(KielConnectionError):
+    """The connection closed while requests were in flight."""
+
+
+class ConnectTimeoutError(KielConnectionError):
+    """Connecting to a broker took longer than the connect timeout."""
+
+
+class RequestTimeoutError(KielError):
+    """A broker did not answer a request within its timeout."""
+
+    retriable = True
+    invalid_metadata = True
+
+
+class NoBrokersError(KielError):
+    """No broker of the bootstrap list (or the cluster metadata) could be reached."""
+
+    retriable = True
+    invalid_metadata = True
+
+
+class UnknownTopicError(KielError):
+    """The cluster has no such topic (and auto-creation is off or failed)."""
+
+
+class UnknownPartitionError(KielError):
+    """The topic has no such partition."""
+
+
+class ClientClosedError(KielError):
+    """The client was closed; the operation cannot proceed."""
+
+
+class BufferFullError(KielError):
+    """The producer's pending bytes are at ``max_pending_bytes`` and waiting timed out."""
+
+
+# --------------------------------------------------------------------------
+# ZooKeeper and groups
+
+
+class ZooKeeperError(KielError):
+    """ZooKeeper could not be reached or answered with an error."""
+
+    retriable = True
+
+
+class ZooKeeperSessionExpiredError(ZooKeeperError):
+    """The ZooKeeper session expired; owned partitions were lost."""
+
+
+class AllocationError(KielError):
+    """An allocator returned an invalid assignment (overlapping, incomplete, unknown member)."""
+
+
+class GroupError(KielError):
+    """A grouped consumer could not join or stay in its group."""
+
+
+class OffsetResetError(KielError):
+    """No committed or valid offset and the reset policy is ``"raise"``."""
+
+
+# --------------------------------------------------------------------------
+# Broker error codes (the Kafka 0.8.x table, kafka.common.ErrorMapping)
+
+
+class BrokerError(KielError):
+    """The broker answered with a Kafka error code.
+
+    Subclasses are registered by ``errno``; :func:`for_code` maps a code to its
+    class, falling back to :class:`UnknownBrokerError`.
+    """
+
+    errno: ClassVar[int] = -1
+
+    def __init__(self, message: str = "", **context: Any) -> None:
+        super().__init__(message, **context)
+        # An instance of the fallback class knows the real code.
+        self.errno = context.get("errno", type(self).errno)
+
+
+_BY_CODE: Dict[int, Type[BrokerError]] = {}
+
+
+def _register(
+    code: int, name: str, doc: str, retriable: bool = False, invalid_metadata: bool = False
+) -> Type[BrokerError]:
+    cls = type(
+        name,
+        (BrokerError,),
+        {
+            "__doc__": doc,
+            "__module__": __name__,
+            "errno": code,
+            "retriable": retriable,
+            "invalid_metadata": invalid_metadata,
+        },
+    )
+    _BY_CODE[code] = cls
+    return cls
+
+
+UnknownBrokerError = _register(-1, "UnknownBrokerError", "An unexpected server error (or a code kiel does not know).")
+OffsetOutOfRangeError = _register(1, "OffsetOutOfRangeError", "The requested offset is outside the range the broker holds for the partition.")
+InvalidMessageError = _register(2, "InvalidMessageError", "The broker found a message that failed its CRC check.", retriable=True)
+UnknownTopicOrPartitionError = _register(3, "UnknownTopicOrPartitionError", "The broker does not host this topic or partition.", retriable=True, invalid_metadata=True)
+InvalidFetchSizeError = _register(4, "InvalidFetchSizeError", "The fetch size is invalid (negative).")
+LeaderNotAvailableError = _register(5, "LeaderNotAvailableError", "The partition has no leader right now (election or topic creation in progress).", retriable=True, invalid_metadata=True)
+NotLeaderForPartitionError = _register(6, "NotLeaderForPartitionError", "This broker is not the leader of the partition.", retriable=True, invalid_metadata=True)
+RequestTimedOutError = _register(7, "RequestTimedOutError", "The broker's request timed out (e.g. waiting for acks).", retriable=True)
+BrokerNotAvailableError = _register(8, "BrokerNotAvailableError", "The broker is not available.")
+ReplicaNotAvailableError = _register(9, "ReplicaNotAvailableError", "A replica is not available (informational in metadata).")
+MessageSizeTooLargeError = _register(10, "MessageSizeTooLargeError", "A message is larger than the broker accepts.")
+StaleControllerEpochError = _register(11, "StaleControllerEpochError", "Stale controller epoch (broker-to-broker).")
+OffsetMetadataTooLargeError = _register(12, "OffsetMetadataTooLargeError", "The offset commit's metadata string is too large.")
+StaleLeaderEpochError = _register(13, "StaleLeaderEpochError", "Stale leader epoch (broker-to-broker).")
+OffsetsLoadInProgressError = _register(14, "OffsetsLoadInProgressError", "The coordinator is still loading offsets.", retriable=True)
+ConsumerCoordinatorNotAvailableError = _register(15, "ConsumerCoordinatorNotAvailableError", "The offsets topic or coordinator is not available yet.", retriable=True)
+NotCoordinatorForConsumerError = _register(16, "NotCoordinatorForConsumerError", "This broker is not the coordinator for the group.", retriable=True)
+InvalidTopicError = _register(17, "InvalidTopicError", "The topic name is invalid or reserved.")
+MessageSetSizeTooLargeError = _register(18, "MessageSetSizeTooLargeError", "The message set is larger than the broker's segment size.")
+NotEnoughReplicasError = _register(19, "NotEnoughReplicasError", "Fewer in-sync replicas than required.", retriable=True)
+NotEnoughReplicasAfterAppendError = _register(20, "NotEnoughReplicasAfterAppendError", "Written, but fewer in-sync replicas than required.", retriable=True)
+
+
+def for_code(code: int) -> Optional[Type[BrokerError]]:
+    """Map a Kafka error code to its exception class.
+
+    Args:
+        code: the ``error_code`` field of a response.
+
+    Returns:
+        ``None`` for 0 (no error), the registered class for a known code, and
+        :class:`UnknownBrokerError` for anything else.
+    """
+    if code == 0:
+        return None
+    return _BY_CODE.get(code, UnknownBrokerError)
+
+
+def raise_for_code(code: int, **context: Any) -> None:
+    """Raise the error for ``code`` (with ``context``) unless it is 0.
+
+    Raises:
+        BrokerError: the registered subclass, or :class:`UnknownBrokerError`
+            with ``errno`` set to ``code``.
+    """
+    cls = for_code(code)
+    if cls is not None:
+        raise cls(errno=code, **context)

@@ -1,0 +1,1 @@
+"""pytest plugin (entry point ``pytest11``): fixtures for kiel's real test parts."""

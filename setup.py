@@ -1,0 +1,4 @@
+"""Packaging shim: all metadata lives in setup.cfg."""
+from setuptools import setup
+
+setup()
