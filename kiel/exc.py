@@ -218,6 +218,18 @@ class OffsetResetError(KielError):
 
 
 # --------------------------------------------------------------------------
+# Test harness (kiel.testing)
+
+
+class HarnessError(KielError):
+    """A part kiel.testing runs (ZooKeeper, the embedded broker) failed to start, stop or obey.
+
+    The message carries what is known (for a server that did not come up: the
+    tail of its log); ``host`` and ``port`` say which server.
+    """
+
+
+# --------------------------------------------------------------------------
 # Broker error codes (the Kafka 0.8.x table, kafka.common.ErrorMapping)
 
 
