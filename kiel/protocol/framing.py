@@ -1,0 +1,231 @@
+"""Framing: requests to bytes, bytes to responses, for one connection.
+
+No I/O here (the h11 pattern): the caller owns the socket, hands received
+bytes to :meth:`ClientFraming.receive_data` and writes what
+:meth:`ClientFraming.send_request` returns.
+
+Correlation ids belong to one framing object (one connection). Kafka answers
+the requests of a connection in order, so a response must carry the id of
+the oldest request still waiting; anything else means the stream is out of
+step and the connection must be closed. One exception is tolerated: some
+0.8.2 brokers answer GroupCoordinator v0 with correlation id 0.
+
+Every error raised here is a :class:`kiel.exc.ProtocolError` (or
+:class:`kiel.exc.LocalProtocolError` for an unencodable request). After a
+``ProtocolError`` the byte stream can no longer be trusted: close the
+connection.
+"""
+import struct
+from collections import deque
+from typing import Any, Deque, List, Optional, Tuple
+
+from kiel.exc import (
+    CorrelationIdError,
+    FrameTooLargeError,
+    LocalProtocolError,
+    ProtocolError,
+    TruncatedError,
+    UnsupportedVersionError,
+)
+from kiel.protocol.api import BY_KEY, BY_REQUEST, BY_RESPONSE, Api, RequestHeader
+from kiel.protocol.group_coordinator import GROUP_COORDINATOR_V0
+from kiel.protocol.primitives import Buffer
+from kiel.protocol.schema import struct_type
+
+#: Default cap on one frame (100 MiB, Kafka's ``socket.request.max.bytes``).
+DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
+
+_size = struct.Struct(">i")
+_response_header = struct.Struct(">i")
+_request_header_fixed = struct.Struct(">hhi")
+_CORRELATION_MAX = 2**31 - 1
+
+
+class _FrameReader:
+    """Splits a byte stream into size-prefixed frames, refusing bad sizes."""
+
+    def __init__(self, max_frame_size: int, min_frame_size: int) -> None:
+        self.max_frame_size = max_frame_size
+        self.min_frame_size = min_frame_size
+        self._buf = bytearray()
+
+    def feed(self, data: Buffer) -> List[bytes]:
+        buf = self._buf
+        buf += data
+        frames = []
+        pos = 0
+        end = len(buf)
+        # Strategy: walk complete frames by position and cut the consumed prefix
+        # once at the end; a large frame arriving in many chunks is appended,
+        # never re-copied, until it is complete.
+        while end - pos >= 4:
+            (size,) = _size.unpack_from(buf, pos)
+            if size < self.min_frame_size or size > self.max_frame_size:
+                raise FrameTooLargeError(
+                    f"frame size {size} outside [{self.min_frame_size}, {self.max_frame_size}]"
+                )
+            if end - pos - 4 < size:
+                break
+            with memoryview(buf) as view:
+                frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        return frames
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return len(self._buf)
+
+
+class ClientFraming:
+    """The client side of one broker connection.
+
+    Args:
+        client_id: sent in every request header.
+        max_frame_size: responses larger than this raise
+            :class:`~kiel.exc.FrameTooLargeError` instead of being buffered.
+    """
+
+    def __init__(self, client_id: Optional[str] = "kiel",
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.client_id = client_id
+        self._reader = _FrameReader(max_frame_size, min_frame_size=4)
+        self._next_id = 0
+        self._pending: Deque[Tuple[int, Api]] = deque()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent whose response has not arrived."""
+        return len(self._pending)
+
+    def send_request(self, request: Any) -> Tuple[int, bytes, bool]:
+        """Encode ``request`` as a frame.
+
+        Args:
+            request: an instance of a registered request struct.
+
+        Returns:
+            ``(correlation_id, frame_bytes, expects_response)``; when
+            ``expects_response`` is False (Produce with acks=0) no response
+            will come and none is waited for.
+
+        Raises:
+            LocalProtocolError: unknown request type or unencodable field.
+        """
+        api = BY_REQUEST.get(type(request))
+        if api is None:
+            raise LocalProtocolError(f"not a registered request: {type(request).__name__}")
+        correlation_id = self._next_id
+        self._next_id = 0 if correlation_id >= _CORRELATION_MAX else correlation_id + 1
+        out = [b"\0\0\0\0"]
+        struct_type(RequestHeader).encode(
+            RequestHeader(api.key, api.version, correlation_id, self.client_id), out
+        )
+        try:
+            struct_type(api.request).encode(request, out)
+        except LocalProtocolError as e:
+            raise e.with_context(api=api.name)
+        out[0] = _size.pack(sum(map(len, out)) - 4)
+        frame = b"".join(out)
+        expects = api.expects_response(request)
+        if expects:
+            self._pending.append((correlation_id, api))
+        return correlation_id, frame, expects
+
+    def receive_data(self, data: Buffer) -> List[Tuple[int, Any]]:
+        """Feed received bytes; get back the responses they complete.
+
+        Returns:
+            ``[(correlation_id, response), ...]`` in arrival order (possibly
+            empty while a frame is incomplete).
+
+        Raises:
+            ProtocolError: a bad frame size, an unexpected correlation id, or
+                a response that does not decode; close the connection.
+        """
+        results = []
+        for frame in self._reader.feed(data):
+            if not self._pending:
+                raise CorrelationIdError("response received with no request in flight")
+            try:
+                (cid,) = _response_header.unpack_from(frame, 0)
+            except struct.error as e:
+                raise TruncatedError("response header runs past the end") from e
+            expected_id, api = self._pending[0]
+            if cid != expected_id and not (cid == 0 and api is GROUP_COORDINATOR_V0):
+                raise CorrelationIdError(
+                    f"expected correlation id {expected_id}, got {cid}", api=api.name
+                )
+            self._pending.popleft()
+            results.append((expected_id, decode_body(api, frame, 4)))
+        return results
+
+
+def decode_body(api: Api, frame: Buffer, offset: int, request: bool = False) -> Any:
+    """Decode a whole request or response body of ``api`` starting at ``offset``.
+
+    Raises:
+        ProtocolError: the body is malformed or has trailing bytes.
+    """
+    cls = api.request if request else api.response
+    try:
+        value, end = struct_type(cls).decode(frame, offset)
+    except ProtocolError as e:
+        raise e.with_context(api=api.name)
+    if end != len(frame):
+        raise ProtocolError(f"{len(frame) - end} trailing bytes after {cls.__name__}", api=api.name)
+    return value
+
+
+class ServerFraming:
+    """The broker side of one connection (used by the embedded broker).
+
+    Args:
+        max_frame_size: requests larger than this raise
+            :class:`~kiel.exc.FrameTooLargeError` (Kafka's
+            ``socket.request.max.bytes``).
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        # A request header is at least 10 bytes (int16, int16, int32, string length).
+        self._reader = _FrameReader(max_frame_size, min_frame_size=10)
+
+    def receive_data(self, data: Buffer) -> List[Tuple[RequestHeader, Api, Any]]:
+        """Feed received bytes; get back the requests they complete.
+
+        Returns:
+            ``[(header, api, request), ...]``.
+
+        Raises:
+            UnsupportedVersionError: an API key/version kiel does not know
+                (a 0.8.2 broker closes the connection then).
+            ProtocolError: a malformed frame.
+        """
+        results = []
+        header_type = struct_type(RequestHeader)
+        for frame in self._reader.feed(data):
+            header, offset = header_type.decode(frame, 0)
+            api = BY_KEY.get((header.api_key, header.api_version))
+            if api is None:
+                raise UnsupportedVersionError(
+                    f"unsupported api key {header.api_key} version {header.api_version}"
+                )
+            results.append((header, api, decode_body(api, frame, offset, request=True)))
+        return results
+
+    @staticmethod
+    def send_response(correlation_id: int, response: Any) -> bytes:
+        """Encode ``response`` to the request with ``correlation_id`` as a frame.
+
+        Raises:
+            LocalProtocolError: unknown response type or unencodable field.
+        """
+        api = BY_RESPONSE.get(type(response))
+        if api is None:
+            raise LocalProtocolError(f"not a registered response: {type(response).__name__}")
+        out = [b"\0\0\0\0", _response_header.pack(correlation_id)]
+        struct_type(api.response).encode(response, out)
+        out[0] = _size.pack(sum(map(len, out)) - 4)
+        return b"".join(out)

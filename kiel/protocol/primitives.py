@@ -1,0 +1,236 @@
+"""Wire primitives of the Kafka protocol: fixed-width ints, strings, bytes, arrays.
+
+Each wire type is a small object with two symmetric methods:
+
+* ``encode(value, out)`` appends the encoded bytes of ``value`` to the list
+  ``out`` (the caller joins once at the end, so nested structures cost no
+  intermediate copies);
+* ``decode(buf, offset) -> (value, new_offset)`` reads from a ``memoryview``
+  (or ``bytes``) in place.
+
+Decoders never raise ``struct.error``, ``IndexError`` or
+``UnicodeDecodeError``: running past the end raises
+:class:`kiel.exc.TruncatedError`, bad text :class:`kiel.exc.ProtocolError`.
+Encoders raise :class:`kiel.exc.LocalProtocolError` for values the wire
+cannot carry. ``bytes`` stay ``bytes``: payloads are never decoded as text.
+"""
+import struct
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+from kiel.exc import LocalProtocolError, ProtocolError, TruncatedError
+
+Buffer = Union[bytes, bytearray, memoryview]
+Out = List[bytes]
+
+
+class WireType:
+    """Base class of wire types. ``fixed_format`` is set for fixed-width types."""
+
+    #: ``struct`` format character(s) for fixed-width types, else ``None``.
+    fixed_format: Optional[str] = None
+    name = "wire type"
+
+    def encode(self, value: Any, out: Out) -> None:
+        raise NotImplementedError
+
+    def decode(self, buf: Buffer, offset: int) -> Tuple[Any, int]:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Fixed(WireType):
+    """A fixed-width big-endian integer."""
+
+    def __init__(self, name: str, fmt: str, lo: int, hi: int) -> None:
+        self.name = name
+        self.fixed_format = fmt
+        self.struct = struct.Struct(">" + fmt)
+        self.size = self.struct.size
+        self.lo, self.hi = lo, hi
+        self._pack = self.struct.pack
+        self._unpack_from = self.struct.unpack_from
+
+    def encode(self, value: Any, out: Out) -> None:
+        try:
+            out.append(self._pack(value))
+        except struct.error as e:
+            raise LocalProtocolError(
+                f"{value!r} does not fit {self.name} [{self.lo}, {self.hi}]"
+            ) from e
+
+    def decode(self, buf: Buffer, offset: int) -> Tuple[int, int]:
+        try:
+            return self._unpack_from(buf, offset)[0], offset + self.size
+        except struct.error as e:
+            raise TruncatedError(f"{self.name} runs past the end", offset=offset) from e
+
+
+Int8 = _Fixed("int8", "b", -(2**7), 2**7 - 1)
+Int16 = _Fixed("int16", "h", -(2**15), 2**15 - 1)
+Int32 = _Fixed("int32", "i", -(2**31), 2**31 - 1)
+Int64 = _Fixed("int64", "q", -(2**63), 2**63 - 1)
+UInt32 = _Fixed("uint32", "I", 0, 2**32 - 1)
+
+_int16 = struct.Struct(">h")
+_int32 = struct.Struct(">i")
+
+
+def _take(buf: Buffer, offset: int, length: int, what: str) -> int:
+    """Return the end of a ``length``-byte field at ``offset``, checking bounds."""
+    end = offset + length
+    if end > len(buf):
+        raise TruncatedError(
+            f"{what} of {length} bytes runs past the end ({len(buf) - offset} left)",
+            offset=offset,
+        )
+    return end
+
+
+class _String(WireType):
+    """int16 length + UTF-8 bytes; length -1 is null when ``nullable``."""
+
+    def __init__(self, nullable: bool) -> None:
+        self.nullable = nullable
+        self.name = "nullable_string" if nullable else "string"
+
+    def encode(self, value: Optional[str], out: Out) -> None:
+        if value is None:
+            if not self.nullable:
+                raise LocalProtocolError(f"{self.name} cannot be null")
+            out.append(b"\xff\xff")
+            return
+        if not isinstance(value, str):
+            raise LocalProtocolError(f"{self.name} needs str, got {type(value).__name__}")
+        data = value.encode("utf-8")
+        if len(data) > 32767:
+            raise LocalProtocolError(f"{self.name} of {len(data)} bytes exceeds 32767")
+        out.append(_int16.pack(len(data)))
+        out.append(data)
+
+    def decode(self, buf: Buffer, offset: int) -> Tuple[Optional[str], int]:
+        try:
+            (length,) = _int16.unpack_from(buf, offset)
+        except struct.error as e:
+            raise TruncatedError(f"{self.name} length runs past the end", offset=offset) from e
+        offset += 2
+        if length < 0:
+            if length == -1 and self.nullable:
+                return None, offset
+            raise ProtocolError(f"invalid {self.name} length {length}", offset=offset - 2)
+        end = _take(buf, offset, length, self.name)
+        try:
+            return str(buf[offset:end], "utf-8"), end
+        except UnicodeDecodeError as e:
+            raise ProtocolError(f"{self.name} is not valid UTF-8", offset=offset) from e
+
+
+class _Bytes(WireType):
+    """int32 length + raw bytes; length -1 is null when ``nullable``.
+
+    Decodes to a ``bytes`` copy of the field (one copy per field, never of the
+    whole buffer).
+    """
+
+    def __init__(self, nullable: bool) -> None:
+        self.nullable = nullable
+        self.name = "nullable_bytes" if nullable else "bytes"
+
+    def encode(self, value: Optional[Buffer], out: Out) -> None:
+        if value is None:
+            if not self.nullable:
+                raise LocalProtocolError(f"{self.name} cannot be null")
+            out.append(b"\xff\xff\xff\xff")
+            return
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise LocalProtocolError(f"{self.name} needs bytes, got {type(value).__name__}")
+        out.append(_int32.pack(len(value)))
+        out.append(bytes(value))
+
+    def decode(self, buf: Buffer, offset: int) -> Tuple[Optional[bytes], int]:
+        try:
+            (length,) = _int32.unpack_from(buf, offset)
+        except struct.error as e:
+            raise TruncatedError(f"{self.name} length runs past the end", offset=offset) from e
+        offset += 4
+        if length < 0:
+            if length == -1 and self.nullable:
+                return None, offset
+            raise ProtocolError(f"invalid {self.name} length {length}", offset=offset - 4)
+        end = _take(buf, offset, length, self.name)
+        return bytes(buf[offset:end]), end
+
+
+String = _String(nullable=False)
+NullableString = _String(nullable=True)
+Bytes = _Bytes(nullable=False)
+NullableBytes = _Bytes(nullable=True)
+
+
+class Array(WireType):
+    """int32 count + that many items of ``item`` type; count -1 (null) decodes to ``[]``.
+
+    Args:
+        item: the wire type of each element (a primitive, another ``Array``,
+            or a :func:`kiel.protocol.schema.struct` class).
+    """
+
+    def __init__(self, item: Any) -> None:
+        # Late import: schema builds on primitives, and arrays of structs are common.
+        from kiel.protocol.schema import wire_type
+
+        self.item = wire_type(item)
+        self.name = f"[{self.item!r}]"
+        self._fixed = self.item.fixed_format is not None
+
+    def encode(self, value: Optional[Sequence[Any]], out: Out) -> None:
+        if value is None:
+            out.append(b"\xff\xff\xff\xff")
+            return
+        if isinstance(value, (str, bytes, bytearray, memoryview)):
+            raise LocalProtocolError(f"{self.name} needs a sequence, got {type(value).__name__}")
+        items = list(value)
+        if self._fixed:
+            # One pack call for a whole array of ints.
+            try:
+                out.append(struct.pack(f">i{len(items)}{self.item.fixed_format}", len(items), *items))
+            except struct.error as e:
+                raise LocalProtocolError(f"bad value in {self.name}: {e}") from e
+            return
+        out.append(_int32.pack(len(items)))
+        encode = self.item.encode
+        for item in items:
+            encode(item, out)
+
+    def decode(self, buf: Buffer, offset: int) -> Tuple[List[Any], int]:
+        try:
+            (count,) = _int32.unpack_from(buf, offset)
+        except struct.error as e:
+            raise TruncatedError(f"{self.name} count runs past the end", offset=offset) from e
+        offset += 4
+        if count < 0:
+            if count == -1:
+                return [], offset
+            raise ProtocolError(f"invalid {self.name} count {count}", offset=offset - 4)
+        # Every element takes at least one byte: a count beyond what is left is
+        # garbage, and we refuse it before looping or allocating.
+        if count > len(buf) - offset:
+            raise TruncatedError(
+                f"{self.name} count {count} exceeds the {len(buf) - offset} bytes left",
+                offset=offset - 4,
+            )
+        if self._fixed:
+            fmt = f">{count}{self.item.fixed_format}"
+            try:
+                values = list(struct.unpack_from(fmt, buf, offset))
+            except struct.error as e:
+                raise TruncatedError(f"{self.name} runs past the end", offset=offset) from e
+            return values, offset + struct.calcsize(fmt)
+        decode = self.item.decode
+        result = []
+        append = result.append
+        for _ in range(count):
+            value, offset = decode(buf, offset)
+            append(value)
+        return result, offset
