@@ -7,7 +7,8 @@ when sending, by ``(api_key, api_version)`` when a broker receives.
 Wire grammar (Kafka protocol guide)::
 
     RequestOrResponse => Size(int32) (RequestMessage | ResponseMessage)
-    RequestMessage    => ApiKey(int16) ApiVersion(int16) CorrelationId(int32) ClientId(string) Request
+    RequestMessage    => ApiKey(int16) ApiVersion(int16) CorrelationId(int32)
+                         ClientId(string) Request
     ResponseMessage   => CorrelationId(int32) Response
 """
 from typing import Annotated, Any, Callable, Dict, NamedTuple, Optional, Tuple

@@ -126,7 +126,8 @@ class ClientFraming:
         try:
             struct_type(api.request).encode(request, out)
         except LocalProtocolError as e:
-            raise e.with_context(api=api.name)
+            e.with_context(api=api.name)
+            raise
         out[0] = _size.pack(sum(map(len, out)) - 4)
         frame = b"".join(out)
         expects = api.expects_response(request)
@@ -173,9 +174,12 @@ def decode_body(api: Api, frame: Buffer, offset: int, request: bool = False) -> 
     try:
         value, end = struct_type(cls).decode(frame, offset)
     except ProtocolError as e:
-        raise e.with_context(api=api.name)
+        e.with_context(api=api.name)
+        raise
     if end != len(frame):
-        raise ProtocolError(f"{len(frame) - end} trailing bytes after {cls.__name__}", api=api.name)
+        raise ProtocolError(
+            f"{len(frame) - end} trailing bytes after {cls.__name__}", api=api.name
+        )
     return value
 
 

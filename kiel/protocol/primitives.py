@@ -194,7 +194,8 @@ class Array(WireType):
         if self._fixed:
             # One pack call for a whole array of ints.
             try:
-                out.append(struct.pack(f">i{len(items)}{self.item.fixed_format}", len(items), *items))
+                fmt = f">i{len(items)}{self.item.fixed_format}"
+                out.append(struct.pack(fmt, len(items), *items))
             except struct.error as e:
                 raise LocalProtocolError(f"bad value in {self.name}: {e}") from e
             return
