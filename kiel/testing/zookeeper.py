@@ -16,8 +16,6 @@ openjdk-17-jre-headless``. Without them the constructors raise
 This module is test-side and synchronous: it polls with short sleeps and
 every wait is bounded. Do not call it from a running Tornado IOLoop.
 """
-from __future__ import annotations
-
 import atexit
 import os
 import shutil
@@ -28,7 +26,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set
 
 from kazoo.client import KazooClient, KazooState
 
@@ -252,7 +250,7 @@ def server_status(host: str, port: int, timeout: float = 1.0) -> Optional[Dict[s
 # Safety net: nothing we start outlives the interpreter.
 
 _LIVE_LOCK = threading.Lock()
-_LIVE: "set[ZooKeeperEnsemble]" = set()
+_LIVE: "Set[ZooKeeperEnsemble]" = set()
 
 
 def _close_all() -> None:
@@ -325,7 +323,7 @@ class ZooKeeperNode:
         console_path: the Java process's stdout and stderr.
     """
 
-    def __init__(self, launcher: ZooKeeperEnsemble, node_id: int, node_dir: str) -> None:
+    def __init__(self, launcher: "ZooKeeperEnsemble", node_id: int, node_dir: str) -> None:
         self._launcher = launcher
         self.node_id = node_id
         self.host = LOOPBACK
@@ -739,7 +737,8 @@ class ZooKeeperEnsemble:
             ):
                 return
             if time.monotonic() >= deadline:
-                laggard = live[next((i for i, m in enumerate(got) if m not in self._serving_modes), 0)]
+                waiting = [i for i, mode in enumerate(got) if mode not in self._serving_modes]
+                laggard = live[waiting[0] if waiting else 0]
                 raise laggard._error(
                     f"was not ready within {limit:.1f} s (modes of running nodes: {got})"
                 )
