@@ -240,12 +240,12 @@ class BrokerError(KielError):
     class, falling back to :class:`UnknownBrokerError`.
     """
 
-    errno: ClassVar[int] = -1
+    errno: int = -1
 
     def __init__(self, message: str = "", **context: Any) -> None:
         super().__init__(message, **context)
         # An instance of the fallback class knows the real code.
-        self.errno = context.get("errno", type(self).errno)
+        self.errno = int(context.get("errno", type(self).errno))
 
 
 _BY_CODE: Dict[int, Type[BrokerError]] = {}

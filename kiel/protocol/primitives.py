@@ -229,7 +229,7 @@ class Array(WireType):
                 raise TruncatedError(f"{self.name} runs past the end", offset=offset) from e
             return values, offset + struct.calcsize(fmt)
         decode = self.item.decode
-        result = []
+        result: List[Any] = []
         append = result.append
         for _ in range(count):
             value, offset = decode(buf, offset)

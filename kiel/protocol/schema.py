@@ -120,7 +120,7 @@ class StructType(WireType):
             else:
                 value, offset = codec.decode(buf, offset)
                 values.append(value)
-        return tuple.__new__(self.cls, values), offset  # type: ignore[call-overload]
+        return tuple.__new__(self.cls, values), offset
 
 
 def encode(value: Any, cls: Union[type, None] = None) -> bytes:
@@ -143,4 +143,4 @@ def decode(cls: Type[T], buf: Buffer, offset: int = 0) -> Tuple[T, int]:
     Raises:
         kiel.exc.ProtocolError: the bytes do not hold a valid ``cls``.
     """
-    return struct_type(cls).decode(buf, offset)  # type: ignore[no-any-return]
+    return struct_type(cls).decode(buf, offset)

@@ -1,0 +1,379 @@
+"""Cluster metadata and the connection pool shared by kiel's clients.
+
+:class:`Cluster` bootstraps from a list of ``host[:port]`` strings, keeps a
+snapshot of the brokers and partition leaders (Metadata v0), routes requests
+to leaders, refreshes metadata when an error says it is stale and every
+``metadata_max_age`` seconds, and reconnects with exponential backoff and
+jitter. Retries are always bounded and end in a typed error.
+"""
+
+import asyncio
+import logging
+import random
+import re
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
+
+from tornado import gen
+from tornado.ioloop import IOLoop
+
+from kiel.connection import Connection
+from kiel.exc import (
+    ClientClosedError,
+    ConfigError,
+    KielError,
+    NoBrokersError,
+    UnknownPartitionError,
+    UnknownTopicError,
+    for_code,
+)
+from kiel.protocol import (
+    GroupCoordinatorRequest,
+    GroupCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kiel.retry import Backoff
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9092
+_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:\[\]]+))(?::(?P<port>\d+))?$")
+
+
+class BrokerInfo(NamedTuple):
+    """A broker as the metadata describes it."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+class PartitionInfo(NamedTuple):
+    """A partition as the metadata describes it (``leader`` is -1 when there is none)."""
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: Tuple[int, ...]
+    isr: Tuple[int, ...]
+    error_code: int
+
+
+def parse_brokers(brokers: Union[str, Sequence[str]]) -> List[Tuple[str, int]]:
+    """Parse a bootstrap list.
+
+    Args:
+        brokers: ``["host", "host:port", "[::1]:9092", ...]`` or one
+            comma-separated string of the same.
+
+    Returns:
+        ``[(host, port), ...]``, default port 9092.
+
+    Raises:
+        ConfigError: an empty list or a malformed entry.
+    """
+    items = brokers.split(",") if isinstance(brokers, str) else list(brokers)
+    result = []
+    for item in items:
+        if not isinstance(item, str):
+            raise ConfigError(f"broker address must be a string, got {item!r}")
+        match = _HOST_PORT.match(item.strip())
+        port = int(match.group("port")) if match and match.group("port") else DEFAULT_PORT
+        if not match or not 0 < port < 65536:
+            raise ConfigError(f"bad broker address {item!r}: expected host or host:port")
+        result.append((match.group("v6") or match.group("host"), port))
+    if not result:
+        raise ConfigError("the broker list is empty")
+    return result
+
+
+class Cluster:
+    """Metadata, leader routing and one connection per broker.
+
+    Args:
+        brokers: bootstrap list (see :func:`parse_brokers`).
+        client_id: sent in request headers.
+        connect_timeout: seconds per connection attempt.
+        request_timeout: default seconds per request.
+        metadata_max_age: refresh metadata at least this often (seconds).
+        retry_backoff: first backoff delay (seconds); doubles up to ``max_backoff``.
+        max_backoff: largest backoff delay (seconds).
+        retries: how many times a retriable failure is retried before its
+            typed error is raised.
+        ssl_options: an ``ssl.SSLContext`` for TLS connections.
+        max_in_flight: pipelined requests per connection.
+
+    Raises:
+        ConfigError: a bad setting.
+    """
+
+    def __init__(
+        self,
+        brokers: Union[str, Sequence[str]],
+        client_id: str = "kiel",
+        connect_timeout: float = 10.0,
+        request_timeout: float = 30.0,
+        metadata_max_age: float = 300.0,
+        retry_backoff: float = 0.1,
+        max_backoff: float = 5.0,
+        retries: int = 5,
+        ssl_options: Any = None,
+        max_in_flight: int = 64,
+    ) -> None:
+        self.bootstrap = parse_brokers(brokers)
+        for name, value in (
+            ("connect_timeout", connect_timeout),
+            ("request_timeout", request_timeout),
+            ("metadata_max_age", metadata_max_age),
+        ):
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+        if max_in_flight < 1:
+            raise ConfigError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        self.client_id = client_id
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.metadata_max_age = metadata_max_age
+        self.backoff = Backoff(retry_backoff, max_backoff, retries)
+        self.ssl_options = ssl_options
+        self.max_in_flight = max_in_flight
+        self.brokers: Dict[int, BrokerInfo] = {}
+        self.partitions: Dict[str, Dict[int, PartitionInfo]] = {}
+        self.topic_errors: Dict[str, int] = {}
+        self._connections: Dict[Any, Connection] = {}
+        self._topics: Set[str] = set()
+        self._refreshing: Optional[asyncio.Future[None]] = None
+        self._metadata_time = 0.0
+        self._closed = False
+
+    # ------------------------------------------------------------------
+    # connections
+
+    def _new_connection(self, host: str, port: int, broker_id: Optional[int]) -> Connection:
+        return Connection(
+            host,
+            port,
+            broker_id=broker_id,
+            client_id=self.client_id,
+            connect_timeout=self.connect_timeout,
+            request_timeout=self.request_timeout,
+            max_in_flight=self.max_in_flight,
+            ssl_options=self.ssl_options,
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the cluster client is closed")
+
+    def connection(self, broker_id: int) -> Connection:
+        """The live connection to ``broker_id``, replacing a closed one.
+
+        Raises:
+            NoBrokersError: the broker is not in the metadata.
+        """
+        self._check_open()
+        conn = self._connections.get(broker_id)
+        if conn is None or conn.closed:
+            info = self.brokers.get(broker_id)
+            if info is None:
+                raise NoBrokersError(
+                    f"broker {broker_id} is not in the cluster metadata", broker_id=broker_id
+                )
+            conn = self._connections[broker_id] = self._new_connection(
+                info.host, info.port, broker_id
+            )
+        return conn
+
+    async def send(self, broker_id: int, request: Any, timeout: Optional[float] = None) -> Any:
+        """Send ``request`` to broker ``broker_id`` (one attempt).
+
+        Raises:
+            KielConnectionError, RequestTimeoutError: the attempt failed; the
+                caller decides whether to refresh metadata and retry.
+        """
+        return await self.connection(broker_id).send(request, timeout=timeout)
+
+    async def send_any(self, request: Any, timeout: Optional[float] = None) -> Any:
+        """Send ``request`` to any reachable broker (known brokers, then bootstrap).
+
+        Raises:
+            NoBrokersError: every broker failed; the message lists why.
+        """
+        self._check_open()
+        errors = []
+        candidates: List[Tuple[Any, str, int, Optional[int]]] = [
+            (b.node_id, b.host, b.port, b.node_id) for b in self.brokers.values()
+        ]
+        random.shuffle(candidates)
+        boot = [(("bootstrap", h, p), h, p, None) for h, p in self.bootstrap]
+        random.shuffle(boot)
+        # Open connections first: they are the cheapest to use.
+        candidates.sort(
+            key=lambda c: not (c[0] in self._connections and self._connections[c[0]].connected)
+        )
+        for key, host, port, broker_id in candidates + boot:
+            conn = self._connections.get(key)
+            if conn is None or conn.closed:
+                conn = self._connections[key] = self._new_connection(host, port, broker_id)
+            try:
+                return await conn.send(request, timeout=timeout)
+            except KielError as e:
+                if not e.retriable:
+                    raise
+                errors.append(f"{host}:{port}: {e}")
+        raise NoBrokersError("no broker answered: " + "; ".join(errors))
+
+    # ------------------------------------------------------------------
+    # metadata
+
+    async def connect(self) -> None:
+        """Load the metadata from the bootstrap brokers.
+
+        Raises:
+            NoBrokersError: no bootstrap broker answered within the retries.
+        """
+        await self.refresh_metadata()
+
+    @property
+    def metadata_age(self) -> float:
+        """Seconds since the last successful metadata refresh."""
+        return IOLoop.current().time() - self._metadata_time
+
+    async def refresh_metadata(self, topics: Iterable[str] = ()) -> None:
+        """Fetch fresh metadata (for the known topics plus ``topics``).
+
+        Concurrent callers share one request. Retried with backoff.
+
+        Raises:
+            NoBrokersError: no broker answered within the retries.
+        """
+        self._check_open()
+        self._topics.update(topics)
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.ensure_future(self._refresh())
+        await asyncio.shield(self._refreshing)
+
+    async def _refresh(self) -> None:
+        delays = self.backoff.delays()
+        while True:
+            try:
+                response: MetadataResponse = await self.send_any(
+                    MetadataRequest(sorted(self._topics))
+                )
+                break
+            except NoBrokersError:
+                delay = next(delays, None)
+                if delay is None:
+                    raise
+                await gen.sleep(delay)
+        self._apply(response)
+
+    def _apply(self, response: MetadataResponse) -> None:
+        self.brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port) for b in response.brokers}
+        for broker_id, conn in list(self._connections.items()):
+            info = self.brokers.get(broker_id) if isinstance(broker_id, int) else None
+            if isinstance(broker_id, int) and (
+                info is None or (info.host, info.port) != (conn.host, conn.port)
+            ):
+                conn.close()
+                del self._connections[broker_id]
+        for topic in response.topics:
+            self.topic_errors[topic.topic] = topic.error_code
+            if topic.partitions:
+                self.partitions[topic.topic] = {
+                    p.partition_id: PartitionInfo(
+                        topic.topic,
+                        p.partition_id,
+                        p.leader,
+                        tuple(p.replicas),
+                        tuple(p.isr),
+                        p.error_code,
+                    )
+                    for p in topic.partitions
+                }
+            elif topic.error_code:
+                self.partitions.pop(topic.topic, None)
+        self._metadata_time = IOLoop.current().time()
+
+    async def maybe_refresh(self) -> None:
+        """Refresh if the metadata is older than ``metadata_max_age``."""
+        if self.metadata_age > self.metadata_max_age:
+            await self.refresh_metadata()
+
+    async def partitions_for(self, topic: str) -> List[int]:
+        """The partition ids of ``topic``, loading its metadata if needed.
+
+        A topic being auto-created answers LeaderNotAvailable first; that is
+        retried with backoff.
+
+        Raises:
+            UnknownTopicError: the cluster has no such topic.
+            BrokerError: another topic-level error persisted past the retries.
+        """
+        await self.maybe_refresh()
+        if topic not in self._topics or topic not in self.topic_errors:
+            await self.refresh_metadata([topic])
+        delays = self.backoff.delays()
+        while True:
+            parts = self.partitions.get(topic)
+            if parts:
+                return sorted(parts)
+            code = self.topic_errors.get(topic, 3)
+            if code in (0, 3):
+                # Topic-level UnknownTopicOrPartition right after a refresh is
+                # definitive on 0.8 (auto-creation would answer 5 instead).
+                raise UnknownTopicError("unknown topic", topic=topic)
+            error = for_code(code)
+            delay = next(delays, None)
+            if error is None or not error.retriable or delay is None:
+                raise (error or UnknownTopicError)(errno=code, topic=topic)
+            await gen.sleep(delay)
+            await self.refresh_metadata([topic])
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The leader's broker id for a partition, or -1 if it has none right now.
+
+        Raises:
+            UnknownTopicError, UnknownPartitionError: not in the metadata.
+        """
+        parts = self.partitions.get(topic)
+        if parts is None:
+            raise UnknownTopicError("unknown topic", topic=topic)
+        info = parts.get(partition)
+        if info is None:
+            raise UnknownPartitionError("unknown partition", topic=topic, partition=partition)
+        return info.leader
+
+    async def coordinator(self, group: str) -> int:
+        """The broker id of ``group``'s offset coordinator (GroupCoordinator v0).
+
+        0.8.1 brokers lack the API and close the connection; then, and when
+        the coordinator is not available, any broker is returned, since a 0.8
+        broker serves v0 offsets from ZooKeeper on every broker.
+
+        Raises:
+            NoBrokersError: no broker is known.
+        """
+        try:
+            response: GroupCoordinatorResponse = await self.send_any(GroupCoordinatorRequest(group))
+        except KielError as e:
+            log.info("GroupCoordinator for %r failed (%s); using any broker", group, e)
+            response = None  # type: ignore[assignment]
+        if response is not None and response.error_code == 0:
+            info = BrokerInfo(response.coordinator_id, response.host, response.port)
+            known = self.brokers.get(info.node_id)
+            if known is None or known != info:
+                self.brokers[info.node_id] = info
+            return info.node_id
+        if not self.brokers:
+            await self.refresh_metadata()
+        if not self.brokers:
+            raise NoBrokersError("no broker is known", group=group)
+        return random.choice(sorted(self.brokers))
+
+    def close(self) -> None:
+        """Close every connection; further use raises :class:`ClientClosedError`."""
+        self._closed = True
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()

@@ -1,0 +1,277 @@
+"""One broker connection: a thin adapter between an IOStream and the framing object.
+
+A :class:`Connection` frames requests with :class:`kiel.protocol.framing.ClientFraming`,
+writes them, and parks a future per correlation id; one reader coroutine
+feeds received bytes back to the framing object and resolves those futures.
+Requests are pipelined (up to ``max_in_flight`` at once); Kafka answers them
+in order.
+
+Connecting uses :class:`tornado.tcpclient.TCPClient`, whose resolver runs in
+a thread pool: a host name never blocks the IOLoop. When the connection
+closes, for whatever reason, every pending future fails with a typed error
+that names the broker and the :class:`CloseReason`.
+"""
+
+import asyncio
+import enum
+import logging
+import socket
+from typing import Any, Dict, Optional, Union
+
+from tornado import gen
+from tornado.ioloop import IOLoop
+from tornado.iostream import IOStream, StreamClosedError
+from tornado.locks import Semaphore
+from tornado.tcpclient import TCPClient
+
+from kiel.exc import (
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    KielConnectionError,
+    KielError,
+    ProtocolError,
+    RequestTimeoutError,
+)
+from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE, ClientFraming
+
+log = logging.getLogger(__name__)
+
+_READ_CHUNK = 256 * 1024
+
+
+class CloseReason(enum.Enum):
+    """Why a connection closed; carried as ``reason`` in the errors it raises."""
+
+    CONNECT_FAILED = "connect failed"
+    CONNECTION_BROKEN = "connection broken"
+    REQUEST_TIMEOUT = "request timed out"
+    OUT_OF_SYNC = "protocol error"
+    SHUTDOWN = "closed by client"
+
+
+class Connection:
+    """A connection to one broker.
+
+    Args:
+        host: broker host name or address (resolved off the IOLoop).
+        port: broker port.
+        broker_id: the broker's node id, for error context (``None`` while
+            bootstrapping).
+        client_id: sent in every request header.
+        connect_timeout: seconds to establish the TCP (and TLS) connection.
+        request_timeout: default seconds to wait for a response.
+        max_in_flight: requests sent and not yet answered, at most; further
+            :meth:`send` calls wait for a slot.
+        ssl_options: an ``ssl.SSLContext`` (or Tornado's dict form) to use TLS.
+        max_frame_size: largest response accepted.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        broker_id: Optional[int] = None,
+        client_id: str = "kiel",
+        connect_timeout: float = 10.0,
+        request_timeout: float = 30.0,
+        max_in_flight: int = 64,
+        ssl_options: Any = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.broker_id = broker_id
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.ssl_options = ssl_options
+        self._framing = ClientFraming(client_id, max_frame_size=max_frame_size)
+        self._stream: Optional[IOStream] = None
+        self._pending: Dict[int, asyncio.Future[Any]] = {}
+        self._slots = Semaphore(max_in_flight)
+        self._closed = False
+        self._close_error: Optional[KielError] = None
+        self._connecting: Optional[asyncio.Future[None]] = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("open" if self._stream else "new")
+        return f"<Connection broker={self.broker_id} {self.host}:{self.port} {state}>"
+
+    def _context(self) -> Dict[str, Any]:
+        return {"broker_id": self.broker_id, "host": self.host, "port": self.port}
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection has closed (it is never reopened)."""
+        return self._closed
+
+    @property
+    def connected(self) -> bool:
+        """True while the stream is open."""
+        return self._stream is not None and not self._closed
+
+    @property
+    def in_flight(self) -> int:
+        """Requests awaiting a response."""
+        return len(self._pending)
+
+    async def connect(self) -> None:
+        """Open the TCP (or TLS) connection; concurrent callers share one attempt.
+
+        Raises:
+            ConnectTimeoutError: not connected within ``connect_timeout``.
+            KielConnectionError: refused, unreachable, or already closed.
+        """
+        if self._closed:
+            raise self._close_error or ConnectionClosedError("connection closed", **self._context())
+        if self._stream is not None:
+            return
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect())
+        await asyncio.shield(self._connecting)
+
+    async def _connect(self) -> None:
+        try:
+            stream = await TCPClient().connect(
+                self.host, self.port, ssl_options=self.ssl_options, timeout=self.connect_timeout
+            )
+        except gen.TimeoutError as e:
+            err: KielError = ConnectTimeoutError(
+                f"no connection within {self.connect_timeout}s", **self._context()
+            )
+            self._fail(CloseReason.CONNECT_FAILED, err)
+            raise err from e
+        except (OSError, StreamClosedError) as e:
+            real = getattr(e, "real_error", None) or e
+            err = KielConnectionError(
+                f"cannot connect: {real}",
+                reason=CloseReason.CONNECT_FAILED.value,
+                **self._context(),
+            )
+            self._fail(CloseReason.CONNECT_FAILED, err)
+            raise err from e
+        if self._closed:  # closed while connecting
+            stream.close()
+            raise self._close_error or ConnectionClosedError("connection closed", **self._context())
+        try:
+            stream.set_nodelay(True)
+            sock = stream.socket
+            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        except OSError as e:  # the peer closed already; the reader will notice
+            log.debug("socket options on %r failed: %s", self, e)
+        self._stream = stream
+        IOLoop.current().add_callback(self._read_loop)
+
+    async def send(self, request: Any, timeout: Optional[float] = None) -> Any:
+        """Send ``request`` and await its response.
+
+        Args:
+            request: a kiel.protocol request struct.
+            timeout: seconds to wait for the response (default
+                ``request_timeout``). For a Fetch long poll pass at least its
+                ``max_wait_time`` plus a margin.
+
+        Returns:
+            the decoded response, or ``None`` for requests the broker never
+            answers (Produce with ``required_acks=0``) once written.
+
+        Raises:
+            RequestTimeoutError: no response in time; the connection is closed,
+                as the stream is now out of step.
+            KielConnectionError: the connection failed or closed.
+            LocalProtocolError: the request cannot be encoded.
+        """
+        await self.connect()
+        async with self._slots:
+            if self._closed or self._stream is None:
+                raise self._close_error or ConnectionClosedError(
+                    "connection closed", **self._context()
+                )
+            cid, frame, expects_response = self._framing.send_request(request)
+            future: Optional[asyncio.Future[Any]] = None
+            if expects_response:
+                future = asyncio.get_event_loop().create_future()
+                self._pending[cid] = future
+            try:
+                await self._stream.write(frame)
+            except StreamClosedError as e:
+                self._fail(CloseReason.CONNECTION_BROKEN, self._broken(e))
+            if future is None:
+                if self._closed:
+                    raise self._close_error or ConnectionClosedError(
+                        "connection closed", **self._context()
+                    )
+                return None
+            wait = self.request_timeout if timeout is None else timeout
+            try:
+                return await gen.with_timeout(
+                    IOLoop.current().time() + wait, asyncio.shield(future)
+                )
+            except gen.TimeoutError:
+                if future.done():
+                    return future.result()
+                err = RequestTimeoutError(
+                    f"no response within {wait}s", api=type(request).__name__, **self._context()
+                )
+                future.set_exception(err)
+                self._fail(
+                    CloseReason.REQUEST_TIMEOUT,
+                    ConnectionClosedError(
+                        "connection closed after a request timed out",
+                        reason=CloseReason.REQUEST_TIMEOUT.value,
+                        **self._context(),
+                    ),
+                )
+                raise err from None
+
+    def _broken(self, e: BaseException) -> KielError:
+        real = getattr(e, "real_error", None)
+        detail = f": {real}" if real else ""
+        return ConnectionClosedError(
+            f"connection broken{detail}",
+            reason=CloseReason.CONNECTION_BROKEN.value,
+            **self._context(),
+        )
+
+    async def _read_loop(self) -> None:
+        stream = self._stream
+        assert stream is not None
+        while not self._closed:
+            try:
+                data = await stream.read_bytes(_READ_CHUNK, partial=True)
+            except StreamClosedError as e:
+                self._fail(CloseReason.CONNECTION_BROKEN, self._broken(e))
+                return
+            try:
+                responses = self._framing.receive_data(data)
+            except ProtocolError as e:
+                e.with_context(**self._context())
+                self._fail(CloseReason.OUT_OF_SYNC, e)
+                return
+            for cid, response in responses:
+                future = self._pending.pop(cid, None)
+                if future is not None and not future.done():
+                    future.set_result(response)
+
+    def close(self) -> None:
+        """Close the connection; pending requests fail with :class:`ConnectionClosedError`."""
+        self._fail(
+            CloseReason.SHUTDOWN,
+            ConnectionClosedError(
+                "connection closed by client", reason=CloseReason.SHUTDOWN.value, **self._context()
+            ),
+        )
+
+    def _fail(self, reason: CloseReason, error: Union[KielError, Exception]) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_error = error if isinstance(error, KielError) else None
+        if reason is not CloseReason.SHUTDOWN:
+            log.info("%r closed: %s (%s)", self, reason.value, error)
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        if self._stream is not None:
+            self._stream.close()
