@@ -1,0 +1,72 @@
+"""What every kiel client shares: a :class:`kiel.cluster.Cluster`, connect and close."""
+from typing import Any, Optional, Sequence, Type, TypeVar, Union
+
+from kiel.cluster import Cluster
+
+C = TypeVar("C", bound="Client")
+
+
+class Client:
+    """Base of :class:`~kiel.clients.Producer`, :class:`~kiel.clients.SingleConsumer`
+    and :class:`~kiel.clients.GroupedConsumer`.
+
+    Args:
+        brokers: bootstrap list, ``["host", "host:port", ...]`` or a
+            comma-separated string; the default port is 9092.
+        client_id: sent in every request header (shows up in broker logs).
+        connect_timeout: seconds per connection attempt.
+        request_timeout: default seconds to wait for a response.
+        metadata_max_age: refresh cluster metadata at least this often (s).
+        retry_backoff: first retry delay (s); doubles up to ``max_backoff``.
+        max_backoff: largest retry delay (s).
+        retries: retriable failures are retried this many times, then raised.
+        ssl_options: an ``ssl.SSLContext`` to connect with TLS.
+
+    Raises:
+        ConfigError: a bad setting.
+    """
+
+    def __init__(
+        self,
+        brokers: Union[str, Sequence[str]],
+        client_id: str = "kiel",
+        connect_timeout: float = 10.0,
+        request_timeout: float = 30.0,
+        metadata_max_age: float = 300.0,
+        retry_backoff: float = 0.1,
+        max_backoff: float = 5.0,
+        retries: int = 5,
+        ssl_options: Any = None,
+    ) -> None:
+        self.cluster = Cluster(
+            brokers,
+            client_id=client_id,
+            connect_timeout=connect_timeout,
+            request_timeout=request_timeout,
+            metadata_max_age=metadata_max_age,
+            retry_backoff=retry_backoff,
+            max_backoff=max_backoff,
+            retries=retries,
+            ssl_options=ssl_options,
+        )
+        self.closed = False
+
+    async def connect(self) -> None:
+        """Load cluster metadata from the bootstrap brokers.
+
+        Raises:
+            NoBrokersError: no bootstrap broker answered within the retries.
+        """
+        await self.cluster.connect()
+
+    async def close(self) -> None:
+        """Close every connection. Subclasses drain their own work first."""
+        self.closed = True
+        self.cluster.close()
+
+    async def __aenter__(self: C) -> C:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Any, tb: Any) -> None:
+        await self.close()
