@@ -1,0 +1,233 @@
+"""Connection and Cluster against a real loopback peer that speaks kiel's server framing.
+
+The peer is a few lines of Tornado TCPServer around ``ServerFraming`` whose
+behaviour each test scripts (answer, hang, close mid-response, send garbage):
+connection-level faults need a peer that misbehaves on cue. Broker semantics
+are tested against the embedded broker elsewhere.
+"""
+import asyncio
+import socket
+from typing import Any, Callable, List, Optional
+
+import pytest
+from tornado.iostream import IOStream, StreamClosedError
+from tornado.tcpserver import TCPServer
+
+from kiel.cluster import Cluster, parse_brokers
+from kiel.connection import Connection
+from kiel.exc import (
+    ConfigError,
+    ConnectionClosedError,
+    CorrelationIdError,
+    KielConnectionError,
+    NoBrokersError,
+    ProtocolError,
+    RequestTimeoutError,
+    UnknownTopicError,
+)
+from kiel.protocol import (
+    BrokerMetadata,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionMetadata,
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceTopicData,
+    TopicMetadata,
+)
+from kiel.protocol.framing import ServerFraming
+
+Handler = Callable[[Any, Any, IOStream], Any]
+
+
+class Peer(TCPServer):
+    """A scripted loopback peer: ``handler(header, request, stream)`` returns a
+    response struct, ``None`` (no answer), or bytes to write verbatim."""
+
+    def __init__(self, handler: Handler) -> None:
+        super().__init__()
+        self.handler = handler
+        self.requests: List[Any] = []
+        self.streams: List[IOStream] = []
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        self.add_sockets([sock])
+
+    async def handle_stream(self, stream: IOStream, address: Any) -> None:
+        self.streams.append(stream)
+        framing = ServerFraming()
+        try:
+            while True:
+                data = await stream.read_bytes(65536, partial=True)
+                for header, _api, request in framing.receive_data(data):
+                    self.requests.append(request)
+                    result = self.handler(header, request, stream)
+                    if asyncio.iscoroutine(result):
+                        result = await result
+                    if isinstance(result, bytes):
+                        await stream.write(result)
+                    elif result is not None:
+                        await stream.write(framing.send_response(header.correlation_id, result))
+        except (StreamClosedError, ProtocolError):
+            stream.close()
+
+
+def metadata_for(port: int, topics: Optional[List[str]] = None) -> MetadataResponse:
+    return MetadataResponse(
+        [BrokerMetadata(7, "127.0.0.1", port)],
+        [
+            TopicMetadata(0, t, [PartitionMetadata(0, p, 7, [7], [7]) for p in range(2)])
+            for t in (topics or [])
+        ],
+    )
+
+
+def answer_metadata(header: Any, request: Any, stream: IOStream) -> Any:
+    return metadata_for(stream.socket.getsockname()[1], ["known"])
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 30))
+
+
+def test_pipelined_requests_resolve_in_order() -> None:
+    async def main() -> None:
+        peer = Peer(answer_metadata)
+        conn = Connection("127.0.0.1", peer.port, broker_id=7)
+        results = await asyncio.gather(*(conn.send(MetadataRequest([f"t{i}"])) for i in range(50)))
+        assert all(isinstance(r, MetadataResponse) for r in results)
+        assert [r.topics[0].topic for r in results] == ["known"] * 50
+        assert [r.topics for r in peer.requests] == [[f"t{i}"] for i in range(50)]
+        assert conn.in_flight == 0
+        conn.close()
+        peer.stop()
+
+    run(main())
+
+
+def test_acks_zero_produce_needs_no_response() -> None:
+    async def main() -> None:
+        peer = Peer(lambda h, r, s: None)
+        conn = Connection("127.0.0.1", peer.port)
+        request = ProduceRequest(0, 1000, [ProduceTopicData("t", [ProducePartitionData(0, b"")])])
+        assert await conn.send(request, timeout=1) is None
+        assert conn.in_flight == 0
+        conn.close()
+        peer.stop()
+
+    run(main())
+
+
+def test_timeout_fails_the_request_and_every_pending_one() -> None:
+    async def main() -> None:
+        peer = Peer(lambda h, r, s: None)  # a hung broker: reads, never answers
+        conn = Connection("127.0.0.1", peer.port, broker_id=3, request_timeout=0.3)
+        first = asyncio.ensure_future(conn.send(MetadataRequest([])))
+        await asyncio.sleep(0.05)
+        second = asyncio.ensure_future(conn.send(MetadataRequest([]), timeout=10))
+        with pytest.raises(RequestTimeoutError) as info:
+            await first
+        assert info.value.broker_id == 3 and info.value.port == peer.port
+        # The stream is out of step now: the other request fails at once, typed.
+        with pytest.raises(ConnectionClosedError) as info2:
+            await asyncio.wait_for(second, 2)
+        assert info2.value.context["reason"] == "request timed out"
+        assert conn.closed
+        peer.stop()
+
+    run(main())
+
+
+def test_peer_closing_mid_response_fails_pending_with_context() -> None:
+    async def main() -> None:
+        def half_then_close(header: Any, request: Any, stream: IOStream) -> Any:
+            frame = ServerFraming.send_response(header.correlation_id, metadata_for(1, ["x"]))
+            stream.write(frame[: len(frame) // 2])
+            asyncio.get_event_loop().call_later(0.05, stream.close)
+            return None
+
+        peer = Peer(half_then_close)
+        conn = Connection("127.0.0.1", peer.port, broker_id=5)
+        with pytest.raises(ConnectionClosedError) as info:
+            await conn.send(MetadataRequest([]))
+        assert info.value.broker_id == 5
+        assert info.value.host == "127.0.0.1"
+        assert info.value.retriable
+        peer.stop()
+
+    run(main())
+
+
+def test_garbage_from_peer_is_a_protocol_error() -> None:
+    async def main() -> None:
+        # A well-formed frame answering a correlation id we never sent...
+        peer = Peer(lambda h, r, s: b"\x00\x00\x00\x0c\x00\x00\x30\x39garbage!")
+        conn = Connection("127.0.0.1", peer.port)
+        with pytest.raises(CorrelationIdError):
+            await conn.send(MetadataRequest([]))
+        assert conn.closed
+        # ...and a size prefix no broker would send.
+        peer.handler = lambda h, r, s: b"garbage!"
+        conn = Connection("127.0.0.1", peer.port)
+        with pytest.raises(ProtocolError):
+            await conn.send(MetadataRequest([]))
+        assert conn.closed
+        peer.stop()
+
+    run(main())
+
+
+def test_connect_refused_is_typed() -> None:
+    async def main() -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()  # nothing listens there now
+        conn = Connection("127.0.0.1", port, broker_id=1, connect_timeout=2)
+        with pytest.raises(KielConnectionError) as info:
+            await conn.send(MetadataRequest([]))
+        assert info.value.port == port
+
+    run(main())
+
+
+def test_parse_brokers() -> None:
+    assert parse_brokers("a,b:1234") == [("a", 9092), ("b", 1234)]
+    assert parse_brokers(["[::1]:9093", "h"]) == [("::1", 9093), ("h", 9092)]
+    for bad in ([], "a:99999", ["a:b"], [5], "a::1"):
+        with pytest.raises(ConfigError):
+            parse_brokers(bad)  # type: ignore[arg-type]
+
+
+def test_cluster_metadata_routing_and_unknown_topic() -> None:
+    async def main() -> None:
+        peer = Peer(answer_metadata)
+        cluster = Cluster([f"127.0.0.1:{peer.port}"], retry_backoff=0.01, retries=2)
+        await cluster.connect()
+        assert await cluster.partitions_for("known") == [0, 1]
+        assert cluster.leader("known", 1) == 7
+        assert cluster.brokers[7].port == peer.port
+        with pytest.raises(UnknownTopicError) as info:
+            await cluster.partitions_for("nope")
+        assert info.value.topic == "nope"
+        cluster.close()
+        peer.stop()
+
+    run(main())
+
+
+def test_cluster_with_no_reachable_broker_gives_up_with_reasons() -> None:
+    async def main() -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        cluster = Cluster([f"127.0.0.1:{port}"], retry_backoff=0.01, retries=2, connect_timeout=1)
+        with pytest.raises(NoBrokersError) as info:
+            await cluster.connect()
+        assert str(port) in str(info.value)
+
+    run(main())
