@@ -294,6 +294,14 @@ def _tail(path: str, lines: int) -> List[str]:
     return data.decode("utf-8", "replace").splitlines()[-lines:]
 
 
+def _signal(process: subprocess.Popen, signum: int) -> None:
+    if process.poll() is None:
+        try:
+            os.kill(process.pid, signum)
+        except ProcessLookupError:
+            pass
+
+
 def _process_state(pid: int) -> Optional[str]:
     """The one-letter state of a process from /proc (``T`` = stopped), if known."""
     try:
@@ -457,15 +465,14 @@ class ZooKeeperNode:
         Args:
             timeout: seconds to wait for a clean exit before killing.
         """
-        process = self._process
+        process, self._process = self._process, None
+        paused, self._paused = self._paused, False
         if process is None or process.poll() is not None:
-            self._paused = False
             return
         process.terminate()
-        if self._paused:
+        if paused:
             # A stopped process only acts on SIGTERM once it runs again.
-            self._send(signal.SIGCONT)
-            self._paused = False
+            _signal(process, signal.SIGCONT)
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -474,7 +481,7 @@ class ZooKeeperNode:
 
     def kill(self) -> None:
         """Kill the server with SIGKILL (a crash: no clean shutdown) and reap it."""
-        process = self._process
+        process, self._process = self._process, None
         self._paused = False
         if process is None or process.poll() is not None:
             return
@@ -524,10 +531,7 @@ class ZooKeeperNode:
 
     def _send(self, signum: int) -> None:
         if self._process is not None:
-            try:
-                os.kill(self._process.pid, signum)
-            except ProcessLookupError:
-                pass
+            _signal(self._process, signum)
 
     def _wait_state(self, stopped: bool, timeout: float = 5.0) -> None:
         # Signals are delivered asynchronously; make pause()/resume() take
@@ -712,8 +716,9 @@ class ZooKeeperEnsemble:
         """Wait until every running, unpaused node serves.
 
         For an ensemble that means each answers ``srvr`` with ``leader`` or
-        ``follower`` and exactly one of them is the leader; stopped and paused
-        nodes are not waited for (a quorum of the others must exist).
+        ``follower`` and exactly one of them is the leader. Nodes stopped,
+        killed or paused through this launcher are not waited for (a quorum
+        of the others must exist); a node that died on its own is an error.
 
         Args:
             timeout: seconds (default: ``start_timeout``).
