@@ -26,7 +26,9 @@ Out = List[bytes]
 class WireType:
     """Base class of wire types. ``fixed_format`` is set for fixed-width types."""
 
-    #: ``struct`` format character(s) for fixed-width types, else ``None``.
+    #: ``struct`` format of fixed-width types, else ``None``: one character for
+    #: the integer primitives, the fields' characters for a struct made only of
+    #: fixed-width fields.
     fixed_format: Optional[str] = None
     name = "wire type"
 
@@ -75,6 +77,7 @@ UInt32 = _Fixed("uint32", "I", 0, 2**32 - 1)
 
 _int16 = struct.Struct(">h")
 _int32 = struct.Struct(">i")
+_INT32_MAX = 2**31 - 1
 
 
 def _take(buf: Buffer, offset: int, length: int, what: str) -> int:
@@ -103,7 +106,11 @@ class _String(WireType):
             return
         if not isinstance(value, str):
             raise LocalProtocolError(f"{self.name} needs str, got {type(value).__name__}")
-        data = value.encode("utf-8")
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            # Lone surrogates (e.g. from os.fsdecode) have no UTF-8 form.
+            raise LocalProtocolError(f"{self.name} is not encodable as UTF-8: {e.reason}") from e
         if len(data) > 32767:
             raise LocalProtocolError(f"{self.name} of {len(data)} bytes exceeds 32767")
         out.append(_int16.pack(len(data)))
@@ -145,8 +152,13 @@ class _Bytes(WireType):
             return
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise LocalProtocolError(f"{self.name} needs bytes, got {type(value).__name__}")
-        out.append(_int32.pack(len(value)))
-        out.append(bytes(value))
+        # bytes() first: len() of a memoryview counts items, not bytes, when
+        # its format is wider than "B". (bytes(b) of a bytes object is b itself.)
+        data = bytes(value)
+        if len(data) > _INT32_MAX:
+            raise LocalProtocolError(f"{self.name} of {len(data)} bytes exceeds {_INT32_MAX}")
+        out.append(_int32.pack(len(data)))
+        out.append(data)
 
     def decode(self, buf: Buffer, offset: int) -> Tuple[Optional[bytes], int]:
         try:
@@ -182,19 +194,30 @@ class Array(WireType):
 
         self.item = wire_type(item)
         self.name = f"[{self.item!r}]"
-        self._fixed = self.item.fixed_format is not None
+        # Strategy: two fast paths. An array of a fixed-width integer packs and
+        # unpacks in one struct call; an array of a struct made only of
+        # fixed-width fields (a partition header) costs one precompiled
+        # ``unpack_from`` per element. Everything else goes item by item.
+        self._scalar: Optional[_Fixed] = self.item if isinstance(self.item, _Fixed) else None
+        self._record: Optional[struct.Struct] = getattr(self.item, "fixed_struct", None)
 
     def encode(self, value: Optional[Sequence[Any]], out: Out) -> None:
         if value is None:
             out.append(b"\xff\xff\xff\xff")
             return
-        if isinstance(value, (str, bytes, bytearray, memoryview)):
+        if isinstance(value, (str, bytes, bytearray, memoryview, dict)):
             raise LocalProtocolError(f"{self.name} needs a sequence, got {type(value).__name__}")
-        items = list(value)
-        if self._fixed:
-            # One pack call for a whole array of ints.
+        try:
+            items = list(value)
+        except TypeError as e:
+            raise LocalProtocolError(
+                f"{self.name} needs a sequence, got {type(value).__name__}"
+            ) from e
+        if len(items) > _INT32_MAX:
+            raise LocalProtocolError(f"{self.name} of {len(items)} items exceeds {_INT32_MAX}")
+        if self._scalar is not None:
             try:
-                fmt = f">i{len(items)}{self.item.fixed_format}"
+                fmt = f">i{len(items)}{self._scalar.fixed_format}"
                 out.append(struct.pack(fmt, len(items), *items))
             except struct.error as e:
                 raise LocalProtocolError(f"bad value in {self.name}: {e}") from e
@@ -214,22 +237,36 @@ class Array(WireType):
             if count == -1:
                 return [], offset
             raise ProtocolError(f"invalid {self.name} count {count}", offset=offset - 4)
+        left = len(buf) - offset
         # Every element takes at least one byte: a count beyond what is left is
         # garbage, and we refuse it before looping or allocating.
-        if count > len(buf) - offset:
+        if count > left:
             raise TruncatedError(
-                f"{self.name} count {count} exceeds the {len(buf) - offset} bytes left",
-                offset=offset - 4,
+                f"{self.name} count {count} exceeds the {left} bytes left", offset=offset - 4
             )
-        if self._fixed:
-            fmt = f">{count}{self.item.fixed_format}"
-            try:
-                values = list(struct.unpack_from(fmt, buf, offset))
-            except struct.error as e:
-                raise TruncatedError(f"{self.name} runs past the end", offset=offset) from e
-            return values, offset + struct.calcsize(fmt)
+        if self._scalar is not None:
+            size = count * self._scalar.size
+            if size > left:
+                raise TruncatedError(
+                    f"{self.name} of {count} items needs {size} bytes, {left} left",
+                    offset=offset - 4,
+                )
+            values = list(struct.unpack_from(f">{count}{self._scalar.fixed_format}", buf, offset))
+            return values, offset + size
+        if self._record is not None:
+            step = self._record.size
+            if count * step > left:
+                raise TruncatedError(
+                    f"{self.name} of {count} items needs {count * step} bytes, {left} left",
+                    offset=offset - 4,
+                )
+            unpack_from = self._record.unpack_from
+            new = tuple.__new__
+            cls = self.item.cls  # type: ignore[attr-defined]
+            result = [new(cls, unpack_from(buf, offset + i * step)) for i in range(count)]
+            return result, offset + count * step
         decode = self.item.decode
-        result: List[Any] = []
+        result = []
         append = result.append
         for _ in range(count):
             value, offset = decode(buf, offset)

@@ -19,7 +19,7 @@ whose steps fuse runs of consecutive fixed-width fields into one precompiled
 one ``unpack_from`` call rather than three.
 """
 import struct
-from typing import Any, Dict, List, Tuple, Type, TypeVar, Union, get_type_hints
+from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar, Union, get_type_hints
 
 from kiel.exc import LocalProtocolError, TruncatedError
 from kiel.protocol.primitives import Buffer, Out, WireType
@@ -48,9 +48,15 @@ def wire_type(spec: Any) -> WireType:
 
 
 def struct_type(cls: type) -> "StructType":
-    """The compiled wire type of struct class ``cls`` (cached)."""
+    """The compiled wire type of struct class ``cls`` (cached).
+
+    Raises:
+        TypeError: ``cls`` is not a struct class.
+    """
     compiled = _COMPILED.get(cls)
     if compiled is None:
+        if not is_struct(cls):
+            raise TypeError(f"not a struct class: {cls!r}")
         compiled = _COMPILED[cls] = StructType(cls)
     return compiled
 
@@ -79,14 +85,20 @@ class StructType(WireType):
                 run.clear()
 
         for index, (_, wtype) in enumerate(fields):
-            if wtype.fixed_format is not None:
+            # Only scalar fields fuse: a nested fixed-width struct is one tuple
+            # value, not a run of flat ones.
+            if wtype.fixed_format is not None and not isinstance(wtype, StructType):
                 run.append(index)
             else:
                 flush()
                 steps.append(("var", wtype, index, 1))
         flush()
         self.steps = steps
+        #: The precompiled ``struct.Struct`` of a struct made only of
+        #: fixed-width fields (``Array`` decodes those in one call per element).
+        self.fixed_struct: Optional[struct.Struct] = None
         if len(steps) == 1 and steps[0][0] == "fixed":
+            self.fixed_struct = steps[0][1]
             self.fixed_format = steps[0][1].format[1:]
 
     def encode(self, value: Any, out: Out) -> None:
@@ -129,8 +141,11 @@ def encode(value: Any, cls: Union[type, None] = None) -> bytes:
     Raises:
         LocalProtocolError: a field's value cannot be carried by its wire type.
     """
+    cls = cls or type(value)
+    if not is_struct(cls):
+        raise LocalProtocolError(f"not a struct: {cls.__name__}")
     out: Out = []
-    struct_type(cls or type(value)).encode(value, out)
+    struct_type(cls).encode(value, out)
     return b"".join(out)
 
 
