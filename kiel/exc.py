@@ -90,6 +90,11 @@ class ConfigError(KielError, ValueError):
     """A setting or argument is invalid."""
 
 
+class SerializationError(KielError, TypeError):
+    """A key or value is not ``bytes`` and no serializer was set, or the
+    serializer failed or returned something other than ``bytes``."""
+
+
 class MissingDependencyError(KielError, ImportError):
     """An optional dependency is not installed; the message names the extra."""
 
