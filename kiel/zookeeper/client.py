@@ -1,0 +1,235 @@
+"""An async facade over kazoo for code that lives on the IOLoop.
+
+Every call here is awaitable and never blocks the loop: reads and writes use
+kazoo's ``*_async`` API awaited through the :class:`~kiel.zookeeper.bridge.Bridge`;
+``start``/``stop`` and the recipe constructors (which read synchronously) run
+in an executor. Connection-state changes and watches are delivered on the
+loop, through the bridge.
+"""
+
+import asyncio
+import logging
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.security import ACL, make_acl, make_digest_acl
+
+from kiel.exc import ConfigError, ZooKeeperError
+from kiel.zookeeper.bridge import Bridge
+
+log = logging.getLogger(__name__)
+
+StateListener = Callable[[str], Any]
+
+
+def digest_acls(auth: str) -> List[ACL]:
+    """ACLs that let only the ``user:password`` identity change a znode; anyone may read it.
+
+    Reading stays open so 0.8 tooling (offset checkers, lag monitors) can see
+    the group; only the owner can create, change or delete.
+
+    Raises:
+        ConfigError: ``auth`` is not ``user:password``.
+    """
+    user, sep, password = auth.partition(":")
+    if not sep or not user:
+        raise ConfigError("ZooKeeper digest auth must be 'user:password'")
+    return [make_digest_acl(user, password, all=True), make_acl("world", "anyone", read=True)]
+
+
+class ZooKeeper:
+    """One ZooKeeper session used from one IOLoop.
+
+    Args:
+        hosts: ``"host:port,host:port[/chroot]"``.
+        session_timeout: requested session timeout, seconds (the server clamps
+            it to its own min/max).
+        chroot: optional path prefix for everything (alternative to ``/chroot``
+            in ``hosts``).
+        auth: ``"user:password"`` for digest authentication; znodes created with
+            ``protected=True`` then get :func:`digest_acls`.
+        connect_timeout: seconds :meth:`start` waits for the first connection.
+
+    Raises:
+        ConfigError: bad hosts or auth.
+    """
+
+    def __init__(
+        self,
+        hosts: str,
+        session_timeout: float = 10.0,
+        chroot: Optional[str] = None,
+        auth: Optional[str] = None,
+        connect_timeout: float = 15.0,
+    ) -> None:
+        if not hosts or not isinstance(hosts, str):
+            raise ConfigError(f"ZooKeeper hosts must be 'host:port[,...]', got {hosts!r}")
+        if chroot:
+            if not chroot.startswith("/"):
+                raise ConfigError(f"chroot must start with '/', got {chroot!r}")
+            hosts = hosts.rstrip("/") + chroot.rstrip("/")
+        self.hosts = hosts
+        self.connect_timeout = connect_timeout
+        self.acls: Optional[List[ACL]] = digest_acls(auth) if auth else None
+        auth_data = [("digest", auth)] if auth else None
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout, auth_data=auth_data)
+        self.bridge = Bridge()
+        self._listeners: List[StateListener] = []
+        self.client.add_listener(self._on_state_thread)
+
+    # ------------------------------------------------------------------
+    # session
+
+    def _on_state_thread(self, state: str) -> None:  # on a kazoo thread
+        self.bridge.post(self._on_state, state)
+
+    def _on_state(self, state: str) -> None:  # on the loop
+        for listener in list(self._listeners):
+            listener(state)
+
+    def add_state_listener(self, listener: StateListener) -> None:
+        """Call ``listener(state)`` on the loop for each ``KazooState`` change
+        (``"SUSPENDED"``, ``"CONNECTED"``, ``"LOST"``)."""
+        self._listeners.append(listener)
+
+    def remove_state_listener(self, listener: StateListener) -> None:
+        """Stop calling ``listener``."""
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    @property
+    def session_id(self) -> Optional[int]:
+        """The current session id (changes after an expiry), or ``None``."""
+        client_id = self.client.client_id
+        return client_id[0] if client_id else None
+
+    @property
+    def connected(self) -> bool:
+        """Whether the session is connected right now."""
+        return bool(self.client.state == KazooState.CONNECTED)
+
+    async def start(self) -> None:
+        """Connect and authenticate (off the loop).
+
+        Raises:
+            ZooKeeperError: not connected within ``connect_timeout``.
+        """
+        try:
+            await self.bridge.run_blocking(self.client.start, self.connect_timeout)
+        except KazooTimeoutError as e:
+            await self.bridge.run_blocking(self.client.stop)
+            raise ZooKeeperError(
+                f"cannot reach ZooKeeper at {self.hosts} within {self.connect_timeout}s"
+            ) from e
+
+    async def stop(self) -> None:
+        """Close the session (ephemeral znodes go at once) and free kazoo's threads."""
+        await self.bridge.run_blocking(self.client.stop)
+        await self.bridge.run_blocking(self.client.close)
+
+    # ------------------------------------------------------------------
+    # operations
+
+    async def create(
+        self,
+        path: str,
+        value: bytes = b"",
+        ephemeral: bool = False,
+        makepath: bool = False,
+        protected: bool = False,
+    ) -> str:
+        """Create ``path``; ``protected`` applies the digest ACLs (when auth is set).
+
+        Raises:
+            kazoo.exceptions.NodeExistsError, NoNodeError, ConnectionLoss...
+        """
+        acl = self.acls if protected else None
+        return str(
+            await self.bridge.result(
+                self.client.create_async(
+                    path, value, acl=acl, ephemeral=ephemeral, makepath=makepath
+                )
+            )
+        )
+
+    async def ensure_path(self, path: str, protected: bool = False) -> None:
+        """Create ``path`` and its parents if missing."""
+        acl = self.acls if protected else None
+        await self.bridge.result(self.client.ensure_path_async(path, acl=acl))
+
+    async def get(
+        self, path: str, watch: Optional[Callable[[WatchedEvent], Any]] = None
+    ) -> Tuple[bytes, ZnodeStat]:
+        """Data and stat of ``path``; ``watch`` (called on the loop) fires once on change."""
+        w = self.bridge.wrap(watch) if watch else None
+        data, stat = await self.bridge.result(self.client.get_async(path, watch=w))
+        return data, stat
+
+    async def get_children(self, path: str) -> List[str]:
+        """Children names of ``path``."""
+        return list(await self.bridge.result(self.client.get_children_async(path)))
+
+    async def exists(
+        self, path: str, watch: Optional[Callable[[WatchedEvent], Any]] = None
+    ) -> Optional[ZnodeStat]:
+        """Stat of ``path`` or ``None``; ``watch`` (on the loop) fires once on any change."""
+        w = self.bridge.wrap(watch) if watch else None
+        return await self.bridge.result(self.client.exists_async(path, watch=w))
+
+    async def set(self, path: str, value: bytes, version: int = -1) -> ZnodeStat:
+        """Set ``path``'s data."""
+        return await self.bridge.result(self.client.set_async(path, value, version))
+
+    async def delete(self, path: str, version: int = -1) -> None:
+        """Delete ``path`` (only at ``version`` unless -1)."""
+        await self.bridge.result(self.client.delete_async(path, version))
+
+    async def wait_deleted(self, path: str, timeout: float) -> bool:
+        """Wait (with a watch, no polling) until ``path`` does not exist.
+
+        Returns:
+            ``True`` once it is gone, ``False`` if it still exists after ``timeout``.
+        """
+        deadline = asyncio.get_event_loop().time() + timeout
+        while True:
+            changed: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+
+            def fire(event: WatchedEvent, changed: "asyncio.Future[None]" = changed) -> None:
+                if not changed.done():
+                    changed.set_result(None)
+
+            if await self.exists(path, watch=fire) is None:
+                return True
+            remaining = deadline - asyncio.get_event_loop().time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(asyncio.shield(changed), remaining)
+            except asyncio.TimeoutError:
+                return False
+
+    async def children_watch(self, path: str, func: Callable[[List[str]], Any]) -> ChildrenWatch:
+        """Call ``func(children)`` on the loop now and on every change of ``path``'s
+        children (kazoo's ChildrenWatch, re-armed across reconnects and expiry)."""
+        await self.ensure_path(path)
+        return await self.bridge.run_blocking(
+            ChildrenWatch, self.client, path, self.bridge.wrap(func)
+        )
+
+    async def data_watch(self, path: str, func: Callable[[Optional[bytes], Any], Any]) -> DataWatch:
+        """Call ``func(data, stat)`` on the loop now and on every change of ``path``."""
+        return await self.bridge.run_blocking(DataWatch, self.client, path, self.bridge.wrap(func))
+
+
+def translate(error: KazooException, what: str) -> ZooKeeperError:
+    """A kiel :class:`ZooKeeperError` for a kazoo failure (kept as ``__cause__``)."""
+    err = ZooKeeperError(f"ZooKeeper {what} failed: {type(error).__name__} {error}")
+    err.__cause__ = error
+    return err
+
+
+__all__: Sequence[str] = ("ZooKeeper", "digest_acls", "translate", "KazooState")
