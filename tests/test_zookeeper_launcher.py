@@ -274,6 +274,23 @@ def test_ensemble_is_ready(zookeeper_ensemble):
         assert open(os.path.join(node.data_dir, "myid")).read().strip() == str(node.node_id)
 
 
+def test_expire_session_on_an_ensemble(zookeeper_ensemble):
+    # The second connection may land on another server: closeSession is a
+    # quorum transaction, so the client's own server drops it too.
+    client = KazooClient(hosts=zookeeper_ensemble.hosts, timeout=4.0)
+    client.start(timeout=15)
+    try:
+        path = unique_path()
+        client.create(path, b"", ephemeral=True)
+        old_session = client.client_id[0]
+        zookeeper_ensemble.expire_session(client, wait_reconnect=True)
+        assert client.connected and client.client_id[0] != old_session
+        assert client.exists(path) is None
+    finally:
+        client.stop()
+        client.close()
+
+
 @pytest.mark.slow
 def test_ensemble_survives_a_killed_follower(zookeeper_ensemble):
     ensemble = zookeeper_ensemble

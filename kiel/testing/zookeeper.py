@@ -824,7 +824,9 @@ class ZooKeeperEnsemble:
 
     # -- sessions ---------------------------------------------------------
 
-    def expire_session(self, client: KazooClient, timeout: float = 15.0) -> None:
+    def expire_session(
+        self, client: KazooClient, timeout: float = 15.0, wait_reconnect: bool = False
+    ) -> None:
         """Make the server really expire ``client``'s session, and wait until it sees it.
 
         Strategy: open a second connection with the same session id and
@@ -834,26 +836,33 @@ class ZooKeeperEnsemble:
         faked on the client side.
 
         kazoo then reports ``KazooState.LOST`` to its listeners and, by
-        default, reconnects with a new session.
+        default, reconnects with a new session; until it has, requests on the
+        client fail with ``SessionExpiredError`` or ``ConnectionLoss``.
 
         Args:
             client: a connected kazoo client of this ensemble.
-            timeout: seconds to wait for the second connection and for the
-                client to see the expiry.
+            timeout: seconds to wait for the second connection, for the
+                client to see the expiry, and (if asked) for its new session.
+            wait_reconnect: also wait until the client is connected again
+                with a new session, so it can be used right away.
 
         Raises:
-            HarnessError: the client has no live session, or did not see the
-                expiry in time.
+            HarnessError: the client has no live session, the second
+                connection failed, or the client did not see the expiry (or
+                reconnect) in time.
         """
         client_id = client.client_id
         if client_id is None or not client.connected:
             raise HarnessError("expire_session needs a connected client with a session")
         lost = threading.Event()
+        reconnected = threading.Event()
 
         def watch(state: str) -> bool:
             if state == KazooState.LOST:
                 lost.set()
-                return True
+            elif state == KazooState.CONNECTED and lost.is_set():
+                reconnected.set()
+                return True  # done: kazoo removes the listener
             return False
 
         client.add_listener(watch)
@@ -861,13 +870,24 @@ class ZooKeeperEnsemble:
             twin = KazooClient(hosts=self.hosts, client_id=client_id, timeout=max(2.0, timeout / 3))
             try:
                 twin.start(timeout=timeout)
+            except twin.handler.timeout_exception as exc:
+                raise HarnessError(
+                    f"could not open a second connection for session 0x{client_id[0]:x} "
+                    f"within {timeout} s ({exc})"
+                ) from exc
             finally:
                 twin.stop()
                 twin.close()
+            deadline = time.monotonic() + timeout
             if not lost.wait(timeout):
                 raise HarnessError(
                     f"session 0x{client_id[0]:x} was closed on the server but the client "
                     f"did not report it lost within {timeout} s"
+                )
+            if wait_reconnect and not reconnected.wait(max(0.0, deadline - time.monotonic())):
+                raise HarnessError(
+                    f"the client lost session 0x{client_id[0]:x} but did not connect "
+                    f"with a new session within {timeout} s"
                 )
         finally:
             client.remove_listener(watch)
