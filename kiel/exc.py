@@ -95,6 +95,11 @@ class SerializationError(KielError, TypeError):
     serializer failed or returned something other than ``bytes``."""
 
 
+class DeserializationError(KielError):
+    """A consumer's deserializer failed on a message; ``topic``, ``partition``
+    and ``offset`` say which one (the deserializer's exception is the cause)."""
+
+
 class MissingDependencyError(KielError, ImportError):
     """An optional dependency is not installed; the message names the extra."""
 
