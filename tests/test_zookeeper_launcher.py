@@ -239,18 +239,18 @@ def test_netty_connection_factory_works():
 
 def test_failed_start_reports_the_log_tail():
     server = ZooKeeperServer(extra_config={"tickTime": "not-a-number"}, start_timeout=20)
-    try:
-        started = time.monotonic()
-        with pytest.raises(HarnessError) as info:
-            server.start()
-        # The dead process is noticed at once, not after the timeout.
-        assert time.monotonic() - started < 15
-        message = str(info.value)
-        assert "exited with status" in message
-        assert "not-a-number" in message  # from the server's own log
-        assert info.value.port == server.port
-    finally:
-        server.close()
+    started = time.monotonic()
+    with pytest.raises(HarnessError) as info:
+        with server:
+            pass
+    # The dead process is noticed at once, not after the timeout.
+    assert time.monotonic() - started < 15
+    message = str(info.value)
+    assert "exited with status" in message
+    assert "not-a-number" in message  # from the server's own log
+    assert info.value.host == "127.0.0.1" and info.value.port > 0
+    # A failed __enter__ still cleans up.
+    assert server.work_dir is None and server.nodes == []
 
 
 # --------------------------------------------------------------------------

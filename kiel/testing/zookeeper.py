@@ -123,14 +123,14 @@ def find_java(java_home: Optional[str] = None, environ: Optional[Mapping[str, st
             f"Point it at a Java 11+ runtime, or unset it and install one: {INSTALL_HINT}",
             dependency="java",
         )
-    java = shutil.which("java", path=env.get("PATH", os.defpath))
-    if java is None:
+    found = shutil.which("java", path=env.get("PATH", os.defpath))
+    if found is None:
         raise MissingDependencyError(
             "Java not found: JAVA_HOME is not set and there is no `java` on PATH. "
             f"The real ZooKeeper server needs a Java runtime: {INSTALL_HINT}",
             dependency="java",
         )
-    return os.path.abspath(java)
+    return os.path.abspath(found)
 
 
 def _manifest_class_path(jar: str) -> List[str]:
@@ -648,7 +648,12 @@ class ZooKeeperEnsemble:
         return f"<{type(self).__name__} {self.hosts or '(not started)'}>"
 
     def __enter__(self) -> "ZooKeeperEnsemble":
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            # __exit__ will not run: clean up here.
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -1039,7 +1044,7 @@ class ZooKeeperServer(ZooKeeperEnsemble):
         super().__init__(1, java_home=java_home, jar_dir=jar_dir, **options)
 
     def __enter__(self) -> "ZooKeeperServer":
-        self.start()
+        super().__enter__()
         return self
 
     @property
