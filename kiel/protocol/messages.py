@@ -1,0 +1,739 @@
+"""The legacy Kafka message set: magic 0 (Kafka 0.8) and magic 1 (0.10, decode only).
+
+Wire grammar (Kafka protocol guide, "Message sets")::
+
+    MessageSet => [Offset MessageSize Message]     # no count: fills the given bytes
+      Offset => int64
+      MessageSize => int32
+    Message => Crc MagicByte Attributes [Timestamp] Key Value
+      Crc => int32          # CRC32 of MagicByte .. end of Value
+      MagicByte => int8     # 0, or 1 from Kafka 0.10 (adds Timestamp)
+      Attributes => int8    # bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4);
+                            # bit 3 timestamp type (magic 1: 1 = LogAppendTime)
+      Timestamp => int64    # magic 1 only, epoch milliseconds
+      Key => bytes          # int32 length, -1 for null
+      Value => bytes        # int32 length, -1 for null
+
+A compressed message (a "wrapper") carries a whole message set, compressed, as
+its value. In magic 0 the inner messages carry the absolute offsets the broker
+assigned; in magic 1 they carry relative offsets 0..n-1 and the wrapper carries
+the absolute offset of the last one.
+
+Sans-I/O: bytes in, objects out; stdlib plus :mod:`kiel.compression`. Every
+decoding failure is a :class:`kiel.exc.ProtocolError` subclass, never
+``struct.error``, ``IndexError`` or a huge allocation: every length is checked
+against the buffer before anything is sliced.
+"""
+import struct
+import zlib
+from functools import partial
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+import kiel.compression as _compression
+from kiel.exc import (
+    ConfigError,
+    CorruptMessageError,
+    KielError,
+    LocalProtocolError,
+    UnsupportedVersionError,
+)
+
+__all__ = [
+    "CODEC_NONE",
+    "CODEC_GZIP",
+    "CODEC_SNAPPY",
+    "CODEC_LZ4",
+    "MAX_NESTING",
+    "Record",
+    "DecodeResult",
+    "MessageBoundary",
+    "decode_message_set",
+    "encode_message_set",
+    "assign_offsets",
+    "iter_message_boundaries",
+    "find_position",
+]
+
+Buffer = Union[bytes, bytearray, memoryview]
+
+CODEC_NONE = 0
+CODEC_GZIP = 1
+CODEC_SNAPPY = 2
+CODEC_LZ4 = 3
+_CODEC_MASK = 0x07
+_TIMESTAMP_TYPE_MASK = 0x08
+
+#: How many compressed wrappers may be nested inside one another (Kafka itself
+#: writes one level; more is tolerated up to this bound, then it is corrupt).
+MAX_NESTING = 4
+
+_LOG_OVERHEAD = 12  # Offset int64 + MessageSize int32
+_CRC_START = 16  # the CRC covers from the magic byte: offset + size + crc
+_MIN_SIZE = {0: 14, 1: 22}  # MessageSize of an empty message: crc .. value length
+_MIN_V0 = 14
+_NO_MIN_OFFSET = -(2**63)
+_INT32_MAX = 2**31 - 1
+
+_OFFSET_SIZE = struct.Struct(">qi")
+_CRC_MAGIC_ATTRS = struct.Struct(">Ibb")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_HEADER = struct.Struct(">qiI")  # offset, size, crc (encode)
+_MAGIC_ATTRS_KLEN = struct.Struct(">bbi")  # encode
+
+_crc32 = zlib.crc32
+
+
+class Record(NamedTuple):
+    """One decoded message.
+
+    ``key`` and ``value`` are ``bytes`` (copies, never views into the fetch
+    buffer) or ``None`` for null. ``topic`` and ``partition`` are whatever the
+    caller passed to :func:`decode_message_set` (consumers pass theirs, so the
+    records they return are these very objects).
+    """
+
+    topic: Optional[str]
+    partition: Optional[int]
+    offset: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    #: Epoch milliseconds (magic 1 only; ``None`` for magic 0 messages).
+    timestamp: Optional[int] = None
+
+
+# Strategy: building a NamedTuple through its generated ``__new__`` runs a
+# Python-level function per record; ``tuple.__new__(Record, fields)`` through
+# a C-level partial does the same thing without a Python frame.
+_new_record = partial(tuple.__new__, Record)
+
+
+class DecodeResult(NamedTuple):
+    """What :func:`decode_message_set` found in a buffer.
+
+    A fetch response is cut at ``max_bytes``, so a partial trailing message is
+    normal: it is dropped and ``truncated`` is set. If not even the *first*
+    message fits, ``first_message_too_large`` is set: the consumer must grow its
+    fetch size to at least ``first_message_size`` (or it would fetch the same
+    bytes forever).
+    """
+
+    #: Decoded records in offset order, wrappers unwrapped, below ``min_offset`` dropped.
+    records: List[Record]
+    #: Offset after the last complete message (dropped ones included); ``None`` if none.
+    next_offset: Optional[int]
+    #: Bytes taken by complete messages (where a partial trailing message starts).
+    valid_bytes: int
+    #: A partial trailing message was dropped.
+    truncated: bool
+    #: The buffer is not empty but holds no complete message.
+    first_message_too_large: bool
+    #: Bytes the first message needs (offset and size prefix included), when
+    #: ``first_message_too_large`` and its 12-byte prefix arrived; else ``None``.
+    first_message_size: Optional[int]
+
+
+class MessageBoundary(NamedTuple):
+    """Where one top-level message sits in a message set (see :func:`iter_message_boundaries`)."""
+
+    offset: int
+    start: int
+    end: int
+
+
+# ---------------------------------------------------------------------------
+# Decoding
+
+
+def _corrupt(message: str, offset: Optional[int]) -> CorruptMessageError:
+    return CorruptMessageError(message, offset=offset)
+
+
+def _crc_error(stored: int, computed: int, offset: int) -> CorruptMessageError:
+    return CorruptMessageError(
+        f"message CRC mismatch: stored 0x{stored:08x}, computed 0x{computed:08x}", offset=offset
+    )
+
+
+#: Speculative header structs by key length (see ``_decode_into``).
+_MAX_SPEC_KEY = 1024
+_spec_cache: Dict[int, Tuple[Any, int]] = {}
+
+
+def _spec(klen: int) -> Tuple[Any, int]:
+    """(unpack_from, size) of the one-shot magic-0 header for a key of ``klen`` bytes."""
+    entry = _spec_cache.get(klen)
+    if entry is None:
+        # offset, size, crc, magic, attributes, key length, key, value length
+        st = struct.Struct(f">qiIbbi{max(klen, 0)}si")
+        entry = _spec_cache[klen] = (st.unpack_from, st.size)
+    return entry
+
+
+def _decompress(codec: int, value: bytes, offset: int) -> bytes:
+    try:
+        inner = _compression.decompress(codec, value)
+    except KielError as e:
+        raise e.with_context(offset=offset)  # noqa: B904 (the same error, more context)
+    except (ValueError, OSError, EOFError, zlib.error, struct.error, IndexError, MemoryError) as e:
+        # kiel.compression promises kiel errors; this is a safety net for a
+        # codec library that raises something else on garbage.
+        raise CorruptMessageError(
+            f"compressed message (codec {codec}) does not decompress: {e!r}", offset=offset
+        ) from e
+    return inner if type(inner) is bytes else bytes(inner)
+
+
+def _decode_into(
+    out: List[Record],
+    data: bytes,
+    mv: memoryview,
+    pos: int,
+    end: int,
+    topic: Optional[str],
+    partition: Optional[int],
+    check: bool,
+    min_offset: int,
+    depth: int,
+    inner_magic: Optional[int],
+    delta: int,
+    ts_override: Optional[int],
+) -> Tuple[int, Optional[int], Optional[int]]:
+    """Decode the messages of ``data[pos:end]`` into ``out``.
+
+    Returns ``(pos, last_offset, needed)``: ``pos`` is where decoding stopped
+    (``end``, or the start of a partial trailing message at the top level),
+    ``last_offset`` the offset of the last complete message (``None`` if none),
+    ``needed`` the full size of the partial message if its prefix was readable.
+    Inside a wrapper (``inner_magic`` set) a partial message is corrupt.
+    """
+    append = out.append
+    new = _new_record
+    crc32 = _crc32
+    last: Optional[int] = None
+    # The fast path reads magic-0 messages only; inside a magic-1 wrapper every
+    # message goes through the general path (relative offsets, timestamps).
+    fast = inner_magic != 1
+    klen_spec = -1
+    unpack, hsize = _spec(klen_spec)
+    nullkey = True
+    while pos < end:
+        if fast:
+            # Strategy: this loop is the consumer's hot path. One unpack_from
+            # per message reads offset, size, crc, magic, attributes, key
+            # length, the key itself (a bytes copy) and the value length,
+            # with a struct compiled for the key length *speculated* from the
+            # previous message (keys are usually null or of a fixed size).
+            # Anything unusual (another key length, magic 1, compression,
+            # null value, short or partial message) breaks out to the general
+            # path, which validates everything and re-speculates. The chained
+            # comparison checks value length >= 0, value length consistent
+            # with the message size, and the message inside the buffer.
+            while pos + hsize <= end:
+                offset, size, crc, magic, attrs, klen, key, vlen = unpack(data, pos)
+                if klen != klen_spec or magic or attrs:
+                    break
+                mend = pos + _LOG_OVERHEAD + size
+                p = pos + hsize
+                if not 0 <= vlen == mend - p <= end - p:
+                    break
+                if check:
+                    computed = crc32(mv[pos + _CRC_START : mend])
+                    if computed != crc:
+                        raise _crc_error(crc, computed, offset)
+                if nullkey:
+                    key = None
+                last = offset
+                if offset >= min_offset:
+                    append(new((topic, partition, offset, key, data[p:mend], None)))
+                pos = mend
+            if pos >= end:
+                break
+        pos_after, last_one, spec_klen = _decode_one(
+            out, data, mv, pos, end, topic, partition, check, min_offset, depth,
+            inner_magic, delta, ts_override,
+        )
+        if pos_after < 0:
+            # A partial message; -pos_after - 1 is its full size if known.
+            if inner_magic is not None:
+                raise _corrupt("message truncated inside a compressed message set", last)
+            return pos, last, (-pos_after - 1) or None
+        pos = pos_after
+        if last_one is not None:
+            last = last_one
+        if fast and spec_klen is not None and spec_klen != klen_spec:
+            klen_spec = spec_klen
+            unpack, hsize = _spec(klen_spec)
+            nullkey = klen_spec < 0
+    return pos, last, None
+
+
+def _decode_one(
+    out: List[Record],
+    data: bytes,
+    mv: memoryview,
+    pos: int,
+    end: int,
+    topic: Optional[str],
+    partition: Optional[int],
+    check: bool,
+    min_offset: int,
+    depth: int,
+    inner_magic: Optional[int],
+    delta: int,
+    ts_override: Optional[int],
+) -> Tuple[int, Optional[int], Optional[int]]:
+    """Decode the one message at ``pos``, whatever it is, validating everything.
+
+    Returns ``(end_of_message, last_offset, key_length_to_speculate)``; for a
+    partial message ``(-(needed + 1), None, None)`` where ``needed`` is its full
+    size, or 0 if not even the 12-byte prefix is there.
+    """
+    if end - pos < _LOG_OVERHEAD:
+        return -1, None, None
+    offset, size = _OFFSET_SIZE.unpack_from(data, pos)
+    if size < _MIN_V0:
+        raise _corrupt(f"message size {size} is below the minimum of {_MIN_V0}", offset)
+    mend = pos + _LOG_OVERHEAD + size
+    if mend > end:
+        return -(_LOG_OVERHEAD + size + 1), None, None
+    crc, magic, attrs = _CRC_MAGIC_ATTRS.unpack_from(data, pos + _LOG_OVERHEAD)
+    if magic == 0:
+        timestamp: Optional[int] = None
+        kpos = pos + 18
+    elif magic == 1:
+        if size < _MIN_SIZE[1]:
+            raise _corrupt(f"magic 1 message size {size} is below the minimum of 22", offset)
+        (timestamp,) = _INT64.unpack_from(data, pos + 18)
+        kpos = pos + 26
+    else:
+        raise UnsupportedVersionError(
+            f"message magic byte {magic} is not supported (kiel reads 0 and 1)", offset=offset
+        )
+    if inner_magic is not None and magic != inner_magic:
+        raise _corrupt(
+            f"magic {magic} message inside a magic {inner_magic} compressed message", offset
+        )
+    if check:
+        computed = _crc32(mv[pos + _CRC_START : mend])
+        if computed != crc:
+            raise _crc_error(crc, computed, offset)
+    # Key: kpos + 4 <= mend holds by the minimum sizes checked above.
+    (klen,) = _INT32.unpack_from(data, kpos)
+    kpos += 4
+    key: Optional[bytes]
+    if klen == -1:
+        key = None
+    elif 0 <= klen <= mend - kpos - 4:
+        key = data[kpos : kpos + klen]
+        kpos += klen
+    else:
+        raise _corrupt(f"key length {klen} does not fit message size {size}", offset)
+    (vlen,) = _INT32.unpack_from(data, kpos)
+    kpos += 4
+    value: Optional[bytes]
+    if vlen == -1 and kpos == mend:
+        value = None
+    elif vlen == mend - kpos:
+        value = data[kpos:mend]
+    else:
+        raise _corrupt(f"value length {vlen} does not match message size {size}", offset)
+    offset += delta
+    if ts_override is not None:
+        timestamp = ts_override
+    codec = attrs & _CODEC_MASK
+    if not codec:
+        if offset >= min_offset:
+            out.append(_new_record((topic, partition, offset, key, value, timestamp)))
+        return mend, offset, (klen if magic == 0 else None)
+
+    # A wrapper: its value is a whole message set, compressed.
+    if value is None:
+        raise _corrupt("compressed message has a null value", offset)
+    if depth >= MAX_NESTING:
+        raise _corrupt(f"compressed messages nested more than {MAX_NESTING} deep", offset)
+    inner = _decompress(codec, value, offset)
+    inner_delta = 0
+    inner_ts = None
+    if magic == 1:
+        # Inner offsets are relative; the wrapper holds the last one's absolute
+        # offset. A wrapper a producer built (offset 0, not yet assigned by a
+        # broker) gives a negative base: keep the relative offsets then, as
+        # kafka-python and the Java client do.
+        bounds = list(iter_message_boundaries(inner))
+        if bounds:
+            base = offset - bounds[-1].offset
+            if base >= 0:
+                inner_delta = base
+        if attrs & _TIMESTAMP_TYPE_MASK:
+            inner_ts = timestamp
+    _, inner_last, _ = _decode_into(
+        out, inner, memoryview(inner), 0, len(inner), topic, partition, check, min_offset,
+        depth + 1, magic, inner_delta, inner_ts,
+    )
+    return mend, (inner_last if inner_last is not None else offset), None
+
+
+def decode_message_set(
+    buf: Buffer,
+    topic: Optional[str] = None,
+    partition: Optional[int] = None,
+    *,
+    min_offset: Optional[int] = None,
+    check_crcs: bool = True,
+) -> DecodeResult:
+    """Decode a message set (the ``MessageSet`` of a fetch response partition).
+
+    Compressed messages are unwrapped (recursively, up to :data:`MAX_NESTING`)
+    with absolute offsets for both magic 0 and magic 1. A partial trailing
+    message (the broker cuts at ``max_bytes``) is dropped, see
+    :class:`DecodeResult`.
+
+    Args:
+        buf: the message set bytes. ``bytes`` is read in place; a ``bytearray``
+            or ``memoryview`` is copied once into ``bytes`` (keys and values
+            are returned as ``bytes`` copies either way).
+        topic: stored in every :class:`Record`.
+        partition: stored in every :class:`Record`.
+        min_offset: drop records with an offset below this (the fetch offset:
+            a compressed wrapper can hold messages before it).
+        check_crcs: verify each message's CRC32.
+
+    Returns:
+        a :class:`DecodeResult`.
+
+    Raises:
+        CorruptMessageError: a CRC mismatch (``offset`` in its context), or
+            inconsistent framing (sizes, lengths, truncation inside a wrapper).
+        UnsupportedVersionError: a magic byte other than 0 or 1.
+        CompressionError: a compressed value does not decompress.
+        UnsupportedCodecError: an unknown compression codec.
+        ConfigError: ``buf`` is not bytes-like.
+    """
+    if type(buf) is bytes:
+        data = buf
+    else:
+        try:
+            data = bytes(buf)
+        except TypeError as e:
+            raise ConfigError(f"a message set must be bytes-like, not {type(buf).__name__}") from e
+    end = len(data)
+    records: List[Record] = []
+    pos, last, needed = _decode_into(
+        records, data, memoryview(data), 0, end, topic, partition, bool(check_crcs),
+        _NO_MIN_OFFSET if min_offset is None else min_offset, 0, None, 0, None,
+    )
+    truncated = pos < end
+    too_large = truncated and pos == 0
+    return DecodeResult(
+        records,
+        None if last is None else last + 1,
+        pos,
+        truncated,
+        too_large,
+        needed if too_large else None,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Boundaries (for the embedded broker)
+
+
+def iter_message_boundaries(buf: Buffer, *, strict: bool = True) -> Iterator[MessageBoundary]:
+    """Walk the top-level messages of a message set without decoding them.
+
+    Wrappers are not opened (their offset is the wrapper's: in a set a broker
+    wrote, the last inner offset). Neither CRCs nor magic bytes are checked.
+    A broker serves a fetch at offset *o* from the ``start`` of the first
+    message whose ``offset >= o``, and cuts ``max_bytes`` from there.
+
+    Args:
+        buf: a message set.
+        strict: raise on a partial trailing message (a log holds whole
+            messages); with ``False`` stop before it silently.
+
+    Returns:
+        an iterator of :class:`MessageBoundary` ``(offset, start, end)``.
+
+    Raises:
+        CorruptMessageError: a size below the minimum, or (``strict``) a
+            partial trailing message.
+    """
+    end = len(buf)
+    pos = 0
+    unpack = _OFFSET_SIZE.unpack_from
+    while pos < end:
+        if end - pos < _LOG_OVERHEAD:
+            if strict:
+                raise _corrupt(f"{end - pos} trailing bytes are not a message", None)
+            return
+        offset, size = unpack(buf, pos)
+        if size < _MIN_V0:
+            raise _corrupt(f"message size {size} is below the minimum of {_MIN_V0}", offset)
+        mend = pos + _LOG_OVERHEAD + size
+        if mend > end:
+            if strict:
+                raise _corrupt(
+                    f"message of {_LOG_OVERHEAD + size} bytes truncated at {end - pos}", offset
+                )
+            return
+        yield MessageBoundary(offset, pos, mend)
+        pos = mend
+
+
+def find_position(buf: Buffer, offset: int) -> Optional[int]:
+    """Byte position where a fetch at ``offset`` starts (as Kafka's log search does).
+
+    Args:
+        buf: a message set with whole messages (a broker's log segment).
+        offset: the fetch offset.
+
+    Returns:
+        the ``start`` of the first top-level message whose offset is at least
+        ``offset``, or ``None`` if there is none.
+
+    Raises:
+        CorruptMessageError: ``buf`` is not a well-framed message set.
+    """
+    for bound in iter_message_boundaries(buf):
+        if bound.offset >= offset:
+            return bound.start
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Encoding
+
+
+def _check_bytes(item: Any, what: str) -> Optional[bytes]:
+    if item is None or type(item) is bytes:
+        return item
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        return bytes(item)
+    raise LocalProtocolError(
+        f"message {what}s must be bytes (or None), not {type(item).__name__}"
+    )
+
+
+def _encode_message(offset: int, key: Any, value: Any, attrs: int = 0) -> bytes:
+    """One magic-0 message with its offset and size prefix (general path)."""
+    key = _check_bytes(key, "key")
+    value = _check_bytes(value, "value")
+    klen = -1 if key is None else len(key)
+    vlen = -1 if value is None else len(value)
+    if klen > _INT32_MAX or vlen > _INT32_MAX:
+        raise LocalProtocolError("a message key or value is longer than an int32 length can say")
+    body = b"".join(
+        (_MAGIC_ATTRS_KLEN.pack(0, attrs, klen), key or b"", _INT32.pack(vlen), value or b"")
+    )
+    return _HEADER.pack(offset, len(body) + 4, _crc32(body)) + body
+
+
+_NULL_KEY_PREFIX = _MAGIC_ATTRS_KLEN.pack(0, 0, -1)
+
+
+def _pairs(messages: Iterable[Any]) -> Iterator[Tuple[Any, Any]]:
+    for m in messages:
+        if type(m) is tuple and len(m) == 2:
+            yield m
+        elif isinstance(m, Record):
+            yield m.key, m.value
+        else:
+            try:
+                key, value = m
+            except (TypeError, ValueError) as e:
+                raise LocalProtocolError(
+                    f"messages must be (key, value) pairs or Records, not {type(m).__name__}"
+                ) from e
+            yield key, value
+
+
+def _encode_plain(messages: Iterable[Any]) -> bytes:
+    parts: List[bytes] = []
+    append = parts.append
+    header = _HEADER.pack
+    mak = _MAGIC_ATTRS_KLEN.pack
+    i32 = _INT32.pack
+    crc32 = _crc32
+    null_prefix = _NULL_KEY_PREFIX
+    offset = 0
+    for key, value in _pairs(messages):
+        # Strategy: the common case (bytes key or None, bytes value) builds the
+        # message body with one concatenation and CRCs it in one call; any
+        # other type goes through the validating general encoder.
+        if type(value) is bytes and len(value) <= _INT32_MAX:
+            if key is None:
+                body = null_prefix + i32(len(value)) + value
+            elif type(key) is bytes and len(key) <= _INT32_MAX:
+                body = mak(0, 0, len(key)) + key + i32(len(value)) + value
+            else:
+                append(_encode_message(offset, key, value))
+                offset += 1
+                continue
+            append(header(offset, len(body) + 4, crc32(body)))
+            append(body)
+        else:
+            append(_encode_message(offset, key, value))
+        offset += 1
+    return b"".join(parts)
+
+
+def encode_message_set(
+    messages: Iterable[Union[Tuple[Optional[bytes], Optional[bytes]], Record]],
+    codec: int = CODEC_NONE,
+    *,
+    compresslevel: Optional[int] = None,
+) -> bytes:
+    """Encode messages as a magic-0 message set, as a producer sends it.
+
+    Messages get offsets 0..n-1 (the broker assigns the real ones). With a
+    codec, the set is compressed into the value of one wrapper message (magic 0,
+    null key, offset 0) -- byte for byte what kafka-python's
+    ``LegacyRecordBatchBuilder(magic=0)`` builds from the same input.
+
+    Args:
+        messages: ``(key, value)`` pairs or :class:`Record` objects; keys and
+            values are ``bytes``-like or ``None``.
+        codec: :data:`CODEC_NONE`, :data:`CODEC_GZIP`, :data:`CODEC_SNAPPY` or
+            :data:`CODEC_LZ4`.
+        compresslevel: gzip level (``None`` for kiel.compression's default).
+
+    Returns:
+        the message set bytes (empty for no messages).
+
+    Raises:
+        LocalProtocolError: a key or value is not bytes-like or too long.
+        UnsupportedCodecError: an unknown codec.
+        CompressionError: the codec failed.
+    """
+    plain = _encode_plain(messages)
+    if not codec:
+        return plain
+    if not plain:
+        return b""
+    return _encode_message(0, None, _compress(codec, plain, compresslevel), codec)
+
+
+def _compress(codec: int, data: bytes, compresslevel: Optional[int]) -> bytes:
+    if compresslevel is not None and codec == CODEC_GZIP:
+        out = _compression.compress(codec, data, level=compresslevel)
+    else:
+        out = _compression.compress(codec, data)
+    return out if type(out) is bytes else bytes(out)
+
+
+# ---------------------------------------------------------------------------
+# Offset assignment (the embedded broker's append path)
+
+_patch_offset = _INT64.pack_into
+
+
+def _validate_for_append(data: bytes, mv: memoryview, bound: MessageBoundary) -> int:
+    """Check one message as a 0.8.2 broker's append does; return its codec."""
+    start, mend = bound.start, bound.end
+    crc, magic, attrs = _CRC_MAGIC_ATTRS.unpack_from(data, start + _LOG_OVERHEAD)
+    if magic != 0:
+        raise UnsupportedVersionError(
+            f"message magic byte {magic}: a 0.8.2 broker takes magic 0 only", offset=bound.offset
+        )
+    computed = _crc32(mv[start + _CRC_START : mend])
+    if computed != crc:
+        raise _crc_error(crc, computed, bound.offset)
+    # Framing of key and value, so a bad one is refused now and not served later.
+    kpos = start + 18
+    (klen,) = _INT32.unpack_from(data, kpos)
+    kpos += 4
+    if klen >= 0:
+        if klen > mend - kpos - 4:
+            raise _corrupt(f"key length {klen} does not fit the message", bound.offset)
+        kpos += klen
+    elif klen != -1:
+        raise _corrupt(f"key length {klen} is invalid", bound.offset)
+    (vlen,) = _INT32.unpack_from(data, kpos)
+    kpos += 4
+    if not ((vlen == -1 and kpos == mend) or vlen == mend - kpos):
+        raise _corrupt(f"value length {vlen} does not match the message size", bound.offset)
+    return attrs & _CODEC_MASK
+
+
+def _wrapper_value(data: bytes, bound: MessageBoundary) -> bytes:
+    # Magic 0, validated: key at start + 18.
+    kpos = bound.start + 18
+    (klen,) = _INT32.unpack_from(data, kpos)
+    kpos += 4 + max(klen, 0)
+    (vlen,) = _INT32.unpack_from(data, kpos)
+    if vlen < 0:
+        raise _corrupt("compressed message has a null value", bound.offset)
+    return data[kpos + 4 : bound.end]
+
+
+def assign_offsets(
+    buf: Buffer, base_offset: int, *, compresslevel: Optional[int] = None
+) -> Tuple[bytes, int]:
+    """Validate a produced message set and give it log offsets, as Kafka 0.8.2 does.
+
+    Every message must be magic 0 with a good CRC (inner messages of
+    compressed wrappers too). Uncompressed sets get offsets ``base_offset``,
+    ``base_offset + 1``, ... patched in place. If any message is compressed,
+    the broker's 0.8.2 path is followed: every message is taken out of its
+    wrapper, numbered, and the lot recompressed into one wrapper with the codec
+    of the last compressed message; the wrapper's offset is the last inner one.
+    A partial trailing message is trimmed, as the 0.8.2 broker does.
+
+    Args:
+        buf: the message set of a produce request.
+        base_offset: the partition's next offset (log end offset).
+        compresslevel: gzip level for recompression (``None`` for the default).
+
+    Returns:
+        ``(message_set, count)``: the bytes to append to the log and how many
+        messages they hold (the next base offset is ``base_offset + count``).
+
+    Raises:
+        CorruptMessageError: a CRC mismatch or bad framing (a broker answers
+            error code 2, InvalidMessage).
+        UnsupportedVersionError: a magic byte other than 0.
+        CompressionError: a compressed value does not decompress.
+        UnsupportedCodecError: an unknown codec.
+    """
+    data = buf if type(buf) is bytes else bytes(buf)
+    mv = memoryview(data)
+    bounds = list(iter_message_boundaries(data, strict=False))
+    codec = CODEC_NONE
+    for bound in bounds:
+        msg_codec = _validate_for_append(data, mv, bound)
+        if msg_codec:
+            codec = msg_codec
+    if not bounds:
+        return b"", 0
+    if not codec:
+        out = bytearray(mv[: bounds[-1].end])
+        for i, bound in enumerate(bounds):
+            _patch_offset(out, bound.start, base_offset + i)
+        return bytes(out), len(bounds)
+
+    # Crack every wrapper open (one level, as 0.8.2's deep iterator does) and
+    # collect the inner messages' bytes; plain messages are taken as they are.
+    pieces: List[bytes] = []
+    for bound in bounds:
+        msg_codec = data[bound.start + 17] & _CODEC_MASK
+        if not msg_codec:
+            pieces.append(data[bound.start : bound.end])
+            continue
+        inner = _decompress(msg_codec, _wrapper_value(data, bound), bound.offset)
+        inner_mv = memoryview(inner)
+        for inner_bound in iter_message_boundaries(inner):
+            _validate_for_append(inner, inner_mv, inner_bound)
+            pieces.append(inner[inner_bound.start : inner_bound.end])
+    if not pieces:
+        return b"", 0
+    inner_set = bytearray(b"".join(pieces))
+    pos = 0
+    for i, piece in enumerate(pieces):
+        _patch_offset(inner_set, pos, base_offset + i)
+        pos += len(piece)
+    count = len(pieces)
+    wrapper = _encode_message(
+        base_offset + count - 1, None, _compress(codec, bytes(inner_set), compresslevel), codec
+    )
+    return wrapper, count
