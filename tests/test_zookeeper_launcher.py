@@ -6,6 +6,7 @@ install); they never skip.
 """
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -251,6 +252,21 @@ def test_failed_start_reports_the_log_tail():
     assert info.value.host == "127.0.0.1" and info.value.port > 0
     # A failed __enter__ still cleans up.
     assert server.work_dir is None and server.nodes == []
+
+
+def test_taken_port_is_retried_then_reported():
+    # Forcing the client port onto one we hold makes every attempt collide:
+    # start() tries fresh ports a few times, then reports the bind failure.
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(HarnessError) as info:
+            with ZooKeeperServer(extra_config={"clientPort": taken}, start_timeout=20):
+                pass
+        assert time.monotonic() - started < 20
+    assert "Address already in use" in str(info.value)
 
 
 # --------------------------------------------------------------------------

@@ -707,7 +707,7 @@ class ZooKeeperEnsemble:
             try:
                 for node in self.nodes:
                     node.start(wait=False)
-                self.wait_ready(timeout)
+                self._wait_ready(timeout, fail_on_bind_error=True)
                 return
             except HarnessError:
                 bind_failed = any(node._bind_failed() for node in self.nodes)
@@ -732,14 +732,25 @@ class ZooKeeperEnsemble:
             HarnessError: a node that should run has exited, no node runs, or
                 the ensemble was not ready in time.
         """
+        self._wait_ready(timeout)
+
+    def _wait_ready(self, timeout: Optional[float], fail_on_bind_error: bool = False) -> None:
         limit = self.start_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
+        polls = 0
         while True:
             live = [node for node in self.nodes if node._process is not None and not node._paused]
             if not live:
                 raise HarnessError(f"no ZooKeeper node of {self!r} is running")
             for node in live:
                 node._check_alive()
+            polls += 1
+            if fail_on_bind_error and polls % 10 == 0:
+                # A node whose port was taken may linger instead of exiting;
+                # fail now so start() can retry on fresh ports.
+                for node in live:
+                    if node._bind_failed():
+                        raise node._error("could not bind one of its ports")
             modes = [node.status(timeout=0.5) for node in live]
             got = [status["Mode"] if status else None for status in modes]
             if all(mode in self._serving_modes for mode in got) and (
