@@ -109,10 +109,9 @@ def get_codec(codec_id: int, **options: Any) -> Codec:
         MissingDependencyError: the codec needs cramjam, which is not installed.
         ConfigError: an option is invalid.
     """
-    try:
-        cls = _CODECS[codec_id]
-    except (KeyError, TypeError) as exc:
-        raise UnsupportedCodecError(f"unsupported compression codec id {codec_id!r}") from exc
+    cls = _CODECS.get(codec_id) if type(codec_id) is int else None
+    if cls is None:
+        raise UnsupportedCodecError(f"unsupported compression codec id {codec_id!r}")
     if options:
         try:
             return cls(**options)
