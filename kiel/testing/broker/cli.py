@@ -1,0 +1,136 @@
+"""``python -m kiel.testing serve``: run an embedded cluster (and ZooKeeper) until signalled.
+
+Prints ONE JSON line on stdout once everything serves, then runs until
+SIGTERM or SIGINT, and stops what it started::
+
+    $ python -m kiel.testing serve --brokers 3 --zookeeper --topic events:6
+    {"zookeeper": "127.0.0.1:40001", "brokers": ["127.0.0.1:40002", ...],
+     "control": "127.0.0.1:40005", "pid": 1234}
+
+``control`` is the JSON-lines control channel (see
+:mod:`kiel.testing.broker.control`) for fault injection from other processes.
+"""
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any, Dict, List, Optional
+
+from kiel.exc import KielError
+
+__all__ = ["add_serve_parser", "serve", "main"]
+
+
+def _topic(spec: str) -> Any:
+    name, _, count = spec.partition(":")
+    if count and not count.isdigit():
+        raise argparse.ArgumentTypeError(f"--topic takes NAME or NAME:PARTITIONS, not {spec!r}")
+    return name, int(count) if count else None
+
+
+def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``serve`` sub-command to an ``argparse`` sub-parser set."""
+    parser = subparsers.add_parser(
+        "serve", help="run an embedded Kafka 0.8.2 cluster (and ZooKeeper) until SIGTERM/SIGINT")
+    parser.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    zk = parser.add_mutually_exclusive_group()
+    zk.add_argument("--zookeeper", action="store_true",
+                    help="start a real ZooKeeper server (Debian's zookeeper package) and use it")
+    zk.add_argument("--zookeeper-hosts", metavar="HOSTS",
+                    help="use this ZooKeeper (host:port[,...][/chroot]) instead")
+    parser.add_argument("--partitions", type=int, default=1,
+                        help="default partitions per topic (num.partitions, default 1)")
+    parser.add_argument("--replication", type=int, default=None,
+                        help="default replication factor (default: min(3, brokers))")
+    parser.add_argument("--topic", type=_topic, action="append", default=[],
+                        metavar="NAME[:PARTITIONS]", help="create a topic at start (repeatable)")
+    parser.add_argument("--log-dir", default=None, help="keep partition logs on disk here")
+    parser.add_argument("--no-auto-create", action="store_true",
+                        help="do not auto-create topics named in Metadata requests")
+    parser.add_argument("--message-max-bytes", type=int, default=None,
+                        help="message.max.bytes (default 1000012)")
+    parser.add_argument("--segment-bytes", type=int, default=None,
+                        help="log.segment.bytes (default 1 GiB)")
+    parser.add_argument("--segment-messages", type=int, default=None,
+                        help="also roll segments every N messages")
+    parser.add_argument("--control-port", type=int, default=0,
+                        help="port of the JSON-lines control channel (default: any free one)")
+    parser.set_defaults(func=serve)
+    return parser
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the ``serve`` command; returns the exit status."""
+    from kiel.testing.broker.cluster import EmbeddedCluster
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Optional[FrameType]) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    zookeeper_server = None
+    cluster = None
+    status = 0
+    try:
+        hosts = args.zookeeper_hosts
+        if args.zookeeper:
+            from kiel.testing.zookeeper import ZooKeeperServer
+
+            zookeeper_server = ZooKeeperServer()
+            zookeeper_server.start()
+            hosts = zookeeper_server.hosts
+        options: Dict[str, Any] = {}
+        if args.message_max_bytes:
+            options["message_max_bytes"] = args.message_max_bytes
+        if args.segment_bytes:
+            options["segment_bytes"] = args.segment_bytes
+        topics: Dict[str, Optional[int]] = {}
+        for name, count in args.topic:
+            topics[name] = count or args.partitions
+        cluster = EmbeddedCluster(
+            brokers=args.brokers, zookeeper=hosts, partitions=args.partitions,
+            replication=args.replication, topics=topics or None, log_dir=args.log_dir,
+            auto_create_topics=not args.no_auto_create, segment_messages=args.segment_messages,
+            control_port=args.control_port, **options)
+        cluster.start()
+        ready = {"zookeeper": hosts, "brokers": cluster.brokers,
+                 "control": cluster.control_address, "pid": _pid()}
+        sys.stdout.write(json.dumps(ready) + "\n")
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            pass
+    except KielError as e:
+        print(f"kiel.testing serve: {e}", file=sys.stderr)
+        status = 1
+    finally:
+        if cluster is not None:
+            try:
+                cluster.stop()
+            except KielError as e:
+                print(f"kiel.testing serve: {e}", file=sys.stderr)
+                status = 1
+        if zookeeper_server is not None:
+            zookeeper_server.close()
+    return status
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of ``python -m kiel.testing``."""
+    parser = argparse.ArgumentParser(prog="python -m kiel.testing",
+                                     description="kiel's real test parts")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_serve_parser(subparsers)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
