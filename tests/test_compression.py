@@ -170,6 +170,8 @@ def test_unknown_codec_name(name):
         pytest.param(SNAPPY, {"block_size": None}, marks=needs_cramjam),
         pytest.param(LZ4, {"magic": 2}, marks=needs_cramjam),
         pytest.param(LZ4, {"magic": False}, marks=needs_cramjam),
+        pytest.param(LZ4, {"magic": 0.0}, marks=needs_cramjam),
+        pytest.param(LZ4, {"magic": [0]}, marks=needs_cramjam),
     ],
 )
 def test_bad_options(codec_id, options):

@@ -95,7 +95,7 @@ class LZ4Codec(Codec):
 
     def __init__(self, *, magic: int = 0, max_output_size: int = DEFAULT_MAX_OUTPUT_SIZE) -> None:
         super().__init__(max_output_size=max_output_size)
-        if magic not in _HEADERS or isinstance(magic, bool):
+        if type(magic) is not int or magic not in _HEADERS:
             raise ConfigError(f"lz4 magic must be 0 or 1, got {magic!r}")
         self.magic = magic
         cramjam = require_cramjam("lz4")
