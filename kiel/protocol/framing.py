@@ -13,7 +13,8 @@ step and the connection must be closed. One exception is tolerated: some
 Every error raised here is a :class:`kiel.exc.ProtocolError` (or
 :class:`kiel.exc.LocalProtocolError` for an unencodable request). After a
 ``ProtocolError`` the byte stream can no longer be trusted: close the
-connection.
+connection. The framing object remembers the error (``error``) and refuses
+any further input with a ``ProtocolError`` caused by it.
 """
 import struct
 from collections import deque
@@ -27,7 +28,7 @@ from kiel.exc import (
     TruncatedError,
     UnsupportedVersionError,
 )
-from kiel.protocol.api import BY_KEY, BY_REQUEST, BY_RESPONSE, Api, RequestHeader
+from kiel.protocol.api import BY_KEY, BY_REQUEST, BY_RESPONSE, Api, RequestHeader, ResponseHeader
 from kiel.protocol.group_coordinator import GROUP_COORDINATOR_V0
 from kiel.protocol.primitives import Buffer
 from kiel.protocol.schema import struct_type
@@ -60,9 +61,15 @@ class _FrameReader:
         # never re-copied, until it is complete.
         while end - pos >= 4:
             (size,) = _size.unpack_from(buf, pos)
-            if size < self.min_frame_size or size > self.max_frame_size:
+            # Checked as soon as the 4-byte prefix is in, before any of the
+            # body is waited for: a hostile size never reserves memory.
+            if size < 0 or size > self.max_frame_size:
                 raise FrameTooLargeError(
-                    f"frame size {size} outside [{self.min_frame_size}, {self.max_frame_size}]"
+                    f"frame size {size} outside [0, {self.max_frame_size}]"
+                )
+            if size < self.min_frame_size:
+                raise TruncatedError(
+                    f"frame of {size} bytes is shorter than its {self.min_frame_size}-byte header"
                 )
             if end - pos - 4 < size:
                 break
@@ -79,7 +86,37 @@ class _FrameReader:
         return len(self._buf)
 
 
-class ClientFraming:
+class _Receiver:
+    """Latches the first :class:`~kiel.exc.ProtocolError` of a byte stream.
+
+    After the peer sent bytes that do not parse, where the next frame starts
+    is unknown: every later ``receive_data`` raises again (with the first
+    error as its cause) instead of decoding garbage as if it were in step.
+    """
+
+    _reader: _FrameReader
+
+    def __init__(self) -> None:
+        self._error: Optional[ProtocolError] = None
+
+    @property
+    def error(self) -> Optional[ProtocolError]:
+        """The protocol error that broke this stream, or ``None``."""
+        return self._error
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return self._reader.buffered
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise ProtocolError(
+                f"stream already broken by: {self._error}; close the connection"
+            ) from self._error
+
+
+class ClientFraming(_Receiver):
     """The client side of one broker connection.
 
     Args:
@@ -90,6 +127,7 @@ class ClientFraming:
 
     def __init__(self, client_id: Optional[str] = "kiel",
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        super().__init__()
         self.client_id = client_id
         self._reader = _FrameReader(max_frame_size, min_frame_size=4)
         self._next_id = 0
@@ -118,12 +156,11 @@ class ClientFraming:
         if api is None:
             raise LocalProtocolError(f"not a registered request: {type(request).__name__}")
         correlation_id = self._next_id
-        self._next_id = 0 if correlation_id >= _CORRELATION_MAX else correlation_id + 1
         out = [b"\0\0\0\0"]
-        struct_type(RequestHeader).encode(
-            RequestHeader(api.key, api.version, correlation_id, self.client_id), out
-        )
         try:
+            struct_type(RequestHeader).encode(
+                RequestHeader(api.key, api.version, correlation_id, self.client_id), out
+            )
             struct_type(api.request).encode(request, out)
         except LocalProtocolError as e:
             e.with_context(api=api.name)
@@ -131,6 +168,8 @@ class ClientFraming:
         out[0] = _size.pack(sum(map(len, out)) - 4)
         frame = b"".join(out)
         expects = api.expects_response(request)
+        # Only a request that made it to bytes uses up its correlation id.
+        self._next_id = 0 if correlation_id >= _CORRELATION_MAX else correlation_id + 1
         if expects:
             self._pending.append((correlation_id, api))
         return correlation_id, frame, expects
@@ -144,8 +183,17 @@ class ClientFraming:
 
         Raises:
             ProtocolError: a bad frame size, an unexpected correlation id, or
-                a response that does not decode; close the connection.
+                a response that does not decode; close the connection (every
+                later call raises too).
         """
+        self._check()
+        try:
+            return self._receive(data)
+        except ProtocolError as e:
+            self._error = e
+            raise
+
+    def _receive(self, data: Buffer) -> List[Tuple[int, Any]]:
         results = []
         for frame in self._reader.feed(data):
             if not self._pending:
@@ -183,7 +231,7 @@ def decode_body(api: Api, frame: Buffer, offset: int, request: bool = False) -> 
     return value
 
 
-class ServerFraming:
+class ServerFraming(_Receiver):
     """The broker side of one connection (used by the embedded broker).
 
     Args:
@@ -193,6 +241,7 @@ class ServerFraming:
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        super().__init__()
         # A request header is at least 10 bytes (int16, int16, int32, string length).
         self._reader = _FrameReader(max_frame_size, min_frame_size=10)
 
@@ -204,9 +253,18 @@ class ServerFraming:
 
         Raises:
             UnsupportedVersionError: an API key/version kiel does not know
-                (a 0.8.2 broker closes the connection then).
-            ProtocolError: a malformed frame.
+                (a 0.8.2 broker closes the connection then); the context has
+                ``api_key``, ``api_version`` and ``correlation_id``.
+            ProtocolError: a malformed frame. Every later call raises too.
         """
+        self._check()
+        try:
+            return self._receive(data)
+        except ProtocolError as e:
+            self._error = e
+            raise
+
+    def _receive(self, data: Buffer) -> List[Tuple[RequestHeader, Api, Any]]:
         results = []
         header_type = struct_type(RequestHeader)
         for frame in self._reader.feed(data):
@@ -214,7 +272,9 @@ class ServerFraming:
             api = BY_KEY.get((header.api_key, header.api_version))
             if api is None:
                 raise UnsupportedVersionError(
-                    f"unsupported api key {header.api_key} version {header.api_version}"
+                    f"unsupported api key {header.api_key} version {header.api_version}",
+                    api_key=header.api_key, api_version=header.api_version,
+                    correlation_id=header.correlation_id,
                 )
             results.append((header, api, decode_body(api, frame, offset, request=True)))
         return results
@@ -229,7 +289,12 @@ class ServerFraming:
         api = BY_RESPONSE.get(type(response))
         if api is None:
             raise LocalProtocolError(f"not a registered response: {type(response).__name__}")
-        out = [b"\0\0\0\0", _response_header.pack(correlation_id)]
-        struct_type(api.response).encode(response, out)
+        out = [b"\0\0\0\0"]
+        try:
+            struct_type(ResponseHeader).encode(ResponseHeader(correlation_id), out)
+            struct_type(api.response).encode(response, out)
+        except LocalProtocolError as e:
+            e.with_context(api=api.name)
+            raise
         out[0] = _size.pack(sum(map(len, out)) - 4)
         return b"".join(out)
