@@ -1,11 +1,12 @@
 """pytest plugin (entry point ``pytest11``): fixtures for kiel's real test parts."""
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
 
 import pytest
 
 if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
     from kazoo.client import KazooClient
 
+    from kiel.testing.broker import EmbeddedCluster
     from kiel.testing.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
 
 
@@ -74,3 +75,102 @@ def kazoo_client(zookeeper: "ZooKeeperServer") -> Iterator["KazooClient"]:
     finally:
         client.stop()
         client.close()
+
+
+# --------------------------------------------------------------------------
+# Embedded Kafka 0.8.2 brokers (kiel.testing.broker). Each cluster registers
+# under its own ZooKeeper chroot, so clusters sharing the session's server
+# never see each other's brokers, topics or offsets.
+
+
+def _kiel_chroot(zookeeper: "ZooKeeperServer") -> str:
+    import uuid
+
+    return f"{zookeeper.hosts}/kiel-cluster-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="module")
+def _kiel_kafka_cluster(zookeeper: "ZooKeeperServer") -> Iterator["EmbeddedCluster"]:
+    from kiel.testing.broker import EmbeddedCluster
+
+    zookeeper.heal()
+    cluster = EmbeddedCluster(brokers=3, zookeeper=_kiel_chroot(zookeeper), partitions=3)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def kafka_cluster(_kiel_kafka_cluster: "EmbeddedCluster") -> Iterator["EmbeddedCluster"]:
+    """A 3-broker embedded Kafka 0.8.2 cluster registered in the session's ZooKeeper.
+
+    Shared by the tests of one module (topics and offsets persist between
+    them: use :func:`topic_factory` for unique topics); healed before each
+    test (faults cleared, stopped brokers started, preferred leaders
+    restored). Connect with ``kafka_cluster.bootstrap``; its ZooKeeper
+    connection string, chroot included, is ``kafka_cluster.zookeeper``.
+    Defaults: 3 partitions per topic, replication 3, auto-creation on.
+
+    Raises:
+        HarnessError: (at teardown) the brokers hit an unexpected error.
+    """
+    _kiel_kafka_cluster.heal()
+    yield _kiel_kafka_cluster
+    _kiel_kafka_cluster.check()
+
+
+@pytest.fixture
+def kafka_cluster_factory(
+    request: pytest.FixtureRequest,
+) -> Iterator[Callable[..., "EmbeddedCluster"]]:
+    """Make custom clusters for one test; all are stopped after it.
+
+    ``kafka_cluster_factory(brokers=3, zookeeper=True, **options)`` takes the
+    arguments of :class:`~kiel.testing.broker.EmbeddedCluster`;
+    ``zookeeper=True`` uses the session's server under a fresh chroot,
+    ``False``/``None`` runs without ZooKeeper, a string is used as is.
+    The cluster is started before it is returned.
+    """
+    from kiel.testing.broker import EmbeddedCluster
+
+    clusters: List[EmbeddedCluster] = []
+
+    def make(brokers: int = 3, zookeeper: Any = True, **options: Any) -> EmbeddedCluster:
+        if zookeeper is True:
+            server = request.getfixturevalue("zookeeper")
+            server.heal()
+            zookeeper = _kiel_chroot(server)
+        cluster = EmbeddedCluster(brokers=brokers, zookeeper=zookeeper or None, **options)
+        cluster.start()
+        clusters.append(cluster)
+        return cluster
+
+    yield make
+    errors = []
+    for cluster in clusters:
+        try:
+            cluster.stop()
+        except Exception as e:  # stop them all, then report every failure
+            errors.append(e)
+    if errors:
+        raise errors[0]
+
+
+@pytest.fixture
+def topic_factory(kafka_cluster: "EmbeddedCluster") -> Callable[..., str]:
+    """Create topics with unique names on :func:`kafka_cluster` (or another cluster).
+
+    ``topic_factory(partitions=None, replication=None, prefix="topic", cluster=None)``
+    returns the new topic's name.
+    """
+    import uuid
+
+    def make(partitions: Optional[int] = None, replication: Optional[int] = None,
+             prefix: str = "topic", cluster: Any = None) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        (cluster or kafka_cluster).create_topic(name, partitions, replication)
+        return name
+
+    return make

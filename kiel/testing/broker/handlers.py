@@ -75,13 +75,8 @@ from kiel.protocol import (
     ProduceTopicResponse,
     TopicMetadata,
 )
-from kiel.testing.broker.log import scan_message_set
+from kiel.protocol.messages import assign_offsets, iter_message_boundaries
 from kiel.testing.broker.state import NO_LEADER, PartitionState, validate_topic_name
-
-try:
-    from kiel.protocol.messages import assign_offsets
-except ImportError:  # pragma: no cover - until kiel.protocol.messages lands
-    from kiel.testing.broker._assign import assign_offsets
 
 if TYPE_CHECKING:  # pragma: no cover
     from kiel.testing.broker.core import ClusterCore
@@ -151,18 +146,16 @@ class RequestHandlers:
     def _append(self, state: PartitionState, message_set: bytes) -> Tuple[int, int]:
         """Validate, assign offsets, append; ``(error_code, first_offset)``."""
         config = self.core.config
-        entries = list(scan_message_set(message_set))
-        if not entries:
-            return NONE, -1
-        for _, _, size in entries:
-            if size > config.message_max_bytes:
-                return MESSAGE_SIZE_TOO_LARGE, -1
-        valid = entries[-1][1] + entries[-1][2]
         log = state.log
         base = log.end_offset
         try:
-            data, count = assign_offsets(
-                message_set if valid == len(message_set) else message_set[:valid], base)
+            # Shallow sizes first, as Log.analyzeAndValidateMessageSet does; a
+            # partial trailing message is trimmed, a size below the minimum is
+            # an InvalidMessage.
+            for bound in iter_message_boundaries(message_set, strict=False):
+                if bound.end - bound.start > config.message_max_bytes:
+                    return MESSAGE_SIZE_TOO_LARGE, -1
+            data, count = assign_offsets(message_set, base)
         except CorruptMessageError:
             return INVALID_MESSAGE, -1
         except (CompressionError, UnsupportedCodecError):
@@ -170,15 +163,15 @@ class RequestHandlers:
             return UNKNOWN, -1
         except ProtocolError:
             return INVALID_MESSAGE, -1
-        data = bytes(data)
-        stored = list(scan_message_set(data))
-        for _, _, size in stored:
-            if size > config.message_max_bytes:
+        if count <= 0:
+            return NONE, -1
+        stored = list(iter_message_boundaries(data))
+        for bound in stored:
+            # Re-checked after recompression, as 0.8.2 does.
+            if bound.end - bound.start > config.message_max_bytes:
                 return MESSAGE_SIZE_TOO_LARGE, -1
         if len(data) > config.segment_bytes:
             return MESSAGE_SET_SIZE_TOO_LARGE, -1
-        if count <= 0:
-            return NONE, -1
         log.append(data, stored, base + count)
         return NONE, base
 

@@ -25,53 +25,35 @@ Everything here runs on the broker's IOLoop thread; nothing is thread-safe.
 """
 
 import os
-import struct
 import time
 from array import array
 from bisect import bisect_left
-from typing import Callable, Iterator, List, Optional, Set, Tuple, Union
+from typing import Callable, List, Optional, Set, Tuple, Union
 
-from kiel.exc import OffsetOutOfRangeError
+from kiel.exc import CorruptMessageError, OffsetOutOfRangeError
+from kiel.protocol.messages import MessageBoundary, iter_message_boundaries
 
-__all__ = ["PartitionLog", "Segment", "scan_message_set", "DEFAULT_SEGMENT_BYTES"]
+__all__ = ["PartitionLog", "Segment", "message_boundaries", "DEFAULT_SEGMENT_BYTES"]
 
 #: Kafka 0.8.2's ``log.segment.bytes`` default (1 GiB).
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 
-# Offset (int64) + message size (int32): the log overhead of every entry.
-_ENTRY_HEADER = struct.Struct(">qi")
-LOG_OVERHEAD = _ENTRY_HEADER.size
-# crc(4) magic(1) attributes(1) key length(4) value length(4).
-_MIN_MESSAGE_SIZE = 14
-
 _FILE_SUFFIX = ".log"
 
 
-def scan_message_set(
-    buf: Union[bytes, bytearray, memoryview], start: int = 0, end: Optional[int] = None
-) -> Iterator[Tuple[int, int, int]]:
-    """Walk the outer entries of a message set.
+def message_boundaries(buf: Union[bytes, bytearray, memoryview]) -> List[MessageBoundary]:
+    """The whole top-level messages at the start of ``buf`` (a torn or corrupt tail is left out).
 
-    Yields ``(offset, position, entry_size)`` per complete entry (``entry_size``
-    counts the 12-byte log overhead) and stops silently at a partial trailing
-    entry or at an entry whose size field is impossible (< 14 bytes), the way
-    Kafka's shallow iterator ends a set.
-
-    Args:
-        buf: the bytes.
-        start: where the set begins in ``buf``.
-        end: where it ends (default: the end of ``buf``).
+    Wraps :func:`kiel.protocol.messages.iter_message_boundaries` the way log
+    recovery needs it: keep what frames, stop at the first thing that does not.
     """
-    if end is None:
-        end = len(buf)
-    pos = start
-    unpack = _ENTRY_HEADER.unpack_from
-    while end - pos >= LOG_OVERHEAD:
-        offset, size = unpack(buf, pos)
-        if size < _MIN_MESSAGE_SIZE or pos + LOG_OVERHEAD + size > end:
-            return
-        yield offset, pos, LOG_OVERHEAD + size
-        pos += LOG_OVERHEAD + size
+    bounds: List[MessageBoundary] = []
+    try:
+        for bound in iter_message_boundaries(buf, strict=False):
+            bounds.append(bound)
+    except CorruptMessageError:
+        pass
+    return bounds
 
 
 class Segment:
@@ -105,13 +87,13 @@ class Segment:
         """Bytes held."""
         return len(self.data)
 
-    def append(self, data: bytes, entries: List[Tuple[int, int, int]], next_offset: int,
+    def append(self, data: bytes, entries: List[MessageBoundary], next_offset: int,
                messages: int) -> None:
-        """Append ``data`` (whole entries, offsets assigned) described by ``entries``.
+        """Append ``data`` (whole messages, offsets assigned) described by ``entries``.
 
-        ``entries`` are ``(offset, position_in_data, size)`` as
-        :func:`scan_message_set` yields them; the file (if any) is written
-        before the in-memory copy, so what a client saw acknowledged is on disk.
+        ``entries`` are the :class:`~kiel.protocol.messages.MessageBoundary`
+        of ``data``; the file (if any) is written before the in-memory copy,
+        so what a client saw acknowledged is on disk.
         """
         if self._fd is not None:
             view = memoryview(data)
@@ -120,8 +102,8 @@ class Segment:
                 written += os.write(self._fd, view[written:])
         base = len(self.data)
         self.data += data
-        self.offsets.extend(offset for offset, _, _ in entries)
-        self.positions.extend(base + pos for _, pos, _ in entries)
+        self.offsets.extend(bound.offset for bound in entries)
+        self.positions.extend(base + bound.start for bound in entries)
         self.next_offset = next_offset
         self.messages += messages
         self.last_modified = int(time.time() * 1000)
@@ -153,8 +135,8 @@ class Segment:
         with open(path, "rb") as f:
             raw = f.read()
         mtime = int(os.path.getmtime(path) * 1000)
-        entries = list(scan_message_set(raw))
-        valid = entries[-1][1] + entries[-1][2] if entries else 0
+        entries = message_boundaries(raw)
+        valid = entries[-1].end if entries else 0
         if valid < len(raw):
             # Strategy: like Kafka's recovery, keep what parses and drop the rest.
             with open(path, "r+b") as f:
@@ -163,9 +145,9 @@ class Segment:
         segment = cls(base_offset, path)
         if entries:
             segment.data += raw
-            segment.offsets.extend(offset for offset, _, _ in entries)
-            segment.positions.extend(pos for _, pos, _ in entries)
-            segment.next_offset = entries[-1][0] + 1
+            segment.offsets.extend(bound.offset for bound in entries)
+            segment.positions.extend(bound.start for bound in entries)
+            segment.next_offset = entries[-1].offset + 1
             segment.messages = segment.next_offset - base_offset
         segment.last_modified = mtime
         return segment
@@ -242,12 +224,12 @@ class PartitionLog:
 
     # -- writes ----------------------------------------------------------
 
-    def append(self, data: bytes, entries: List[Tuple[int, int, int]], next_offset: int) -> None:
+    def append(self, data: bytes, entries: List[MessageBoundary], next_offset: int) -> None:
         """Append an offset-assigned message set and wake fetches waiting on this log.
 
         Args:
-            data: whole entries whose offsets start at :attr:`end_offset`.
-            entries: their ``(offset, position, size)``, from :func:`scan_message_set`.
+            data: whole messages whose offsets start at :attr:`end_offset`.
+            entries: their boundaries (:func:`~kiel.protocol.messages.iter_message_boundaries`).
             next_offset: the offset after the last inner message.
         """
         if not entries:

@@ -39,6 +39,7 @@ OPERATIONS = (
     "inject_error",
     "set_latency",
     "clear_faults",
+    "heal",
     "delete_records",
     "roll_segment",
     "errors",
@@ -119,6 +120,12 @@ class ClusterOps:
         self.core.faults.clear()
         for broker in self.core.brokers.values():
             broker.resume()
+
+    async def heal(self) -> None:
+        await self.clear_faults()
+        for broker_id in sorted(self.core.brokers):
+            await self.core.start_broker(broker_id)
+        await self.core.preferred_leader_election()
 
     async def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         return self.core.require_partition(topic, partition).log.delete_before(before_offset)
@@ -261,6 +268,11 @@ class ClusterControl:
     def clear_faults(self) -> None:
         """Remove every error, cut and latency rule and resume hung brokers."""
         self._call("clear_faults")
+
+    def heal(self) -> None:
+        """Undo every fault: :meth:`clear_faults`, start stopped brokers, and
+        :meth:`preferred_leader_election`."""
+        self._call("heal")
 
     def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
         """Drop whole log segments ending at or before ``before_offset`` (what retention
