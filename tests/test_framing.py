@@ -1,5 +1,8 @@
 """kiel.protocol.framing: correlation ids, chunking, the 0.8.2 quirks, bad frames."""
+import os
+import re
 import struct
+import textwrap
 from typing import Any, List, Tuple
 
 import pytest
@@ -357,3 +360,25 @@ def test_buffered_counts_a_partial_frame() -> None:
     assert framing.buffered == len(frame) - 3
     assert framing.receive_data(frame[-3:]) == [(0, METADATA_RESP)]
     assert framing.buffered == 0
+
+
+# --------------------------------------------------------------------------
+# The guide's examples are runnable, and run
+
+
+GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                     "docs", "guides", "protocol.rst")
+
+
+def _guide_blocks() -> List[str]:
+    with open(GUIDE, encoding="utf-8") as f:
+        text = f.read()
+    pattern = r"\.\. code-block:: python\n\n((?:(?:    .*)?\n)+)"
+    return [textwrap.dedent(m.group(1)) for m in re.finditer(pattern, text)]
+
+
+def test_protocol_guide_examples_run() -> None:
+    blocks = _guide_blocks()
+    assert len(blocks) >= 2
+    for block in blocks:
+        exec(compile(block, GUIDE, "exec"), {})

@@ -185,7 +185,7 @@ class Array(WireType):
 
     Args:
         item: the wire type of each element (a primitive, another ``Array``,
-            or a :func:`kiel.protocol.schema.struct` class).
+            or a struct class, see :mod:`kiel.protocol.schema`).
     """
 
     def __init__(self, item: Any) -> None:
