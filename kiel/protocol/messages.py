@@ -298,6 +298,13 @@ def _decode_one(
     if mend > end:
         return -(_LOG_OVERHEAD + size + 1), None, None
     crc, magic, attrs = _CRC_MAGIC_ATTRS.unpack_from(data, pos + _LOG_OVERHEAD)
+    # The CRC first: a Fetch v0 answer only ever holds magic 0 or 1 (newer
+    # brokers convert down), so another magic byte is more likely a flipped
+    # bit than a new format, and the CRC says which.
+    if check:
+        computed = _crc32(mv[pos + _CRC_START : mend])
+        if computed != crc:
+            raise _crc_error(crc, computed, offset)
     if magic == 0:
         timestamp: Optional[int] = None
         kpos = pos + 18
@@ -314,10 +321,6 @@ def _decode_one(
         raise _corrupt(
             f"magic {magic} message inside a magic {inner_magic} compressed message", offset
         )
-    if check:
-        computed = _crc32(mv[pos + _CRC_START : mend])
-        if computed != crc:
-            raise _crc_error(crc, computed, offset)
     # Key: kpos + 4 <= mend holds by the minimum sizes checked above.
     (klen,) = _INT32.unpack_from(data, kpos)
     kpos += 4
@@ -515,40 +518,41 @@ def _check_bytes(item: Any, what: str) -> Optional[bytes]:
     )
 
 
-def _encode_message(offset: int, key: Any, value: Any, attrs: int = 0) -> bytes:
-    """One magic-0 message with its offset and size prefix (general path)."""
+def _encode_body(key: Any, value: Any, attrs: int = 0) -> bytes:
+    """A magic-0 message from the magic byte on (general path, validating)."""
     key = _check_bytes(key, "key")
     value = _check_bytes(value, "value")
     klen = -1 if key is None else len(key)
     vlen = -1 if value is None else len(value)
     if klen > _INT32_MAX or vlen > _INT32_MAX:
         raise LocalProtocolError("a message key or value is longer than an int32 length can say")
-    body = b"".join(
+    return b"".join(
         (_MAGIC_ATTRS_KLEN.pack(0, attrs, klen), key or b"", _INT32.pack(vlen), value or b"")
     )
+
+
+def _encode_message(offset: int, key: Any, value: Any, attrs: int = 0) -> bytes:
+    """One magic-0 message with its offset and size prefix."""
+    body = _encode_body(key, value, attrs)
     return _HEADER.pack(offset, len(body) + 4, _crc32(body)) + body
 
 
 _NULL_KEY_PREFIX = _MAGIC_ATTRS_KLEN.pack(0, 0, -1)
 
 
-def _pairs(messages: Iterable[Any]) -> Iterator[Tuple[Any, Any]]:
-    for m in messages:
-        if type(m) is tuple and len(m) == 2:
-            yield m
-        elif isinstance(m, Record):
-            yield m.key, m.value
-        else:
-            try:
-                key, value = m
-            except (TypeError, ValueError) as e:
-                raise LocalProtocolError(
-                    f"messages must be (key, value) pairs or Records, not {type(m).__name__}"
-                ) from e
-            yield key, value
+def _as_pair(m: Any) -> Tuple[Any, Any]:
+    if isinstance(m, Record):
+        return m.key, m.value
+    try:
+        key, value = m
+    except (TypeError, ValueError) as e:
+        raise LocalProtocolError(
+            f"messages must be (key, value) pairs or Records, not {type(m).__name__}"
+        ) from e
+    return key, value
 
 
-def _encode_plain(messages: Iterable[Any]) -> bytes:
+def _encode_plain(messages: Any) -> bytes:
     parts: List[bytes] = []
     append = parts.append
     header = _HEADER.pack
@@ -557,23 +561,21 @@ def _encode_plain(messages: Iterable[Any]) -> bytes:
     crc32 = _crc32
     null_prefix = _NULL_KEY_PREFIX
     offset = 0
-    for key, value in _pairs(messages):
-        # Strategy: the common case (bytes key or None, bytes value) builds the
-        # message body with one concatenation and CRCs it in one call; any
-        # other type goes through the validating general encoder.
-        if type(value) is bytes and len(value) <= _INT32_MAX:
+    # Strategy: the common case (pairs of a bytes-or-None key and a bytes
+    # value) builds each message body with one concatenation and CRCs it in
+    # one call, with no per-message function call. A length over int32 makes
+    # ``i32`` raise ``struct.error``, caught below; other types take the
+    # validating ``_encode_body``.
+    for key, value in messages:
+        if type(value) is bytes and (key is None or type(key) is bytes):
             if key is None:
                 body = null_prefix + i32(len(value)) + value
-            elif type(key) is bytes and len(key) <= _INT32_MAX:
-                body = mak(0, 0, len(key)) + key + i32(len(value)) + value
             else:
-                append(_encode_message(offset, key, value))
-                offset += 1
-                continue
-            append(header(offset, len(body) + 4, crc32(body)))
-            append(body)
+                body = mak(0, 0, len(key)) + key + i32(len(value)) + value
         else:
-            append(_encode_message(offset, key, value))
+            body = _encode_body(key, value)
+        append(header(offset, len(body) + 4, crc32(body)))
+        append(body)
         offset += 1
     return b"".join(parts)
 
@@ -606,7 +608,18 @@ def encode_message_set(
         UnsupportedCodecError: an unknown codec.
         CompressionError: the codec failed.
     """
-    plain = _encode_plain(messages)
+    if not isinstance(messages, (list, tuple)):
+        messages = list(messages)
+    try:
+        try:
+            plain = _encode_plain(messages)
+        except (TypeError, ValueError):
+            # Not all plain pairs (Records, or bad items): normalize and retry.
+            plain = _encode_plain([_as_pair(m) for m in messages])
+    except struct.error as e:
+        raise LocalProtocolError(
+            "a message key or value is longer than an int32 length can say"
+        ) from e
     if not codec:
         return plain
     if not plain:
@@ -632,13 +645,13 @@ def _validate_for_append(data: bytes, mv: memoryview, bound: MessageBoundary) ->
     """Check one message as a 0.8.2 broker's append does; return its codec."""
     start, mend = bound.start, bound.end
     crc, magic, attrs = _CRC_MAGIC_ATTRS.unpack_from(data, start + _LOG_OVERHEAD)
+    computed = _crc32(mv[start + _CRC_START : mend])
+    if computed != crc:
+        raise _crc_error(crc, computed, bound.offset)
     if magic != 0:
         raise UnsupportedVersionError(
             f"message magic byte {magic}: a 0.8.2 broker takes magic 0 only", offset=bound.offset
         )
-    computed = _crc32(mv[start + _CRC_START : mend])
-    if computed != crc:
-        raise _crc_error(crc, computed, bound.offset)
     # Framing of key and value, so a bad one is refused now and not served later.
     kpos = start + 18
     (klen,) = _INT32.unpack_from(data, kpos)
