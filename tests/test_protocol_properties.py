@@ -18,7 +18,7 @@ Contracts checked:
 """
 import struct
 import tracemalloc
-from typing import Any, Callable, List
+from typing import Annotated, Any, Callable, List, NamedTuple, Optional
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,6 +30,7 @@ from kiel.protocol.framing import ClientFraming, ServerFraming
 from kiel.protocol.primitives import (
     Array,
     Bytes,
+    Int8,
     Int16,
     Int32,
     Int64,
@@ -92,6 +93,46 @@ def test_round_trip(cls: type, data: Any, prefix: bytes, suffix: bytes) -> None:
         assert end == len(prefix) + len(encoded)
     # Plain tuples encode the same as the NamedTuple, given the class.
     assert encode(tuple(value), cls) == encoded
+
+
+# Schema features the seven v0 APIs do not use yet: a struct field that is a
+# struct (fixed-width or not, no Annotated needed), arrays of arrays.
+class _Point(NamedTuple):
+    x: Annotated[int, Int8]
+    y: Annotated[int, Int64]
+
+
+class _Named(NamedTuple):
+    name: Annotated[Optional[str], NullableString]
+    blob: Annotated[Optional[bytes], NullableBytes]
+
+
+class _Nested(NamedTuple):
+    tag: Annotated[int, Int16]
+    point: _Point
+    named: _Named
+    grid: Annotated[List[List[int]], Array(Array(Int32))]
+    points: Annotated[List[_Point], Array(_Point)]
+    after: Annotated[int, Int32]
+
+
+@FAST
+@given(value=for_struct(_Nested))
+def test_nested_struct_features_round_trip(value: Any) -> None:
+    encoded = encode(value)
+    assert decode(_Nested, encoded) == (value, len(encoded))
+    only_protocol_errors(decode, _Nested, encoded[:-1])
+
+
+def test_nested_fixed_struct_field_is_not_flattened() -> None:
+    value = _Nested(1, _Point(2, 3), _Named(None, b""), [[4], []], [_Point(5, 6)], 7)
+    encoded = encode(value)
+    assert encoded == struct.pack(
+        ">hbqhiiiiiibqi", 1, 2, 3, -1, 0, 2, 1, 4, 0, 1, 5, 6, 7
+    )
+    decoded, _ = decode(_Nested, encoded)
+    assert decoded.point == _Point(2, 3) and type(decoded.point) is _Point
+    assert type(decoded.points[0]) is _Point
 
 
 def test_null_array_decodes_as_empty_list() -> None:

@@ -38,7 +38,6 @@ DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 
 _size = struct.Struct(">i")
 _response_header = struct.Struct(">i")
-_request_header_fixed = struct.Struct(">hhi")
 _CORRELATION_MAX = 2**31 - 1
 
 
