@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from kiel.exc import ConnectionClosedError, ConfigError, HarnessError
+from kiel.exc import ConfigError, ConnectionClosedError, HarnessError
 from kiel.protocol import (
     EARLIEST,
     LATEST,
@@ -376,7 +376,7 @@ def test_list_offsets_latest_earliest_and_segments(kafka_cluster_factory):
         empty = only(client.request(list_offsets_request("segs", 0, LATEST)))
         assert empty.offsets == [0]
         before_first = int(time.time() * 1000) - 1
-        for i in range(4):  # batches of 2: segments [0,2) [2,4) [4,6) [6,8)
+        for _i in range(4):  # batches of 2: segments [0,2) [2,4) [4,6) [6,8)
             client.request(produce_request("segs", 0, [b"a", b"b"]))
             time.sleep(0.02)
         latest = only(client.request(list_offsets_request("segs", 0, LATEST, max_num=10)))
