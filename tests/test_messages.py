@@ -178,6 +178,10 @@ def test_encode_takes_records_iterables_and_bytes_likes():
     assert encode_message_set([(bytearray(b"k"), memoryview(b"v"))]) == encode_message_set(
         [(b"k", b"v")]
     )
+    mixed = [records[0], [b"k", b"v"], (None, b"w")]
+    assert encode_message_set(mixed) == encode_message_set(
+        [(records[0].key, records[0].value), (b"k", b"v"), (None, b"w")]
+    )
 
 
 @pytest.mark.parametrize(
@@ -385,6 +389,9 @@ def test_inconsistent_lengths_are_corrupt(body):
         decode_message_set(_with_crc(3, body))
     with pytest.raises(CorruptMessageError):
         decode_message_set(_with_crc(3, body), check_crcs=False)
+    if body[0] == 0:
+        with pytest.raises(CorruptMessageError):
+            assign_offsets(_with_crc(3, body), 0)
 
 
 def test_negative_size_is_corrupt():
@@ -567,5 +574,6 @@ def test_boundaries_and_find_position():
     with pytest.raises(CorruptMessageError):
         list(iter_message_boundaries(data[:-1]))
     assert list(iter_message_boundaries(data[:-1], strict=False)) == bounds[:-1]
+    assert list(iter_message_boundaries(data + b"\x00" * 5, strict=False)) == bounds
     with pytest.raises(CorruptMessageError):
         list(iter_message_boundaries(data + b"\x00" * 5))
