@@ -6,7 +6,10 @@ python-snappy for snappy, which is not installed: a fixture gives it a shim
 over cramjam's raw snappy (the library kiel.compression uses), so its xerial
 framing and kiel's are compared on the same raw blocks.
 """
+import os
+import re
 import struct
+import textwrap
 import types
 import zlib
 
@@ -577,3 +580,16 @@ def test_boundaries_and_find_position():
     assert list(iter_message_boundaries(data + b"\x00" * 5, strict=False)) == bounds
     with pytest.raises(CorruptMessageError):
         list(iter_message_boundaries(data + b"\x00" * 5))
+
+
+def test_message_sets_guide_examples_run():
+    guide = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        "docs", "guides", "message_sets.rst",
+    )
+    with open(guide, encoding="utf-8") as f:
+        text = f.read()
+    blocks = re.findall(r"\.\. code-block:: python\n\n((?:(?:    .*)?\n)+)", text)
+    assert len(blocks) == 3
+    for block in blocks:
+        exec(compile(textwrap.dedent(block), guide, "exec"), {})
