@@ -164,8 +164,8 @@ def _spec(klen: int) -> Tuple[Any, int]:
     """(unpack_from, size) of the one-shot magic-0 header for a key of ``klen`` bytes."""
     entry = _spec_cache.get(klen)
     if entry is None:
-        # offset, size, crc, magic, attributes, key length, key, value length
-        st = struct.Struct(f">qiIbbi{max(klen, 0)}si")
+        # offset, size, crc, magic + attributes, key length, key, value length
+        st = struct.Struct(f">qiIhi{max(klen, 0)}si")
         entry = _spec_cache[klen] = (st.unpack_from, st.size)
     return entry
 
@@ -220,27 +220,26 @@ def _decode_into(
     while pos < end:
         if fast:
             # Strategy: this loop is the consumer's hot path. One unpack_from
-            # per message reads offset, size, crc, magic, attributes, key
-            # length, the key itself (a bytes copy) and the value length,
-            # with a struct compiled for the key length *speculated* from the
-            # previous message (keys are usually null or of a fixed size).
-            # Anything unusual (another key length, magic 1, compression,
-            # null value, short or partial message) breaks out to the general
-            # path, which validates everything and re-speculates. The chained
-            # comparison checks value length >= 0, value length consistent
-            # with the message size, and the message inside the buffer.
-            while pos + hsize <= end:
-                offset, size, crc, magic, attrs, klen, key, vlen = unpack(data, pos)
-                if klen != klen_spec or magic or attrs:
+            # per message reads offset, size, crc, magic and attributes (as
+            # one int16: zero for the plain magic-0 case), key length, the
+            # key itself (a bytes copy) and the value length, with a struct
+            # compiled for the key length *speculated* from the previous
+            # message (keys are usually null or of a fixed size). Anything
+            # unusual (another key length, magic 1, compression, a null
+            # value, a short or partial message) breaks out to the general
+            # path, which validates everything and re-speculates. The value
+            # length must agree with the message size and stay in the buffer.
+            limit = end - hsize
+            while pos <= limit:
+                offset, size, crc, magic_attrs, klen, key, vlen = unpack(data, pos)
+                if klen != klen_spec or magic_attrs:
                     break
-                mend = pos + _LOG_OVERHEAD + size
                 p = pos + hsize
-                if not 0 <= vlen == mend - p <= end - p:
+                mend = p + vlen
+                if vlen < 0 or mend - pos - 12 != size or mend > end:  # 12: _LOG_OVERHEAD
                     break
-                if check:
-                    computed = crc32(mv[pos + _CRC_START : mend])
-                    if computed != crc:
-                        raise _crc_error(crc, computed, offset)
+                if check and crc32(mv[pos + 16 : mend]) != crc:  # 16: _CRC_START
+                    raise _crc_error(crc, crc32(mv[pos + 16 : mend]), offset)
                 if nullkey:
                     key = None
                 last = offset
@@ -261,7 +260,7 @@ def _decode_into(
         pos = pos_after
         if last_one is not None:
             last = last_one
-        if fast and spec_klen is not None and spec_klen != klen_spec:
+        if fast and spec_klen is not None and spec_klen != klen_spec and spec_klen <= _MAX_SPEC_KEY:
             klen_spec = spec_klen
             unpack, hsize = _spec(klen_spec)
             nullkey = klen_spec < 0
