@@ -76,6 +76,7 @@ from kiel.protocol import (
     TopicMetadata,
 )
 from kiel.protocol.messages import assign_offsets, iter_message_boundaries
+from kiel.testing.broker.log import index_message_set
 from kiel.testing.broker.state import NO_LEADER, PartitionState, validate_topic_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -149,12 +150,13 @@ class RequestHandlers:
         log = state.log
         base = log.end_offset
         try:
-            # Shallow sizes first, as Log.analyzeAndValidateMessageSet does; a
-            # partial trailing message is trimmed, a size below the minimum is
-            # an InvalidMessage.
-            for bound in iter_message_boundaries(message_set, strict=False):
-                if bound.end - bound.start > config.message_max_bytes:
-                    return MESSAGE_SIZE_TOO_LARGE, -1
+            # Shallow sizes first, as Log.analyzeAndValidateMessageSet does (no
+            # entry can be too large in a set that is not); a partial trailing
+            # message is trimmed, a size below the minimum is an InvalidMessage.
+            if len(message_set) > config.message_max_bytes:
+                for bound in iter_message_boundaries(message_set, strict=False):
+                    if bound.end - bound.start > config.message_max_bytes:
+                        return MESSAGE_SIZE_TOO_LARGE, -1
             data, count = assign_offsets(message_set, base)
         except CorruptMessageError:
             return INVALID_MESSAGE, -1
@@ -165,14 +167,13 @@ class RequestHandlers:
             return INVALID_MESSAGE, -1
         if count <= 0:
             return NONE, -1
-        stored = list(iter_message_boundaries(data))
-        for bound in stored:
+        if len(data) > config.message_max_bytes:
             # Re-checked after recompression, as 0.8.2 does.
-            if bound.end - bound.start > config.message_max_bytes:
+            if index_message_set(data)[3] > config.message_max_bytes:
                 return MESSAGE_SIZE_TOO_LARGE, -1
         if len(data) > config.segment_bytes:
             return MESSAGE_SET_SIZE_TOO_LARGE, -1
-        log.append(data, stored, base + count)
+        log.append(data, base + count)
         return NONE, base
 
     async def produce(self, header: Any, request: ProduceRequest) -> Any:

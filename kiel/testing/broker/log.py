@@ -25,15 +25,15 @@ Everything here runs on the broker's IOLoop thread; nothing is thread-safe.
 """
 
 import os
+import struct
 import time
 from array import array
 from bisect import bisect_left
 from typing import Callable, List, Optional, Set, Tuple, Union
 
-from kiel.exc import CorruptMessageError, OffsetOutOfRangeError
-from kiel.protocol.messages import MessageBoundary, iter_message_boundaries
+from kiel.exc import OffsetOutOfRangeError
 
-__all__ = ["PartitionLog", "Segment", "message_boundaries", "DEFAULT_SEGMENT_BYTES"]
+__all__ = ["PartitionLog", "Segment", "index_message_set", "DEFAULT_SEGMENT_BYTES"]
 
 #: Kafka 0.8.2's ``log.segment.bytes`` default (1 GiB).
 DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
@@ -41,19 +41,44 @@ DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024
 _FILE_SUFFIX = ".log"
 
 
-def message_boundaries(buf: Union[bytes, bytearray, memoryview]) -> List[MessageBoundary]:
-    """The whole top-level messages at the start of ``buf`` (a torn or corrupt tail is left out).
+_ENTRY_HEADER = struct.Struct(">qi")
+_LOG_OVERHEAD = 12
+_MIN_MESSAGE_SIZE = 14
 
-    Wraps :func:`kiel.protocol.messages.iter_message_boundaries` the way log
-    recovery needs it: keep what frames, stop at the first thing that does not.
+
+def index_message_set(
+    buf: Union[bytes, bytearray, memoryview], base_position: int = 0
+) -> Tuple["array[int]", "array[int]", int, int]:
+    """Index the whole top-level messages at the start of ``buf``.
+
+    Stops silently at a torn or impossible entry (log recovery keeps what
+    frames); :func:`kiel.protocol.messages.iter_message_boundaries` is the
+    general walker, this is the append path's tight loop.
+
+    Args:
+        buf: a message set.
+        base_position: added to every position (where ``buf`` lands in a segment).
+
+    Returns:
+        ``(offsets, positions, valid_bytes, largest_entry)``: each message's
+        offset and position, where the whole messages end, and the largest
+        entry size (log overhead included).
     """
-    bounds: List[MessageBoundary] = []
-    try:
-        for bound in iter_message_boundaries(buf, strict=False):
-            bounds.append(bound)
-    except CorruptMessageError:
-        pass
-    return bounds
+    offsets = array("q")
+    positions = array("q")
+    add_offset, add_position = offsets.append, positions.append
+    unpack = _ENTRY_HEADER.unpack_from
+    pos, end, largest = 0, len(buf), 0
+    while end - pos >= _LOG_OVERHEAD:
+        offset, size = unpack(buf, pos)
+        if size < _MIN_MESSAGE_SIZE or pos + _LOG_OVERHEAD + size > end:
+            break
+        add_offset(offset)
+        add_position(base_position + pos)
+        if size > largest:
+            largest = size
+        pos += _LOG_OVERHEAD + size
+    return offsets, positions, pos, largest + _LOG_OVERHEAD if offsets else 0
 
 
 class Segment:
@@ -87,23 +112,21 @@ class Segment:
         """Bytes held."""
         return len(self.data)
 
-    def append(self, data: bytes, entries: List[MessageBoundary], next_offset: int,
-               messages: int) -> None:
-        """Append ``data`` (whole messages, offsets assigned) described by ``entries``.
+    def append(self, data: bytes, next_offset: int, messages: int) -> None:
+        """Append ``data`` (whole messages, offsets assigned) and index it.
 
-        ``entries`` are the :class:`~kiel.protocol.messages.MessageBoundary`
-        of ``data``; the file (if any) is written before the in-memory copy,
-        so what a client saw acknowledged is on disk.
+        The file (if any) is written before the in-memory copy, so what a
+        client saw acknowledged is on disk.
         """
         if self._fd is not None:
             view = memoryview(data)
             written = 0
             while written < len(data):
                 written += os.write(self._fd, view[written:])
-        base = len(self.data)
+        offsets, positions, _, _ = index_message_set(data, len(self.data))
         self.data += data
-        self.offsets.extend(bound.offset for bound in entries)
-        self.positions.extend(base + bound.start for bound in entries)
+        self.offsets.extend(offsets)
+        self.positions.extend(positions)
         self.next_offset = next_offset
         self.messages += messages
         self.last_modified = int(time.time() * 1000)
@@ -135,19 +158,18 @@ class Segment:
         with open(path, "rb") as f:
             raw = f.read()
         mtime = int(os.path.getmtime(path) * 1000)
-        entries = message_boundaries(raw)
-        valid = entries[-1].end if entries else 0
+        offsets, positions, valid, _ = index_message_set(raw)
         if valid < len(raw):
             # Strategy: like Kafka's recovery, keep what parses and drop the rest.
             with open(path, "r+b") as f:
                 f.truncate(valid)
             raw = raw[:valid]
         segment = cls(base_offset, path)
-        if entries:
+        if offsets:
             segment.data += raw
-            segment.offsets.extend(bound.offset for bound in entries)
-            segment.positions.extend(bound.start for bound in entries)
-            segment.next_offset = entries[-1].offset + 1
+            segment.offsets = offsets
+            segment.positions = positions
+            segment.next_offset = offsets[-1] + 1
             segment.messages = segment.next_offset - base_offset
         segment.last_modified = mtime
         return segment
@@ -224,15 +246,14 @@ class PartitionLog:
 
     # -- writes ----------------------------------------------------------
 
-    def append(self, data: bytes, entries: List[MessageBoundary], next_offset: int) -> None:
+    def append(self, data: bytes, next_offset: int) -> None:
         """Append an offset-assigned message set and wake fetches waiting on this log.
 
         Args:
             data: whole messages whose offsets start at :attr:`end_offset`.
-            entries: their boundaries (:func:`~kiel.protocol.messages.iter_message_boundaries`).
             next_offset: the offset after the last inner message.
         """
-        if not entries:
+        if not data:
             return
         messages = next_offset - self.end_offset
         active = self.segments[-1]
@@ -244,7 +265,7 @@ class PartitionLog:
             active.close()
             active = Segment(self.end_offset, self._segment_path(self.end_offset))
             self.segments.append(active)
-        active.append(data, entries, next_offset, messages)
+        active.append(data, next_offset, messages)
         self.notify()
 
     def roll(self) -> None:
