@@ -45,7 +45,7 @@ from kafka.record import legacy_records  # noqa: E402
 from kafka.record.legacy_records import LegacyRecordBatchBuilder  # noqa: E402
 from kafka.record.memory_records import MemoryRecords  # noqa: E402
 
-NONE, GZIP, SNAPPY = 0, 1, 2
+NONE, GZIP, SNAPPY, LZ4 = 0, 1, 2, 3
 HYPO = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -418,6 +418,7 @@ VALID_SETS = [
     encode_message_set(sample(8, null_every=3)),
     encode_message_set(sample(8), GZIP),
     encode_message_set(sample(8), SNAPPY),
+    encode_message_set(sample(8), LZ4),
     kp_encode(sample(5), magic=1, timestamps=[1, 2, 3, 4, 5]),
     kp_encode(sample(5), GZIP, magic=1, timestamps=[1, 2, 3, 4, 5]),
 ]
@@ -463,7 +464,7 @@ def test_mutated_sets_only_raise_protocol_errors(data, flips, cut, check):
 
 
 @HYPO
-@given(st.binary(min_size=1, max_size=300), st.sampled_from([GZIP, SNAPPY]), st.booleans())
+@given(st.binary(min_size=1, max_size=300), st.sampled_from([GZIP, SNAPPY, LZ4]), st.booleans())
 def test_random_compressed_values_only_raise_protocol_errors(value, codec, check):
     try:
         decode_message_set(raw_message(0, value, attrs=codec), check_crcs=check)
@@ -476,7 +477,7 @@ def test_random_compressed_values_only_raise_protocol_errors(value, codec, check
 
 
 @HYPO
-@given(pairs, st.sampled_from([NONE, GZIP, SNAPPY]))
+@given(pairs, st.sampled_from([NONE, GZIP, SNAPPY, LZ4]))
 def test_round_trip(msgs, codec):
     result = decode_message_set(encode_message_set(msgs, codec), "t", 1)
     assert result.records == [

@@ -590,7 +590,9 @@ def encode_message_set(
     Messages get offsets 0..n-1 (the broker assigns the real ones). With a
     codec, the set is compressed into the value of one wrapper message (magic 0,
     null key, offset 0) -- byte for byte what kafka-python's
-    ``LegacyRecordBatchBuilder(magic=0)`` builds from the same input.
+    ``LegacyRecordBatchBuilder(magic=0)`` builds from the same input, except
+    that a gzip stream's 10-byte header differs (kiel writes mtime 0, so its
+    output is reproducible) and kiel's default gzip level is 6, not 9.
 
     Args:
         messages: ``(key, value)`` pairs or :class:`Record` objects; keys and
