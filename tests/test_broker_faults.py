@@ -1,5 +1,6 @@
 """Embedded broker faults that take longer: restarts with on-disk logs, failover under load."""
 import os
+import time
 import uuid
 
 import pytest
@@ -108,3 +109,21 @@ def test_failover_keeps_acked_messages_while_brokers_stop(kafka_cluster, topic_f
     assert all(p.leader in (1, 2) for p in meta.topics[0].partitions)
     for p in range(3):
         assert read_partition(kafka_cluster, topic, p) == acked[p]
+
+
+def test_brokers_register_again_after_session_expiry(zookeeper, kafka_cluster_factory):
+    from kazoo.client import KazooClient
+
+    cluster = kafka_cluster_factory(brokers=2)
+    zookeeper.expire_session(cluster.zookeeper_client, wait_reconnect=True)
+    watcher = KazooClient(hosts=cluster.zookeeper)
+    watcher.start(timeout=15)
+    try:
+        deadline = time.monotonic() + 10
+        while sorted(watcher.get_children("/brokers/ids")) != ["1", "2"]:
+            assert time.monotonic() < deadline, "brokers did not register again"
+            time.sleep(0.05)
+        assert watcher.exists("/controller")
+    finally:
+        watcher.stop()
+        watcher.close()

@@ -152,6 +152,14 @@ class EmbeddedCluster(ClusterControl):
         except KeyError:
             raise HarnessError(f"no broker {broker_id}", broker_id=broker_id) from None
 
+    @property
+    def zookeeper_client(self) -> Any:
+        """The cluster's own kazoo client (``None`` without ZooKeeper), e.g. for
+        :meth:`kiel.testing.zookeeper.ZooKeeperServer.expire_session`; the brokers
+        register again when kazoo opens a new session, as 0.8.2 brokers do."""
+        core = self._core
+        return core.zk.client if core is not None and core.zk is not None else None
+
     def port(self, broker_id: int) -> int:
         """The port of one broker."""
         return int(self.address(broker_id).rsplit(":", 1)[1])
