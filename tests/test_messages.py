@@ -472,6 +472,66 @@ def test_random_compressed_values_only_raise_protocol_errors(value, codec, check
         pass
 
 
+@HYPO
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.integers(-128, 127), st.binary(max_size=60)),
+        min_size=1, max_size=4,
+    ),
+)
+def test_random_bodies_under_a_good_crc_only_raise_protocol_errors(messages):
+    """The CRC passes, so the parser behind it (lengths, magic, codecs) is what is tested."""
+    data = b"".join(
+        _with_crc(i, struct.pack(">bb", magic, attrs) + body)
+        for i, (magic, attrs, body) in enumerate(messages)
+    )
+    try:
+        decode_message_set(data)
+    except ProtocolError:
+        pass
+    try:
+        assign_offsets(data, 0)
+    except ProtocolError:
+        pass
+
+
+@st.composite
+def well_framed_garbage(draw):
+    """A message with consistent lengths and a good CRC, but arbitrary content.
+
+    Its value is sometimes a real compressed stream of random bytes (or of a
+    mutated message set), so the inner parser sees garbage that decompresses.
+    """
+    magic = draw(st.sampled_from([0, 0, 1]))
+    codec = draw(st.sampled_from([NONE, GZIP, SNAPPY, LZ4, 5]))
+    inner = draw(st.binary(max_size=80) | st.sampled_from(VALID_SETS))
+    if inner and draw(st.booleans()):
+        inner = bytearray(inner)
+        inner[draw(st.integers(0, len(inner) - 1))] ^= draw(st.integers(1, 255))
+        inner = bytes(inner)
+    if codec in (GZIP, SNAPPY, LZ4) and draw(st.booleans()):
+        value = kiel.compression.compress(codec, inner)
+    else:
+        value = inner
+    key = draw(st.none() | st.binary(max_size=8))
+    return raw_message(draw(st.integers(0, 2**40)), value, key=key, magic=magic,
+                       attrs=codec | draw(st.sampled_from([0, 0x08])), timestamp=7)
+
+
+@HYPO
+@given(st.lists(well_framed_garbage(), min_size=1, max_size=3))
+def test_well_framed_garbage_only_raises_protocol_errors(messages):
+    data = b"".join(messages)
+    try:
+        decode_message_set(data)
+    except ProtocolError:
+        pass
+    try:
+        assign_offsets(data, 0)
+    except ProtocolError:
+        pass
+
+
 # ---------------------------------------------------------------------------
 # Round trips
 
