@@ -204,8 +204,12 @@ class Connection:
                 return None
             wait = self.request_timeout if timeout is None else timeout
             try:
+                # quiet_exceptions: the future fails with our own typed error
+                # right after a timeout; Tornado would log that at ERROR.
                 return await gen.with_timeout(
-                    IOLoop.current().time() + wait, asyncio.shield(future)
+                    IOLoop.current().time() + wait,
+                    asyncio.shield(future),
+                    quiet_exceptions=(KielError,),
                 )
             except gen.TimeoutError:
                 if future.done():
