@@ -243,6 +243,7 @@ class PartitionState:
         "failures",
         "retry_at",
         "in_flight",
+        "answered",
     )
 
     def __init__(self, tp: TopicPartition, position: int, fetch_size: int) -> None:
@@ -263,6 +264,8 @@ class PartitionState:
         self.failures = 0
         self.retry_at = 0.0
         self.in_flight = False
+        #: Whether a broker answered for the current position (reset by seeks).
+        self.answered = False
 
 
 class Fetcher:
@@ -345,6 +348,8 @@ class Fetcher:
         self._closed = False
         #: Times the decoder yielded to the IOLoop (for tests and benchmarks).
         self.yields = 0
+        #: The latest failure that was retried (for logs, metrics and tests).
+        self.last_error: Optional[KielError] = None
 
     # ------------------------------------------------------------------
     # assignment and positions
@@ -373,6 +378,11 @@ class Fetcher:
             st.epoch += 1
             st.buffer = []
             self._notify()
+
+    @property
+    def in_flight(self) -> int:
+        """Fetch requests sent and not answered yet (at most one per leader)."""
+        return len(self._inflight)
 
     def is_assigned(self, tp: TopicPartition) -> bool:
         """Whether ``tp`` is assigned."""
@@ -419,6 +429,7 @@ class Fetcher:
 
     def _seek(self, st: PartitionState, offset: int) -> None:
         st.epoch += 1
+        st.answered = False
         st.position = st.next_offset = offset
         st.buffer = []
         st.error = None
@@ -471,6 +482,7 @@ class Fetcher:
             KielError: a retriable error (connection, leadership, timeout)
                 persisted past the retries; the next call tries again.
         """
+        deadline = time.monotonic() + self.max_wait_time
         while True:
             self._check_open()
             wanted = self._wanted(partitions)
@@ -479,36 +491,44 @@ class Fetcher:
             if out:
                 return out
             self._raise_errors(wanted)
-            tasks = {
-                task
-                for leader, task in self._inflight.items()
-                if any(tp in wanted for tp in task.kiel_partitions)  # type: ignore[attr-defined]
-            }
+            # Wait for any leader's answer (one for other partitions may free
+            # its leader for ours), a change (seek, resume, assign, close), or
+            # the end of a backoff.
+            tasks: Set[asyncio.Future[Any]] = set(self._inflight.values())
             changed = self._change_future()
-            if not tasks:
-                delay = self._retry_delay(wanted)
-                fetchable = delay is not None
-                timeout = delay if fetchable else self.max_wait_time
-                await asyncio.wait([changed], timeout=timeout)
-                if fetchable or changed.done():
+            delay = self._retry_delay(wanted)
+            if not tasks and delay is None:
+                # Nothing to fetch (nothing assigned, or all paused): an empty round.
+                await asyncio.wait([changed], timeout=self.max_wait_time)
+                if changed.done():
                     continue
                 return {}
-            done, _ = await asyncio.wait(tasks | {changed}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                tasks | {changed}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+            )
             for task in done:
-                if task is changed:
-                    continue
-                if task.cancelled():
+                if task is changed or task.cancelled() or task.exception() is not None:
+                    continue  # an exception is raised by _raise_errors
+                if wanted.intersection(task.result()):
+                    # A healthy answer: the round is over if it brought records
+                    # or ``max_wait_time`` is spent (answers dropped after a
+                    # seek, or cut short, get another round until then).
                     self._check_open()
-                    continue
-                exc = task.exception()
-                if exc is not None:
-                    raise exc
-                if any(tp in wanted for tp in task.result()):
-                    # A healthy answer: this round is over, with or without records.
-                    self._raise_errors(wanted)
                     out = self._drain(wanted)
                     self._kick(wanted)
-                    return out
+                    if out:
+                        return out
+                    self._raise_errors(wanted)
+                    if time.monotonic() >= deadline and self._all_answered(wanted):
+                        return out
+
+    def _all_answered(self, wanted: Set[TopicPartition]) -> bool:
+        """Whether every fetchable wanted partition got an answer at its position."""
+        parts = self._parts
+        return all(
+            st.answered or st.paused or st.error is not None
+            for st in (parts[tp] for tp in wanted)
+        )
 
     def _wanted(self, partitions: Optional[Iterable[TopicPartition]]) -> Set[TopicPartition]:
         if partitions is None:
@@ -537,14 +557,15 @@ class Fetcher:
 
     def _retry_delay(self, wanted: Set[TopicPartition]) -> Optional[float]:
         """Seconds until a wanted partition may be fetched again, or None if none waits."""
+        now = time.monotonic()
         waits = [
             st.retry_at
             for st in (self._parts[tp] for tp in wanted)
-            if not st.paused and not st.in_flight and not st.buffer and st.error is None
+            if st.retry_at > now and not st.paused and not st.in_flight and st.error is None
         ]
         if not waits:
             return None
-        return max(0.0, min(waits) - time.monotonic())
+        return min(waits) - now
 
     def _kick(self, wanted: Set[TopicPartition]) -> None:
         """Send a fetch to every leader that has fetchable wanted partitions and none in flight."""
@@ -600,6 +621,7 @@ class Fetcher:
         """Count a failure of ``st``: back off and retry, or keep the error to raise."""
         tp = st.tp
         error.with_context(topic=tp.topic, partition=tp.partition, offset=st.position)
+        self.last_error = error
         if error.invalid_metadata:
             self._want_metadata()
         if not error.retriable:
@@ -628,7 +650,7 @@ class Fetcher:
             await self.cluster.refresh_metadata(topics)
         except KielError as e:
             # Partitions keep backing off; the error is shown once to the application.
-            self._errors.append(e)
+            self._errors[:] = [*self._errors[-7:], e]
         self._notify()
 
     async def _fetch_from(
@@ -797,6 +819,7 @@ class Fetcher:
         if pos == 0 and size:
             return self._grow(st, offset, result.first_message_size)
         st.failures = 0
+        st.answered = True
         if records and (self.deserializer is not None or self.key_deserializer is not None):
             records = await self._deserialize(st, offset, epoch, records)
             if records is None:

@@ -1,0 +1,655 @@
+"""SingleConsumer against the embedded 0.8.2 cluster over real TCP.
+
+Messages are produced by third-party clients (kafka-python with
+``api_version=(0, 8, 2)``, kcat in legacy mode) or written raw with
+``RawClient`` when a test needs exact offsets; the consumer reads them back
+byte for byte. Faults (leader moves, restarts, killed connections, hangs)
+are the cluster's own fault injection.
+"""
+
+import asyncio
+import datetime
+import shutil
+import subprocess
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import pytest
+from tornado import gen
+from tornado.ioloop import IOLoop
+
+from kiel.clients.consumer import SingleConsumer
+from kiel.clients.records import BEGINNING, END, Record
+from kiel.exc import (
+    ClientClosedError,
+    ConfigError,
+    ConnectionClosedError,
+    DeserializationError,
+    KielConnectionError,
+    KielError,
+    MessageTooLargeError,
+    NoBrokersError,
+    OffsetOutOfRangeError,
+    RequestTimeoutError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
+from kiel.protocol.messages import CODEC_GZIP, encode_message_set
+from kiel.serializers import json_deserializer
+from kiel.testing.broker.rawclient import RawClient
+
+pytestmark = pytest.mark.zookeeper
+
+LEGACY = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.8.2.2"]
+
+
+def run(coro: Any, timeout: float = 60) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def produce_raw(
+    cluster: Any,
+    topic: str,
+    partition: int,
+    messages: Sequence[Tuple[Optional[bytes], Optional[bytes]]],
+    codec: int = 0,
+    batch: int = 1000,
+) -> None:
+    """Append ``(key, value)`` pairs to one partition through its leader (blocking)."""
+    with RawClient(cluster.address(cluster.leader(topic, partition))) as client:
+        for i in range(0, len(messages), batch):
+            message_set = encode_message_set(messages[i : i + batch], codec)
+            response = client.request(
+                ProduceRequest(
+                    1,
+                    10000,
+                    [ProduceTopicData(topic, [ProducePartitionData(partition, message_set)])],
+                )
+            )
+            assert response.topics[0].partitions[0].error_code == 0
+
+
+def values(n: int, prefix: str = "m", start: int = 0) -> List[Tuple[None, bytes]]:
+    return [(None, f"{prefix}{i}".encode()) for i in range(start, start + n)]
+
+
+async def consume_n(
+    consumer: SingleConsumer, topics: Any, n: int, start: Any = BEGINNING, rounds: int = 1000
+) -> List[Record]:
+    got: List[Record] = []
+    for _ in range(rounds):
+        if len(got) >= n:
+            break
+        got.extend(await consumer.consume(topics, start=start))
+    return got
+
+
+def by_partition(records: List[Record]) -> Dict[int, List[Record]]:
+    out: Dict[int, List[Record]] = {}
+    for r in records:
+        out.setdefault(r.partition, []).append(r)
+    return out
+
+
+def consumer_for(cluster: Any, **options: Any) -> SingleConsumer:
+    options.setdefault("max_wait_time", 0.2)
+    return SingleConsumer(cluster.bootstrap, **options)
+
+
+# --------------------------------------------------------------------------
+# round trips
+
+
+@pytest.mark.interop
+def test_round_trip_with_kafka_python(kafka_cluster, topic_factory):
+    from kafka import KafkaProducer
+
+    topic = topic_factory(partitions=3)
+    sent = []
+    rng = __import__("random").Random(7)
+    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap, api_version=(0, 8, 2))
+    try:
+        for i in range(600):
+            key = None if i % 10 == 0 else f"key-{i % 13}".encode()
+            value = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300)))
+            if i % 97 == 5 and key is not None:
+                value = None  # a null value (tombstone)
+            sent.append((key, value))
+            producer.send(topic, key=key, value=value)
+        producer.flush()
+    finally:
+        producer.close()
+
+    async def main():
+        async with consumer_for(kafka_cluster) as consumer:
+            got = await consume_n(consumer, topic, len(sent))
+            assert await consumer.consume(topic) == []  # nothing more: an empty round
+            return got
+
+    got = run(main())
+    assert sorted(sent, key=repr) == sorted(((r.key, r.value) for r in got), key=repr)
+    for partition, records in by_partition(got).items():
+        assert [r.offset for r in records] == list(range(len(records)))
+        assert all(r.topic == topic and r.partition == partition for r in records)
+    # Keyed messages keep their order per key.
+    for key in {k for k, _ in sent if k is not None}:
+        assert [v for k, v in sent if k == key] == [r.value for r in got if r.key == key]
+
+
+@pytest.fixture(scope="module")
+def kcat():
+    path = shutil.which("kcat") or shutil.which("kafkacat")
+    if path is None:
+        pytest.fail("kcat is not installed (apt-get install kcat)")
+    return path
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy"])
+def test_round_trip_with_kcat(kafka_cluster, topic_factory, kcat, codec):
+    topic = topic_factory(partitions=2)
+    lines = [f"k{i % 5}:value {codec} {i} " + "x" * (i % 50) for i in range(2000)]
+    result = subprocess.run(
+        [kcat, "-b", kafka_cluster.bootstrap, "-P", "-t", topic, "-K:", "-z", codec, *LEGACY],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+
+    async def main():
+        async with consumer_for(kafka_cluster) as consumer:
+            return await consume_n(consumer, topic, len(lines))
+
+    got = run(main())
+    expected = [tuple(x.encode() for x in line.split(":", 1)) for line in lines]
+    assert sorted(expected) == sorted((r.key, r.value) for r in got)
+    for records in by_partition(got).values():
+        assert [r.offset for r in records] == list(range(len(records)))
+    for key in {k for k, _ in expected}:
+        assert [v for k, v in expected if k == key] == [r.value for r in got if r.key == key]
+
+
+def test_several_topics_and_stream(kafka_cluster, topic_factory):
+    a, b = topic_factory(partitions=2), topic_factory(partitions=1)
+    for p in (0, 1):
+        produce_raw(kafka_cluster, a, p, values(50, f"a{p}-"))
+    produce_raw(kafka_cluster, b, 0, values(30, "b-"), codec=CODEC_GZIP)
+
+    async def main():
+        async with consumer_for(kafka_cluster) as consumer:
+            both = await consume_n(consumer, [a, b], 130)
+            assert {(r.topic, r.partition) for r in both} == {(a, 0), (a, 1), (b, 0)}
+            assert len(both) == 130
+            produce_later = asyncio.get_running_loop().run_in_executor(
+                None, produce_raw, kafka_cluster, b, 0, values(5, "late-")
+            )
+            streamed = []
+            async for record in consumer.stream(b):
+                streamed.append(record.value)
+                if len(streamed) == 5:
+                    break
+            await produce_later
+            assert streamed == [f"late-{i}".encode() for i in range(5)]
+            assert consumer.position(b, 0) == 35
+            assert sorted(consumer.partitions(a)) == [0, 1]
+
+    run(main())
+
+
+def test_usable_from_tornado_gen_coroutine(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    produce_raw(kafka_cluster, topic, 0, values(10))
+
+    @gen.coroutine
+    def legacy_app():
+        consumer = consumer_for(kafka_cluster)
+        yield consumer.connect()
+        got = []
+        while len(got) < 10:
+            records = yield consumer.consume(topic, start=SingleConsumer.BEGINNING)
+            got.extend(records)
+        yield consumer.close()
+        return [r.value for r in got]
+
+    assert IOLoop(make_current=False).run_sync(legacy_app, timeout=60) == [v for _, v in values(10)]
+
+
+def test_deserializers(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    produce_raw(
+        kafka_cluster,
+        topic,
+        0,
+        [(b"k1", b'{"a": 1}'), (b"k0", None), (b"k2", b"[2]"), (b"k3", b"{")],
+    )
+
+    async def main():
+        consumer = consumer_for(
+            kafka_cluster, deserializer=json_deserializer, key_deserializer=bytes.decode
+        )
+        async with consumer:
+            got = await consumer.consume(topic, start=BEGINNING)
+            assert [(r.key, r.value) for r in got] == [("k1", {"a": 1}), ("k0", None), ("k2", [2])]
+            with pytest.raises(DeserializationError) as info:
+                await consumer.consume(topic)
+            assert (info.value.topic, info.value.partition, info.value.offset) == (topic, 0, 3)
+            assert isinstance(info.value.__cause__, ValueError)
+            assert consumer.position(topic, 0) == 3
+            consumer.seek(topic, 0, 4)  # skip the bad one
+            assert await consumer.consume(topic) == []
+
+    run(main())
+
+
+# --------------------------------------------------------------------------
+# start positions, positions
+
+
+def test_start_positions(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=3)
+    for p in range(3):
+        produce_raw(kafka_cluster, topic, p, values(20, f"p{p}-"))
+
+    async def first(start, **options):
+        async with consumer_for(kafka_cluster, **options) as consumer:
+            records = await consume_n(consumer, topic, 1, start=start, rounds=3)
+            positions = {p: consumer.position(topic, p) for p in consumer.partitions(topic)}
+            return records, positions
+
+    async def main():
+        records, positions = await first(END)
+        assert records == [] and positions == {0: 20, 1: 20, 2: 20}
+        records, positions = await first(BEGINNING)
+        assert min(r.offset for r in records) == 0
+        records, _ = await first(15)
+        assert {r.offset for r in records} <= set(range(15, 20)) and records
+        records, positions = await first({1: 7})
+        assert {r.partition for r in records} == {1} and records[0].offset == 7
+        assert list(positions) == [1]
+        with pytest.raises(UnknownPartitionError):
+            await first({5: 0})
+        with pytest.raises(ConfigError):
+            await first(-3)
+        with pytest.raises(ConfigError):
+            await first("beginning")
+
+    run(main())
+
+
+def test_start_at_a_time_resolves_at_segment_granularity(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    utc = datetime.timezone.utc
+    produce_raw(kafka_cluster, topic, 0, values(10, "a"))  # segment 0: offsets 0-9
+    kafka_cluster.roll_segment(topic, 0)
+    produce_raw(kafka_cluster, topic, 0, values(5, "b"))  # segment 10: offsets 10-19
+    time.sleep(0.05)
+    mid_segment = datetime.datetime.now(utc)
+    time.sleep(0.05)
+    produce_raw(kafka_cluster, topic, 0, values(5, "b", start=5))
+    kafka_cluster.roll_segment(topic, 0)  # segment 20
+    time.sleep(0.05)
+    after_roll = datetime.datetime.now(utc)
+    time.sleep(0.05)
+    produce_raw(kafka_cluster, topic, 0, values(10, "c"))  # offsets 20-29
+
+    async def start_at(start):
+        async with consumer_for(kafka_cluster) as consumer:
+            records = await consumer.consume(topic, start=start)
+            return records[0].offset if records else consumer.position(topic, 0)
+
+    async def main():
+        # A 0.8 broker answers with the base offset of the newest segment last
+        # written before the time: segment 10 was written after `mid_segment`,
+        # so the answer is segment 0 -- earlier than the time asked for.
+        assert await start_at(mid_segment) == 0
+        # Segment 10 was last written before `after_roll` (segment 20 after):
+        # the "b"s come again, although all of them predate the time.
+        assert await start_at(after_roll) == 10
+        assert await start_at(after_roll.replace(tzinfo=None)) == 10  # naive means UTC
+        assert await start_at(datetime.timedelta(hours=1)) == 0  # before every segment
+        assert await start_at(datetime.timedelta(hours=-1)) is None  # never reached
+
+    with pytest.raises(ConfigError):
+        run(main())
+    later = datetime.datetime.now(utc) + datetime.timedelta(hours=1)
+    assert run(start_at(later)) == 30  # the log end
+
+
+def test_pause_resume_seek_position_highwater_lag(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=2)
+    produce_raw(kafka_cluster, topic, 0, values(40, "zero-"))
+    produce_raw(kafka_cluster, topic, 1, values(10, "one-"))
+
+    async def main():
+        async with consumer_for(kafka_cluster, max_bytes=256) as consumer:
+            got = await consumer.consume(topic, start={0: 0, 1: 0})
+            consumer.pause(topic, 1)
+            assert consumer.fetcher.paused() == [(topic, 1)]
+            paused_at = consumer.position(topic, 1)
+            while consumer.position(topic, 0) < 40:
+                batch = await consumer.consume(topic)
+                assert {r.partition for r in batch} <= {0}
+                got += batch
+            assert consumer.position(topic, 1) == paused_at
+            assert consumer.highwater(topic, 0) == 40 and consumer.lag(topic, 0) == 0
+            assert await consumer.consume(topic) == []  # 1 is paused, 0 is drained
+            consumer.resume(topic, 1)
+            while consumer.position(topic, 1) < 10:
+                got += await consumer.consume(topic)
+            assert consumer.highwater(topic, 1) == 10 and consumer.lag(topic) == {0: 0, 1: 0}
+            parts = by_partition(got)
+            assert [r.offset for r in parts[0]] == list(range(40))
+            assert [r.offset for r in parts[1]] == list(range(10))
+            consumer.seek(topic, 0, 5)
+            assert consumer.position(topic, 0) == 5 and consumer.lag(topic, 0) == 35
+            again = await consumer.consume(topic)
+            assert again[0].offset == 5 and again[0].value == b"zero-5"
+            await consumer.seek_to(topic, BEGINNING, partition=1)
+            assert consumer.position(topic, 1) == 0
+            await consumer.seek_to(topic, END)
+            assert consumer.position(topic, 0) == 40 and consumer.position(topic, 1) == 10
+            await consumer.seek_to(topic, {1: 3})
+            assert consumer.position(topic, 1) == 3
+            with pytest.raises(UnknownTopicError):
+                consumer.position("never-consumed", 0)
+            with pytest.raises(UnknownPartitionError):
+                consumer.position(topic, 9)
+            with pytest.raises(ConfigError):
+                consumer.seek(topic, 0, -1)
+
+    run(main())
+
+
+# --------------------------------------------------------------------------
+# offset reset, message size
+
+
+@pytest.mark.parametrize("policy", ["earliest", "latest", "raise"])
+def test_offset_reset_policies(kafka_cluster, topic_factory, policy):
+    topic = topic_factory(partitions=1)
+    produce_raw(kafka_cluster, topic, 0, values(30))
+
+    async def main():
+        async with consumer_for(kafka_cluster, offset_reset=policy) as consumer:
+            await consumer.consume(topic, start=END)
+            consumer.seek(topic, 0, 1000)  # past the end: OffsetOutOfRange
+            if policy == "raise":
+                with pytest.raises(OffsetOutOfRangeError) as info:
+                    await consumer.consume(topic)
+                assert (info.value.topic, info.value.partition, info.value.offset) == (
+                    topic,
+                    0,
+                    1000,
+                )
+                with pytest.raises(OffsetOutOfRangeError):  # no silent stall: again
+                    await consumer.consume(topic)
+                consumer.seek(topic, 0, 29)
+                assert [r.offset for r in await consumer.consume(topic)] == [29]
+                return
+            if policy == "earliest":
+                got = await consume_n(consumer, topic, 30, start=None)
+                assert [r.offset for r in got] == list(range(30))
+            else:
+                assert await consumer.consume(topic) == []
+                assert consumer.position(topic, 0) == 30
+
+    run(main())
+
+
+def test_offset_reset_after_retention_deleted_the_position(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    produce_raw(kafka_cluster, topic, 0, values(10, "old"))
+    kafka_cluster.roll_segment(topic, 0)
+    produce_raw(kafka_cluster, topic, 0, values(10, "new"))
+
+    async def main():
+        async with consumer_for(kafka_cluster) as consumer:
+            await consumer.consume(topic, start={0: 2})
+            consumer.seek(topic, 0, 2)
+            await asyncio.get_running_loop().run_in_executor(
+                None, kafka_cluster.delete_records, topic, 0, 10
+            )
+            got = await consume_n(consumer, topic, 10, start=None)
+            assert [r.value for r in got] == [f"new{i}".encode() for i in range(10)]
+
+    run(main())
+
+
+def test_fetch_size_grows_then_message_too_large(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    produce_raw(
+        kafka_cluster,
+        topic,
+        0,
+        [(None, b"small"), (b"big", b"x" * 100_000), (None, b"after"), (None, b"y" * 600_000)],
+        batch=1,
+    )
+
+    async def main():
+        options = dict(max_bytes=4096, max_fetch_size=256 * 1024)
+        async with consumer_for(kafka_cluster, **options) as consumer:
+            got = await consume_n(consumer, topic, 3)
+            assert [r.value[:5] for r in got[:3]] == [b"small", b"xxxxx", b"after"]
+            assert len(got[1].value) == 100_000
+            with pytest.raises(MessageTooLargeError) as info:
+                await consume_n(consumer, topic, 1, start=None)
+            assert (info.value.topic, info.value.partition, info.value.offset) == (topic, 0, 3)
+            assert "max_fetch_size" in str(info.value)
+            # Raised again rather than stalling; a seek past it goes on.
+            with pytest.raises(MessageTooLargeError):
+                await consumer.consume(topic)
+            consumer.seek(topic, 0, 4)
+            assert await consumer.consume(topic) == []
+
+    run(main())
+
+
+# --------------------------------------------------------------------------
+# bad input and faults
+
+
+def test_unknown_topic(kafka_cluster_factory):
+    cluster = kafka_cluster_factory(brokers=1, zookeeper=False, auto_create_topics=False)
+
+    async def main():
+        async with consumer_for(cluster) as consumer:
+            with pytest.raises(UnknownTopicError) as info:
+                await consumer.consume("no-such-topic")
+            assert info.value.topic == "no-such-topic"
+
+    run(main())
+
+
+def test_unreachable_brokers_fail_with_a_typed_error():
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+
+    async def main():
+        consumer = SingleConsumer(f"127.0.0.1:{port}", retries=1, retry_backoff=0.05)
+        with pytest.raises(NoBrokersError):
+            await consumer.connect()
+        await consumer.close()
+        with pytest.raises(ClientClosedError):
+            await consumer.consume("t")
+
+    run(main(), timeout=30)
+
+
+def test_hanging_broker_fails_within_its_timeout(kafka_cluster_factory):
+    cluster = kafka_cluster_factory(brokers=1, zookeeper=False)
+    cluster.create_topic("hang", partitions=1)
+    produce_raw(cluster, "hang", 0, values(5))
+
+    async def main():
+        consumer = consumer_for(cluster, request_timeout=0.5, retries=1, retry_backoff=0.05)
+        async with consumer:
+            assert len(await consume_n(consumer, "hang", 5)) == 5
+            await asyncio.get_running_loop().run_in_executor(None, cluster.hang_broker, 1)
+            try:
+                started = time.monotonic()
+                with pytest.raises(
+                    (RequestTimeoutError, KielConnectionError, NoBrokersError)
+                ) as info:
+                    await consumer.consume("hang")
+                assert isinstance(info.value, KielError)
+                elapsed = time.monotonic() - started
+            finally:
+                await asyncio.get_running_loop().run_in_executor(None, cluster.resume_broker, 1)
+            # Bounded: two attempts of (max_wait_time + request_timeout) plus backoff.
+            assert elapsed < 20
+            produce_later = asyncio.get_running_loop().run_in_executor(
+                None, produce_raw, cluster, "hang", 0, values(1, "after")
+            )
+            await produce_later
+            got = await consume_n(consumer, "hang", 1, start=None)
+            assert [r.value for r in got] == [b"after0"]
+
+    run(main())
+
+
+def test_killed_connection_fails_in_flight_fetch_and_consumer_recovers(
+    kafka_cluster, topic_factory
+):
+    topic = topic_factory(partitions=1)
+    produce_raw(kafka_cluster, topic, 0, values(5))
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        async with consumer_for(kafka_cluster, max_wait_time=5.0) as consumer:
+            assert len(await consume_n(consumer, topic, 5)) == 5
+            waiting = asyncio.ensure_future(consumer.consume(topic))  # a 5 s long poll
+            await asyncio.sleep(0.3)
+            assert consumer.fetcher.in_flight
+            closed = await loop.run_in_executor(None, kafka_cluster.close_connections, None)
+            assert closed >= 1
+            await loop.run_in_executor(None, produce_raw, kafka_cluster, topic, 0, values(3, "n"))
+            got = await waiting
+            got += await consume_n(consumer, topic, 3 - len(got), start=None)
+            assert [r.value for r in got] == [b"n0", b"n1", b"n2"]
+            assert isinstance(consumer.fetcher.last_error, ConnectionClosedError)
+
+    run(main())
+
+
+def test_close_ends_pending_calls_and_streams(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+
+    async def main():
+        consumer = consumer_for(kafka_cluster, max_wait_time=5.0)
+        await consumer.connect()
+        await consumer.consume(topic)
+        pending = asyncio.ensure_future(consumer.consume(topic))
+
+        async def drain_stream():
+            return [r async for r in consumer.stream(topic)]
+
+        streaming = asyncio.ensure_future(drain_stream())
+        await asyncio.sleep(0.2)
+        await consumer.close()
+        with pytest.raises(ClientClosedError):
+            await pending
+        assert await streaming == []
+
+    run(main())
+
+
+# --------------------------------------------------------------------------
+# slow fault tests: exactly once, in order, per partition
+
+
+def _check_exactly_once(records: List[Record], counts: Dict[int, int]) -> None:
+    parts = by_partition(records)
+    assert sorted(parts) == sorted(counts)
+    for partition, got in parts.items():
+        assert [r.offset for r in got] == list(range(counts[partition]))
+        assert [r.value for r in got] == [
+            f"p{partition}-{i}".encode() for i in range(counts[partition])
+        ]
+
+
+def _fill(cluster: Any, topic: str, partitions: int, per_partition: int) -> Dict[int, int]:
+    for p in range(partitions):
+        produce_raw(cluster, topic, p, values(per_partition, f"p{p}-"), batch=5000)
+    return {p: per_partition for p in range(partitions)}
+
+
+async def _consume_with_fault(
+    consumer: SingleConsumer, topic: str, total: int, fault: Any, at: int
+) -> List[Record]:
+    loop = asyncio.get_running_loop()
+    got: List[Record] = []
+    injected: Optional[asyncio.Future[Any]] = None
+    while len(got) < total:
+        got.extend(await consumer.consume(topic, start=BEGINNING))
+        if injected is None and len(got) >= at:
+            injected = loop.run_in_executor(None, fault)
+    assert injected is not None
+    await injected
+    assert await consumer.consume(topic) == []
+    return got
+
+
+@pytest.mark.slow
+def test_leader_moves_during_a_100k_consume(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=3)
+    counts = _fill(kafka_cluster, topic, 3, 34_000)
+    total = sum(counts.values())
+
+    def move_all() -> None:
+        for p in range(3):
+            leader = kafka_cluster.leader(topic, p)
+            kafka_cluster.move_leader(topic, p, leader % 3 + 1)
+
+    async def main():
+        async with consumer_for(kafka_cluster, max_bytes=64 * 1024, retries=10) as consumer:
+            got = await _consume_with_fault(consumer, topic, total, move_all, total // 4)
+            assert consumer.fetcher.last_error is not None  # it did notice
+            return got
+
+    _check_exactly_once(run(main(), timeout=120), counts)
+
+
+@pytest.mark.slow
+def test_broker_restart_during_a_100k_consume(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=3)
+    counts = _fill(kafka_cluster, topic, 3, 34_000)
+    total = sum(counts.values())
+    victim = kafka_cluster.leader(topic, 0)
+
+    def restart() -> None:
+        kafka_cluster.stop_broker(victim)
+        time.sleep(1.0)
+        kafka_cluster.start_broker(victim)
+
+    async def main():
+        async with consumer_for(
+            kafka_cluster, max_bytes=64 * 1024, retries=10, retry_backoff=0.05, max_backoff=1.0
+        ) as consumer:
+            return await _consume_with_fault(consumer, topic, total, restart, total // 4)
+
+    _check_exactly_once(run(main(), timeout=120), counts)
+
+
+@pytest.mark.slow
+def test_killed_connections_during_a_100k_consume(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=3)
+    counts = _fill(kafka_cluster, topic, 3, 34_000)
+    total = sum(counts.values())
+
+    def kill_repeatedly() -> None:
+        for _ in range(5):
+            kafka_cluster.close_connections()
+            time.sleep(0.05)
+
+    async def main():
+        async with consumer_for(kafka_cluster, max_bytes=64 * 1024, retries=10) as consumer:
+            return await _consume_with_fault(consumer, topic, total, kill_repeatedly, total // 4)
+
+    _check_exactly_once(run(main(), timeout=120), counts)
