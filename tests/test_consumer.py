@@ -29,6 +29,7 @@ from kiel.exc import (
     KielError,
     MessageTooLargeError,
     NoBrokersError,
+    NotLeaderForPartitionError,
     OffsetOutOfRangeError,
     RequestTimeoutError,
     UnknownPartitionError,
@@ -581,17 +582,28 @@ def _fill(cluster: Any, topic: str, partitions: int, per_partition: int) -> Dict
 
 
 async def _consume_with_fault(
-    consumer: SingleConsumer, topic: str, total: int, fault: Any, at: int
+    consumer: SingleConsumer, topic: str, total: int, fault: Any, at: int, pace: float = 0.002
 ) -> List[Record]:
+    """Consume ``total`` records; run ``fault`` (in a thread) once ``at`` arrived.
+
+    Rounds are paced a little so that the fault lands while records are still
+    flowing (checked: it must end before the last record arrives).
+    """
     loop = asyncio.get_running_loop()
     got: List[Record] = []
     injected: Optional[asyncio.Future[Any]] = None
+    done_at: Optional[int] = None
     while len(got) < total:
         got.extend(await consumer.consume(topic, start=BEGINNING))
         if injected is None and len(got) >= at:
             injected = loop.run_in_executor(None, fault)
+        elif injected is not None and injected.done() and done_at is None:
+            injected.result()
+            done_at = len(got)
+        await asyncio.sleep(pace)
     assert injected is not None
     await injected
+    assert done_at is not None and done_at < total, "the fault ended after the consume"
     assert await consumer.consume(topic) == []
     return got
 
@@ -608,9 +620,9 @@ def test_leader_moves_during_a_100k_consume(kafka_cluster, topic_factory):
             kafka_cluster.move_leader(topic, p, leader % 3 + 1)
 
     async def main():
-        async with consumer_for(kafka_cluster, max_bytes=64 * 1024, retries=10) as consumer:
+        async with consumer_for(kafka_cluster, max_bytes=16 * 1024, retries=10) as consumer:
             got = await _consume_with_fault(consumer, topic, total, move_all, total // 4)
-            assert consumer.fetcher.last_error is not None  # it did notice
+            assert isinstance(consumer.fetcher.last_error, NotLeaderForPartitionError)
             return got
 
     _check_exactly_once(run(main(), timeout=120), counts)
@@ -625,14 +637,18 @@ def test_broker_restart_during_a_100k_consume(kafka_cluster, topic_factory):
 
     def restart() -> None:
         kafka_cluster.stop_broker(victim)
-        time.sleep(1.0)
+        time.sleep(0.3)
         kafka_cluster.start_broker(victim)
 
     async def main():
         async with consumer_for(
-            kafka_cluster, max_bytes=64 * 1024, retries=10, retry_backoff=0.05, max_backoff=1.0
+            kafka_cluster, max_bytes=8 * 1024, retries=10, retry_backoff=0.05, max_backoff=1.0
         ) as consumer:
-            return await _consume_with_fault(consumer, topic, total, restart, total // 4)
+            got = await _consume_with_fault(
+                consumer, topic, total, restart, total // 4, pace=0.02
+            )
+            assert isinstance(consumer.fetcher.last_error, KielError)  # it did notice
+            return got
 
     _check_exactly_once(run(main(), timeout=120), counts)
 
@@ -649,7 +665,9 @@ def test_killed_connections_during_a_100k_consume(kafka_cluster, topic_factory):
             time.sleep(0.05)
 
     async def main():
-        async with consumer_for(kafka_cluster, max_bytes=64 * 1024, retries=10) as consumer:
-            return await _consume_with_fault(consumer, topic, total, kill_repeatedly, total // 4)
+        async with consumer_for(kafka_cluster, max_bytes=16 * 1024, retries=10) as consumer:
+            got = await _consume_with_fault(consumer, topic, total, kill_repeatedly, total // 4)
+            assert isinstance(consumer.fetcher.last_error, KielConnectionError)
+            return got
 
     _check_exactly_once(run(main(), timeout=120), counts)
