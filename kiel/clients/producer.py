@@ -227,7 +227,9 @@ class Producer(Client):
             request is written, with offset -1, and broker errors are never
             seen).
         ack_timeout: seconds the broker may wait for replicas with
-            ``required_acks=-1`` before answering RequestTimedOut.
+            ``required_acks=-1`` before answering RequestTimedOut (a
+            retriable error); it must be shorter than ``request_timeout``.
+            Default: half of ``request_timeout``.
         compression: ``None``/``"none"``, ``"gzip"``, ``"snappy"`` or
             ``"lz4"`` (0.8.2+ brokers; framed for magic 0); each batch is
             compressed once into one wrapper message.
@@ -261,10 +263,10 @@ class Producer(Client):
         key_serializer: the same for keys.
         client_id: sent in request headers.
         connect_timeout: seconds per connection attempt.
-        request_timeout: seconds to wait for a produce response (plus
-            ``ack_timeout`` with ``required_acks=-1``); a broker that does
-            not answer in time fails the attempt with
-            :class:`~kiel.exc.RequestTimeoutError`.
+        request_timeout: seconds to wait for each response; a broker that
+            does not answer in time fails the attempt with
+            :class:`~kiel.exc.RequestTimeoutError` (retriable) and its
+            connection is closed.
         metadata_max_age: refresh metadata at least this often (seconds).
         retry_backoff: first retry delay (seconds), doubling up to
             ``max_backoff``, jittered.
@@ -284,7 +286,7 @@ class Producer(Client):
         brokers: Union[str, Sequence[str]],
         *,
         required_acks: int = -1,
-        ack_timeout: float = 10.0,
+        ack_timeout: Optional[float] = None,
         compression: Optional[str] = None,
         gzip_level: int = codecs.DEFAULT_GZIP_LEVEL,
         batch_size: int = 16384,
@@ -319,8 +321,15 @@ class Producer(Client):
         )
         if required_acks not in (-1, 0, 1) or isinstance(required_acks, bool):
             raise ConfigError(f"required_acks must be -1, 0 or 1, got {required_acks!r}")
+        if ack_timeout is None:
+            ack_timeout = request_timeout / 2
         if not isinstance(ack_timeout, (int, float)) or not 0 <= ack_timeout * 1000 < 2**31:
             raise ConfigError(f"ack_timeout must be seconds >= 0, got {ack_timeout!r}")
+        if required_acks == -1 and ack_timeout >= request_timeout:
+            raise ConfigError(
+                f"ack_timeout ({ack_timeout}s) must be shorter than request_timeout "
+                f"({request_timeout}s): the broker may take that long to answer"
+            )
         for name, value in (
             ("batch_size", batch_size),
             ("max_request_size", max_request_size),
@@ -368,7 +377,7 @@ class Producer(Client):
         self.key_maker = key_maker
         self.serializer = serializer
         self.key_serializer = key_serializer
-        self._send_timeout = request_timeout + (ack_timeout if required_acks == -1 else 0)
+        self._send_timeout = request_timeout
         self._ack_timeout_ms = int(ack_timeout * 1000)
 
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -493,8 +502,17 @@ class Producer(Client):
                     batch.size += size
                     self._pending_bytes += size
                     return future
+        key, value, size = self._prepare(topic, value, key, partition)
+        return self._submit(topic, key, value, partition, size)
+
+    def _prepare(
+        self, topic: str, value: Any, key: Any, partition: Optional[int]
+    ) -> Tuple[Optional[bytes], Optional[bytes], int]:
+        """Check and serialize a record; return ``(key, value, size)``."""
         if self._closing:
             raise ClientClosedError("the producer is closed", topic=topic)
+        if type(topic) is not str or not topic:
+            raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
         if self.key_maker is not None and key is None:
             key = self._call(self.key_maker, value, "key_maker", topic)
         if value is not None:
@@ -516,24 +534,29 @@ class Producer(Client):
                 f"({self.max_message_size}); not sent",
                 topic=topic,
             )
-        if partition is not None and (
-            type(partition) is not int or partition < 0
-        ):
+        if partition is not None and (type(partition) is not int or partition < 0):
             raise ConfigError(f"partition must be a non-negative int, got {partition!r}")
+        return key, value, size
+
+    def _submit(
+        self,
+        topic: str,
+        key: Optional[bytes],
+        value: Optional[bytes],
+        partition: Optional[int],
+        size: int,
+    ) -> "asyncio.Future[RecordMetadata]":
+        """Batch a prepared record now, or park it until metadata and room allow."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
             self._new_future = loop.create_future
         future: asyncio.Future[RecordMetadata] = loop.create_future()
-        if not self._parked and (
-            self._pending_bytes + size <= self.max_pending_bytes or not self._pending_bytes
-        ):
-            state = self._topics.get(topic)
-            if state is not None and state.parts_ref is self.cluster.partitions.get(topic):
+        if not self._parked and self._has_room(size):
+            state = self._topic_state(topic)
+            if state is not None:
                 self._append(state, key, value, partition, size, future)
                 return future
-        if type(topic) is not str or not topic:
-            raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
         deadline = None
         if self.buffer_timeout is not None:
             deadline = loop.time() + self.buffer_timeout
@@ -571,9 +594,12 @@ class Producer(Client):
             ClientClosedError, SerializationError, MessageSizeTooLargeError,
             ConfigError: as for :meth:`produce`.
         """
-        if self._parked or self._pending_bytes >= self.max_pending_bytes:
-            await self._wait_for_room(topic)
-        return self.produce(topic, value, key=key, partition=partition)
+        key, value, size = self._prepare(topic, value, key, partition)
+        if self._parked or not self._has_room(size):
+            await self._wait_for_room(topic, size)
+            if self._closing:
+                raise ClientClosedError("the producer is closed", topic=topic)
+        return self._submit(topic, key, value, partition, size)
 
     async def flush(self) -> None:
         """Send everything produced so far now, and wait until each record

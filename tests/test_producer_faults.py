@@ -1,0 +1,311 @@
+"""Producer under faults injected into the embedded cluster: leader moves,
+broker restarts, killed connections, hangs, error codes, a full buffer."""
+import asyncio
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from kiel.clients.producer import Producer, RecordMetadata
+from kiel.exc import (
+    BufferFullError,
+    KielConnectionError,
+    KielError,
+    MessageSizeTooLargeError,
+    NotLeaderForPartitionError,
+    RequestTimedOutError,
+    RequestTimeoutError,
+)
+from tests.test_producer import read_back, run
+
+
+async def in_thread(func: Any, *args: Any) -> Any:
+    """Call a (blocking) harness method without blocking the client's loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, func, *args)
+
+
+def check_acknowledged(cluster: Any, topic: str, acked: List[Tuple[RecordMetadata, bytes]]) -> None:
+    """Every acknowledged record is in the log at the offset it was given."""
+    by_partition: Dict[int, Dict[int, bytes]] = {}
+    for meta, value in acked:
+        assert meta.topic == topic
+        by_partition.setdefault(meta.partition, {})[meta.offset] = value
+    for partition, expected in by_partition.items():
+        end = cluster.offsets(topic, partition)[1]
+        records = read_back(cluster.bootstrap, topic, partition, end, timeout=120)
+        log = {m.offset: m.value for m in records}
+        missing = [o for o in expected if log.get(o) != expected[o]]
+        assert not missing, f"partition {partition}: {len(missing)} acknowledged records lost"
+
+
+def other_broker(cluster: Any, broker_id: int) -> int:
+    return next(b for b in cluster.broker_ids if b != broker_id)
+
+
+# --------------------------------------------------------------------------
+# leader moves and restarts
+
+
+def test_leader_move_during_produce_loses_nothing(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=3)
+    n = 20000
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, batch_size=2048) as p:
+            values = [b"m-%d" % i for i in range(n)]
+            futures = []
+            for i, value in enumerate(values):
+                futures.append(await p.enqueue(topic, value))
+                if i == n // 4:
+                    await asyncio.wait([futures[0]])
+                    old = kafka_cluster.leader(topic, 0)
+                    await in_thread(kafka_cluster.move_leader, topic, 0,
+                                    other_broker(kafka_cluster, old))
+                if i % 500 == 0:
+                    await asyncio.sleep(0)
+            results = await asyncio.gather(*futures)
+            return list(zip(results, values))
+
+    acked = run(main())
+    assert len(acked) == n
+    check_acknowledged(kafka_cluster, topic, acked)
+    # Order within each partition is produce order, across the move too.
+    for partition in range(3):
+        offsets = [m.offset for m, _ in acked if m.partition == partition]
+        assert offsets == sorted(offsets)
+
+
+@pytest.mark.slow
+def test_broker_restart_during_large_produce_loses_no_acknowledged_message(
+    kafka_cluster, topic_factory
+):
+    topic = topic_factory(partitions=3)
+    n = 100000
+
+    async def main():
+        acked: List[Tuple[RecordMetadata, bytes]] = []
+        failed: List[BaseException] = []
+
+        def record(value: bytes):
+            def done(future: "asyncio.Future[RecordMetadata]") -> None:
+                if future.exception() is None:
+                    acked.append((future.result(), value))
+                else:
+                    failed.append(future.exception())
+            return done
+
+        async with Producer(kafka_cluster.bootstrap, retries=10, max_backoff=1.0,
+                            request_timeout=10) as p:
+            victim = kafka_cluster.leader(topic, 1)
+            for i in range(n):
+                value = b"restart-%d" % i
+                future = await p.enqueue(topic, value)
+                future.add_done_callback(record(value))
+                if i == n // 3:
+                    await in_thread(kafka_cluster.stop_broker, victim)
+                if i == 2 * n // 3:
+                    await in_thread(kafka_cluster.start_broker, victim)
+                if i % 1000 == 0:
+                    await asyncio.sleep(0)
+            await p.flush()
+        return acked, failed
+
+    acked, failed = run(main(), timeout=280)
+    # Every record is settled one way or the other, and failures are typed.
+    assert len(acked) + len(failed) == n
+    assert all(isinstance(e, KielError) for e in failed)
+    assert len(acked) > n // 2
+    check_acknowledged(kafka_cluster, topic, acked)
+
+
+# --------------------------------------------------------------------------
+# killed connections and hangs
+
+
+def test_killed_connection_fails_in_flight_futures_promptly_then_recovers(
+    kafka_cluster, topic_factory
+):
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, retries=0, request_timeout=60) as p:
+            await p.produce(topic, b"warm-up")
+            # The leader sits on Produce requests: they stay in flight.
+            await in_thread(kafka_cluster.set_latency, 30.0, "Produce", leader)
+            futures = [p.produce(topic, b"in-flight-%d" % i) for i in range(10)]
+            await asyncio.sleep(0.3)
+            await in_thread(kafka_cluster.close_connections, leader)
+            done, _ = await asyncio.wait(futures, timeout=10)  # far less than 30 or 60
+            assert len(done) == len(futures)
+            for future in futures:
+                assert isinstance(future.exception(), KielConnectionError)
+                assert future.exception().topic == topic
+                assert future.exception().broker_id == leader
+            await in_thread(kafka_cluster.clear_faults)
+            return await p.produce(topic, b"after")
+
+    meta = run(main())
+    assert meta.topic == topic and meta.partition == 0
+
+
+def test_killed_connection_is_retried_when_retries_allow(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap) as p:
+            await p.produce(topic, b"warm-up")
+            # The next Produce response is cut half way and its connection closed.
+            await in_thread(kafka_cluster.drop_responses, "Produce", 1)
+            return await asyncio.gather(*(p.produce(topic, b"r%d" % i) for i in range(20)))
+
+    results = run(main())
+    # At least once: the cut request may have been written before the retry.
+    assert len(results) == 20
+    assert [r.offset for r in results] == sorted(r.offset for r in results)
+
+
+def test_hanging_broker_fails_with_request_timeout(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, request_timeout=1.0, retries=1,
+                            retry_backoff=0.05) as p:
+            await p.connect()
+            await in_thread(kafka_cluster.hang_broker, leader)
+            with pytest.raises(RequestTimeoutError) as info:
+                await p.produce(topic, b"into the void")
+            assert info.value.topic == topic and info.value.broker_id == leader
+            await in_thread(kafka_cluster.resume_broker, leader)
+            return await p.produce(topic, b"recovered")
+
+    meta = run(main(), timeout=60)
+    assert meta.partition == 0
+
+
+# --------------------------------------------------------------------------
+# error codes
+
+
+def test_retriable_error_codes_are_retried(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, retries=3, retry_backoff=0.01) as p:
+            await p.connect()
+            await in_thread(kafka_cluster.inject_error, "Produce", 6, 2)  # NotLeaderForPartition
+            first = await asyncio.gather(*(p.produce(topic, b"a%d" % i) for i in range(50)))
+            await in_thread(kafka_cluster.inject_error, "Produce", 7, 10)  # RequestTimedOut
+            with pytest.raises(RequestTimedOutError) as info:
+                await p.produce(topic, b"gives up")
+            assert info.value.errno == 7 and info.value.partition == 0
+            await in_thread(kafka_cluster.clear_faults)
+            return first
+
+    assert [r.offset for r in run(main())] == list(range(50))
+    assert kafka_cluster.offsets(topic, 0)[1] == 50  # the failed one was never appended
+
+
+def test_retries_run_out_with_the_typed_error(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, retries=2, retry_backoff=0.01) as p:
+            await p.connect()
+            await in_thread(kafka_cluster.inject_error, "Produce", 6, None)
+            futures = [p.produce(topic, b"x%d" % i) for i in range(5)]
+            for future in futures:
+                with pytest.raises(NotLeaderForPartitionError):
+                    await future
+            await in_thread(kafka_cluster.clear_faults)
+            return await p.produce(topic, b"fine again")
+
+    assert run(main()).offset == 0
+
+
+def test_non_retriable_error_code_fails_at_once(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, retries=5) as p:
+            await p.connect()
+            await in_thread(kafka_cluster.inject_error, "Produce", 10, 1)
+            with pytest.raises(MessageSizeTooLargeError):
+                await p.produce(topic, b"refused")
+            return await p.produce(topic, b"accepted")
+
+    assert run(main()).offset == 0
+
+
+def test_order_is_kept_across_retries(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    n = 3000
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, batch_size=1024, retry_backoff=0.01) as p:
+            await p.connect()
+            futures = []
+            for i in range(n):
+                futures.append(p.produce(topic, b"%d" % i))
+                if i % 300 == 150:
+                    # The next request fails with NotLeaderForPartition while
+                    # the records before and after it are queued.
+                    await in_thread(kafka_cluster.inject_error, "Produce", 6, 1)
+                if i % 300 == 299:
+                    await futures[-1]
+            return await asyncio.gather(*futures)
+
+    results = run(main())
+    assert [r.offset for r in results] == list(range(n))
+    got = read_back(kafka_cluster.bootstrap, topic, 0, n)
+    assert [int(m.value) for m in got] == list(range(n))
+
+
+# --------------------------------------------------------------------------
+# back-pressure
+
+
+def test_pending_bytes_stay_bounded_with_enqueue(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=3)
+    limit = 20000
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, max_pending_bytes=limit,
+                            batch_size=2000) as p:
+            peak = 0
+            futures = []
+            for i in range(5000):
+                futures.append(await p.enqueue(topic, b"%06d" % i + b"." * 100))
+                peak = max(peak, p.pending_bytes)
+            results = await asyncio.gather(*futures)
+            return peak, results
+
+    peak, results = run(main())
+    assert peak <= limit
+    assert len(results) == 5000
+
+
+def test_full_buffer_times_out_with_buffer_full_error(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, max_pending_bytes=1000,
+                            buffer_timeout=0.5, request_timeout=30) as p:
+            await p.connect()
+            await in_thread(kafka_cluster.hang_broker, leader)
+            admitted = [p.produce(topic, b"x" * 100) for _ in range(7)]  # 7 * 126 bytes
+            assert p.pending_bytes == 7 * 126
+            parked = p.produce(topic, b"y" * 200)  # no room: waits, then fails
+            with pytest.raises(BufferFullError):
+                await p.enqueue(topic, b"z" * 200)
+            with pytest.raises(BufferFullError) as info:
+                await parked
+            assert info.value.topic == topic
+            await in_thread(kafka_cluster.resume_broker, leader)
+            results = await asyncio.gather(*admitted)
+            return results, await p.produce(topic, b"room again")
+
+    results, last = run(main(), timeout=60)
+    assert [r.offset for r in results] == list(range(7))
+    assert last.offset == 7
