@@ -175,7 +175,7 @@ def _decompress(codec: int, value: bytes, offset: int) -> bytes:
         inner = _compression.decompress(codec, value)
     except KielError as e:
         raise e.with_context(offset=offset)  # noqa: B904 (the same error, more context)
-    except (ValueError, OSError, EOFError, zlib.error, struct.error, IndexError, MemoryError) as e:
+    except (ValueError, OSError, EOFError, zlib.error, struct.error, IndexError) as e:
         # kiel.compression promises kiel errors; this is a safety net for a
         # codec library that raises something else on garbage.
         raise CorruptMessageError(
