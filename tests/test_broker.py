@@ -342,13 +342,13 @@ def test_fetch_long_poll_waits_for_min_bytes_then_max_wait(cluster):
         empty = only(client.request(fetch_request(topic, 0, 0, max_wait=400, min_bytes=1)))
         waited = time.monotonic() - started
         # min_bytes larger than what arrives: answered at max_wait with what there is.
+        started = time.monotonic()
         client.send(fetch_request(topic, 0, 0, max_wait=600, min_bytes=10000))
         produce(cluster, topic, 0, [b"small"])
-        started = time.monotonic()
         partial = only(client.receive())
         waited_partial = time.monotonic() - started
     assert empty.message_set == b"" and 0.35 <= waited < 2.0
-    assert len(partial.message_set) > 0 and waited_partial > 0.3
+    assert len(partial.message_set) > 0 and waited_partial >= 0.55
 
 
 def test_fetch_long_poll_returns_at_once_on_error_and_on_leader_move(cluster):

@@ -8,6 +8,7 @@ and fetch, which a 0.8.2 broker stores in ZooKeeper: the commit tests use that.
 import json
 import shutil
 import subprocess
+import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -25,18 +26,29 @@ def producer(cluster, **options):
 
 
 def consumer(cluster, api_version=(0, 8, 2), **options):
-    options.setdefault("consumer_timeout_ms", 2000)
     options.setdefault("auto_offset_reset", "earliest")
     options.setdefault("enable_auto_commit", False)
     return KafkaConsumer(bootstrap_servers=cluster.bootstrap, api_version=api_version,
                          request_timeout_ms=10000, **options)
 
 
-def consume_all(cluster, topic, partitions, **options):
+def drain(c, count, timeout=20.0):
+    """Poll until ``count`` records arrived (bounded), then briefly for any extra."""
+    got = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        for records in c.poll(timeout_ms=200).values():
+            got += records
+    for records in c.poll(timeout_ms=300).values():
+        got += records
+    return sorted(got, key=lambda m: (m.partition, m.offset))
+
+
+def consume_all(cluster, topic, partitions, count, **options):
     c = consumer(cluster, **options)
     try:
         c.assign([TopicPartition(topic, p) for p in partitions])
-        return [(m.partition, m.offset, m.key, m.value) for m in c]
+        return [(m.partition, m.offset, m.key, m.value) for m in drain(c, count)]
     finally:
         c.close()
 
@@ -71,7 +83,7 @@ def test_produce_and_consume_with_manual_assignment(kafka_cluster, topic_factory
     p.close()
     # Offsets the broker assigned, per partition 0..9 in send order.
     assert [(m.partition, m.offset) for m in metadata] == [(i % 3, i // 3) for i in range(30)]
-    got = consume_all(kafka_cluster, topic, [0, 1, 2])
+    got = consume_all(kafka_cluster, topic, [0, 1, 2], 30)
     assert sorted(got) == sorted((i % 3, i // 3, b"k%d" % i, b"v%d" % i) for i in range(30))
 
 
@@ -90,7 +102,7 @@ def test_consumer_reset_latest_and_earliest_use_list_offsets(kafka_cluster, topi
         assert c.end_offsets([tp]) == {tp: 5}
         p.send(topic, value=b"new", partition=0)
         p.flush()
-        assert [m.value for m in c] == [b"new"]
+        assert [m.value for m in drain(c, 1)] == [b"new"]
     finally:
         c.close()
         p.close()
@@ -109,7 +121,7 @@ def test_offset_commit_v0_round_trip_lands_in_zookeeper(kafka_cluster, topic_fac
         c.assign([tp, TopicPartition(topic, 0)])
         # No commit yet: a 0.8.2 broker answers -1 with error 3, kafka-python reads "none".
         assert c.committed(tp) is None
-        consumed = [m.offset for m in c]
+        consumed = [m.offset for m in drain(c, 10)]
         assert consumed == list(range(10))
         c.commit({tp: OffsetAndMetadata(6, "ignored by v0", -1)})
         assert c.committed(tp) == 6
@@ -123,7 +135,7 @@ def test_offset_commit_v0_round_trip_lands_in_zookeeper(kafka_cluster, topic_fac
     c2 = consumer(kafka_cluster, api_version=(0, 8, 1), group_id=group)
     try:
         c2.assign([tp])
-        assert [m.value for m in c2] == [b"m6", b"m7", b"m8", b"m9"]
+        assert [m.value for m in drain(c2, 4)] == [b"m6", b"m7", b"m8", b"m9"]
     finally:
         c2.close()
 
@@ -139,7 +151,7 @@ def test_producer_recovers_from_a_leader_move(kafka_cluster, topic_factory):
         assert p.send(topic, value=b"after", partition=0).get(timeout=20).offset == 1
     finally:
         p.close()
-    assert [v for *_, v in consume_all(kafka_cluster, topic, [0])] == [b"before", b"after"]
+    assert [v for *_, v in consume_all(kafka_cluster, topic, [0], 2)] == [b"before", b"after"]
 
 
 def test_kcat_produces_kafka_python_consumes(kcat, kafka_cluster, topic_factory):
@@ -150,7 +162,7 @@ def test_kcat_produces_kafka_python_consumes(kcat, kafka_cluster, topic_factory)
              "-z", codec, *LEGACY],
             input="".join(f"{codec}{i}:val-{codec}-{i}\n" for i in range(20)),
             text=True, capture_output=True, timeout=60, check=True)
-    got = consume_all(kafka_cluster, topic, [0, 1])
+    got = consume_all(kafka_cluster, topic, [0, 1], 40)
     expected = [(0, n, f"{c}{i}".encode(), f"val-{c}-{i}".encode())
                 for n, (c, i) in enumerate((c, i) for c in ("none", "gzip") for i in range(20))]
     assert got == expected

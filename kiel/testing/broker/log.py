@@ -316,7 +316,10 @@ class PartitionLog:
             )
         # The segment with the greatest base offset <= offset, then onwards
         # until one holds a message at or after it (Log.read).
-        index = bisect_left([s.base_offset for s in self.segments], offset + 1) - 1
+        if offset >= self.segments[-1].base_offset:
+            index = len(self.segments) - 1  # the usual case: a consumer near the end
+        else:
+            index = bisect_left([s.base_offset for s in self.segments], offset + 1) - 1
         for segment in self.segments[max(index, 0):]:
             i = segment.find(offset)
             if i < len(segment.offsets):
