@@ -23,7 +23,7 @@ The error codes and their corner cases follow the 0.8.2 broker:
 """
 
 import struct
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 from tornado import gen
 from tornado.concurrent import Future
@@ -119,7 +119,7 @@ class RequestHandlers:
     def __init__(self, core: "ClusterCore", broker: "BrokerServer") -> None:
         self.core = core
         self.broker = broker
-        self._by_key = {
+        self._by_key: Dict[int, Callable[[Any, Any], Awaitable[Any]]] = {
             0: self.produce,
             1: self.fetch,
             2: self.list_offsets,
@@ -178,12 +178,12 @@ class RequestHandlers:
 
     async def produce(self, header: Any, request: ProduceRequest) -> Any:
         acks = request.required_acks
-        topics = []
+        topics: List[Tuple[str, List[List[int]]]] = []
         failed = 0
         total = 0
         waiting: List[Tuple[PartitionState, int]] = []
         for topic_data in request.topics:
-            partitions = []
+            partitions: List[List[int]] = []
             for data in topic_data.partitions:
                 total += 1
                 code, state = self._leader_state(topic_data.topic, data.partition)
@@ -259,7 +259,11 @@ class RequestHandlers:
 
         for log in logs:
             log.waiters.add(check)
-        timeout = loop.call_at(deadline, lambda: wake.done() or wake.set_result(None))
+        def expire() -> None:
+            if not wake.done():
+                wake.set_result(None)
+
+        timeout = loop.call_at(deadline, expire)
         try:
             await wake
         finally:
@@ -270,14 +274,14 @@ class RequestHandlers:
     def _fetch_frame(self, correlation_id: int, request: FetchRequest) -> bytes:
         """Read every partition and encode the response frame in one pass (one copy)."""
         parts: List[Any] = [b"", _i32.pack(correlation_id), _i32.pack(len(request.topics))]
-        views = []
+        views: List[memoryview] = []
         try:
             for topic_data in request.topics:
                 name = topic_data.topic.encode("utf-8")
                 parts += [_i16.pack(len(name)), name, _i32.pack(len(topic_data.partitions))]
                 for data in topic_data.partitions:
                     code, state = self._leader_state(topic_data.topic, data.partition)
-                    view = None
+                    view: Optional[memoryview] = None
                     hw = -1
                     if state is not None:
                         if data.max_bytes < 0:
@@ -290,7 +294,7 @@ class RequestHandlers:
                                 code = OFFSET_OUT_OF_RANGE
                     size = len(view) if view is not None else 0
                     parts.append(_fetch_partition_header.pack(data.partition, code, hw, size))
-                    if size:
+                    if view is not None and size:
                         parts.append(view)
                         views.append(view)
             parts[0] = _i32.pack(sum(len(p) for p in parts))

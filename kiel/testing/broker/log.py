@@ -214,7 +214,8 @@ class PartitionLog:
                 if name.endswith(_FILE_SUFFIX) and name[: -len(_FILE_SUFFIX)].isdigit()
             )
             for base in bases:
-                self.segments.append(Segment.load(self._segment_path(base), base))
+                self.segments.append(Segment.load(os.path.join(
+                    directory, f"{base:020d}{_FILE_SUFFIX}"), base))
         if not self.segments:
             self.segments.append(Segment(0, self._segment_path(0)))
 
