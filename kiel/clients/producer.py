@@ -89,6 +89,7 @@ class RecordMetadata(NamedTuple):
 
 
 _new_metadata = tuple.__new__
+_Future = asyncio.Future
 
 
 def encode_message(buf: bytearray, offset: int, key: Optional[bytes], value: Optional[bytes],
@@ -190,12 +191,6 @@ class _Parked(NamedTuple):
     future: "asyncio.Future[RecordMetadata]"
     deadline: Optional[float]
     seq: int
-
-
-def _no_loop() -> "asyncio.Future[Any]":
-    # Until produce() has seen the running loop, the fast path is never taken
-    # (no topic state exists yet), so this is never called.
-    raise RuntimeError("no event loop")  # pragma: no cover
 
 
 def _copy_error(err: KielError, **context: Any) -> KielError:
@@ -373,7 +368,6 @@ class Producer(Client):
         # The inlined fast path of produce() applies without these.
         self._plain = not (partitioner or key_maker or serializer)
         self._rr = random.randrange(1 << 16)
-        self._new_future: Callable[[], asyncio.Future[Any]] = _no_loop
         self.key_maker = key_maker
         self.serializer = serializer
         self.key_serializer = key_serializer
@@ -497,7 +491,7 @@ class Producer(Client):
                         len(futures), 14 + vlen, _crc32(value, crc), 0, 0, -1, vlen
                     )
                     buf += value
-                    future = self._new_future()
+                    future = _Future(loop=self._loop)
                     futures.append(future)
                     batch.size += size
                     self._pending_bytes += size
@@ -550,7 +544,6 @@ class Producer(Client):
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-            self._new_future = loop.create_future
         future: asyncio.Future[RecordMetadata] = loop.create_future()
         if not self._parked and self._has_room(size):
             state = self._topic_state(topic)
@@ -1015,12 +1008,27 @@ class Producer(Client):
         topic = slot.topic
         partition = slot.partition
         offset = base
-        step = 1 if base >= 0 else 0
         for batch in batches:
-            for future in batch.futures:
-                if not future.done():
-                    future.set_result(_new_metadata(RecordMetadata, (topic, partition, offset)))
-                offset += step
+            futures = batch.futures
+            if base < 0:  # required_acks=0: no offsets
+                meta = _new_metadata(RecordMetadata, (topic, partition, -1))
+                for future in futures:
+                    if not future.done():
+                        future.set_result(meta)
+            else:
+                try:
+                    # Strategy: no done() check per record; a future its
+                    # owner cancelled makes set_result raise, and then the
+                    # careful loop below takes over.
+                    for i, future in enumerate(futures, offset):
+                        future.set_result(_new_metadata(RecordMetadata, (topic, partition, i)))
+                except asyncio.InvalidStateError:
+                    for i, future in enumerate(futures, offset):
+                        if not future.done():
+                            future.set_result(
+                                _new_metadata(RecordMetadata, (topic, partition, i))
+                            )
+                offset += len(futures)
             self._finish_batch(batch)
 
     def _fail_batch(self, batch: _Batch, error: BaseException) -> None:

@@ -1,0 +1,185 @@
+"""Producer throughput: kiel vs kafka-python vs confluent-kafka (librdkafka).
+
+Every client produces the same messages (100-byte values, no key, acks=1,
+no compression unless ``--compression``) to its own 3-partition topic on the
+same embedded 0.8.2 cluster, which runs in a subprocess (``ClusterProcess``)
+so that the brokers do not share the client's GIL. Time runs from the first
+produce call to the last acknowledgement (flush), after a warm-up that
+loads metadata and opens connections.
+
+* kiel: ``await producer.enqueue()`` per message (back-pressured), then
+  ``await producer.flush()``.
+* kafka-python 3.0 with ``api_version=(0, 8, 2)``: ``send()`` per message,
+  then ``flush()``.
+* confluent-kafka with ``api.version.request=false`` and
+  ``broker.version.fallback=0.8.2.2``: ``produce()`` per message (with
+  ``poll(0)`` to serve delivery reports), then ``flush()``.
+
+Prints a table and the ratios; never fails (a client that is not installed
+or errors out is reported and skipped)::
+
+    .venv/bin/python benchmarks/bench_produce.py [--messages N] [--compression gzip]
+                                                 [--clients kiel,kafka-python,confluent]
+                                                 [--profile]
+"""
+import argparse
+import asyncio
+import cProfile
+import logging
+import pstats
+import sys
+import time
+import traceback
+import uuid
+from typing import Callable, Dict, Optional
+
+from kiel.clients.producer import Producer
+from kiel.testing.broker import ClusterProcess
+
+VALUE = b"v" * 100
+PARTITIONS = 3
+
+
+def bench_kiel(bootstrap: str, topic: str, n: int, compression: Optional[str],
+               profile: bool) -> float:
+    async def main() -> float:
+        producer = Producer(bootstrap, required_acks=1, compression=compression,
+                            linger_ms=5)
+        await producer.connect()
+        await producer.produce(topic, b"warm-up")
+        enqueue = producer.enqueue
+        produce = producer.produce
+        value = VALUE
+        profiler = cProfile.Profile() if profile else None
+        if profiler:
+            profiler.enable()
+        start = time.perf_counter()
+        for _ in range(n):
+            # Strategy: the plain produce() while there is room, enqueue()
+            # (which waits) when the buffer is full: back-pressure without a
+            # coroutine per message.
+            if producer.pending_bytes < producer.max_pending_bytes:
+                produce(topic, value)
+            else:
+                await enqueue(topic, value)
+        await producer.flush()
+        elapsed = time.perf_counter() - start
+        if profiler:
+            profiler.disable()
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
+        await producer.close()
+        return elapsed
+
+    return asyncio.run(main())
+
+
+def bench_kafka_python(bootstrap: str, topic: str, n: int, compression: Optional[str],
+                       profile: bool) -> float:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        api_version=(0, 8, 2),
+        acks=1,
+        linger_ms=5,
+        compression_type=compression,
+    )
+    producer.send(topic, b"warm-up").get(timeout=30)
+    send = producer.send
+    value = VALUE
+    start = time.perf_counter()
+    for _ in range(n):
+        send(topic, value)
+    producer.flush()
+    elapsed = time.perf_counter() - start
+    producer.close()
+    return elapsed
+
+
+def bench_confluent(bootstrap: str, topic: str, n: int, compression: Optional[str],
+                    profile: bool) -> float:
+    from confluent_kafka import Producer as ConfluentProducer
+
+    errors = []
+
+    def report(err, msg):  # noqa: ANN001 - librdkafka callback
+        if err is not None:
+            errors.append(err)
+
+    producer = ConfluentProducer({
+        "bootstrap.servers": bootstrap,
+        "api.version.request": False,
+        "broker.version.fallback": "0.8.2.2",
+        "acks": 1,
+        "linger.ms": 5,
+        "compression.codec": compression or "none",
+        "queue.buffering.max.messages": 1000000,
+    })
+    producer.produce(topic, b"warm-up", on_delivery=report)
+    producer.flush(30)
+    produce = producer.produce
+    poll = producer.poll
+    value = VALUE
+    start = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                produce(topic, value, on_delivery=report)
+                break
+            except BufferError:
+                poll(0.01)
+        if i % 10000 == 0:
+            poll(0)
+    producer.flush(300)
+    elapsed = time.perf_counter() - start
+    if errors:
+        print(f"  confluent-kafka: {len(errors)} delivery errors, first: {errors[0]}")
+    return elapsed
+
+
+CLIENTS: Dict[str, Callable[..., float]] = {
+    "kiel": bench_kiel,
+    "kafka-python": bench_kafka_python,
+    "confluent": bench_confluent,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", "-n", type=int, default=1_000_000)
+    parser.add_argument("--compression", default=None, choices=[None, "gzip", "snappy"])
+    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--profile", action="store_true", help="cProfile kiel's run")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    n = args.messages
+    print(f"{n:,} messages of {len(VALUE)} bytes, acks=1, compression={args.compression}, "
+          f"{PARTITIONS} partitions, embedded 0.8.2 cluster (3 brokers) in a subprocess")
+    results: Dict[str, float] = {}
+    with ClusterProcess(brokers=3, partitions=PARTITIONS, replication=1) as cluster:
+        for name in args.clients.split(","):
+            bench = CLIENTS.get(name.strip())
+            if bench is None:
+                print(f"  {name}: unknown client")
+                continue
+            topic = f"bench-{name.strip()}-{uuid.uuid4().hex[:6]}"
+            cluster.create_topic(topic, PARTITIONS)
+            try:
+                elapsed = bench(cluster.bootstrap, topic, n, args.compression, args.profile)
+            except ImportError as e:
+                print(f"  {name}: not installed ({e})")
+                continue
+            except Exception:  # a benchmark never fails: report and go on
+                print(f"  {name}: failed")
+                traceback.print_exc(file=sys.stdout)
+                continue
+            results[name] = n / elapsed
+            print(f"  {name:<14} {n / elapsed:>12,.0f} msgs/s  ({elapsed:.2f} s)")
+    if "kiel" in results:
+        for name, rate in results.items():
+            if name != "kiel":
+                print(f"  kiel / {name}: {results['kiel'] / rate:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
