@@ -16,6 +16,7 @@ same synchronous API as :class:`~kiel.testing.broker.cluster.EmbeddedCluster`,
 so benchmarks can run the brokers without sharing the client's GIL.
 """
 
+import atexit
 import json
 import logging
 import os
@@ -24,7 +25,9 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import weakref
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 
 from tornado.iostream import IOStream, StreamClosedError
@@ -93,6 +96,16 @@ class ControlServer(TCPServer):
         return {"ok": True, "result": result}
 
 
+_RUNNING: "weakref.WeakSet[ClusterProcess]" = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    # A test run that forgot to stop a cluster process must not leave it behind.
+    for cluster in list(_RUNNING):
+        cluster._kill()
+
+
 def _error_class(name: str) -> type:
     cls = getattr(exc, name, None)
     if isinstance(cls, type) and issubclass(cls, KielError):
@@ -154,6 +167,7 @@ class ClusterProcess(ClusterControl):
         self.info: Dict[str, Any] = {}
         self._sock: Optional[socket.socket] = None
         self._file: Any = None
+        self._stderr: Any = None
 
     def __enter__(self) -> "ClusterProcess":
         self.start()
@@ -185,8 +199,10 @@ class ClusterProcess(ClusterControl):
         """
         if self.process is not None:
             return
+        # stderr goes to a file: a pipe nobody reads would block a chatty child.
+        self._stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(self.args, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+                                        stderr=self._stderr, stdin=subprocess.DEVNULL)
         assert self.process.stdout is not None
         deadline = time.monotonic() + self.start_timeout
         line = b""
@@ -205,18 +221,27 @@ class ClusterProcess(ClusterControl):
             stderr = self._kill()
             raise HarnessError(f"serve did not become ready within {self.start_timeout} s: "
                                f"{stderr[-2000:]}")
+        _RUNNING.add(self)
         self.info = json.loads(line.decode("utf-8"))
         host, port = self.info["control"].rsplit(":", 1)
         self._sock = socket.create_connection((host, int(port)), timeout=self.start_timeout)
         self._file = self._sock.makefile("rwb")
 
+    def _read_stderr(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        text = self._stderr.read().decode("utf-8", "replace")
+        self._stderr.close()
+        self._stderr = None
+        return text
+
     def _kill(self) -> str:
-        stderr = b""
         if self.process is not None:
             self.process.kill()
-            _, stderr = self.process.communicate(timeout=10)
+            self.process.communicate(timeout=10)
             self.process = None
-        return stderr.decode("utf-8", "replace")
+        return self._read_stderr()
 
     def stop(self) -> None:
         """SIGTERM the process (it stops the brokers and its ZooKeeper) and wait.
@@ -235,13 +260,13 @@ class ClusterProcess(ClusterControl):
             return
         process.send_signal(signal.SIGTERM)
         try:
-            _, stderr = process.communicate(timeout=30)
+            process.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
-            _, stderr = process.communicate()
+            process.communicate()
+        stderr = self._read_stderr()
         if process.returncode != 0:
-            raise HarnessError(f"serve exited with {process.returncode}: "
-                               f"{stderr.decode('utf-8', 'replace')[-2000:]}")
+            raise HarnessError(f"serve exited with {process.returncode}: {stderr[-2000:]}")
 
     def _call(self, op: str, *args: Any, **kwargs: Any) -> Any:
         if self._file is None:
