@@ -1087,7 +1087,9 @@ class Producer(Client):
 
     async def _refresh(self) -> None:
         try:
-            await self.cluster.refresh_metadata()
+            # Name our topics: the cluster refreshes only the topics it was
+            # asked about, and another client may have asked about others.
+            await self.cluster.refresh_metadata(list(self._topics))
             self._metadata_error = None
         except KielError as e:
             # Not dropped: batches that cannot find a leader fail with it
