@@ -1,5 +1,6 @@
 """Embedded broker faults that take longer: restarts with on-disk logs, failover under load."""
 import os
+import socket
 import time
 import uuid
 
@@ -127,3 +128,27 @@ def test_brokers_register_again_after_session_expiry(zookeeper, kafka_cluster_fa
     finally:
         watcher.stop()
         watcher.close()
+
+
+def test_brokers_keep_serving_while_zookeeper_is_down():
+    from kiel.testing.zookeeper import ZooKeeperServer
+
+    with ZooKeeperServer() as zk, EmbeddedCluster(brokers=2, zookeeper=zk.hosts,
+                                                  topics={"up": 1}) as cluster:
+        zk.stop()
+        leader = cluster.address(cluster.leader("up", 0))
+        with RawClient(leader) as client, RawClient(leader, timeout=0.5) as creator:
+            # Data paths and metadata of known topics do not need ZooKeeper.
+            assert only(client.request(produce_request("up", 0, [b"x"]))).error_code == 0
+            assert client.request(MetadataRequest(["up"])).topics[0].error_code == 0
+            # Creating a topic does: like 0.8.2's ZkClient, the broker waits for
+            # ZooKeeper to come back (on an executor thread, the IOLoop serves on).
+            creator.send(MetadataRequest(["later"]))
+            with pytest.raises(socket.timeout):
+                creator.receive()
+            assert client.request(MetadataRequest(["up"])).topics[0].error_code == 0
+            zk.start()
+            creator.sock.settimeout(20)
+            assert [(t.topic, t.error_code) for t in creator.receive().topics] == [("later", 5)]
+            assert client.request(MetadataRequest(["later"])).topics[0].error_code == 0
+        assert cluster.errors() == []

@@ -17,6 +17,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
+from tornado import gen
 from tornado.ioloop import IOLoop
 
 from kiel.exc import ConfigError, HarnessError, KielError, ZooKeeperError
@@ -111,13 +112,20 @@ class ClusterCore:
             self.loop.add_callback(self._reregister)
 
     async def _reregister(self) -> None:
-        try:
-            for broker in self.alive_brokers():
-                await self.zk_call(self.zk.register_broker, broker.broker_id,  # type: ignore[union-attr]
-                                   broker.host, broker.port)
-            await self._write_controller()
-        except ZooKeeperError as e:
-            self.record_error(e)
+        """Write the ephemeral nodes again on a new session (retried, then reported)."""
+        assert self.zk is not None
+        for attempt in range(5):
+            try:
+                for broker in self.alive_brokers():
+                    await self.zk_call(self.zk.register_broker, broker.broker_id,
+                                       broker.host, broker.port)
+                await self._write_controller()
+                return
+            except ZooKeeperError as e:
+                if attempt == 4:
+                    self.record_error(e)
+                    return
+                await gen.sleep(0.2 * 2**attempt)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -281,6 +289,7 @@ class ClusterCore:
         Raises:
             ConfigError: the name is illegal, the topic exists, or the
                 replication cannot be met.
+            ZooKeeperError: ZooKeeper did not take the topic (nothing was created).
         """
         problem = validate_topic_name(name)
         if problem:
@@ -314,11 +323,19 @@ class ClusterCore:
             states[p] = state
         topic = TopicState(name, states)
         self.topics[name] = topic
-        self._save_topics_file()
         if self.zk is not None:
-            await self.zk_call(
-                self.zk.write_topic, name, topic.assignment_json(),
-                {p: s.state_json(self.controller_epoch or 1) for p, s in states.items()})
+            try:
+                await self.zk_call(
+                    self.zk.write_topic, name, topic.assignment_json(),
+                    {p: s.state_json(self.controller_epoch or 1) for p, s in states.items()})
+            except ZooKeeperError:
+                # Not in ZooKeeper, so not created (as in 0.8.2): roll back.
+                if self.topics.get(name) is topic:
+                    del self.topics[name]
+                for state in states.values():
+                    state.log.close()
+                raise
+        self._save_topics_file()
         return topic
 
     # -- leadership --------------------------------------------------------------

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.retry import KazooRetry
 
 from kiel.exc import ZooKeeperError
 
@@ -81,7 +82,10 @@ class ZooKeeperLayout:
         self.timeout = timeout
         self._on_session_restored = on_session_restored
         self._lost = False
-        self.client = KazooClient(hosts=hosts, timeout=timeout)
+        # Reconnect forever, at most a second apart, as Kafka's ZkClient does; calls
+        # made while disconnected wait for the connection (on an executor thread).
+        self.client = KazooClient(hosts=hosts, timeout=timeout, connection_retry=KazooRetry(
+            max_tries=-1, delay=0.05, backoff=2, max_delay=1.0))
         self.client.add_listener(self._listener)
 
     def _listener(self, state: str) -> None:
