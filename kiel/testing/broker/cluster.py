@@ -45,15 +45,15 @@ class EmbeddedCluster(ClusterControl):
             ``None``: no ZooKeeper, offsets kept in memory.
         partitions: partitions of topics created without a count (and of
             auto-created topics, Kafka's ``num.partitions``).
-        replication: replicas per partition by default (Kafka's
-            ``default.replication.factor``); default ``min(3, brokers)`` so
-            that stopping a broker fails over. Use 1 for Kafka's own default.
         topics: topics to create at start: names, or ``{name: partitions}``.
         log_dir: keep partition logs on disk there; a cluster started again
             on the same ``log_dir`` (and ZooKeeper) finds every acknowledged
             message. ``None``: memory only.
         auto_create_topics: create unknown topics named in a Metadata request
             (answering LeaderNotAvailable first), as Kafka does by default.
+        replication: replicas per partition by default (Kafka's
+            ``default.replication.factor``); default ``min(3, brokers)`` so
+            that stopping a broker fails over. Use 1 for Kafka's own default.
         message_max_bytes: largest message entry accepted (``message.max.bytes``).
         segment_bytes: roll log segments at this size (``log.segment.bytes``).
         segment_messages: also roll every this many messages (kiel only).
@@ -71,10 +71,10 @@ class EmbeddedCluster(ClusterControl):
         brokers: int = 3,
         zookeeper: Optional[str] = None,
         partitions: int = 1,
-        replication: Optional[int] = None,
         topics: TopicsSpec = None,
         log_dir: Optional[str] = None,
         auto_create_topics: bool = True,
+        replication: Optional[int] = None,
         message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         segment_messages: Optional[int] = None,
