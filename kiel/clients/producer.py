@@ -491,7 +491,7 @@ class Producer(Client):
                         len(futures), 14 + vlen, _crc32(value, crc), 0, 0, -1, vlen
                     )
                     buf += value
-                    future = _Future(loop=self._loop)
+                    future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
                     futures.append(future)
                     batch.size += size
                     self._pending_bytes += size
@@ -690,7 +690,7 @@ class Producer(Client):
                     ConfigError(f"partitioner failed: {e!r}", topic=state.name).with_context()
                 )
                 return
-        slot = state.slots.get(partition)  # type: ignore[arg-type]
+        slot = state.slots.get(partition)
         if slot is None:
             future.set_exception(
                 UnknownPartitionError(
