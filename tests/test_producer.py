@@ -174,6 +174,13 @@ def test_unkeyed_records_spread_round_robin(kafka_cluster, topic_factory):
 
     async def main():
         async with Producer(kafka_cluster.bootstrap) as p:
+            # Unkeyed records go to partitions that have a leader: wait until
+            # the new topic's three have one.
+            for _ in range(50):
+                await p.cluster.refresh_metadata([topic])
+                if all(p.cluster.leader(topic, i) >= 0 for i in range(3)):
+                    break
+                await asyncio.sleep(0.1)
             return await asyncio.gather(*(p.produce(topic, b"v%d" % i) for i in range(300)))
 
     counts = [0, 0, 0]

@@ -367,6 +367,7 @@ class Producer(Client):
         self.partitioner: Partitioner = partitioner or DefaultPartitioner()
         # The inlined fast path of produce() applies without these.
         self._plain = not (partitioner or key_maker or serializer)
+        self._round_robin = partitioner is None
         self._rr = random.randrange(1 << 16)
         self.key_maker = key_maker
         self.serializer = serializer
@@ -681,23 +682,16 @@ class Producer(Client):
         size: int,
         future: "asyncio.Future[RecordMetadata]",
     ) -> None:
-        if partition is None:
-            candidates = state.all if key is not None else (state.available or state.all)
-            try:
-                partition = self.partitioner(key, candidates)
-            except Exception as e:  # user code: surface it on the record
-                future.set_exception(
-                    ConfigError(f"partitioner failed: {e!r}", topic=state.name).with_context()
-                )
+        if partition is None and key is None and self._round_robin:
+            # The default partitioner's round-robin, shared with the fast path.
+            rr = state.rr_slots
+            slot: Optional[_Slot] = rr[self._rr % len(rr)]
+            self._rr += 1
+        else:
+            slot = self._pick(state, key, partition, future)
+            if slot is None:
                 return
-        slot = state.slots.get(partition)
-        if slot is None:
-            future.set_exception(
-                UnknownPartitionError(
-                    f"the topic has partitions {state.all}", topic=state.name, partition=partition
-                )
-            )
-            return
+        assert slot is not None
         batch = slot.open
         if batch is None or (batch.size + size > self.batch_size and batch.futures):
             batch = self._open_batch(slot)
@@ -720,6 +714,33 @@ class Producer(Client):
         futures.append(future)
         batch.size += size
         self._pending_bytes += size
+
+    def _pick(
+        self,
+        state: _Topic,
+        key: Optional[bytes],
+        partition: Optional[int],
+        future: "asyncio.Future[RecordMetadata]",
+    ) -> Optional[_Slot]:
+        """The record's slot: ``partition`` or the partitioner's choice
+        (``None`` once the future has failed)."""
+        if partition is None:
+            candidates = state.all if key is not None else (state.available or state.all)
+            try:
+                partition = self.partitioner(key, candidates)
+            except Exception as e:  # user code: surface it on the record
+                future.set_exception(
+                    ConfigError(f"partitioner failed: {e!r}", topic=state.name)
+                )
+                return None
+        slot = state.slots.get(partition)
+        if slot is None:
+            future.set_exception(
+                UnknownPartitionError(
+                    f"the topic has partitions {state.all}", topic=state.name, partition=partition
+                )
+            )
+        return slot
 
     def _open_batch(self, slot: _Slot) -> _Batch:
         loop = self._loop
@@ -792,6 +813,10 @@ class Producer(Client):
                     except KielError as e:
                         self._fail_parked(record.topic, e)
                         self._room_freed()
+                    except Exception as e:  # a bug: fail the records, do not strand them
+                        log.exception("producer: loading metadata of %r failed", record.topic)
+                        self._fail_parked(record.topic, e)
+                        self._room_freed()
                     continue
                 if not self._has_room(record.size):
                     self._progressed()
@@ -818,13 +843,15 @@ class Producer(Client):
                 assert loop is not None
                 self._admitting = loop.create_task(self._admit())
 
-    def _fail_parked(self, topic: str, error: KielError) -> None:
+    def _fail_parked(self, topic: str, error: Exception) -> None:
         """Fail every parked record of ``topic`` (its metadata cannot be had)."""
         keep: Deque[_Parked] = collections.deque()
         for record in self._parked:
             if record.topic == topic:
                 if not record.future.done():
-                    record.future.set_exception(_copy_error(error, topic=topic))
+                    record.future.set_exception(
+                        _copy_error(error, topic=topic) if isinstance(error, KielError) else error
+                    )
             else:
                 keep.append(record)
         self._parked.clear()
@@ -970,7 +997,7 @@ class Producer(Client):
                 for batch in batches:
                     self._fail_batch(batch, e)
             self._schedule_drain()
-            raise
+            return
         if response is None:  # required_acks=0: written, nothing more to learn
             for slot, batches in chunk:
                 slot.in_flight = False
