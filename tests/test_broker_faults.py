@@ -121,10 +121,10 @@ def test_brokers_register_again_after_session_expiry(zookeeper, kafka_cluster_fa
     watcher.start(timeout=15)
     try:
         deadline = time.monotonic() + 10
-        while sorted(watcher.get_children("/brokers/ids")) != ["1", "2"]:
+        while sorted(watcher.get_children("/brokers/ids")) != ["1", "2"] or \
+                not watcher.exists("/controller"):
             assert time.monotonic() < deadline, "brokers did not register again"
             time.sleep(0.05)
-        assert watcher.exists("/controller")
     finally:
         watcher.stop()
         watcher.close()

@@ -90,7 +90,20 @@ def _kiel_chroot(zookeeper: "ZooKeeperServer") -> str:
 
 
 @pytest.fixture(scope="module")
-def _kiel_kafka_cluster(zookeeper: "ZooKeeperServer") -> Iterator["EmbeddedCluster"]:
+def kafka_cluster(zookeeper: "ZooKeeperServer") -> Iterator["EmbeddedCluster"]:
+    """A 3-broker embedded Kafka 0.8.2 cluster registered in the session's ZooKeeper.
+
+    Module-scoped: the tests of one module share it (topics and offsets
+    persist between them: use :func:`topic_factory` for unique topics). It
+    is healed before each test that uses it (faults cleared, stopped brokers
+    started, preferred leaders restored) and checked after it. Connect with
+    ``kafka_cluster.bootstrap``; its ZooKeeper connection string, chroot
+    included, is ``kafka_cluster.zookeeper``. Defaults: 3 partitions per
+    topic, replication 3, auto-creation on.
+
+    Raises:
+        HarnessError: (after a test) the brokers hit an unexpected error.
+    """
     from kiel.testing.broker import EmbeddedCluster
 
     zookeeper.heal()
@@ -102,23 +115,17 @@ def _kiel_kafka_cluster(zookeeper: "ZooKeeperServer") -> Iterator["EmbeddedClust
         cluster.stop()
 
 
-@pytest.fixture
-def kafka_cluster(_kiel_kafka_cluster: "EmbeddedCluster") -> Iterator["EmbeddedCluster"]:
-    """A 3-broker embedded Kafka 0.8.2 cluster registered in the session's ZooKeeper.
-
-    Shared by the tests of one module (topics and offsets persist between
-    them: use :func:`topic_factory` for unique topics); healed before each
-    test (faults cleared, stopped brokers started, preferred leaders
-    restored). Connect with ``kafka_cluster.bootstrap``; its ZooKeeper
-    connection string, chroot included, is ``kafka_cluster.zookeeper``.
-    Defaults: 3 partitions per topic, replication 3, auto-creation on.
-
-    Raises:
-        HarnessError: (at teardown) the brokers hit an unexpected error.
-    """
-    _kiel_kafka_cluster.heal()
-    yield _kiel_kafka_cluster
-    _kiel_kafka_cluster.check()
+@pytest.fixture(autouse=True)
+def _kiel_kafka_cluster_heal(request: pytest.FixtureRequest) -> Iterator[None]:
+    # Per-test healing for tests that use kafka_cluster (directly or through
+    # other fixtures); a no-op for every other test.
+    if "kafka_cluster" not in request.fixturenames:
+        yield
+        return
+    cluster = request.getfixturevalue("kafka_cluster")
+    cluster.heal()
+    yield
+    cluster.check()
 
 
 @pytest.fixture
