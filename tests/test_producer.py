@@ -140,7 +140,7 @@ def test_round_trip_read_by_kafka_python(kafka_cluster, topic_factory, codec):
 
 @pytest.mark.interop
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
-@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("codec", [*CODECS, "lz4"])
 def test_round_trip_read_by_kcat(kafka_cluster, topic_factory, codec):
     topic = topic_factory(partitions=2)
     records = [(b"user-%d" % (i % 5), f"value {i} ü".encode()) for i in range(300)]
