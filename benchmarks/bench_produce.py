@@ -84,6 +84,8 @@ def bench_kafka_python(bootstrap: str, topic: str, n: int, compression: Optional
                        profile: bool) -> float:
     from kafka import KafkaProducer
 
+    if compression == "snappy":
+        _kafka_python_snappy_shim()
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
         api_version=(0, 8, 2),
@@ -101,6 +103,21 @@ def bench_kafka_python(bootstrap: str, topic: str, n: int, compression: Optional
     elapsed = time.perf_counter() - start
     producer.close()
     return elapsed
+
+
+def _kafka_python_snappy_shim() -> None:
+    """kafka-python compresses snappy with python-snappy, which is not
+    installed here; cramjam's raw snappy is what python-snappy >= 0.7 is."""
+    from types import SimpleNamespace
+
+    import cramjam
+    import kafka.codec
+
+    if kafka.codec.snappy is None:
+        kafka.codec.snappy = SimpleNamespace(
+            compress=lambda d: bytes(cramjam.snappy.compress_raw(d)),
+            decompress=lambda d: bytes(cramjam.snappy.decompress_raw(d)),
+        )
 
 
 def bench_confluent(bootstrap: str, topic: str, n: int, compression: Optional[str],
