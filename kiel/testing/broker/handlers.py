@@ -181,7 +181,7 @@ class RequestHandlers:
         topics: List[Tuple[str, List[List[int]]]] = []
         failed = 0
         total = 0
-        waiting: List[Tuple[PartitionState, int]] = []
+        waiting: List[PartitionState] = []
         for topic_data in request.topics:
             partitions: List[List[int]] = []
             for data in topic_data.partitions:
@@ -191,7 +191,7 @@ class RequestHandlers:
                 if state is not None:
                     code, offset = self._append(state, data.message_set)
                     if code == NONE and acks > 1 and len(state.isr) < acks:
-                        waiting.append((state, len(partitions)))
+                        waiting.append(state)
                 if code != NONE:
                     failed += 1
                 partitions.append([data.partition, code, offset])
@@ -202,7 +202,7 @@ class RequestHandlers:
             # DelayedProduce: more acks than in-sync replicas never arrive; the
             # request expires after its timeout with RequestTimedOut.
             await gen.sleep(max(request.timeout, 0) / 1000.0)
-            pending = {id(state) for state, _ in waiting if len(state.isr) < acks}
+            pending = {id(state) for state in waiting if len(state.isr) < acks}
             for topic, partitions in topics:
                 for row in partitions:
                     state = self.core.partition(topic, row[0])
