@@ -93,7 +93,7 @@ class SingleConsumer(Client):
         max_bytes: int = 1024 * 1024,
         max_fetch_size: int = 16 * 1024 * 1024,
         offset_reset: str = "earliest",
-        decode_budget: float = 0.005,
+        decode_budget: float = 0.002,
         **client_options: Any,
     ) -> None:
         super().__init__(brokers, **client_options)

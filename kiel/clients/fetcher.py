@@ -41,6 +41,8 @@ from typing import (
     Tuple,
 )
 
+from tornado.locks import Lock
+
 from kiel.clients.records import BEGINNING, END, Record, TopicPartition
 from kiel.cluster import Cluster
 from kiel.exc import (
@@ -305,7 +307,7 @@ class Fetcher:
         offset_reset: str = "earliest",
         deserializer: Optional[Deserializer] = None,
         key_deserializer: Optional[Deserializer] = None,
-        decode_budget: float = 0.005,
+        decode_budget: float = 0.002,
         request_timeout: Optional[float] = None,
     ) -> None:
         if not isinstance(max_wait_time, (int, float)) or not 0 <= max_wait_time <= 2**31 / 1000:
@@ -345,9 +347,11 @@ class Fetcher:
         self._refresh: Optional[asyncio.Future[None]] = None
         self._errors: List[BaseException] = []
         self._changed: Optional[asyncio.Future[None]] = None
+        self._decoding = Lock()
         self._closed = False
         #: Times the decoder yielded to the IOLoop (for tests and benchmarks).
         self.yields = 0
+        self._step_started = 0.0
         #: The latest failure that was retried (for logs, metrics and tests).
         self.last_error: Optional[KielError] = None
 
@@ -678,6 +682,7 @@ class Fetcher:
                 response: FetchResponse = await self.cluster.send(
                     leader, request, timeout=self.request_timeout + self.max_wait_time
                 )
+                self._step_started = time.monotonic()  # resumed by the network: a new step
             except KielError as e:
                 if self._closed:
                     return healthy
@@ -699,8 +704,19 @@ class Fetcher:
                         continue
                     if part.error_code == 0:
                         st.highwater = part.high_watermark
-                        if await self._decode(st, offset, epoch, part.message_set):
-                            healthy.add(tp)
+                        # One decoder at a time: a loop iteration then runs
+                        # at most one decode budget, not one per leader.
+                        acquired = self._decoding.acquire()
+                        if not acquired.done():  # type: ignore[attr-defined]
+                            await acquired
+                            self._step_started = time.monotonic()
+                        try:
+                            if self._current(st, offset, epoch) and await self._decode(
+                                st, offset, epoch, part.message_set
+                            ):
+                                healthy.add(tp)
+                        finally:
+                            self._decoding.release()
                     elif part.error_code == OffsetOutOfRangeError.errno:
                         resets.append((st, offset, epoch))
                     else:
@@ -780,7 +796,6 @@ class Fetcher:
         size = len(data)
         pos = 0
         chunk = _DECODE_CHUNK
-        started = time.monotonic()
         # Strategy: decode ~64 KiB at a time (a slice ends wherever a message
         # is cut; ``valid_bytes`` says where the next slice starts) and hand
         # the loop back whenever ``decode_budget`` is spent, so a 10 MB fetch
@@ -802,14 +817,10 @@ class Fetcher:
                     next_offset = result.next_offset
                 if result.records:
                     records.extend(result.records)
-                if result.truncated:
-                    break
-                if time.monotonic() - started >= self.decode_budget:
-                    await asyncio.sleep(0)
-                    self.yields += 1
-                    if not self._current(st, offset, epoch):
-                        return False
-                    started = time.monotonic()
+                if result.truncated and end >= size:
+                    break  # the broker cut the last message at max_bytes
+                if await self._breathe() and not self._current(st, offset, epoch):
+                    return False
         except ProtocolError as e:
             e.with_context(api="Fetch", topic=topic, partition=partition)
             if e.offset is None:
@@ -832,6 +843,24 @@ class Fetcher:
         elif next_offset is not None and next_offset > offset:
             # Only messages before the position (inside a compressed wrapper).
             st.position = st.next_offset = next_offset
+        return True
+
+    async def _breathe(self) -> bool:
+        """Yield to the IOLoop if this step of the loop has used up ``decode_budget``.
+
+        Strategy: the clock is the fetcher's, not one decode call's: it starts
+        when a fetch task resumes (an answer arrived, or after a yield), so
+        finishing one partition and starting the next in the same step still
+        counts as one step. Only one task decodes at a time (``_decoding``).
+
+        Returns:
+            whether it yielded (the caller re-checks its partition's state).
+        """
+        if time.monotonic() - self._step_started < self.decode_budget:
+            return False
+        await asyncio.sleep(0)
+        self.yields += 1
+        self._step_started = time.monotonic()
         return True
 
     def _grow(self, st: PartitionState, offset: int, needed: Optional[int]) -> bool:
@@ -868,7 +897,6 @@ class Fetcher:
         out: List[Record] = []
         append = out.append
         new = _new_record
-        started = time.monotonic()
         i = 0
         record = records[0]
         try:
@@ -879,12 +907,9 @@ class Fetcher:
                 if value_fn is not None and value is not None:
                     value = value_fn(value)
                 append(new(Record, (topic, partition, roff, key, value, ts)))
-                if not i & 1023 and time.monotonic() - started >= self.decode_budget:
-                    await asyncio.sleep(0)
-                    self.yields += 1
+                if not i & 1023 and await self._breathe():
                     if not self._current(st, offset, epoch):
                         return None
-                    started = time.monotonic()
         except Exception as e:  # noqa: BLE001 -- the application's code: wrap it, keep the cause
             error = DeserializationError(
                 f"the deserializer failed: {e!r}",
