@@ -22,6 +22,7 @@ Prints only, never fails::
 """
 import argparse
 import asyncio
+import gc
 import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -110,11 +111,26 @@ def _summary(samples: List[float]) -> Dict[str, float]:
 
 
 def bench_kiel(bootstrap: str, total: int) -> Tuple[float, Dict[str, Any]]:
-    elapsed, callbacks, coroutines, yields = asyncio.run(_kiel(bootstrap, total))
+    gc_pauses: List[float] = []
+    gc_started = [0.0]
+
+    def on_gc(phase: str, info: Dict[str, int]) -> None:
+        if phase == "start":
+            gc_started[0] = time.perf_counter()
+        elif info["generation"] == 2:
+            gc_pauses.append(time.perf_counter() - gc_started[0])
+
+    gc.callbacks.append(on_gc)
+    try:
+        elapsed, callbacks, coroutines, yields = asyncio.run(_kiel(bootstrap, total))
+    finally:
+        gc.callbacks.remove(on_gc)
     return total / elapsed, {
         "callback": _summary(callbacks),
         "coroutine": _summary(coroutines),
         "yields": yields,
+        "full_gcs": len(gc_pauses),
+        "gc_max": max(gc_pauses, default=0.0) * 1000,
     }
 
 
@@ -201,7 +217,8 @@ def main() -> None:
         print(f"{name:<16} {rate:>12,.0f} {rate * len(VALUE) / 1e6:>8.1f} "
               f"{kiel_rate / rate:>9.2f}x")
     print()
-    print(f"kiel IOLoop lag while consuming ({lag['yields']} decoder yields):")
+    print(f"kiel IOLoop lag while consuming ({lag['yields']} decoder yields; "
+          f"{lag['full_gcs']} full garbage collections, the longest {lag['gc_max']:.1f} ms):")
     for kind, label in (("callback", "periodic callback lateness"),
                         ("coroutine", "coroutine sleep() lateness")):
         stats = lag[kind]

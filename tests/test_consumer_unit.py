@@ -175,14 +175,17 @@ def test_sliced_decode_equals_whole_decode(sizes, keys, cut, chunk, position):
     data = log_of(messages)
     data = data[: max(0, len(data) - cut)]
     expected = decode_message_set(data, "t", 0, min_offset=position)
-    saved = fetcher_module._DECODE_CHUNK
-    fetcher_module._DECODE_CHUNK = chunk
+    names = ("_DECODE_CHUNK", "_MIN_DECODE_CHUNK", "_MAX_DECODE_CHUNK")
+    saved = [getattr(fetcher_module, name) for name in names]
+    for name in names:
+        setattr(fetcher_module, name, chunk)
     try:
         fetcher = make_fetcher(decode_budget=0, max_bytes=1 << 20)
         fetcher.assign(TP, position)
         healthy, state = decode(fetcher, data, offset=position)
     finally:
-        fetcher_module._DECODE_CHUNK = saved
+        for name, value in zip(names, saved):
+            setattr(fetcher_module, name, value)
     assert state.buffer == expected.records
     if expected.first_message_too_large:
         assert not healthy

@@ -1,0 +1,160 @@
+"""How long the IOLoop stalls while a SingleConsumer reads at full speed.
+
+The cluster runs in a subprocess (``ClusterProcess``) so the brokers do not
+share this process's GIL. While the consumer reads every message, a periodic
+callback (``loop.call_at`` every 5 ms) records how late the loop runs it, and
+a coroutine records how late ``asyncio.sleep`` wakes it. The figures
+(p50 / p99 / max) are printed and attached to the test report as properties;
+nothing here asserts on wall-clock time. The goal is that the loop never
+stalls for more than 50 ms.
+
+Run alone to see the figures::
+
+    .venv/bin/pytest tests/test_loop_lag.py -s
+"""
+import asyncio
+import gc
+import time
+from typing import Dict, List
+
+import pytest
+
+from kiel.clients.consumer import SingleConsumer
+from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
+from kiel.protocol.messages import CODEC_GZIP, encode_message_set
+from kiel.testing.broker import ClusterProcess
+from kiel.testing.broker.rawclient import RawClient
+
+PERIOD = 0.005
+PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with ClusterProcess(brokers=3, replication=1, partitions=PARTITIONS) as process:
+        yield process
+
+
+def fill(cluster, topic: str, per_partition: int, codec: int, batch: int) -> None:
+    cluster.create_topic(topic, PARTITIONS)
+    brokers = cluster.describe()["brokers"]
+    for partition in range(PARTITIONS):
+        info = brokers[str(cluster.leader(topic, partition))]
+        with RawClient((info["host"], info["port"])) as client:
+            for start in range(0, per_partition, batch):
+                count = min(batch, per_partition - start)
+                messages = [(None, b"%09d" % (start + i) + b"v" * 91) for i in range(count)]
+                response = client.request(ProduceRequest(1, 30000, [ProduceTopicData(
+                    topic, [ProducePartitionData(partition, encode_message_set(messages, codec))]
+                )]))
+                assert response.topics[0].partitions[0].error_code == 0
+
+
+def summary(samples: List[float]) -> Dict[str, float]:
+    ordered = sorted(samples) or [0.0]
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000  # noqa: E731
+    return {"p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": ordered[-1] * 1000,
+            "samples": len(samples)}
+
+
+class GcPauses:
+    """Record the garbage collector's pauses (gc.callbacks) while active."""
+
+    def __init__(self) -> None:
+        self.pauses: List[float] = []
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: Dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif info["generation"] == 2:
+            self.pauses.append(time.perf_counter() - self._started)
+
+    def __enter__(self) -> "GcPauses":
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self)
+
+
+async def consume_measuring(bootstrap: str, topic: str, total: int):
+    loop = asyncio.get_running_loop()
+    callbacks: List[float] = []
+    wakeups: List[float] = []
+    running = True
+
+    def tick(expected: float) -> None:
+        now = loop.time()
+        callbacks.append(max(0.0, now - expected))
+        if running:
+            loop.call_at(now + PERIOD, tick, now + PERIOD)
+
+    async def sleeper() -> None:
+        while running:
+            started = loop.time()
+            await asyncio.sleep(PERIOD)
+            wakeups.append(max(0.0, loop.time() - started - PERIOD))
+
+    async with SingleConsumer(bootstrap, max_wait_time=0.5) as consumer:
+        loop.call_at(loop.time() + PERIOD, tick, loop.time() + PERIOD)
+        sleeping = asyncio.ensure_future(sleeper())
+        count = 0
+        while count < total:  # as little work per record as possible: measure the consumer
+            count += len(await consumer.consume(topic, start=SingleConsumer.BEGINNING))
+        assert count == total
+        assert consumer.lag(topic) == {p: 0 for p in range(PARTITIONS)}
+        running = False
+        await sleeping
+        return summary(callbacks), summary(wakeups), consumer.fetcher.yields
+
+
+@pytest.mark.parametrize(
+    "name,codec,batch,freeze",
+    [
+        ("plain", 0, 1000, False),
+        ("gzip wrappers of 2000 messages", CODEC_GZIP, 2000, False),
+        ("plain, gc.freeze() first", 0, 1000, True),
+    ],
+)
+def test_loop_lag_while_consuming_at_full_speed(
+    cluster, capsys, record_property, name, codec, batch, freeze
+):
+    per_partition = 100_000
+    topic = f"lag-{codec}-{int(freeze)}"
+    fill(cluster, topic, per_partition, codec, batch)
+    total = per_partition * PARTITIONS
+    if freeze:
+        # What an application can do after start-up: move the long-lived heap
+        # (modules, pytest, ...) out of the collector's way, so full
+        # collections only walk new objects.
+        gc.collect()
+        gc.freeze()
+    try:
+        with GcPauses() as pauses:
+            callbacks, wakeups, yields = asyncio.run(
+                asyncio.wait_for(consume_measuring(cluster.bootstrap, topic, total), 300)
+            )
+    finally:
+        if freeze:
+            gc.unfreeze()
+    for key, value in callbacks.items():
+        record_property(f"callback_{key}", round(value, 3))
+    for key, value in wakeups.items():
+        record_property(f"coroutine_{key}", round(value, 3))
+    record_property("decoder_yields", yields)
+    longest_gc = max(pauses.pauses, default=0.0) * 1000
+    record_property("gen2_gc_max_ms", round(longest_gc, 3))
+    with capsys.disabled():
+        print(
+            f"\nloop lag, {total:,} messages ({name}), {yields} decoder yields, "
+            f"{len(pauses.pauses)} full GCs (longest {longest_gc:.1f} ms):\n"
+            f"  periodic callback: p50 {callbacks['p50_ms']:.1f} ms, "
+            f"p99 {callbacks['p99_ms']:.1f} ms, max {callbacks['max_ms']:.1f} ms "
+            f"({callbacks['samples']} samples)\n"
+            f"  coroutine wake-up: p50 {wakeups['p50_ms']:.1f} ms, "
+            f"p99 {wakeups['p99_ms']:.1f} ms, max {wakeups['max_ms']:.1f} ms "
+            f"({wakeups['samples']} samples)"
+        )
+    # Structural, not a timing: 30 MB of messages cannot decode in one step.
+    assert yields > 0
