@@ -9,8 +9,10 @@ are the cluster's own fault injection.
 
 import asyncio
 import datetime
+import os
 import shutil
 import subprocess
+import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -196,6 +198,40 @@ def test_several_topics_and_stream(kafka_cluster, topic_factory):
             assert streamed == [f"late-{i}".encode() for i in range(5)]
             assert consumer.position(b, 0) == 35
             assert sorted(consumer.partitions(a)) == [0, 1]
+
+    run(main())
+
+
+def test_leaving_a_stream_loses_nothing(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=2)
+    for p in (0, 1):
+        produce_raw(kafka_cluster, topic, p, values(100, f"p{p}-"))
+
+    async def main():
+        async with consumer_for(kafka_cluster) as consumer:
+            seen = []
+            async for record in consumer.stream(topic, start=BEGINNING):
+                seen.append(record)
+                # position() counts what the loop received, mid-batch too
+                assert consumer.position(topic, record.partition) == record.offset + 1
+                if len(seen) == 10:
+                    break
+            # A batch holds far more than 10: the rest comes back, nothing skipped.
+            rest = await consume_n(consumer, topic, 200 - len(seen), start=None)
+            got = by_partition(seen + rest)
+            for p in (0, 1):
+                assert [r.offset for r in got[p]] == list(range(100))
+            # A second loop left mid-way, then a seek elsewhere: still exact.
+            consumer.seek(topic, 0, 50)
+            consumer.seek(topic, 1, 50)
+            async for record in consumer.stream(topic):  # noqa: B007 -- used below
+                break
+            assert consumer.position(topic, record.partition) == 51
+            other = 1 - record.partition
+            assert consumer.position(topic, other) == 50
+            again = by_partition(await consume_n(consumer, topic, 99, start=None))
+            assert [r.offset for r in again[record.partition]] == list(range(51, 100))
+            assert [r.offset for r in again[other]] == list(range(50, 100))
 
     run(main())
 
@@ -671,3 +707,16 @@ def test_killed_connections_during_a_100k_consume(kafka_cluster, topic_factory):
             return got
 
     _check_exactly_once(run(main(), timeout=120), counts)
+
+
+def test_the_example_runs():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run(
+        [sys.executable, os.path.join(root, "examples", "consume.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "read 1000 events" in result.stdout
+    assert "read all 1005 events again" in result.stdout

@@ -111,6 +111,9 @@ class SingleConsumer(Client):
         #: Topics being consumed, and whether new partitions join automatically.
         self._topics: Dict[str, bool] = {}
         self._adding: Dict[str, asyncio.Future[None]] = {}
+        #: Records handed to stream() loops and not yielded yet:
+        #: partition -> [first offset not yielded, the loop's token].
+        self._loans: Dict[TopicPartition, List[Any]] = {}
 
     # ------------------------------------------------------------------
     # consuming
@@ -148,19 +151,23 @@ class SingleConsumer(Client):
                 next call tries again.
             ClientClosedError: the consumer is closed.
         """
-        names = self._topic_list(topics)
-        self._check_open()
-        await self.cluster.maybe_refresh()
-        for topic in names:
-            await self._add_topic(topic, start)
-        wanted = [tp for tp in self.fetcher.assignment() if tp.topic in names]
-        batches = await self.fetcher.fetch(wanted)
+        batches = await self._fetch(topics, start)
         if len(batches) == 1:
             return next(iter(batches.values()))
         records: List[Record] = []
         for tp in sorted(batches):
             records.extend(batches[tp])
         return records
+
+    async def _fetch(self, topics: Topics, start: Start) -> Dict[TopicPartition, List[Record]]:
+        names = self._topic_list(topics)
+        self._check_open()
+        await self.cluster.maybe_refresh()
+        for topic in names:
+            await self._add_topic(topic, start)
+        wanted = [tp for tp in self.fetcher.assignment() if tp.topic in names]
+        self._reclaim(wanted)
+        return await self.fetcher.fetch(wanted)
 
     async def stream(self, topics: Topics, start: Start = END) -> AsyncIterator[Record]:
         """Iterate over the records of ``topics``, one at a time, for ever.
@@ -169,16 +176,50 @@ class SingleConsumer(Client):
         iteration ends when the consumer is closed. Arguments and errors are
         those of :meth:`consume`.
 
+        Leaving the loop early (``break``, an exception) loses nothing: the
+        next :meth:`consume` or :meth:`stream` goes on right after the last
+        record the loop received, and :meth:`position` counts only records
+        the loop received.
+
         Yields:
             the records, in offset order within each partition.
         """
+        loans = self._loans
         while True:
             try:
-                records = await self.consume(topics, start)
+                batches = await self._fetch(topics, start)
             except ClientClosedError:
                 return
-            for record in records:
-                yield record
+            # Strategy: a batch's positions already moved past it in the
+            # fetcher; each partition's records are on loan to this loop
+            # until yielded. A consume()/seek() while some are not yet
+            # yielded (the loop was left, or runs alongside) takes the loan
+            # back: the partition is sought to its first record not yielded,
+            # and this loop skips the rest of that partition's batch.
+            token = object()
+            for tp, records in batches.items():
+                loans[tp] = [records[0].offset, token]
+            for tp in sorted(batches):
+                loan = loans.get(tp)
+                for record in batches[tp]:
+                    if loan is None or loan[1] is not token:
+                        break
+                    loan[0] = record.offset + 1
+                    yield record
+                    loan = loans.get(tp)
+                if loan is not None and loan[1] is token:
+                    del loans[tp]
+
+    def _reclaim(self, tps: Any) -> None:
+        """Take back records a stream() loop has not yielded (see :meth:`stream`)."""
+        loans = self._loans
+        if not loans:
+            return
+        for tp in list(tps):
+            loan = loans.pop(tp, None)
+            if loan is not None and self.fetcher.is_assigned(tp):
+                if loan[0] < self.fetcher.position(tp):
+                    self.fetcher.seek(tp, loan[0])
 
     # ------------------------------------------------------------------
     # topics and start positions
@@ -295,6 +336,7 @@ class SingleConsumer(Client):
             UnknownTopicError, UnknownPartitionError: not consumed.
         """
         (tp,) = self._tps(topic, partition)
+        self._loans.pop(tp, None)
         self.fetcher.seek(tp, offset)
 
     async def seek_to(self, topic: str, start: Start, partition: Optional[int] = None) -> None:
@@ -314,6 +356,7 @@ class SingleConsumer(Client):
         tps = self._tps(topic, partition)
         for tp in tps:
             self.fetcher.state(tp)
+            self._loans.pop(tp, None)
         if isinstance(start, dict):
             for p, o in start.items():
                 self.seek(topic, int(p), o)
@@ -334,7 +377,9 @@ class SingleConsumer(Client):
             UnknownTopicError, UnknownPartitionError: not consumed.
         """
         (tp,) = self._tps(topic, partition)
-        return self.fetcher.position(tp)
+        loan = self._loans.get(tp)
+        position = self.fetcher.position(tp)
+        return position if loan is None else min(loan[0], position)
 
     def highwater(self, topic: str, partition: int) -> Optional[int]:
         """A partition's high watermark (the offset the next message will get)
@@ -362,7 +407,7 @@ class SingleConsumer(Client):
         """
         tps = self._tps(topic, partition)
         lags = {
-            tp.partition: lag_of(self.fetcher.highwater(tp), self.fetcher.position(tp))
+            tp.partition: lag_of(self.fetcher.highwater(tp), self.position(tp.topic, tp.partition))
             for tp in tps
         }
         return lags if partition is None else lags[partition]

@@ -26,6 +26,7 @@ as a batch is handed out, while the application works on it (prefetch).
 
 import asyncio
 import datetime
+import functools
 import logging
 import random
 import struct
@@ -615,9 +616,8 @@ class Fetcher:
             for st in states:
                 st.in_flight = True
             task = asyncio.ensure_future(self._fetch_from(leader, requested))
-            task.kiel_partitions = frozenset(st.tp for st in states)  # type: ignore[attr-defined]
             self._inflight[leader] = task
-            task.add_done_callback(lambda t, leader=leader: self._fetch_done(leader, t))
+            task.add_done_callback(functools.partial(self._fetch_done, leader))
 
     def _fetch_done(self, leader: int, task: "asyncio.Task[Set[TopicPartition]]") -> None:
         if self._inflight.get(leader) is task:
@@ -847,9 +847,10 @@ class Fetcher:
         st.failures = 0
         st.answered = True
         if records and (self.deserializer is not None or self.key_deserializer is not None):
-            records = await self._deserialize(st, offset, epoch, records)
-            if records is None:
+            deserialized = await self._deserialize(st, offset, epoch, records)
+            if deserialized is None:
                 return False
+            records = deserialized
         if not self._current(st, offset, epoch):
             return False
         if records:
@@ -975,7 +976,7 @@ class Fetcher:
         Close the connections first (``cluster.close()``), or this waits for
         the brokers to answer (at most ``max_wait_time`` plus a round trip).
         """
-        pending = [t for t in self._inflight.values() if not t.done()]
+        pending: List[asyncio.Future[Any]] = [t for t in self._inflight.values() if not t.done()]
         if self._refresh is not None and not self._refresh.done():
             pending.append(self._refresh)
         if pending:
