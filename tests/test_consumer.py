@@ -720,3 +720,29 @@ def test_the_example_runs():
     assert result.returncode == 0, result.stderr
     assert "read 1000 events" in result.stdout
     assert "read all 1005 events again" in result.stdout
+
+
+def _guide_blocks():
+    import re
+    import textwrap
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "docs", "guides", "single_consumer.rst")) as f:
+        text = f.read()
+    return [
+        textwrap.dedent(block)
+        for block in re.findall(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", text)
+    ]
+
+
+def test_the_guide_examples_run(kafka_cluster, topic_factory):
+    blocks = _guide_blocks()
+    first = subprocess.run(
+        [sys.executable, "-c", blocks[0]], capture_output=True, text=True, timeout=120
+    )
+    assert first.returncode == 0, first.stderr
+    assert "{0: 0, 1: 0, 2: 0}" in first.stdout
+    namespace: Dict[str, Any] = {}
+    exec(compile(blocks[-1], "single_consumer.rst", "exec"), namespace)
+    (name,) = [n for n in namespace if n.startswith("test_")]
+    namespace[name](kafka_cluster, topic_factory)
