@@ -257,9 +257,10 @@ class Cluster:
         delays = self.backoff.delays()
         while True:
             try:
-                response: MetadataResponse = await self.send_any(
-                    MetadataRequest(sorted(self._topics))
-                )
+                # An empty list asks for every topic. Once a topic is named, keep
+                # every topic we know about in the request so none goes stale.
+                topics = sorted(self._topics | set(self.partitions)) if self._topics else []
+                response: MetadataResponse = await self.send_any(MetadataRequest(topics))
                 break
             except NoBrokersError:
                 delay = next(delays, None)

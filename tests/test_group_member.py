@@ -1,0 +1,315 @@
+"""GroupMember against the real ZooKeeper server: membership, allocation, hand-off, faults.
+
+The hooks here stand in for a consumer's fetch state only: they record what
+each member would be fetching, so a checker can sample for double ownership.
+The thing under test (registration, watches, reconcile, owner znodes,
+session handling) runs for real against ZooKeeper.
+"""
+
+import asyncio
+import json
+import random
+from typing import Any, Dict, List, Set, Tuple
+
+import pytest
+
+from kiel.exc import AllocationError
+from kiel.zookeeper.client import ZooKeeper
+from kiel.zookeeper.group import GroupMember, PartitionHooks
+
+pytestmark = pytest.mark.zookeeper
+
+TP = Tuple[str, int]
+
+
+class RecordingHooks(PartitionHooks):
+    """Tracks what this member fetches; logs every hook call in a shared list."""
+
+    def __init__(self, name: str, log: List[Tuple[str, str, List[TP]]]) -> None:
+        self.name = name
+        self.log = log
+        self.fetching: Set[TP] = set()
+        self.suspended = False
+        self.revoke_delay = 0.0
+
+    async def assigned(self, partitions: List[TP]) -> None:
+        self.log.append((self.name, "assigned", partitions))
+        self.fetching.update(partitions)
+
+    async def revoked(self, partitions: List[TP]) -> None:
+        self.fetching.difference_update(partitions)
+        self.log.append((self.name, "revoked", partitions))
+        if self.revoke_delay:
+            await asyncio.sleep(self.revoke_delay)  # e.g. a slow async commit
+
+    async def lost(self, partitions: List[TP]) -> None:
+        self.fetching.difference_update(partitions)
+        self.log.append((self.name, "lost", partitions))
+
+    def suspend(self) -> None:
+        self.suspended = True
+
+    def resume(self) -> None:
+        self.suspended = False
+
+
+async def make_topic(zk: ZooKeeper, topic: str, partitions: int) -> None:
+    data = json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(partitions)}})
+    await zk.create(f"/brokers/topics/{topic}", data.encode(), makepath=True)
+
+
+async def start_member(
+    hosts: str,
+    group: str,
+    topics: Any,
+    log: List[Any],
+    name: str,
+    session_timeout: float = 6.0,
+    **kwargs: Any,
+) -> Tuple[GroupMember, RecordingHooks]:
+    zk = ZooKeeper(hosts, session_timeout=session_timeout)
+    await zk.start()
+    hooks = RecordingHooks(name, log)
+    member = GroupMember(zk, group, topics, hooks=hooks, member_id=name, **kwargs)
+    await member.join(timeout=30)
+    return member, hooks
+
+
+async def stop_member(member: GroupMember) -> None:
+    await member.leave()
+    await member.zk.stop()
+
+
+def check_disjoint(hooks: List[RecordingHooks]) -> None:
+    seen: Dict[TP, str] = {}
+    for h in hooks:
+        if h.suspended:
+            continue
+        for tp in h.fetching:
+            assert tp not in seen, f"{tp} fetched by {seen[tp]} and {h.name}"
+            seen[tp] = h.name
+
+
+async def converge(members: List[GroupMember], timeout: float = 30) -> None:
+    await asyncio.wait_for(asyncio.gather(*(m.settled() for m in members)), timeout)
+
+
+def run(coro: Any, timeout: float = 120) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{random.randrange(10**9)}"
+
+
+def test_members_split_partitions_and_hand_off_in_order(zookeeper: Any) -> None:
+    async def main() -> None:
+        admin = ZooKeeper(zookeeper.hosts)
+        await admin.start()
+        topic, group = unique("t"), unique("g")
+        await make_topic(admin, topic, 12)
+        log: List[Any] = []
+        members, hooks = [], []
+        for name in ("a", "b", "c"):
+            m, h = await start_member(zookeeper.hosts, group, [topic], log, name)
+            members.append(m)
+            hooks.append(h)
+            await converge(members)
+            check_disjoint(hooks)
+        owned = [m.owned for m in members]
+        assert set().union(*owned) == {(topic, p) for p in range(12)}
+        assert [len(o) for o in owned] == [4, 4, 4]
+        # The owner znodes say the same, with the 0.8 layout.
+        for m in members:
+            for t, p in m.owned:
+                data, _ = await admin.get(f"/consumers/{group}/owners/{t}/{p}")
+                assert data.decode() == m.member_id
+        # Per partition, the old owner's revoke precedes the new owner's assign.
+        for tp in {(topic, p) for p in range(12)}:
+            events = [(who, what) for who, what, parts in log if tp in parts]
+            holder = None
+            for who, what in events:
+                if what == "assigned":
+                    assert holder is None, f"{tp}: {who} assigned while {holder} holds it"
+                    holder = who
+                elif what == "revoked":
+                    assert holder == who
+                    holder = None
+        # A graceful leave hands its partitions over.
+        await stop_member(members.pop(0))
+        hooks.pop(0)
+        await converge(members)
+        assert set().union(*(m.owned for m in members)) == {(topic, p) for p in range(12)}
+        for m in members:
+            await stop_member(m)
+        assert await admin.get_children(f"/consumers/{group}/ids") == []
+        await admin.stop()
+
+    run(main())
+
+
+@pytest.mark.slow
+def test_no_double_fetching_under_churn(zookeeper: Any) -> None:
+    async def main() -> None:
+        admin = ZooKeeper(zookeeper.hosts)
+        await admin.start()
+        topic, group = unique("t"), unique("g")
+        await make_topic(admin, topic, 12)
+        log: List[Any] = []
+        live: Dict[str, Tuple[GroupMember, RecordingHooks]] = {}
+        all_hooks: List[RecordingHooks] = []
+        violations: List[str] = []
+        stop = asyncio.Event()
+
+        async def checker() -> None:
+            while not stop.is_set():
+                try:
+                    check_disjoint(all_hooks)
+                except AssertionError as e:
+                    violations.append(str(e))
+                await asyncio.sleep(0.002)
+
+        check_task = asyncio.ensure_future(checker())
+        rng = random.Random(7)
+        for step in range(14):
+            if len(live) < 3 or (len(live) < 6 and rng.random() < 0.5):
+                name = f"m{step}"
+                m, h = await start_member(zookeeper.hosts, group, [topic], log, name)
+                h.revoke_delay = rng.choice([0, 0.05, 0.2])
+                live[name] = (m, h)
+                all_hooks.append(h)
+            else:
+                name = rng.choice(sorted(live))
+                m, h = live.pop(name)
+                await stop_member(m)
+            await asyncio.sleep(rng.uniform(0, 0.3))
+        members = [m for m, _ in live.values()]
+        await converge(members)
+        stop.set()
+        await check_task
+        assert violations == []
+        owned = [m.owned for m in members]
+        assert sum(len(o) for o in owned) == 12
+        assert set().union(*owned) == {(topic, p) for p in range(12)}
+        for m in members:
+            await stop_member(m)
+        await admin.stop()
+
+    run(main(), timeout=240)
+
+
+def test_partition_growth_rebalances(zookeeper: Any) -> None:
+    async def main() -> None:
+        admin = ZooKeeper(zookeeper.hosts)
+        await admin.start()
+        topic, group = unique("t"), unique("g")
+        await make_topic(admin, topic, 2)
+        log: List[Any] = []
+        a, _ = await start_member(zookeeper.hosts, group, [topic], log, "a")
+        b, _ = await start_member(zookeeper.hosts, group, [topic], log, "b")
+        await converge([a, b])
+        data = json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(6)}})
+        await admin.set(f"/brokers/topics/{topic}", data.encode())
+        await asyncio.sleep(0.5)
+        await converge([a, b])
+        assert a.owned | b.owned == {(topic, p) for p in range(6)}
+        assert len(a.owned) == len(b.owned) == 3
+        for m in (a, b):
+            await stop_member(m)
+        await admin.stop()
+
+    run(main())
+
+
+def test_pattern_subscription_picks_up_new_topics(zookeeper: Any) -> None:
+    async def main() -> None:
+        admin = ZooKeeper(zookeeper.hosts)
+        await admin.start()
+        prefix, group = unique("pat"), unique("g")
+        await make_topic(admin, f"{prefix}-one", 2)
+        log: List[Any] = []
+        a, _ = await start_member(zookeeper.hosts, group, rf"{prefix}-.*", log, "a", pattern=True)
+        assert a.owned == {(f"{prefix}-one", 0), (f"{prefix}-one", 1)}
+        await make_topic(admin, f"{prefix}-two", 1)
+        await make_topic(admin, f"other{prefix}", 1)
+        for _ in range(50):
+            if (f"{prefix}-two", 0) in a.owned:
+                break
+            await asyncio.sleep(0.1)
+        await converge([a])
+        assert a.owned == {(f"{prefix}-one", 0), (f"{prefix}-one", 1), (f"{prefix}-two", 0)}
+        await stop_member(a)
+        await admin.stop()
+
+    run(main())
+
+
+def test_invalid_allocator_result_keeps_ownership_and_reports(zookeeper: Any) -> None:
+    async def main() -> None:
+        admin = ZooKeeper(zookeeper.hosts)
+        await admin.start()
+        topic, group = unique("t"), unique("g")
+        await make_topic(admin, topic, 2)
+        calls = {"n": 0}
+
+        def flaky(members: List[str], partitions: List[str]) -> Dict[str, Dict[str, List[int]]]:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                return {m: ({topic: [0, 1]} if i == 0 else {}) for i, m in enumerate(members)}
+            return {m: {topic: [0]} for m in members}  # partition 0 twice, 1 missing
+
+        log: List[Any] = []
+        a, _ = await start_member(zookeeper.hosts, group, [topic], log, "a", allocator=flaky)
+        assert a.owned == {(topic, 0), (topic, 1)}
+        zk_b = ZooKeeper(zookeeper.hosts)
+        await zk_b.start()
+        b = GroupMember(zk_b, group, [topic], member_id="b", allocator=flaky)
+        join_b = asyncio.ensure_future(b.join(timeout=5))
+        for _ in range(50):
+            if isinstance(a.failure, AllocationError):
+                break
+            await asyncio.sleep(0.1)
+        assert isinstance(a.failure, AllocationError)
+        assert a.owned == {(topic, 0), (topic, 1)}
+        join_b.cancel()
+        await b.leave()
+        await zk_b.stop()
+        await stop_member(a)
+        await admin.stop()
+
+    run(main())
+
+
+@pytest.mark.slow
+def test_session_expiry_loses_then_rejoins(zookeeper: Any) -> None:
+    async def main() -> None:
+        admin = ZooKeeper(zookeeper.hosts)
+        await admin.start()
+        topic, group = unique("t"), unique("g")
+        await make_topic(admin, topic, 4)
+        log: List[Any] = []
+        a, ha = await start_member(zookeeper.hosts, group, [topic], log, "a")
+        b, hb = await start_member(zookeeper.hosts, group, [topic], log, "b")
+        await converge([a, b])
+        before = set(a.owned)
+        old_session = a.zk.session_id
+        loop = asyncio.get_event_loop()
+        await loop.run_in_executor(None, zookeeper.expire_session, a.zk.client)
+        for _ in range(200):
+            if a.zk.session_id not in (None, old_session) and a.owned and b.owned:
+                break
+            await asyncio.sleep(0.05)
+        await converge([a, b])
+        lost = [parts for who, what, parts in log if who == "a" and what == "lost"]
+        assert lost and set(lost[0]) == before
+        assert a.zk.session_id != old_session
+        assert a.owned | b.owned == {(topic, p) for p in range(4)}
+        assert not (a.owned & b.owned)
+        check_disjoint([ha, hb])
+        ids = await admin.get_children(f"/consumers/{group}/ids")
+        assert sorted(ids) == ["a", "b"]
+        for m in (a, b):
+            await stop_member(m)
+        await admin.stop()
+
+    run(main())
