@@ -260,13 +260,13 @@ class GroupMember:
         data = json.dumps(registration).encode()
         try:
             await self.zk.create(path, data, ephemeral=True, protected=True)
-        except NodeExistsError:
+        except NodeExistsError as e:
             # Our own node from a previous session may linger until the server
             # expires it; wait for it, then register (bounded).
             if not await self.zk.wait_deleted(path, self.acquire_timeout):
                 raise GroupError(
                     f"member id {self.member_id} is registered by someone else", group=self.group
-                )
+                ) from e
             await self.zk.create(path, data, ephemeral=True, protected=True)
         self._session = self.zk.session_id
 
