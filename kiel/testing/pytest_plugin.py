@@ -181,3 +181,13 @@ def topic_factory(kafka_cluster: "EmbeddedCluster") -> Callable[..., str]:
         return name
 
     return make
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the markers kiel's fixtures' users may put on their tests."""
+    for line in (
+        "zookeeper: needs the real ZooKeeper server (Debian's zookeeper package and Java)",
+        "slow: fault and soak tests that take several seconds",
+        "interop: talks to third-party clients (kcat, kafka-python)",
+    ):
+        config.addinivalue_line("markers", line)
