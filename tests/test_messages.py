@@ -14,9 +14,13 @@ import types
 import zlib
 
 import cramjam
+import kafka.codec as kafka_codec  # noqa: E402
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from kafka.record import legacy_records  # noqa: E402
+from kafka.record.legacy_records import LegacyRecordBatchBuilder  # noqa: E402
+from kafka.record.memory_records import MemoryRecords  # noqa: E402
 
 import kiel.compression
 from kiel.exc import (
@@ -39,11 +43,6 @@ from kiel.protocol.messages import (
     find_position,
     iter_message_boundaries,
 )
-
-kafka_codec = pytest.importorskip("kafka.codec")
-from kafka.record import legacy_records  # noqa: E402
-from kafka.record.legacy_records import LegacyRecordBatchBuilder  # noqa: E402
-from kafka.record.memory_records import MemoryRecords  # noqa: E402
 
 NONE, GZIP, SNAPPY, LZ4 = 0, 1, 2, 3
 HYPO = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

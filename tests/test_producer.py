@@ -2,7 +2,6 @@
 by kafka-python and kcat, acks, ordering, serializers, bad input."""
 import asyncio
 import random
-import shutil
 import subprocess
 import time
 from typing import Any, Dict, List, Optional, Tuple
@@ -139,7 +138,6 @@ def test_round_trip_read_by_kafka_python(kafka_cluster, topic_factory, codec):
 
 
 @pytest.mark.interop
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 @pytest.mark.parametrize("codec", [*CODECS, "lz4"])
 def test_round_trip_read_by_kcat(kafka_cluster, topic_factory, codec):
     topic = topic_factory(partitions=2)
