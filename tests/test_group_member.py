@@ -138,6 +138,11 @@ def test_members_split_partitions_and_hand_off_in_order(zookeeper: Any) -> None:
         # A graceful leave hands its partitions over.
         await stop_member(members.pop(0))
         hooks.pop(0)
+        # Converged means: every member has heard of the leave, then settled.
+        for _ in range(100):
+            if all("a" not in m.members for m in members):
+                break
+            await asyncio.sleep(0.05)
         await converge(members)
         assert set().union(*(m.owned for m in members)) == {(topic, p) for p in range(12)}
         for m in members:
@@ -184,6 +189,10 @@ def test_no_double_fetching_under_churn(zookeeper: Any) -> None:
                 await stop_member(m)
             await asyncio.sleep(rng.uniform(0, 0.3))
         members = [m for m, _ in live.values()]
+        for _ in range(200):  # every member has heard of the last change
+            if all(m.members == sorted(live) for m in members):
+                break
+            await asyncio.sleep(0.05)
         await converge(members)
         stop.set()
         await check_task

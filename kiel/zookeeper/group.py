@@ -165,6 +165,9 @@ class GroupMember:
         self._suspended = False
         self._rebalances = 0
         self._changed_waiters: List[asyncio.Future[None]] = []
+        #: When not None (the "weighted" allocator), filled with each member's
+        #: advertised capacity (from its registration) before every allocation.
+        self.capacities: Optional[Dict[str, float]] = None
         #: The last error of a rebalance step (allocator, listener, hook), for
         #: the consumer to raise to the application; it clears it when raised.
         self.failure: Optional[BaseException] = None
@@ -405,6 +408,8 @@ class GroupMember:
             self._notify()
 
     async def _reconcile(self) -> None:
+        if self.capacities is not None:
+            await self._read_capacities(self.capacities)
         self.target = self.compute_target()
         release = sorted(self.owned - self.target)
         if release:
@@ -413,6 +418,23 @@ class GroupMember:
         acquire = sorted(self.target - self.owned)
         if acquire:
             await self._acquire(acquire)
+
+    async def _read_capacities(self, capacities: Dict[str, float]) -> None:
+        """Cache each member's ``kiel.capacity`` (1.0 for members that do not say)."""
+        for member in list(capacities):
+            if member not in self.members:
+                del capacities[member]
+        for member in list(self.members):
+            if member in capacities:
+                continue
+            try:
+                data, _ = await self.zk.get(f"{self.base}/ids/{member}")
+            except NoNodeError:
+                continue  # it left; the members watch runs reconcile again
+            try:
+                capacities[member] = float(json.loads(data.decode())["kiel"]["capacity"])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                capacities[member] = 1.0
 
     async def _release(self, partitions: List[TopicPartition]) -> None:
         for topic, partition in partitions:
@@ -442,18 +464,23 @@ class GroupMember:
             await asyncio.gather(*(self._acquire_when_free(tp) for tp in waiting))
 
     async def _claim(self, tp: TopicPartition) -> bool:
+        """Create ``tp``'s owner znode for this session; False if someone else holds it."""
         topic, partition = tp
         path = f"{self.base}/owners/{topic}/{partition}"
-        try:
-            await self.zk.create(
-                path, self.member_id.encode(), ephemeral=True, makepath=True, protected=True
-            )
-            return True
-        except NodeExistsError:
-            data, stat = await self.zk.get(path)
-            if stat.ephemeralOwner == self.zk.session_id:
-                return True  # ours already (a retried create)
-            return False
+        for _ in range(3):
+            try:
+                await self.zk.create(
+                    path, self.member_id.encode(), ephemeral=True, makepath=True, protected=True
+                )
+                return True
+            except NodeExistsError:
+                try:
+                    _, stat = await self.zk.get(path)
+                except NoNodeError:
+                    continue  # released between our create and get: try again
+                # Ours already if a retried create had gone through.
+                return bool(stat.ephemeralOwner == self.zk.session_id)
+        return False
 
     async def _acquire_when_free(self, tp: TopicPartition) -> None:
         """Wait on an exists-watch for the previous owner to let go, then claim.
