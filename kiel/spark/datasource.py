@@ -1,0 +1,463 @@
+"""The ``kiel`` PySpark data source: batch and streaming reads, batch and streaming writes.
+
+Register it once per session, then use it like Spark's Kafka source::
+
+    from kiel.spark import KielDataSource
+    spark.dataSource.register(KielDataSource)
+    df = (spark.read.format("kiel")
+          .option("kafka.bootstrap.servers", "k1:9092,k2:9092")
+          .option("subscribe", "events")
+          .load())
+
+Where each method runs: ``DataSource.__init__``/``schema``/``reader``/
+``streamReader``/``writer`` and the readers' planning methods run in Python
+workers that Spark starts next to the driver; ``read`` and the writers'
+``write`` run in executor Python workers (one per task). Nothing keeps a
+connection between calls: each opens a kiel client on its own short-lived
+event loop and closes it (:mod:`kiel.spark.kafka`).
+"""
+
+import logging
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from kiel.clients.records import Record
+from kiel.exc import ConfigError
+from kiel.spark import kafka
+from kiel.spark.kafka import Range
+from kiel.spark.options import SinkOptions, SourceOptions, offsets_from_dict, offsets_to_json
+
+try:  # admission control and Trigger.AvailableNow hooks: pyspark >= 4.2
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+
+    HAS_READ_LIMITS = True
+except ImportError:  # pragma: no cover - pyspark 4.0/4.1
+    HAS_READ_LIMITS = False
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stand-in: this pyspark has no Trigger.AvailableNow hook for Python sources."""
+
+    ReadLimit = ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
+
+__all__ = ["HAS_READ_LIMITS", "KielDataSource", "SCHEMA"]
+
+log = logging.getLogger(__name__)
+
+TP = Tuple[str, int]
+
+#: The rows a read returns: Spark's Kafka source schema. ``timestamp`` is
+#: null and ``timestampType`` -1 for the magic-0 messages of a 0.8 broker.
+SCHEMA = StructType(
+    [
+        StructField("key", BinaryType(), True),
+        StructField("value", BinaryType(), True),
+        StructField("topic", StringType(), True),
+        StructField("partition", IntegerType(), True),
+        StructField("offset", LongType(), True),
+        StructField("timestamp", TimestampType(), True),
+        StructField("timestampType", IntegerType(), True),
+    ]
+)
+
+_ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+)
+
+
+class KielDataSource(DataSource):
+    """Kafka 0.8.x topics as a Spark source and sink, through kiel.
+
+    Format name ``kiel``. Options (strings, keys case-insensitive) are those
+    of Spark's Kafka source where they apply; see ``docs/guides/spark.rst``.
+    A bad option raises :class:`~kiel.exc.ConfigError` when the query is
+    planned.
+    """
+
+    def __init__(self, options: Dict[str, str]) -> None:
+        super().__init__(options)
+        self.options = dict(options)
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name: ``spark.read.format("kiel")``."""
+        return "kiel"
+
+    def schema(self) -> StructType:
+        """Spark's Kafka schema (key, value, topic, partition, offset, timestamp, timestampType)."""
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> "KielBatchReader":
+        """A batch reader (``spark.read``)."""
+        _check_schema(schema)
+        return KielBatchReader(SourceOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> "KielStreamReader":
+        """A micro-batch reader (``spark.readStream``)."""
+        _check_schema(schema)
+        return KielStreamReader(SourceOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> "KielBatchWriter":
+        """A batch writer (``df.write``); ``overwrite`` is refused (Kafka only appends)."""
+        if overwrite:
+            raise ConfigError("a Kafka topic can only be appended to: use mode('append')")
+        return KielBatchWriter(_sink_options(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> "KielStreamWriter":
+        """A streaming writer (``df.writeStream``)."""
+        return KielStreamWriter(_sink_options(self.options, schema))
+
+
+def _check_schema(schema: StructType) -> None:
+    if schema is not None and schema != SCHEMA:
+        raise ConfigError(
+            "the kiel source has a fixed schema (that of Spark's Kafka source); "
+            "do not pass .schema(...)"
+        )
+
+
+def _sink_options(options: Dict[str, str], schema: StructType) -> SinkOptions:
+    sink = SinkOptions.parse(options)
+    names = set(schema.fieldNames())
+    if "value" not in names:
+        raise ConfigError(f"writing to Kafka needs a value column; got {sorted(names)}")
+    for name in ("key", "value"):
+        if name in names and not isinstance(schema[name].dataType, (BinaryType, StringType)):
+            raise ConfigError(
+                f"column {name} must be binary or string, got {schema[name].dataType}"
+            )
+    if "topic" in names and not isinstance(schema["topic"].dataType, StringType):
+        raise ConfigError("column topic must be a string")
+    if "topic" not in names and sink.topic is None:
+        raise ConfigError("writing to Kafka needs a topic column or the topic option")
+    if "partition" in names and not isinstance(schema["partition"].dataType,
+                                               (IntegerType, LongType)):
+        raise ConfigError("column partition must be an int")
+    return sink
+
+
+# ----------------------------------------------------------------------
+# reading
+
+
+class KielInputPartition(InputPartition):
+    """One Spark task: the offsets ``[start, end)`` of one Kafka partition."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.range = Range(topic, partition, start, end)
+
+    def __repr__(self) -> str:
+        topic, partition, start, end = self.range
+        return f"KielInputPartition({topic}/{partition} [{start}, {end}))"
+
+
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    assert isinstance(partition, KielInputPartition)
+    for records in kafka.read_range(options, partition.range):
+        yield to_arrow(records)
+
+
+def to_arrow(records: Sequence[Record]) -> pa.RecordBatch:
+    """Records of one partition as an Arrow batch of :data:`SCHEMA`."""
+    topics, partitions, offsets, keys, values, stamps = zip(*records)
+    n = len(records)
+    if all(s is None for s in stamps):
+        stamp_array = pa.nulls(n, pa.timestamp("us", tz="UTC"))
+        type_array = pa.array([-1] * n, pa.int32())
+    else:
+        stamp_array = pa.array(
+            [None if s is None or s < 0 else s * 1000 for s in stamps],
+            pa.timestamp("us", tz="UTC"),
+        )
+        type_array = pa.array([-1 if s is None or s < 0 else 0 for s in stamps], pa.int32())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
+            pa.array(topics, pa.string()),
+            pa.array(partitions, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            stamp_array,
+            type_array,
+        ],
+        schema=_ARROW_SCHEMA,
+    )
+
+
+def _ranges(start: Dict[TP, int], end: Dict[TP, int],
+            min_partitions: Optional[int]) -> List[KielInputPartition]:
+    ranges = [Range(t, p, start[(t, p)], end[(t, p)]) for t, p in sorted(end) if (t, p) in start]
+    return [KielInputPartition(*r) for r in kafka.split_ranges(ranges, min_partitions)]
+
+
+class KielBatchReader(DataSourceReader):
+    """``spark.read.format("kiel")``: the offsets between startingOffsets and endingOffsets."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.opts = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """One split per partition range (more with ``minPartitions``).
+
+        Raises:
+            ConfigError: the offsets options do not fit the subscribed partitions.
+            DataLossError: startingOffsets names deleted offsets and
+                failOnDataLoss is true.
+        """
+        opts = self.opts
+        tps, earliest, latest = kafka.discover_with_edges(opts)
+        start = kafka.resolve(opts.starting, tps, earliest, latest, "startingOffsets", False)
+        end = kafka.resolve(opts.ending, tps, earliest, latest, "endingOffsets", True)
+        for tp in tps:
+            if start[tp] > end[tp]:
+                raise ConfigError(
+                    f"startingOffsets ({start[tp]}) is after endingOffsets ({end[tp]}) "
+                    f"for {tp[0]}/{tp[1]}"
+                )
+        start = _check_start(opts, start, earliest)
+        parts = _ranges(start, end, opts.min_partitions)
+        log.info("kiel batch read: %d splits over %d partitions", len(parts), len(tps))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Fetch one split (in an executor task)."""
+        return _read(self.opts, partition)
+
+
+def _check_start(opts: SourceOptions, start: Dict[TP, int],
+                 earliest: Dict[TP, int]) -> Dict[TP, int]:
+    """Offsets before the log start are data loss: fail, or warn and start at the log start."""
+    out = dict(start)
+    for tp, offset in start.items():
+        first = earliest.get(tp)
+        if first is not None and offset < first:
+            message = (
+                f"offsets [{offset}, {first}) of {tp[0]}/{tp[1]} were deleted "
+                f"before they were read"
+            )
+            if opts.fail_on_data_loss:
+                raise kafka.DataLossError(
+                    message + "; set failOnDataLoss=false to skip them",
+                    topic=tp[0], partition=tp[1], offset=offset,
+                )
+            log.warning("data loss, skipping: %s", message)
+            out[tp] = first
+    return out
+
+
+class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("kiel")``: micro-batches of offset ranges.
+
+    Offsets (Spark's checkpointed JSON) are ``{topic: {"partition": next offset}}``.
+    A partition that appears while the query runs is read from its earliest
+    offset. With ``maxOffsetsPerTrigger`` each micro-batch takes at most that
+    many offsets, spread over the partitions in proportion to their backlog.
+    """
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.opts = options
+        #: The offsets Trigger.AvailableNow must stop at (None otherwise).
+        self.target: Optional[Dict[TP, int]] = None
+        self._latest: Optional[Dict[TP, int]] = None
+
+    def initialOffset(self) -> dict:
+        """Where a new query starts (``startingOffsets``, default latest)."""
+        opts = self.opts
+        tps, earliest, latest = kafka.discover_with_edges(opts)
+        start = kafka.resolve(opts.starting, tps, earliest, latest, "startingOffsets", False)
+        return offsets_to_json(start)
+
+    def getDefaultReadLimit(self) -> Any:
+        """``ReadMaxRows(maxOffsetsPerTrigger)`` when that option is set."""
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Remember the latest offsets now: an availableNow query stops there."""
+        tps, _earliest, latest = kafka.discover_with_edges(self.opts)
+        self.target = latest
+
+    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+        """The end of the next micro-batch: the latest offsets, capped by the
+        read limit and (availableNow) by the target."""
+        opts = self.opts
+        begin = offsets_from_dict(start or {})  # None: pyspark < 4.2 (no limits)
+        tps, earliest, latest = kafka.discover_with_edges(opts)
+        if self.target is not None:
+            latest = {tp: min(o, self.target.get(tp, begin.get(tp, earliest[tp])))
+                      for tp, o in latest.items()}
+        self._latest = latest
+        # A partition new to the query starts at its earliest offset.
+        base = {tp: begin.get(tp, earliest[tp]) for tp in tps}
+        end = {tp: max(base[tp], latest[tp]) for tp in tps}
+        max_rows = getattr(limit, "max_rows", None) if limit is not None else None
+        if max_rows is None and limit is None and opts.max_offsets_per_trigger is not None:
+            max_rows = opts.max_offsets_per_trigger  # pyspark without read limits
+        if max_rows is not None:
+            end = cap_offsets(base, end, max_rows)
+        # Partitions the query knew and no longer sees keep their offsets.
+        for tp, o in begin.items():
+            end.setdefault(tp, o)
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> Optional[dict]:
+        """The latest offsets seen by the last :meth:`latestOffset` (for progress reports)."""
+        return None if self._latest is None else offsets_to_json(self._latest)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        """The splits between two checkpointed offsets.
+
+        Raises:
+            DataLossError: the start offsets were deleted, or a partition's
+                end is before its start, and failOnDataLoss is true.
+        """
+        opts = self.opts
+        begin = offsets_from_dict(start)
+        finish = offsets_from_dict(end)
+        missing = [tp for tp in finish if tp not in begin]
+        wanted = sorted(set(finish))
+        earliest, _latest = kafka.list_edges(opts, wanted) if wanted else ({}, {})
+        for tp in missing:
+            begin[tp] = min(earliest[tp], finish[tp])
+        for tp in wanted:
+            if finish[tp] < begin[tp]:
+                message = (f"{tp[0]}/{tp[1]} went back from offset {begin[tp]} to {finish[tp]}")
+                if opts.fail_on_data_loss:
+                    raise kafka.DataLossError(message + "; set failOnDataLoss=false to go on",
+                                              topic=tp[0], partition=tp[1])
+                log.warning("data loss: %s", message)
+                begin[tp] = finish[tp]
+        begin = _check_start(opts, {tp: begin[tp] for tp in wanted}, earliest)
+        return _ranges(begin, finish, opts.min_partitions)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Fetch one split (in an executor task)."""
+        return _read(self.opts, partition)
+
+    def commit(self, end: dict) -> None:
+        """Spark finished everything before ``end``: commit it to ``groupId``, if set.
+
+        The committed offset is the next one to read (Kafka's convention),
+        stored by a 0.8.2 broker at ``/consumers/<group>/offsets/<topic>/<partition>``
+        for lag monitors. The query's own position is Spark's checkpoint, not this.
+
+        Raises:
+            KielError: the commit failed past the retries (fails the query).
+        """
+        if self.opts.group_id is not None:
+            kafka.commit_offsets(self.opts, offsets_from_dict(end))
+
+    def stop(self) -> None:
+        """Nothing to release: no connection outlives a call."""
+
+
+def cap_offsets(start: Dict[TP, int], end: Dict[TP, int], max_rows: int) -> Dict[TP, int]:
+    """Move ``end`` back so that at most ``max_rows`` offsets lie between ``start`` and it.
+
+    The budget is shared in proportion to each partition's backlog (as Spark's
+    Kafka source does); rounding down, then the remainder goes one by one to
+    the largest backlogs, so the total is exactly ``min(max_rows, backlog)``.
+    """
+    backlog = {tp: max(0, end[tp] - start.get(tp, end[tp])) for tp in end}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(end)
+    share = {tp: backlog[tp] * max_rows // total for tp in backlog}
+    left = max_rows - sum(share.values())
+    for tp in sorted(backlog, key=lambda t: (-(backlog[t] - share[t]), t)):
+        if left <= 0:
+            break
+        if share[tp] < backlog[tp]:
+            share[tp] += 1
+            left -= 1
+    return {tp: start.get(tp, end[tp]) + share[tp] for tp in end}
+
+
+# ----------------------------------------------------------------------
+# writing
+
+
+class KielCommitMessage(WriterCommitMessage):
+    """What one write task reports: how many records it wrote."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+
+class KielBatchWriter(DataSourceWriter):
+    """``df.write.format("kiel")``: every row becomes a message (at-least-once).
+
+    A failed task is retried by Spark and writes its rows again: duplicates,
+    never losses (with ``acks`` -1 or 1).
+    """
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.opts = options
+        #: Records written by the whole job (set by :meth:`commit`).
+        self.written = 0
+
+    def write(self, iterator: Iterator[Any]) -> KielCommitMessage:
+        """Produce one task's rows and wait for their acknowledgements."""
+        return KielCommitMessage(kafka.write_rows(self.opts, iterator))
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        """Every task succeeded: nothing to do (the messages are already in Kafka)."""
+        self.written = sum(getattr(m, "count", 0) for m in messages if m is not None)
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        """A task failed: messages already written stay (Kafka cannot take them back)."""
+        log.warning("kiel write aborted: messages already acknowledged stay in Kafka")
+
+
+class KielStreamWriter(DataSourceStreamWriter):
+    """``df.writeStream.format("kiel")``: each micro-batch's rows become messages.
+
+    At-least-once: a micro-batch replayed after a failure is produced again.
+    """
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.opts = options
+
+    def write(self, iterator: Iterator[Any]) -> KielCommitMessage:
+        """Produce one task's rows and wait for their acknowledgements."""
+        return KielCommitMessage(kafka.write_rows(self.opts, iterator))
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        """The micro-batch is in Kafka: nothing to do."""
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        """Messages already acknowledged stay; Spark replays the micro-batch."""
+        log.warning("kiel stream write of batch %d aborted: it will be written again", batchId)

@@ -1,0 +1,501 @@
+"""The Kafka side of the Spark data source: plain synchronous functions over kiel.
+
+Spark calls a data source from plain threads and Python workers, never from
+an IOLoop, so each function here runs kiel on its own short-lived event loop
+(:func:`asyncio.run`, or a private loop driven step by step for the
+generators) and closes every connection before it returns. No pyspark here.
+"""
+
+import asyncio
+import logging
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Tuple,
+    TypeVar,
+)
+
+from kiel.clients.base import Client
+from kiel.clients.consumer import SingleConsumer
+from kiel.clients.fetcher import list_offsets
+from kiel.clients.producer import Producer
+from kiel.clients.records import Record, TopicPartition
+from kiel.exc import (
+    ConfigError,
+    KielError,
+    OffsetOutOfRangeError,
+    for_code,
+)
+from kiel.protocol.list_offsets import EARLIEST as LIST_EARLIEST
+from kiel.protocol.list_offsets import LATEST as LIST_LATEST
+from kiel.protocol.offset_commit import (
+    OffsetCommitPartitionData,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitTopicData,
+)
+from kiel.spark.options import EARLIEST, LATEST, SinkOptions, SourceOptions
+
+__all__ = [
+    "DataLossError",
+    "Range",
+    "commit_offsets",
+    "discover",
+    "list_edges",
+    "read_range",
+    "resolve",
+    "split_ranges",
+    "write_rows",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+TP = Tuple[str, int]
+
+
+class DataLossError(KielError):
+    """Offsets a query had to read are gone (deleted by retention, or truncated).
+
+    Raised when ``failOnDataLoss`` is true (the default); with
+    ``failOnDataLoss=false`` the reader logs a warning and skips ahead instead.
+    """
+
+
+class Range(NamedTuple):
+    """One input split: the offsets ``[start, end)`` of one partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        """Offsets in the range."""
+        return self.end - self.start
+
+
+def _run(options: SourceOptions, work: Callable[[Client], Awaitable[T]]) -> T:
+    """Connect a client, run ``work(client)`` on a fresh loop, close the client."""
+
+    async def main() -> T:
+        client = Client(options.brokers, **options.client_options())
+        try:
+            await client.connect()
+            return await work(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
+async def _discover(client: Client, options: SourceOptions) -> List[TP]:
+    cluster = client.cluster
+    if options.assign is not None:
+        out = []
+        for topic, parts in sorted(options.assign.items()):
+            known = await cluster.partitions_for(topic)
+            missing = sorted(set(parts) - set(known))
+            if missing:
+                raise ConfigError(
+                    f"option assign names partitions {missing} of {topic!r}, "
+                    f"which has {known}", topic=topic
+                )
+            out.extend((topic, p) for p in parts)
+        return out
+    if options.topics is not None:
+        out = []
+        for topic in options.topics:
+            out.extend((topic, p) for p in await cluster.partitions_for(topic))
+        return out
+    assert options.pattern is not None
+    await cluster.refresh_metadata()  # every topic (nothing named yet)
+    return sorted(
+        (topic, p)
+        for topic, parts in cluster.partitions.items()
+        if options.pattern.fullmatch(topic)
+        for p in parts
+    )
+
+
+def discover(options: SourceOptions) -> List[TP]:
+    """The ``(topic, partition)`` pairs the options subscribe to, sorted.
+
+    Raises:
+        UnknownTopicError: a subscribed topic does not exist.
+        ConfigError: ``assign`` names a partition the topic lacks.
+    """
+    return sorted(_run(options, lambda c: _discover(c, options)))
+
+
+async def _edges(client: Client, tps: Iterable[TP]) -> Tuple[Dict[TP, int], Dict[TP, int]]:
+    wanted = [TopicPartition(t, p) for t, p in tps]
+    if not wanted:
+        return {}, {}
+    earliest = await list_offsets(client.cluster, {tp: LIST_EARLIEST for tp in wanted})
+    latest = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted})
+    return (
+        {(tp.topic, tp.partition): o for tp, o in earliest.items()},
+        {(tp.topic, tp.partition): o for tp, o in latest.items()},
+    )
+
+
+def list_edges(options: SourceOptions, tps: Iterable[TP]) -> Tuple[Dict[TP, int], Dict[TP, int]]:
+    """The earliest and latest offsets of partitions (ListOffsets v0)."""
+    tps = list(tps)
+    return _run(options, lambda c: _edges(c, tps))
+
+
+def discover_with_edges(
+    options: SourceOptions,
+) -> Tuple[List[TP], Dict[TP, int], Dict[TP, int]]:
+    """:func:`discover` and :func:`list_edges` on one connection."""
+
+    async def work(client: Client) -> Tuple[List[TP], Dict[TP, int], Dict[TP, int]]:
+        tps = sorted(await _discover(client, options))
+        earliest, latest = await _edges(client, tps)
+        return tps, earliest, latest
+
+    return _run(options, work)
+
+
+def resolve(
+    spec: Any,
+    tps: List[TP],
+    earliest: Dict[TP, int],
+    latest: Dict[TP, int],
+    what: str,
+    strict: bool,
+) -> Dict[TP, int]:
+    """Turn ``"earliest"``/``"latest"``/per-partition JSON into offsets.
+
+    Args:
+        spec: the parsed option.
+        tps: the subscribed partitions.
+        earliest, latest: their edges.
+        what: the option name, for messages.
+        strict: per-partition JSON must name every subscribed partition
+            (Spark's rule for ``endingOffsets``); otherwise unnamed ones
+            start at ``earliest``.
+
+    Raises:
+        ConfigError: the JSON names a partition that is not subscribed, or
+            (strict) leaves one out.
+    """
+    if spec == "earliest":
+        return {tp: earliest[tp] for tp in tps}
+    if spec == "latest":
+        return {tp: latest[tp] for tp in tps}
+    named = {(t, p): o for t, parts in spec.items() for p, o in parts.items()}
+    extra = sorted(set(named) - set(tps))
+    if extra:
+        raise ConfigError(f"option {what} names partitions that are not subscribed: {extra}")
+    missing = sorted(set(tps) - set(named))
+    if strict and missing:
+        raise ConfigError(f"option {what} must name every subscribed partition; missing {missing}")
+    out: Dict[TP, int] = {}
+    for tp in tps:
+        o = named.get(tp, EARLIEST)
+        out[tp] = earliest[tp] if o == EARLIEST else latest[tp] if o == LATEST else o
+    return out
+
+
+def split_ranges(ranges: List[Range], min_partitions: Optional[int]) -> List[Range]:
+    """Split ranges so there are at least ``min_partitions`` of them (when they
+    hold that many offsets), each range in parts proportional to its size.
+
+    Like Spark's KafkaOffsetRangeCalculator: a range gets
+    ``max(1, round(size / total * min_partitions))`` contiguous parts.
+    """
+    ranges = [r for r in ranges if r.size > 0]
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r.size for r in ranges)
+    out: List[Range] = []
+    for r in ranges:
+        parts = max(1, min(r.size, round(r.size / total * min_partitions)))
+        topic, partition, start, end = r
+        for i in range(parts):
+            lo = start + r.size * i // parts
+            hi = start + r.size * (i + 1) // parts
+            if hi > lo:
+                out.append(Range(topic, partition, lo, hi))
+    return out
+
+
+# ----------------------------------------------------------------------
+# reading one range (runs in a Spark task)
+
+
+def read_range(
+    options: SourceOptions, rng: Range
+) -> Iterator[List[Record]]:
+    """Fetch exactly the offsets ``[start, end)`` of one partition.
+
+    A generator driving a private event loop one fetch round at a time, so
+    Spark consumes a batch while the next is not fetched yet; closing it
+    early (Spark's ``limit``) closes the consumer.
+
+    Yields:
+        lists of records in offset order (never empty), all inside the range.
+
+    Raises:
+        DataLossError: offsets of the range were deleted, and
+            ``fail_on_data_loss`` is set.
+        KielError: the cluster failed past the consumer's retries.
+    """
+    topic, partition, start, end = rng
+    if end <= start:
+        return
+    loop = asyncio.new_event_loop()
+    consumer: Optional[SingleConsumer] = None
+    try:
+        asyncio.set_event_loop(loop)
+        consumer = SingleConsumer(
+            options.brokers,
+            max_wait_time=options.fetch_max_wait,
+            max_bytes=options.fetch_max_bytes,
+            max_fetch_size=options.max_fetch_size,
+            offset_reset="raise",
+            **options.client_options(),
+        )
+        loop.run_until_complete(consumer.connect())
+        position = start
+        stalled = 0
+        while position < end:
+            try:
+                records = loop.run_until_complete(
+                    consumer.consume(topic, start={partition: start})
+                )
+            except OffsetOutOfRangeError as e:
+                position = _skip_lost(loop, consumer, options, rng, position, e)
+                if position >= end:
+                    return
+                consumer.seek(topic, partition, position)
+                continue
+            if not records:
+                highwater = consumer.highwater(topic, partition)
+                if highwater is not None and highwater <= position:
+                    stalled += 1
+                    if stalled >= 3:
+                        # The broker holds less than the range promised: the log
+                        # was truncated (e.g. an unclean leader change).
+                        _lost(options, rng, position, end, f"the partition ends at {highwater}")
+                        return
+                continue
+            stalled = 0
+            if records[-1].offset >= end:
+                records = [r for r in records if r.offset < end]
+                if not records:
+                    return
+            position = records[-1].offset + 1
+            yield records
+    finally:
+        try:
+            if consumer is not None:
+                loop.run_until_complete(consumer.close())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _lost(options: SourceOptions, rng: Range, lo: int, hi: int, why: str) -> None:
+    topic, partition = rng[0], rng[1]
+    message = (
+        f"offsets [{lo}, {hi}) of {topic}/{partition} are no longer available ({why}); "
+        "set failOnDataLoss=false to skip them"
+    )
+    if options.fail_on_data_loss:
+        raise DataLossError(message, topic=topic, partition=partition, offset=lo)
+    log.warning("data loss, skipping: %s", message.split(";")[0])
+
+
+def _skip_lost(
+    loop: asyncio.AbstractEventLoop,
+    consumer: SingleConsumer,
+    options: SourceOptions,
+    rng: Range,
+    position: int,
+    error: OffsetOutOfRangeError,
+) -> int:
+    """The broker no longer holds ``position``: fail, or return where to go on."""
+    topic, partition, _start, end = rng
+    tp = TopicPartition(topic, partition)
+    earliest = loop.run_until_complete(
+        list_offsets(consumer.cluster, {tp: LIST_EARLIEST})
+    )[tp]
+    if earliest <= position:
+        raise error  # not deleted: past the end, a broker inconsistency
+    new = min(earliest, end)
+    if options.fail_on_data_loss:
+        raise DataLossError(
+            f"offsets [{position}, {new}) of {topic}/{partition} were deleted "
+            f"(the log now starts at {earliest}); set failOnDataLoss=false to skip them",
+            topic=topic,
+            partition=partition,
+            offset=position,
+        ) from error
+    log.warning(
+        "data loss, skipping: offsets [%d, %d) of %s/%d were deleted (log starts at %d)",
+        position, new, topic, partition, earliest,
+    )
+    return new
+
+
+# ----------------------------------------------------------------------
+# committing (the stream reader's commit())
+
+
+def commit_offsets(options: SourceOptions, offsets: Dict[TP, int]) -> None:
+    """Commit ``offsets`` (the next offset to read, per partition) for
+    ``options.group_id`` with OffsetCommit v0 (0.8.2 keeps them in ZooKeeper).
+
+    Retriable errors are retried with the client's backoff.
+
+    Raises:
+        BrokerError, KielError: the commit failed past the retries.
+    """
+    group = options.group_id
+    assert group is not None
+    if not offsets:
+        return
+
+    async def work(client: Client) -> None:
+        cluster = client.cluster
+        by_topic: Dict[str, List[OffsetCommitPartitionData]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(
+                OffsetCommitPartitionData(partition, offset, "kiel-spark")
+            )
+        request = OffsetCommitRequest(
+            group, [OffsetCommitTopicData(t, ps) for t, ps in by_topic.items()]
+        )
+        delays = cluster.backoff.delays()
+        while True:
+            error: Optional[KielError] = None
+            try:
+                coordinator = await cluster.coordinator(group)
+                response: OffsetCommitResponse = await cluster.send(coordinator, request)
+                for topic in response.topics:
+                    for part in topic.partitions:
+                        cls = for_code(part.error_code)
+                        if cls is not None and error is None:
+                            error = cls(api="OffsetCommit", group=group, topic=topic.topic,
+                                        partition=part.partition)
+            except KielError as e:
+                error = e
+            if error is None:
+                return
+            delay = next(delays, None)
+            if not error.retriable or delay is None:
+                raise error
+            await asyncio.sleep(delay)
+
+    _run(options, work)
+
+
+# ----------------------------------------------------------------------
+# writing (the writers' write())
+
+
+def _bytes(value: Any, column: str) -> Optional[bytes]:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise ConfigError(f"column {column} must be binary or string, got {type(value).__name__}")
+
+
+def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> int:
+    """Produce rows (``value``, optional ``key``, ``topic``, ``partition``
+    fields) through one kiel :class:`~kiel.clients.producer.Producer`, and
+    wait until every record is acknowledged.
+
+    Returns:
+        how many records were written.
+
+    Raises:
+        ConfigError: a row has no topic (no column value, no ``topic``
+            option), or a key/value that is neither binary nor string.
+        KielError: a record failed past the producer's retries (the first
+            failure; Spark then retries the task: at-least-once).
+    """
+    loop = asyncio.new_event_loop()
+    producer: Optional[Producer] = None
+    count = 0
+    try:
+        asyncio.set_event_loop(loop)
+        producer = Producer(
+            options.brokers,
+            required_acks=options.acks,
+            compression=options.compression,
+            linger_ms=options.linger_ms,
+            batch_size=options.batch_size,
+            request_timeout=options.request_timeout,
+            client_id=options.client_id,
+        )
+        loop.run_until_complete(producer.connect())
+        futures: List[asyncio.Future[Any]] = []
+
+        async def send(batch: List[Tuple[str, Optional[bytes], Optional[bytes], Optional[int]]],
+                       ) -> None:
+            assert producer is not None
+            for topic, key, value, partition in batch:
+                futures.append(await producer.enqueue(topic, value, key=key, partition=partition))
+
+        pending: List[Tuple[str, Optional[bytes], Optional[bytes], Optional[int]]] = []
+        for row in rows:
+            fields = row.asDict() if hasattr(row, "asDict") else dict(row)
+            topic = fields.get("topic") or options.topic
+            if not topic:
+                raise ConfigError("a row has no topic: add a topic column or the topic option")
+            partition = fields.get("partition")
+            pending.append((
+                str(topic),
+                _bytes(fields.get("key"), "key"),
+                _bytes(fields.get("value"), "value"),
+                None if partition is None else int(partition),
+            ))
+            if len(pending) >= chunk:
+                loop.run_until_complete(send(pending))
+                pending = []
+                count += _check(futures)
+        if pending:
+            loop.run_until_complete(send(pending))
+        loop.run_until_complete(producer.flush())
+        count += _check(futures)
+        return count
+    finally:
+        try:
+            if producer is not None:
+                loop.run_until_complete(producer.close())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _check(futures: List["asyncio.Future[Any]"]) -> int:
+    """Raise the first failure among finished futures; drop finished ones; count them."""
+    done = 0
+    keep = []
+    for f in futures:
+        if f.done():
+            error = f.exception()
+            if error is not None:
+                raise error
+            done += 1
+        else:
+            keep.append(f)
+    futures[:] = keep
+    return done
+
