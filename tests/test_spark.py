@@ -1,0 +1,414 @@
+"""kiel.spark: the ``kiel`` PySpark data source on local[2] against the embedded
+0.8.2 cluster (over TCP, with real ZooKeeper).
+
+One SparkSession for the module (UI off, 2 shuffle partitions). pyspark is a
+hard requirement here: without it this module fails to import (``pip install
+'kiel[spark]'``), it is never skipped.
+"""
+import asyncio
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+import pyarrow  # noqa: F401 -- fail loudly without the spark extra
+import pyspark  # noqa: F401
+import pytest
+from kazoo.client import KazooClient
+from pyspark.sql import SparkSession
+
+from kiel.clients.producer import Producer
+from kiel.exc import ConfigError
+from kiel.spark import HAS_READ_LIMITS, SCHEMA, DataLossError, KielDataSource
+from kiel.spark.datasource import cap_offsets
+from kiel.spark.kafka import Range, read_range, split_ranges
+from kiel.spark.options import SinkOptions, SourceOptions
+
+pytestmark = [pytest.mark.zookeeper]
+
+LEGACY = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.8.2.2"]
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kiel-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(KielDataSource)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def produce(cluster, topic, n, prefix="m", keyed=True):
+    """Produce n records; return their (partition, offset, key, value)."""
+
+    async def run():
+        producer = Producer(cluster.bootstrap, linger_ms=2)
+        await producer.connect()
+        keys = [f"{prefix}-k{i % 17}".encode() if keyed else None for i in range(n)]
+        values = [f"{prefix}-{i}".encode() for i in range(n)]
+        futures = [producer.produce(topic, v, key=k) for k, v in zip(keys, values)]
+        metas = await asyncio.gather(*futures)
+        await producer.close()
+        return [(m.partition, m.offset, k, v) for m, k, v in zip(metas, keys, values)]
+
+    return asyncio.run(run())
+
+
+def rows_of(df):
+    return sorted(
+        (r.partition, r.offset, None if r.key is None else bytes(r.key), bytes(r.value))
+        for r in df.collect()
+    )
+
+
+def reader(spark, cluster, **options):
+    r = spark.read.format("kiel").option("kafka.bootstrap.servers", cluster.bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def stream(spark, cluster, **options):
+    r = spark.readStream.format("kiel").option("kafka.bootstrap.servers", cluster.bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+# ----------------------------------------------------------------------
+# pure parts (no Spark job)
+
+
+def test_options_are_checked():
+    ok = SourceOptions.parse({"brokers": "h:1", "subscribe": "a,b"}, streaming=True)
+    assert ok.topics == ["a", "b"] and ok.starting == "latest" and ok.fail_on_data_loss
+    assert SourceOptions.parse({"brokers": "h", "assign": '{"t": [1, 0]}'},
+                               streaming=False).assign == {"t": [0, 1]}
+    bad = [
+        ({"subscribe": "t"}, "bootstrap"),
+        ({"brokers": "h"}, "exactly one"),
+        ({"brokers": "h", "subscribe": "t", "assign": '{"t":[0]}'}, "exactly one"),
+        ({"brokers": "h", "assign": '{"t": "0"}'}, "assign"),
+        ({"brokers": "h", "subscribePattern": "("}, "regex"),
+        ({"brokers": "h", "subscribe": "t", "startingOffsets": "{bad"}, "JSON"),
+        ({"brokers": "h", "subscribe": "t", "startingOffsets": '{"t": {"0": -3}}'}, "offset"),
+        ({"brokers": "h", "subscribe": "t", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
+        ({"brokers": "h", "subscribe": "t", "failOnDataLoss": "yes"}, "failOnDataLoss"),
+        ({"brokers": "h", "subscribe": "t", "minPartitions": "x"}, "minPartitions"),
+        ({"brokers": "h", "subscribe": "t", "endingOffsets": "latest"}, "batch reads only"),
+        ({"brokers": "h", "subscribe": "t", "fetchMaxBytes": "10", "maxFetchSize": "5"},
+         "maxFetchSize"),
+        ({"brokers": "h", "subscribe": "t", "subscibe": "x"}, "unknown"),
+    ]
+    for options, match in bad:
+        with pytest.raises(ConfigError, match=match):
+            SourceOptions.parse(options, streaming=True)
+    with pytest.raises(ConfigError, match="streaming"):
+        SourceOptions.parse({"brokers": "h", "subscribe": "t", "startingOffsets": "latest"},
+                            streaming=False)
+    with pytest.raises(ConfigError, match="earliest"):
+        SourceOptions.parse({"brokers": "h", "subscribe": "t", "endingOffsets": "earliest"},
+                            streaming=False)
+    assert SinkOptions.parse({"brokers": "h", "acks": "all"}).acks == -1
+    with pytest.raises(ConfigError, match="acks"):
+        SinkOptions.parse({"brokers": "h", "acks": "2"})
+    with pytest.raises(ConfigError, match="compression"):
+        SinkOptions.parse({"brokers": "h", "compression": "zstd"})
+
+
+def test_split_ranges_and_caps():
+    ranges = [Range("t", 0, 0, 100), Range("t", 1, 10, 40), Range("t", 2, 5, 5)]
+    assert split_ranges(ranges, None) == ranges[:2]
+    parts = split_ranges(ranges, 8)
+    assert len(parts) >= 8
+    for tp_range in ranges[:2]:
+        mine = [r for r in parts if r.partition == tp_range.partition]
+        assert mine[0].start == tp_range.start and mine[-1].end == tp_range.end
+        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
+    start = {("t", 0): 0, ("t", 1): 0, ("t", 2): 7}
+    end = {("t", 0): 90, ("t", 1): 10, ("t", 2): 7}
+    capped = cap_offsets(start, end, 50)
+    assert sum(capped[tp] - start[tp] for tp in end) == 50
+    assert all(start[tp] <= capped[tp] <= end[tp] for tp in end)
+    assert cap_offsets(start, end, 1000) == end
+
+
+# ----------------------------------------------------------------------
+# batch reads
+
+
+def test_batch_read_returns_exactly_the_produced_records(spark, kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=4)
+    produced = produce(kafka_cluster, topic, 600)
+    assert {p for p, *_ in produced} == {0, 1, 2, 3}
+    df = reader(spark, kafka_cluster, subscribe=topic)
+    assert df.schema == SCHEMA
+    assert df.rdd.getNumPartitions() == 4
+    rows = df.collect()
+    assert len(rows) == 600
+    assert collections.Counter(
+        (r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in rows
+    ) == collections.Counter(produced)
+    assert {(r.topic, r.timestamp, r.timestampType) for r in rows} == {(topic, None, -1)}
+
+    # minPartitions splits the ranges; the rows are the same.
+    split = reader(spark, kafka_cluster, subscribe=topic, minPartitions="11")
+    assert split.rdd.getNumPartitions() >= 11
+    assert rows_of(split) == sorted(produced)
+
+    # Explicit per-partition offsets (-2 earliest, -1 latest), and assign.
+    ranged = reader(
+        spark, kafka_cluster, assign=json.dumps({topic: [0, 2]}),
+        startingOffsets=json.dumps({topic: {"0": 3, "2": -2}}),
+        endingOffsets=json.dumps({topic: {"0": 10, "2": -1}}),
+    )
+    expected = sorted(r for r in produced
+                      if (r[0] == 0 and 3 <= r[1] < 10) or r[0] == 2)
+    assert rows_of(ranged) == expected
+
+    # subscribePattern
+    pattern = reader(spark, kafka_cluster, subscribePattern=topic[:-3] + ".*")
+    assert pattern.count() == 600
+
+
+def test_bad_options_fail_at_planning(spark, kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    with pytest.raises(Exception, match="exactly one of the options subscribe"):
+        reader(spark, kafka_cluster).collect()
+    with pytest.raises(Exception, match="ConfigError"):
+        reader(spark, kafka_cluster, subscribe=topic, minPartitions="-1").collect()
+    with pytest.raises(Exception, match="names partitions that are not subscribed"):
+        reader(spark, kafka_cluster, subscribe=topic,
+               endingOffsets=json.dumps({topic: {"1": 0}})).collect()
+
+
+# ----------------------------------------------------------------------
+# data loss
+
+
+def test_fail_on_data_loss(spark, kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=2)
+    produced = produce(kafka_cluster, topic, 100)
+    end0 = kafka_cluster.offsets(topic, 0)[1]
+    kafka_cluster.delete_records(topic, 0, end0)  # partition 0 is emptied
+    assert kafka_cluster.offsets(topic, 0)[0] == end0
+    produced += produce(kafka_cluster, topic, 40, prefix="later")
+
+    # Batch: starting offsets before the log start.
+    start = json.dumps({topic: {"0": 0, "1": 0}})
+    with pytest.raises(Exception, match="DataLossError"):
+        reader(spark, kafka_cluster, subscribe=topic, startingOffsets=start).collect()
+    kept = rows_of(reader(spark, kafka_cluster, subscribe=topic, startingOffsets=start,
+                          failOnDataLoss="false"))
+    assert kept == sorted(r for r in produced if r[0] == 1 or r[1] >= end0)
+
+    # A task whose range is deleted while it is planned (read_range directly).
+    opts = SourceOptions.parse({"brokers": kafka_cluster.bootstrap, "subscribe": topic},
+                               streaming=False)
+    with pytest.raises(DataLossError, match="were deleted"):
+        list(read_range(opts, Range(topic, 0, 0, end0 + 5)))
+    opts.fail_on_data_loss = False
+    got = [r for batch in read_range(opts, Range(topic, 0, 0, end0 + 5)) for r in batch]
+    assert [r.offset for r in got] == list(range(end0, end0 + 5))
+
+
+@pytest.mark.slow
+def test_streaming_fail_on_data_loss(spark, kafka_cluster, topic_factory, tmp_path):
+    topic = topic_factory(partitions=2)
+    produce(kafka_cluster, topic, 60)
+    checkpoint = str(tmp_path / "ckpt")
+    out = str(tmp_path / "out")
+
+    def run(fail):
+        q = (stream(spark, kafka_cluster, subscribe=topic, startingOffsets="earliest",
+                    failOnDataLoss=fail)
+             .select("partition", "offset").writeStream.format("parquet")
+             .option("path", out).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+        q.awaitTermination(120)
+        return q
+
+    run("true")
+    assert spark.read.parquet(out).count() == 60
+    produced = produce(kafka_cluster, topic, 30, prefix="b")
+    kafka_cluster.delete_records(topic, 0, kafka_cluster.offsets(topic, 0)[1])
+    with pytest.raises(Exception, match="DataLossError"):
+        run("true")
+    run("false")
+    offsets = {(r.partition, r.offset) for r in spark.read.parquet(out).collect()}
+    assert len(offsets) == 60 + sum(1 for p, *_ in produced if p == 1)
+
+
+# ----------------------------------------------------------------------
+# streaming
+
+
+def zk_offsets(cluster, group, topic, partitions):
+    client = KazooClient(hosts=cluster.zookeeper, timeout=10.0)
+    client.start(timeout=15.0)
+    try:
+        out = {}
+        for p in partitions:
+            path = f"/consumers/{group}/offsets/{topic}/{p}"
+            if client.exists(path):
+                out[p] = int(client.get(path)[0].decode())
+        return out
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.slow
+def test_streaming_restart_exactly_once_and_group_commits(
+        spark, kafka_cluster, topic_factory, tmp_path):
+    topic = topic_factory(partitions=4)
+    group = f"spark-{topic}"
+    checkpoint = str(tmp_path / "ckpt")
+    out = str(tmp_path / "out")
+    produced = produce(kafka_cluster, topic, 200, prefix="a")
+
+    def start(trigger):
+        df = stream(spark, kafka_cluster, subscribe=topic, startingOffsets="earliest",
+                    maxOffsetsPerTrigger="150", groupId=group)
+        writer = (df.select("partition", "offset", "key", "value").writeStream
+                  .format("parquet").option("path", out)
+                  .option("checkpointLocation", checkpoint))
+        return writer.trigger(**trigger).start()
+
+    # Produce while the first run streams; stop it in the middle.
+    more = []
+    stop = threading.Event()
+
+    def keep_producing():
+        i = 0
+        while not stop.is_set() and i < 10:
+            more.extend(produce(kafka_cluster, topic, 40, prefix=f"live{i}"))
+            i += 1
+            time.sleep(0.3)
+
+    q = start({"processingTime": "500 milliseconds"})
+    producer = threading.Thread(target=keep_producing)
+    producer.start()
+    deadline = time.time() + 90
+    while time.time() < deadline and (q.lastProgress is None or q.lastProgress["batchId"] < 2):
+        time.sleep(0.2)
+    q.stop()
+    assert q.exception() is None
+    first_run = spark.read.parquet(out).count()
+    producer.join(60)
+    assert 0 < first_run < len(produced) + len(more)  # stopped in the middle
+    more.extend(produce(kafka_cluster, topic, 50, prefix="after"))
+
+    q = start({"availableNow": True})
+    assert q.awaitTermination(120)
+    assert q.exception() is None
+    everything = produced + more
+    rows = spark.read.parquet(out).collect()
+    seen = collections.Counter((r.partition, r.offset, bytes(r.key), bytes(r.value))
+                               for r in rows)
+    assert seen == collections.Counter(everything)  # every record exactly once
+
+    # The group's offsets are in ZooKeeper (a commit lags Spark's by at most
+    # one micro-batch); a final availableNow run with no data commits the end.
+    q = start({"availableNow": True})
+    assert q.awaitTermination(120)
+    ends = {p: kafka_cluster.offsets(topic, p)[1] for p in range(4)}
+    committed = zk_offsets(kafka_cluster, group, topic, range(4))
+    assert set(committed) == set(range(4))
+    assert all(0 < committed[p] <= ends[p] for p in range(4))
+    assert sum(committed.values()) >= sum(ends.values()) - 150
+
+
+def test_max_offsets_per_trigger_bounds_micro_batches(spark, kafka_cluster, topic_factory,
+                                                      tmp_path):
+    assert HAS_READ_LIMITS, "pyspark >= 4.2 is needed for maxOffsetsPerTrigger"
+    topic = topic_factory(partitions=4)
+    produce(kafka_cluster, topic, 330)
+    name = "capped_" + topic.replace("-", "_")
+    q = (stream(spark, kafka_cluster, subscribe=topic, startingOffsets="earliest",
+                maxOffsetsPerTrigger="100")
+         .writeStream.format("memory").queryName(name)
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(120)
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert sizes == [100, 100, 100, 30]
+    assert spark.sql(f"select count(distinct partition, offset) from {name}").first()[0] == 330
+
+
+# ----------------------------------------------------------------------
+# writing
+
+
+@pytest.fixture(scope="module")
+def kcat():
+    path = shutil.which("kcat") or shutil.which("kafkacat")
+    if path is None:
+        pytest.fail("kcat is not installed (apt-get install kcat)")
+    return path
+
+
+def test_writer_round_trip_and_kcat(spark, kafka_cluster, topic_factory, kcat):
+    topic = topic_factory(partitions=3)
+    data = [(f"k{i % 5}", f"value-{i}") for i in range(300)]
+    df = spark.createDataFrame(data, "key string, value string").repartition(3)
+    (df.write.format("kiel").option("kafka.bootstrap.servers", kafka_cluster.bootstrap)
+     .option("topic", topic).option("acks", "all").mode("append").save())
+    back = reader(spark, kafka_cluster, subscribe=topic).collect()
+    assert collections.Counter((bytes(r.key).decode(), bytes(r.value).decode())
+                               for r in back) == collections.Counter(data)
+    # The Java partitioner's choice: one key, one partition.
+    assert len({(bytes(r.key), r.partition) for r in back}) == 5
+
+    result = subprocess.run(
+        [kcat, "-b", kafka_cluster.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e",
+         "-J", *LEGACY], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    consumed = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert collections.Counter((m["key"], m["payload"]) for m in consumed) == \
+        collections.Counter(data)
+
+    # A topic column and a partition column; binary values.
+    other = topic_factory(partitions=2)
+    rows = [(other, 1, bytes([i % 256]) * 3) for i in range(50)]
+    (spark.createDataFrame(rows, "topic string, partition int, value binary")
+     .write.format("kiel").option("brokers", kafka_cluster.bootstrap).mode("append").save())
+    back = reader(spark, kafka_cluster, subscribe=other).collect()
+    assert {r.partition for r in back} == {1}
+    assert sorted(bytes(r.value) for r in back) == sorted(v for *_, v in rows)
+
+    with pytest.raises(Exception, match="topic"):
+        (spark.createDataFrame([("x",)], "value string").write.format("kiel")
+         .option("brokers", kafka_cluster.bootstrap).mode("append").save())
+
+
+def test_stream_writer_copies_a_topic(spark, kafka_cluster, topic_factory, tmp_path):
+    source = topic_factory(partitions=2)
+    sink = topic_factory(partitions=2)
+    produced = produce(kafka_cluster, source, 120)
+    q = (stream(spark, kafka_cluster, subscribe=source, startingOffsets="earliest")
+         .selectExpr("key", "upper(cast(value as string)) as value")
+         .writeStream.format("kiel").option("kafka.bootstrap.servers", kafka_cluster.bootstrap)
+         .option("topic", sink).option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(120)
+    assert q.exception() is None
+    back = reader(spark, kafka_cluster, subscribe=sink).collect()
+    assert collections.Counter((bytes(r.key), bytes(r.value)) for r in back) == \
+        collections.Counter((k, v.upper()) for _p, _o, k, v in produced)
