@@ -412,3 +412,19 @@ def test_stream_writer_copies_a_topic(spark, kafka_cluster, topic_factory, tmp_p
     back = reader(spark, kafka_cluster, subscribe=sink).collect()
     assert collections.Counter((bytes(r.key), bytes(r.value)) for r in back) == \
         collections.Counter((k, v.upper()) for _p, _o, k, v in produced)
+
+
+@pytest.mark.slow
+def test_pageviews_example(spark, kafka_cluster, tmp_path):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    try:
+        import spark_pageviews as example
+    finally:
+        sys.path.pop(0)
+    kafka_cluster.create_topic(example.TOPIC, 4)
+    kafka_cluster.create_topic(example.COUNTS_TOPIC, 2)
+    expected = example.produce_views(kafka_cluster.bootstrap, 5000)
+    example.run_job(spark, kafka_cluster.bootstrap, str(tmp_path))
+    from_parquet, from_topic = example.final_counts(spark, kafka_cluster.bootstrap, str(tmp_path))
+    assert from_parquet == expected
+    assert from_topic == expected
