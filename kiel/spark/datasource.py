@@ -191,11 +191,20 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
 
 def to_arrow(records: Sequence[Record]) -> pa.RecordBatch:
     """Records of one partition as an Arrow batch of :data:`SCHEMA`."""
-    topics, partitions, offsets, keys, values, stamps = zip(*records)
+    # Strategy: columns that are constant in a partition's batch (topic,
+    # partition, and on 0.8 the null timestamps and keys) are built without
+    # touching each record; only values, offsets and non-null keys are lists.
     n = len(records)
-    if all(s is None for s in stamps):
+    first = records[0]
+    values = pa.array([r[4] for r in records], pa.binary())
+    keys = [r[3] for r in records]
+    key_array = (pa.nulls(n, pa.binary()) if keys.count(None) == n
+                 else pa.array(keys, pa.binary()))
+    offsets = pa.array([r[2] for r in records], pa.int64())
+    stamps = [r[5] for r in records]
+    if stamps.count(None) == n:
         stamp_array = pa.nulls(n, pa.timestamp("us", tz="UTC"))
-        type_array = pa.array([-1] * n, pa.int32())
+        type_array = pa.repeat(pa.scalar(-1, pa.int32()), n)
     else:
         stamp_array = pa.array(
             [None if s is None or s < 0 else s * 1000 for s in stamps],
@@ -204,11 +213,11 @@ def to_arrow(records: Sequence[Record]) -> pa.RecordBatch:
         type_array = pa.array([-1 if s is None or s < 0 else 0 for s in stamps], pa.int32())
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(keys, pa.binary()),
-            pa.array(values, pa.binary()),
-            pa.array(topics, pa.string()),
-            pa.array(partitions, pa.int32()),
-            pa.array(offsets, pa.int64()),
+            key_array,
+            values,
+            pa.repeat(pa.scalar(first[0], pa.string()), n),
+            pa.repeat(pa.scalar(first[1], pa.int32()), n),
+            offsets,
             stamp_array,
             type_array,
         ],
