@@ -120,7 +120,7 @@ def bench_spark(bootstrap: str, total: int, partitions: int,
     return results
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=500_000)
     parser.add_argument("--partitions", type=int, default=4)
@@ -146,6 +146,7 @@ def main() -> None:
     print(f"{'reader':<34} {'rows/s':>12} {'vs consumer':>12}")
     for name, rate in results.items():
         print(f"{name:<34} {rate:>12,.0f} {rate / base:>11.2f}x")
+    return 0
 
 
 if __name__ == "__main__":

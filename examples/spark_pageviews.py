@@ -28,7 +28,7 @@ import os
 import random
 import sys
 import tempfile
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from kiel.clients.producer import Producer
 
@@ -42,7 +42,7 @@ USERS = [f"user{i}" for i in range(12)]
 def produce_views(bootstrap: str, count: int, seed: int = 7) -> Dict[Tuple[int, str], int]:
     """Produce ``count`` page views; return the expected views per (window start, user)."""
     rng = random.Random(seed)
-    views = []
+    views: List[Dict[str, Any]] = []
     for _ in range(count):
         ts = START + rng.randrange(20 * 60)
         views.append({"user": rng.choice(USERS), "url": f"/page/{rng.randrange(50)}", "ts": ts})

@@ -18,7 +18,7 @@ event loop and closes it (:mod:`kiel.spark.kafka`).
 """
 
 import logging
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -147,7 +147,7 @@ def _check_schema(schema: StructType) -> None:
         )
 
 
-def _sink_options(options: Dict[str, str], schema: StructType) -> SinkOptions:
+def _sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
     sink = SinkOptions.parse(options)
     names = set(schema.fieldNames())
     if "value" not in names:

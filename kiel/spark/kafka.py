@@ -99,8 +99,8 @@ def _run(options: SourceOptions, work: Callable[[Client], Awaitable[T]]) -> T:
 
 async def _discover(client: Client, options: SourceOptions) -> List[TP]:
     cluster = client.cluster
+    out: List[TP] = []
     if options.assign is not None:
-        out = []
         for topic, parts in sorted(options.assign.items()):
             known = await cluster.partitions_for(topic)
             missing = sorted(set(parts) - set(known))
@@ -112,7 +112,6 @@ async def _discover(client: Client, options: SourceOptions) -> List[TP]:
             out.extend((topic, p) for p in parts)
         return out
     if options.topics is not None:
-        out = []
         for topic in options.topics:
             out.extend((topic, p) for p in await cluster.partitions_for(topic))
         return out
@@ -324,7 +323,7 @@ def _skip_lost(
     options: SourceOptions,
     rng: Range,
     position: int,
-    error: OffsetOutOfRangeError,
+    error: KielError,
 ) -> int:
     """The broker no longer holds ``position``: fail, or return where to go on."""
     topic, partition, _start, end = rng
@@ -384,11 +383,11 @@ def commit_offsets(options: SourceOptions, offsets: Dict[TP, int]) -> None:
             try:
                 coordinator = await cluster.coordinator(group)
                 response: OffsetCommitResponse = await cluster.send(coordinator, request)
-                for topic in response.topics:
-                    for part in topic.partitions:
+                for answer in response.topics:
+                    for part in answer.partitions:
                         cls = for_code(part.error_code)
                         if cls is not None and error is None:
-                            error = cls(api="OffsetCommit", group=group, topic=topic.topic,
+                            error = cls(api="OffsetCommit", group=group, topic=answer.topic,
                                         partition=part.partition)
             except KielError as e:
                 error = e
