@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # Debian packages the real parts need: ZooKeeper (and a headless JRE for it),
 # kcat for interop tests.
 DEBS := zookeeper kcat openjdk-17-jre-headless
-EXTRAS := test,snappy,bench,docs,lint
+EXTRAS := test,snappy,spark,bench,docs,lint
 PYTEST_ARGS ?=
 
 .PHONY: test demo system-deps venv lint types docs bench clean
