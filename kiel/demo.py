@@ -18,7 +18,7 @@ import asyncio
 import collections
 import sys
 import time
-from typing import Dict, List
+from typing import Any, Dict, List
 
 from kiel.clients.consumer import SingleConsumer
 from kiel.clients.producer import Producer
@@ -59,8 +59,8 @@ async def produce(bootstrap: str) -> Dict[int, int]:
     return per_partition
 
 
-async def consume(bootstrap: str) -> List[dict]:
-    seen: List[dict] = []
+async def consume(bootstrap: str) -> List[Any]:
+    seen: List[Any] = []
     async with SingleConsumer(
         bootstrap, deserializer=json_deserializer, max_wait_time=0.5
     ) as consumer:
