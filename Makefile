@@ -35,6 +35,8 @@ test: system-deps venv
 
 demo: system-deps venv
 	$(PY) -m kiel.demo
+	@echo "\n== the Spark pipeline: page views per user per 5-minute window (local[2])"
+	$(PY) examples/spark_pageviews.py --messages 5000
 
 lint: venv
 	$(VENV)/bin/ruff check kiel tests benchmarks examples
