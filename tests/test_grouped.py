@@ -207,3 +207,293 @@ def test_manual_task_done_commits_only_finished_records(kafka_cluster, topic_fac
         await c2.close()
 
     run(main())
+
+
+def fetching_map(consumers: List[GroupedConsumer]) -> Dict[TopicPartition, List[str]]:
+    by_tp: Dict[TopicPartition, List[str]] = {}
+    for c in consumers:
+        for tp in c.fetching():
+            by_tp.setdefault(tp, []).append(str(c.member_id))
+    return by_tp
+
+
+async def converge(consumers: List[GroupedConsumer], tps: List[TopicPartition],
+                   timeout: float = 30.0) -> float:
+    """Wait until every partition is fetched by exactly one member; returns seconds waited."""
+    started = time.monotonic()
+    while True:
+        by_tp = fetching_map(consumers)
+        if (
+            sorted(by_tp) == sorted(tps)
+            and all(len(v) == 1 for v in by_tp.values())
+            and all(c.fetching() for c in consumers[: len(tps)])
+        ):
+            return time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"no convergence within {timeout}s: {by_tp}")
+        await asyncio.sleep(0.01)
+
+
+def test_listener_order_revoked_before_new_owners_assigned(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=6)
+    group = unique("g")
+    tps = [TopicPartition(topic, p) for p in range(6)]
+
+    async def main() -> None:
+        log: List[Any] = []
+        a = grouped(kafka_cluster, group, [topic], listener=Listener("a", log, slow=0.3),
+                    member_id="a")
+        await a.connect()
+        assert log[-1][1:] == ("a", "assigned", tps)
+        b = grouped(kafka_cluster, group, [topic], listener=Listener("b", log), member_id="b")
+        with LoopLag() as lag:
+            started = time.monotonic()
+            await b.connect()
+            took = await converge([a, b], tps) + time.monotonic() - started
+        print(f"\njoin of a 2nd member: all 6 partitions fetching after {took * 1000:.0f} ms; "
+              f"worst IOLoop lag {lag.worst * 1000:.1f} ms")
+        moved = set(b.assignment())
+        assert moved and not moved & set(a.assignment())
+        revoked = [(t, parts) for t, who, what, parts in log if who == "a" and what == "revoked"]
+        assigned_b = [(t, ps) for t, who, what, ps in log if who == "b" and what == "assigned"]
+        assert {tp for _, parts in revoked for tp in parts} == moved
+        for tp in moved:
+            t_revoke = min(t for t, parts in revoked if tp in parts)
+            t_assign = min(t for t, parts in assigned_b if tp in parts)
+            assert t_revoke + 0.3 <= t_assign + 0.01  # after the slow listener returned
+        # Partitions that stay with a are never revoked.
+        assert not {tp for _, parts in revoked for tp in parts} & set(a.assignment())
+        await b.close()
+        assert log[-1][1:3] == ("b", "revoked") or any(
+            e[1:3] == ("b", "revoked") for e in log[-3:])
+        await converge([a], tps)
+        await a.close()
+        assert any(e[1:] == ("a", "revoked", tps) for e in log[-2:])
+
+    run(main())
+
+
+def test_stream_and_revoke_wait_for_records_in_hand(kafka_cluster, topic_factory):
+    """A record the application holds is finished before its partition moves:
+    the new owner starts right after it, and nothing is delivered twice."""
+    topic = topic_factory(partitions=2)
+    group = unique("g")
+
+    async def main() -> None:
+        await produce(kafka_cluster, topic, [b"s%d" % i for i in range(200)])
+        a = grouped(kafka_cluster, group, [topic], member_id="a", max_bytes=1024)
+        await a.connect()
+        seen: Dict[Any, int] = {}
+        joined = asyncio.Event()
+        b = grouped(kafka_cluster, group, [topic], member_id="b")
+
+        async def join_b() -> None:
+            await b.connect()
+            joined.set()
+
+        async for record in a.stream():
+            key = (record.topic, record.partition, record.offset)
+            seen[key] = seen.get(key, 0) + 1
+            if len(seen) == 20:
+                asyncio.ensure_future(join_b())
+                await asyncio.sleep(0.5)  # b waits for this record to be finished
+            if joined.is_set() or len(seen) >= 200:
+                break
+        moved = b.assignment()
+        assert len(moved) == 1
+        await drain([a, b], 200, seen)
+        assert len(seen) == 200 and set(seen.values()) == {1}
+        await a.close()
+        await b.close()
+
+    run(main())
+
+
+class Member:
+    """A GroupedConsumer with its consume loop, processing into a shared tally."""
+
+    def __init__(self, consumer: GroupedConsumer, seen: Dict[Any, int]) -> None:
+        self.consumer = consumer
+        self.seen = seen
+        self.stopping = False
+        self.task: Optional[asyncio.Future[None]] = None
+
+    async def start(self) -> None:
+        await self.consumer.connect()
+        self.task = asyncio.ensure_future(self._loop())
+
+    async def _loop(self) -> None:
+        seen = self.seen
+        while not self.stopping:
+            for r in await self.consumer.consume():
+                key = (r.topic, r.partition, r.offset)
+                seen[key] = seen.get(key, 0) + 1
+
+    async def stop(self) -> None:
+        self.stopping = True
+        assert self.task is not None
+        await self.task
+        await self.consumer.close()
+
+
+class Checker:
+    """Samples every member's fetching set (atomically, all on this loop) and
+    the owner znodes; records any partition fetched by two members."""
+
+    def __init__(self, cluster: Any, group: str, topic: str) -> None:
+        self.cluster, self.group, self.topic = cluster, group, topic
+        self.members: List[Member] = []
+        self.samples = 0
+        self.owner_checks = 0
+        self.violations: List[Any] = []
+        self._task: Optional[asyncio.Future[None]] = None
+
+    async def _run(self) -> None:
+        from kiel.zookeeper.client import ZooKeeper
+
+        zk = ZooKeeper(self.cluster.zookeeper)
+        await zk.start()
+        base = f"/consumers/{self.group}/owners/{self.topic}"
+        try:
+            while True:
+                consumers = [m.consumer for m in self.members if not m.consumer.closed]
+                by_tp = fetching_map(consumers)
+                self.samples += 1
+                for tp, who in by_tp.items():
+                    if len(who) > 1:
+                        self.violations.append(("double fetch", tp, who))
+                # Owner znodes: a member still fetching tp after the read must own it.
+                if self.samples % 5 == 0:
+                    for tp, who in list(by_tp.items())[:4]:
+                        try:
+                            data, _ = await zk.get(f"{base}/{tp.partition}")
+                        except Exception as e:  # noqa: BLE001 - released meanwhile
+                            data = repr(e).encode()
+                        self.owner_checks += 1
+                        still = fetching_map(consumers).get(tp, [])
+                        if who == still and data.decode() != who[0]:
+                            self.violations.append(("owner mismatch", tp, who, data))
+                await asyncio.sleep(0.01)
+        finally:
+            await zk.stop()
+
+    def __enter__(self) -> "Checker":
+        self._task = asyncio.ensure_future(self._run())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+async def feed(cluster: Any, topic: str, total: int, chunk: int, pause: float) -> None:
+    producer = Producer(cluster.bootstrap, linger_ms=5)
+    await producer.connect()
+    try:
+        for start in range(0, total, chunk):
+            await asyncio.gather(*(producer.produce(topic, b"%d" % i)
+                                   for i in range(start, min(total, start + chunk))))
+            await asyncio.sleep(pause)
+    finally:
+        await producer.close()
+
+
+@pytest.mark.slow
+def test_no_double_fetching_and_no_duplicates_under_graceful_churn(kafka_cluster, topic_factory):
+    total = 30_000
+    topic = topic_factory(partitions=12)
+    group = unique("g")
+    tps = [TopicPartition(topic, p) for p in range(12)]
+
+    async def main() -> None:
+        seen: Dict[Any, int] = {}
+        members: List[Member] = []
+        times: List[Tuple[str, float]] = []
+        counter = iter(range(100))
+
+        def new_member() -> Member:
+            m = Member(grouped(kafka_cluster, group, [topic], member_id=f"m{next(counter)}",
+                               allocator="sticky"), seen)
+            checker.members.append(m)
+            return m
+
+        with Checker(kafka_cluster, group, topic) as checker, LoopLag() as lag:
+            producing = asyncio.ensure_future(feed(kafka_cluster, topic, total, 500, 0.05))
+            for _ in range(3):
+                m = new_member()
+                await m.start()
+                members.append(m)
+            await converge([m.consumer for m in members], tps)
+            # Join up to 6, leave down to 3, join again: all while messages flow.
+            for step in ["join", "join", "join", "leave", "leave", "join", "leave", "leave"]:
+                started = time.monotonic()
+                if step == "join":
+                    m = new_member()
+                    await m.start()
+                    members.append(m)
+                else:
+                    m = members.pop(0)
+                    await m.stop()
+                await converge([m.consumer for m in members], tps)
+                times.append((f"{step}->{len(members)}", time.monotonic() - started))
+                await asyncio.sleep(0.3)
+            await producing
+            deadline = time.monotonic() + 60
+            while len(seen) < total and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            for m in members:
+                await m.stop()
+        print("\nrebalance (change -> all 12 fetching): "
+              + ", ".join(f"{s} {t * 1000:.0f} ms" for s, t in times))
+        print(f"checker: {checker.samples} samples, {checker.owner_checks} owner checks; "
+              f"worst IOLoop lag {lag.worst * 1000:.1f} ms")
+        assert not checker.violations, checker.violations[:5]
+        assert len(seen) == total
+        dupes = {k: n for k, n in seen.items() if n > 1}
+        assert not dupes, f"{len(dupes)} delivered twice, e.g. {sorted(dupes)[:5]}"
+
+    run(main(), timeout=170)
+
+
+@pytest.mark.slow
+def test_session_expiry_loses_partitions_rejoins_and_converges(
+    kafka_cluster, topic_factory, zookeeper
+):
+    topic = topic_factory(partitions=6)
+    group = unique("g")
+    tps = [TopicPartition(topic, p) for p in range(6)]
+
+    async def main() -> None:
+        log: List[Any] = []
+        seen: Dict[Any, int] = {}
+        a = Member(grouped(kafka_cluster, group, [topic], member_id="a",
+                           listener=Listener("a", log)), seen)
+        b = Member(grouped(kafka_cluster, group, [topic], member_id="b",
+                           listener=Listener("b", log)), seen)
+        await a.start()
+        await b.start()
+        await converge([a.consumer, b.consumer], tps)
+        before = set(a.consumer.assignment())
+        producing = asyncio.ensure_future(feed(kafka_cluster, topic, 3000, 100, 0.05))
+        await asyncio.sleep(0.3)
+        assert a.consumer.zk is not None
+        old = a.consumer.zk.session_id
+        loop = asyncio.get_event_loop()
+        started = time.monotonic()
+        await loop.run_in_executor(None, zookeeper.expire_session, a.consumer.zk.client)
+        while a.consumer.zk.session_id in (None, old):
+            await asyncio.sleep(0.02)
+        took = await converge([a.consumer, b.consumer], tps) + time.monotonic() - started
+        print(f"\nsession expiry -> converged again in {took * 1000:.0f} ms")
+        lost = [parts for _, who, what, parts in log if who == "a" and what == "lost"]
+        assert lost and set(lost[0]) == before
+        assert a.consumer.assignment() and b.consumer.assignment()
+        await producing
+        deadline = time.monotonic() + 30
+        while len(seen) < 3000 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert len(seen) == 3000  # at-least-once: duplicates allowed after a loss
+        await a.stop()
+        await b.stop()
+
+    run(main())

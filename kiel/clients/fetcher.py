@@ -517,6 +517,9 @@ class Fetcher:
             done, _ = await asyncio.wait(
                 tasks | {changed}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
             )
+            # Partitions may have been unassigned (a grouped consumer's
+            # rebalance) while this waited.
+            wanted = self._wanted(partitions)
             for task in done:
                 if task is changed or task.cancelled() or task.exception() is not None:
                     continue  # an exception is raised by _raise_errors

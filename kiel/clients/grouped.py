@@ -126,6 +126,7 @@ class _Hands:
     def __init__(self, position: int) -> None:
         self.pending: Deque[int] = collections.deque()
         self.done: Set[int] = set()
+        #: -1 until the partition's start position is known (nothing to commit).
         self.end = position
 
     @property
@@ -662,7 +663,11 @@ class GroupedConsumer(Client):
             offsets = {}
             for tp in tps:
                 hands = self._hands.get(tp)
-                if hands is not None and self._committed.get(tp) != hands.finished:
+                if (
+                    hands is not None
+                    and hands.finished >= 0
+                    and self._committed.get(tp) != hands.finished
+                ):
                     offsets[tp] = hands.finished
             if offsets:
                 await self._send_commit(offsets)
@@ -784,7 +789,7 @@ class GroupedConsumer(Client):
 
     async def _on_assigned(self, tps: List[TopicPartition]) -> None:
         for tp in tps:
-            self._hands.setdefault(tp, _Hands(0))
+            self._hands.setdefault(tp, _Hands(-1))
         try:
             await self._call_listener("on_partitions_assigned", tps)
         finally:
