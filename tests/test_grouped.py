@@ -497,3 +497,16 @@ def test_session_expiry_loses_partitions_rejoins_and_converges(
         await b.stop()
 
     run(main())
+
+
+@pytest.mark.slow
+def test_example_runs() -> None:
+    import os
+    import subprocess
+    import sys
+
+    example = os.path.join(os.path.dirname(__file__), "..", "examples", "grouped.py")
+    out = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "processed 3000 of 3000 events, 0 twice" in out.stdout
+    assert "bob: assigned" in out.stdout
