@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 _READ_CHUNK = 256 * 1024
 
 
+def _retrieve(future: "asyncio.Future[Any]") -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class CloseReason(enum.Enum):
     """Why a connection closed; carried as ``reason`` in the errors it raises."""
 
@@ -211,6 +216,12 @@ class Connection:
                     asyncio.shield(future),
                     quiet_exceptions=(KielError,),
                 )
+            except asyncio.CancelledError:
+                # The caller went away; the response (or the close error) still
+                # arrives for this future: retrieve it so asyncio does not
+                # report an error nobody is waiting for.
+                future.add_done_callback(_retrieve)
+                raise
             except gen.TimeoutError:
                 if future.done():
                     return future.result()

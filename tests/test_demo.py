@@ -10,3 +10,5 @@ def test_demo_runs_green() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "every message exactly once: True" in result.stdout
     assert "each user's views in order: True" in result.stdout
+    assert "0 missed, 0 twice" in result.stdout
+    assert "Future exception was never retrieved" not in result.stderr
