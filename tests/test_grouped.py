@@ -510,3 +510,58 @@ def test_example_runs() -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     assert "processed 3000 of 3000 events, 0 twice" in out.stdout
     assert "bob: assigned" in out.stdout
+
+
+def test_zk_auth_protects_the_group_znodes_and_offsets_still_commit(kafka_cluster, topic_factory):
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    topic = topic_factory(partitions=2)
+    group = unique("g")
+
+    async def main() -> None:
+        await produce(kafka_cluster, topic, [b"z%d" % i for i in range(10)])
+        c = grouped(kafka_cluster, group, [topic], zk_auth="tenant:secret", member_id="z")
+        await c.connect()
+        seen: Dict[Any, int] = {}
+        await drain([c], 10, seen)
+        await c.consume()
+        await c.commit()  # the broker writes the offsets under the group's znode
+        other = KazooClient(hosts=kafka_cluster.zookeeper, auth_data=[("digest", "other:pw")])
+        loop = asyncio.get_event_loop()
+        await loop.run_in_executor(None, other.start, 15)
+        try:
+            owner = f"/consumers/{group}/owners/{topic}/0"
+            data, _ = await loop.run_in_executor(None, other.get, owner)
+            assert data == b"z"  # readable by anyone
+            for call, args in ((other.delete, (owner,)),
+                               (other.set, (f"/consumers/{group}/ids/z", b"{}")),
+                               (other.create, (f"/consumers/{group}/ids/intruder", b"{}"))):
+                with pytest.raises(NoAuthError):
+                    await loop.run_in_executor(None, call, *args)
+        finally:
+            await loop.run_in_executor(None, other.stop)
+        await c.close()
+        assert sum(kafka_cluster.committed_offset(group, topic, p) for p in range(2)) == 10
+
+    run(main())
+
+
+def test_weighted_allocator_reads_capacities_from_registrations(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=8)
+    group = unique("g")
+    tps = [TopicPartition(topic, p) for p in range(8)]
+
+    async def main() -> None:
+        big = grouped(kafka_cluster, group, [topic], allocator="weighted", capacity=3.0,
+                      member_id="big")
+        small = grouped(kafka_cluster, group, [topic], allocator="weighted", capacity=1.0,
+                        member_id="small")
+        await big.connect()
+        await small.connect()
+        await converge([big, small], tps)
+        assert (len(big.assignment()), len(small.assignment())) == (6, 2)
+        await small.close()
+        await big.close()
+
+    run(main())

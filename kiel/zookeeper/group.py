@@ -258,6 +258,10 @@ class GroupMember:
         if self.pattern is not None:
             registration["subscription"] = {self.pattern.pattern: 1}
         path = f"{self.base}/ids/{self.member_id}"
+        # The group's own znode stays open: the broker writes v0 commits under
+        # it (``offsets``) with its own credentials. ``ids`` and ``owners`` are
+        # protected (with digest auth, only this identity may change them).
+        await self.zk.ensure_path(self.base)
         await self.zk.ensure_path(f"{self.base}/ids", protected=True)
         await self.zk.ensure_path(f"{self.base}/owners", protected=True)
         data = json.dumps(registration).encode()
