@@ -565,3 +565,74 @@ def test_weighted_allocator_reads_capacities_from_registrations(kafka_cluster, t
         await big.close()
 
     run(main())
+
+
+CHILD = r"""
+import asyncio, sys
+from kiel.clients import GroupedConsumer
+
+async def main():
+    bootstrap, group, zk, topic = sys.argv[1:5]
+    c = GroupedConsumer(bootstrap, group, zk, topics=[topic], member_id="child",
+                        zk_session_timeout=4.0, max_wait_time=0.2, commit_interval=0.5,
+                        max_bytes=2048)
+    await c.connect()
+    print("ready", flush=True)
+    while True:
+        for r in await c.consume():
+            print(r.partition, r.offset, flush=True)
+        await asyncio.sleep(0.05)  # slow worker: still busy when killed
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_sigkilled_member_partitions_are_taken_over_at_least_once(kafka_cluster, topic_factory):
+    import signal
+    import subprocess
+    import sys
+
+    topic = topic_factory(partitions=4)
+    group = unique("g")
+    tps = [TopicPartition(topic, p) for p in range(4)]
+    total = 2000
+
+    async def main() -> None:
+        await produce(kafka_cluster, topic, [b"k%d" % i for i in range(total)])
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, kafka_cluster.bootstrap, group,
+             kafka_cluster.zookeeper, topic],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        loop = asyncio.get_event_loop()
+        try:
+            line = await loop.run_in_executor(None, child.stdout.readline)
+            assert line.strip() == "ready"
+            seen: Dict[Any, int] = {}
+            m = Member(grouped(kafka_cluster, group, [topic], member_id="parent"), seen)
+            await m.start()
+            assert len(m.consumer.assignment()) == 2
+            await asyncio.sleep(1.0)
+            child.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            child.wait(10)
+            took = await converge([m.consumer], tps, timeout=30)
+            print(f"\nSIGKILLed member: its partitions fetched again after {took:.1f} s "
+                  f"(session timeout 4 s)")
+            out = child.stdout.read()
+            by_child = {(topic, int(p), int(o)) for p, o in
+                        (ln.split() for ln in out.splitlines() if ln.strip())}
+            deadline = killed + 40
+            while len(set(seen) | by_child) < total and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert len(set(seen) | by_child) == total  # nothing lost
+            print(f"child processed {len(by_child)}, parent {len(seen)}, "
+                  f"{len(set(seen) & by_child)} twice (at-least-once after a crash)")
+            await m.stop()
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(10)
+
+    run(main())
