@@ -291,14 +291,22 @@ def test_stream_and_revoke_wait_for_records_in_hand(kafka_cluster, topic_factory
             await b.connect()
             joined.set()
 
-        async for record in a.stream():
+        it = a.stream().__aiter__()
+        waiting_joined = asyncio.ensure_future(joined.wait())
+        while not joined.is_set():
+            step = asyncio.ensure_future(it.__anext__())
+            # a's own partitions may run dry while b joins: do not wait on them alone.
+            await asyncio.wait([step, waiting_joined], return_when=asyncio.FIRST_COMPLETED)
+            if not step.done():
+                step.cancel()
+                break
+            record = step.result()
             key = (record.topic, record.partition, record.offset)
             seen[key] = seen.get(key, 0) + 1
             if len(seen) == 20:
                 asyncio.ensure_future(join_b())
                 await asyncio.sleep(0.5)  # b waits for this record to be finished
-            if joined.is_set() or len(seen) >= 200:
-                break
+        await waiting_joined
         moved = b.assignment()
         assert len(moved) == 1
         await drain([a, b], 200, seen)
