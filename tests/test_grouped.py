@@ -408,7 +408,7 @@ async def feed(cluster: Any, topic: str, total: int, chunk: int, pause: float) -
 
 @pytest.mark.slow
 def test_no_double_fetching_and_no_duplicates_under_graceful_churn(kafka_cluster, topic_factory):
-    total = 30_000
+    total = 100_000
     topic = topic_factory(partitions=12)
     group = unique("g")
     tps = [TopicPartition(topic, p) for p in range(12)]
@@ -426,7 +426,7 @@ def test_no_double_fetching_and_no_duplicates_under_graceful_churn(kafka_cluster
             return m
 
         with Checker(kafka_cluster, group, topic) as checker, LoopLag() as lag:
-            producing = asyncio.ensure_future(feed(kafka_cluster, topic, total, 500, 0.05))
+            producing = asyncio.ensure_future(feed(kafka_cluster, topic, total, 2000, 0.15))
             for _ in range(3):
                 m = new_member()
                 await m.start()
@@ -445,6 +445,7 @@ def test_no_double_fetching_and_no_duplicates_under_graceful_churn(kafka_cluster
                 await converge([m.consumer for m in members], tps)
                 times.append((f"{step}->{len(members)}", time.monotonic() - started))
                 await asyncio.sleep(0.3)
+            during = len(seen)
             await producing
             deadline = time.monotonic() + 60
             while len(seen) < total and time.monotonic() < deadline:
@@ -453,6 +454,7 @@ def test_no_double_fetching_and_no_duplicates_under_graceful_churn(kafka_cluster
                 await m.stop()
         print("\nrebalance (change -> all 12 fetching): "
               + ", ".join(f"{s} {t * 1000:.0f} ms" for s, t in times))
+        print(f"{during} of {total} messages processed when the churn ended")
         print(f"checker: {checker.samples} samples, {checker.owner_checks} owner checks; "
               f"worst IOLoop lag {lag.worst * 1000:.1f} ms")
         assert not checker.violations, checker.violations[:5]
