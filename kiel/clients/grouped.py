@@ -542,9 +542,9 @@ class GroupedConsumer(Client):
                     hands.end = loans[tp] = record.offset + 1
                     yield record
                     if self.auto_finish and epochs.get(tp, 0) == token[tp]:
-                        hands = self._hands.get(tp)
-                        if hands is not None:
-                            self._count_finished(hands.finish_through(record.offset))
+                        now_held = self._hands.get(tp)
+                        if now_held is not None:
+                            self._count_finished(now_held.finish_through(record.offset))
                 if epochs.get(tp, 0) == token[tp] and loans is self._loans:
                     loans.pop(tp, None)
 
@@ -564,6 +564,8 @@ class GroupedConsumer(Client):
 
         Records of partitions this member no longer owns are ignored.
         """
+        if record.topic is None or record.partition is None:
+            return
         hands = self._hands.get(TopicPartition(record.topic, record.partition))
         if hands is not None:
             self._count_finished(hands.finish(record.offset))
