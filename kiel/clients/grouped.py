@@ -238,9 +238,9 @@ class GroupedConsumer(Client):
             finish the records it holds of a revoked partition; unfinished
             ones are then delivered again by the next owner.
         join_timeout: seconds :meth:`connect` waits for the first allocation.
-        deserializer, key_deserializer, max_wait_time, min_bytes, max_bytes,
-        max_fetch_size, decode_budget: as for
-            :class:`~kiel.clients.consumer.SingleConsumer`.
+        deserializer: as for :class:`~kiel.clients.consumer.SingleConsumer`
+            (likewise ``key_deserializer``, ``max_wait_time``, ``min_bytes``,
+            ``max_bytes``, ``max_fetch_size``, ``decode_budget``).
         **client_options: the :class:`~kiel.clients.base.Client` settings.
 
     Raises:
@@ -464,14 +464,13 @@ class GroupedConsumer(Client):
             arrived within ``max_wait_time`` (or nothing is owned).
 
         Raises:
-            AllocationError, or an exception from a listener: raised once
-            after a rebalance step failed (the group carries on).
+            AllocationError: raised once after an allocator failed (and any
+                exception a listener raised, likewise; the group carries on).
             OffsetResetError: no committed offset and ``offset_reset="raise"``
                 (the partition is owned but not fetched; :meth:`seek` it).
-            BrokerError, NoBrokersError, ...: a background commit failed
-                (raised once; the next commit retries it).
-            the errors of :meth:`SingleConsumer.consume
-            <kiel.clients.consumer.SingleConsumer.consume>`.
+            KielError: a background commit failed (raised once; the next
+                commit retries it), or a fetch failed as for
+                :meth:`kiel.clients.consumer.SingleConsumer.consume`.
             ClientClosedError: the consumer is closed.
         """
         batches = await self._fetch(topics)
