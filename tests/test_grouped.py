@@ -646,3 +646,31 @@ def test_sigkilled_member_partitions_are_taken_over_at_least_once(kafka_cluster,
                 child.wait(10)
 
     run(main())
+
+
+def test_commit_retries_without_too_large_metadata_and_after_coordinator_errors(
+    kafka_cluster, topic_factory
+):
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+
+    async def main() -> None:
+        await produce(kafka_cluster, topic, [b"c%d" % i for i in range(5)])
+        c = grouped(kafka_cluster, group, [topic], commit_metadata="x" * 5000,
+                    commit_interval=None)
+        await c.connect()
+        seen: Dict[Any, int] = {}
+        await drain([c], 5, seen)
+        await c.consume()
+        await c.commit()  # OffsetMetadataTooLarge (4096 max), then again without metadata
+        assert kafka_cluster.committed_offset(group, topic, 0) == 5
+        await produce(kafka_cluster, topic, [b"d"])
+        await drain([c], 6, seen)
+        await c.consume()
+        # NotCoordinatorForConsumer twice: the coordinator is looked up again.
+        kafka_cluster.inject_error("OffsetCommit", 16, count=2)
+        await c.commit()
+        assert kafka_cluster.committed_offset(group, topic, 0) == 6
+        await c.close()
+
+    run(main())
