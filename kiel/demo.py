@@ -117,7 +117,8 @@ async def group_tour(bootstrap: str, zk_hosts: str) -> bool:
         while not stop.is_set():
             records = await consumer.consume()
             for record in records:
-                counts[record.value["n"]] += 1
+                view: Any = record.value  # a dict: the deserializer made it
+                counts[view["n"]] += 1
             if records:
                 await asyncio.sleep(0.02)  # a slow worker, so the others get work too
 

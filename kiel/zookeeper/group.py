@@ -40,7 +40,6 @@ from typing import (
     Dict,
     Iterable,
     List,
-    Mapping,
     Optional,
     Pattern,
     Set,
@@ -51,7 +50,7 @@ from typing import (
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
-from kiel.allocators import Allocation, format_partition, parse_partition, round_robin, validate
+from kiel.allocators import Allocation, format_partition, round_robin, validate
 from kiel.exc import AllocationError, ConfigError, GroupError, ZooKeeperError
 from kiel.zookeeper.client import ZooKeeper
 
@@ -514,9 +513,4 @@ class GroupMember:
             dirty.cancel()
 
 
-def owners_snapshot(children: Mapping[str, str]) -> Dict[str, str]:
-    """Helper for checkers: ``{"topic:partition": member}`` from owner data."""
-    return dict(children)
-
-
-__all__ = ["GroupMember", "PartitionHooks", "default_member_id", "parse_partition"]
+__all__ = ["GroupMember", "PartitionHooks", "default_member_id"]
