@@ -687,17 +687,9 @@ class GroupedConsumer(Client):
             request = OffsetCommitRequest(
                 self.group, [OffsetCommitTopicData(t, ps) for t, ps in by_topic.items()]
             )
-            error: Optional[KielError] = None
-            try:
-                response: OffsetCommitResponse = await self.cluster.send(
-                    await self._coordinator_id(), request
-                )
-            except KielError as e:
-                if not e.retriable:
-                    raise
-                error = e
-                self._coordinator = None
-            else:
+            response: Optional[OffsetCommitResponse]
+            response, error = await self._ask_coordinator(request)
+            if response is not None:
                 for topic in response.topics:
                     for part in topic.partitions:
                         tp = TopicPartition(topic.topic, part.partition)
@@ -706,18 +698,10 @@ class GroupedConsumer(Client):
                         if part.error_code == 0:
                             self._committed[tp] = remaining.pop(tp)
                             continue
-                        cls = for_code(part.error_code)
-                        assert cls is not None
-                        err = cls(api="OffsetCommit", topic=tp.topic, partition=tp.partition,
-                                  group=self.group)
-                        if isinstance(err, OffsetMetadataTooLargeError) and metadata:
+                        if part.error_code == OffsetMetadataTooLargeError.errno and metadata:
                             metadata = ""  # retried at once without it
                             continue
-                        if part.error_code in _COORDINATOR_ERRORS:
-                            self._coordinator = None
-                        elif not err.retriable:
-                            raise err
-                        error = err
+                        error = self._partition_error("OffsetCommit", tp, part.error_code)
             if not remaining:
                 break
             if error is None:
@@ -730,6 +714,41 @@ class GroupedConsumer(Client):
                 raise error
             await asyncio.sleep(delay)
         self.commits += 1
+
+    async def _ask_coordinator(self, request: Any) -> Tuple[Any, Optional[KielError]]:
+        """Send ``request`` to the group's coordinator once.
+
+        Returns:
+            ``(response, None)``, or ``(None, error)`` for a retriable failure,
+            after which the coordinator is looked up again.
+
+        Raises:
+            KielError: a failure that is not retriable.
+        """
+        try:
+            return await self.cluster.send(await self._coordinator_id(), request), None
+        except KielError as e:
+            if not e.retriable:
+                raise
+            self._coordinator = None
+            return None, e
+
+    def _partition_error(self, api: str, tp: TopicPartition, code: int) -> KielError:
+        """The typed error for a partition's error code, to retry.
+
+        A coordinator error makes the coordinator be looked up again.
+
+        Raises:
+            BrokerError: the error, when it is not retriable.
+        """
+        cls = for_code(code)
+        assert cls is not None
+        err = cls(api=api, topic=tp.topic, partition=tp.partition, group=self.group)
+        if code in _COORDINATOR_ERRORS:
+            self._coordinator = None
+        elif not err.retriable:
+            raise err
+        return err
 
     async def _coordinator_id(self) -> int:
         if self._coordinator is None or self._coordinator not in self.cluster.brokers:
@@ -746,18 +765,10 @@ class GroupedConsumer(Client):
         )
         delays = self.cluster.backoff.delays()
         while True:
-            error: Optional[KielError] = None
             found: Dict[TopicPartition, int] = {}
-            try:
-                response: OffsetFetchResponse = await self.cluster.send(
-                    await self._coordinator_id(), request
-                )
-            except KielError as e:
-                if not e.retriable:
-                    raise
-                error = e
-                self._coordinator = None
-            else:
+            response: Optional[OffsetFetchResponse]
+            response, error = await self._ask_coordinator(request)
+            if response is not None:
                 for topic in response.topics:
                     for part in topic.partitions:
                         tp = TopicPartition(topic.topic, part.partition)
@@ -766,20 +777,13 @@ class GroupedConsumer(Client):
                         ):
                             found[tp] = part.offset
                         else:
-                            cls = for_code(part.error_code)
-                            assert cls is not None
-                            err = cls(api="OffsetFetch", topic=tp.topic, partition=tp.partition,
-                                      group=self.group)
-                            if part.error_code in _COORDINATOR_ERRORS:
-                                self._coordinator = None
-                            elif not err.retriable:
-                                raise err
-                            error = err
+                            error = self._partition_error("OffsetFetch", tp, part.error_code)
                 if error is None and set(tps) <= set(found):
                     return found
                 if error is None:
                     error = KielError("the coordinator did not answer for every partition",
                                       group=self.group)
+            assert error is not None  # a failed request or an incomplete answer
             delay = next(delays, None)
             if delay is None:
                 raise error
