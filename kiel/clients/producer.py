@@ -294,26 +294,10 @@ class Producer(Client):
         key_maker: Optional[Callable[[Any], Any]] = None,
         serializer: Optional[Callable[[Any], bytes]] = None,
         key_serializer: Optional[Callable[[Any], bytes]] = None,
-        client_id: str = "kiel",
-        connect_timeout: float = 10.0,
-        request_timeout: float = 30.0,
-        metadata_max_age: float = 300.0,
-        retry_backoff: float = 0.1,
-        max_backoff: float = 5.0,
-        retries: int = 5,
-        ssl_options: Any = None,
+        **client_options: Any,
     ) -> None:
-        super().__init__(
-            brokers,
-            client_id=client_id,
-            connect_timeout=connect_timeout,
-            request_timeout=request_timeout,
-            metadata_max_age=metadata_max_age,
-            retry_backoff=retry_backoff,
-            max_backoff=max_backoff,
-            retries=retries,
-            ssl_options=ssl_options,
-        )
+        super().__init__(brokers, **client_options)
+        request_timeout = self.cluster.request_timeout
         if required_acks not in (-1, 0, 1) or isinstance(required_acks, bool):
             raise ConfigError(f"required_acks must be -1, 0 or 1, got {required_acks!r}")
         if ack_timeout is None:
