@@ -523,7 +523,7 @@ class Fetcher:
             for task in done:
                 if task is changed or task.cancelled() or task.exception() is not None:
                     continue  # an exception is raised by _raise_errors
-                if wanted.intersection(task.result()):
+                if wanted.intersection(task.result() or ()):
                     # A healthy answer: the round is over if it brought records
                     # or ``max_wait_time`` is spent (answers dropped after a
                     # seek, or cut short, get another round until then).

@@ -55,6 +55,7 @@ from kiel.exc import (
     for_code,
 )
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
+from kiel.structs import RecordMetadata
 
 log = logging.getLogger(__name__)
 
@@ -74,18 +75,6 @@ _int32 = struct.Struct(">i")
 _crc32 = zlib.crc32
 #: CRC32 of the 10 bytes before a null-key message's value, by value length.
 _null_key_crc: Dict[int, int] = {}
-
-
-class RecordMetadata(NamedTuple):
-    """Where an acknowledged record was written.
-
-    ``offset`` is -1 when the producer does not wait for acknowledgements
-    (``required_acks=0``).
-    """
-
-    topic: str
-    partition: int
-    offset: int
 
 
 _new_metadata = tuple.__new__

@@ -2,9 +2,9 @@
 
 import datetime
 import enum
-from typing import Dict, NamedTuple, Optional, Union
+from typing import Dict, Optional, Union
 
-from kiel.protocol.messages import Record
+from kiel.structs import Record, TopicPartition
 
 __all__ = ["BEGINNING", "END", "Record", "Start", "StartPosition", "TopicPartition", "lag_of"]
 
@@ -13,13 +13,6 @@ __all__ = ["BEGINNING", "END", "Record", "Start", "StartPosition", "TopicPartiti
 # hand out, with no copy. ``key`` and ``value`` are ``bytes`` or ``None``
 # unless a deserializer was given; ``timestamp`` is ``None`` for the magic-0
 # messages of a 0.8 broker.
-
-
-class TopicPartition(NamedTuple):
-    """One partition of one topic."""
-
-    topic: str
-    partition: int
 
 
 class StartPosition(enum.Enum):

@@ -37,6 +37,7 @@ from kiel.exc import (
     LocalProtocolError,
     UnsupportedVersionError,
 )
+from kiel.structs import Record
 
 __all__ = [
     "CODEC_NONE",
@@ -82,24 +83,6 @@ _HEADER = struct.Struct(">qiI")  # offset, size, crc (encode)
 _MAGIC_ATTRS_KLEN = struct.Struct(">bbi")  # encode
 
 _crc32 = zlib.crc32
-
-
-class Record(NamedTuple):
-    """One decoded message.
-
-    ``key`` and ``value`` are ``bytes`` (copies, never views into the fetch
-    buffer) or ``None`` for null. ``topic`` and ``partition`` are whatever the
-    caller passed to :func:`decode_message_set` (consumers pass theirs, so the
-    records they return are these very objects).
-    """
-
-    topic: Optional[str]
-    partition: Optional[int]
-    offset: int
-    key: Optional[bytes]
-    value: Optional[bytes]
-    #: Epoch milliseconds (magic 1 only; ``None`` for magic 0 messages).
-    timestamp: Optional[int] = None
 
 
 # Strategy: building a NamedTuple through its generated ``__new__`` runs a
@@ -190,8 +173,8 @@ def _decode_into(
     mv: memoryview,
     pos: int,
     end: int,
-    topic: Optional[str],
-    partition: Optional[int],
+    topic: str,
+    partition: int,
     check: bool,
     min_offset: int,
     depth: int,
@@ -273,8 +256,8 @@ def _decode_one(
     mv: memoryview,
     pos: int,
     end: int,
-    topic: Optional[str],
-    partition: Optional[int],
+    topic: str,
+    partition: int,
     check: bool,
     min_offset: int,
     depth: int,
@@ -378,8 +361,8 @@ def _decode_one(
 
 def decode_message_set(
     buf: Buffer,
-    topic: Optional[str] = None,
-    partition: Optional[int] = None,
+    topic: str = "",
+    partition: int = -1,
     *,
     min_offset: Optional[int] = None,
     check_crcs: bool = True,

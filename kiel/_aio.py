@@ -1,0 +1,126 @@
+"""The one wake-up primitive and the one way kiel starts background tasks.
+
+Everything here runs on the IOLoop's thread (kazoo threads reach the loop only
+through :mod:`kiel.zookeeper.bridge`).
+"""
+
+import asyncio
+import logging
+from typing import Any, Coroutine, Iterator, Optional, Set, TypeVar
+
+log = logging.getLogger("kiel")
+
+T = TypeVar("T")
+
+__all__ = ["Tasks", "Wakeup", "spawn"]
+
+
+class Wakeup:
+    """A signal that wakes whoever is waiting now; later waiters wait for the next one.
+
+    Strategy: an :class:`asyncio.Event` needs a ``clear()`` that races with
+    the waiters it should wake; a fresh future per round does not. ``fire()``
+    resolves the current round's future and forgets it, so the next
+    :meth:`wait` (or :meth:`future`) starts a new round.
+    """
+
+    __slots__ = ("_future",)
+
+    def __init__(self) -> None:
+        self._future: Optional[asyncio.Future[None]] = None
+
+    def future(self) -> "asyncio.Future[None]":
+        """This round's future, for :func:`asyncio.wait` together with others."""
+        future = self._future
+        if future is None or future.done():
+            future = self._future = asyncio.get_running_loop().create_future()
+        return future
+
+    def fire(self) -> None:
+        """Wake every current waiter (a no-op when nobody waits)."""
+        future, self._future = self._future, None
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    async def wait(self, timeout: Optional[float] = None) -> bool:
+        """Wait for the next :meth:`fire`.
+
+        Args:
+            timeout: seconds to wait at most (``None``: no bound).
+
+        Returns:
+            True if fired, False if the timeout ran out first.
+        """
+        future = self.future()
+        # shield: a waiter that times out or is cancelled must not cancel the
+        # round's future that other waiters share.
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+
+class Tasks:
+    """A set of background tasks that this owner keeps alive and can stop.
+
+    The event loop holds only weak references to tasks, so a task nobody
+    references can vanish mid-flight; a failure in a task nobody awaits is
+    otherwise logged only at garbage collection, if at all. Every task started
+    here is kept until it ends, and an unexpected exception is logged at once
+    with the task's name.
+
+    Args:
+        name: prefix for the tasks' names (shows in logs and debuggers).
+    """
+
+    def __init__(self, name: str = "kiel") -> None:
+        self.name = name
+        self._tasks: Set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, T], name: Optional[str] = None) -> "asyncio.Task[T]":
+        """Start ``coro`` as a task owned by this set.
+
+        Returns:
+            The task (await it to get its result or exception as usual).
+        """
+        task = asyncio.get_running_loop().create_task(coro)
+        task.set_name(f"{self.name}:{name or getattr(coro, '__name__', 'task')}")
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: "asyncio.Task[Any]") -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            log.error("background task %s failed", task.get_name(), exc_info=error)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator["asyncio.Task[Any]"]:
+        return iter(list(self._tasks))
+
+    async def cancel(self, timeout: Optional[float] = None) -> None:
+        """Cancel every task and wait (at most ``timeout`` s) until they ended."""
+        tasks = [t for t in self._tasks if not t.done()]
+        current = asyncio.current_task()
+        tasks = [t for t in tasks if t is not current]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
+
+#: Tasks that belong to no client (module-level helpers); kept referenced.
+_orphans = Tasks("kiel")
+
+
+def spawn(coro: Coroutine[Any, Any, T], name: Optional[str] = None) -> "asyncio.Task[T]":
+    """Start ``coro`` as a background task that is kept referenced and whose
+    failure is logged. Prefer a client's own :class:`Tasks` so ``close()`` can
+    cancel it."""
+    return _orphans.spawn(coro, name)

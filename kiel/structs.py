@@ -1,0 +1,87 @@
+"""The shapes every layer shares: :class:`TopicPartition`, :class:`Record`,
+:class:`RecordMetadata`.
+
+Standard library only, so :mod:`kiel.protocol` can build these very objects
+while decoding (no copy between the wire and the application).
+
+A partition has exactly one spelling inside kiel, :class:`TopicPartition`.
+The ``"topic:partition"`` strings of the allocator plug-in interface
+(compatible with the original kiel) exist only at that boundary; see
+:func:`kiel.allocators.to_key` and :func:`kiel.allocators.from_key`.
+"""
+
+import sys
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Optional, TypeVar
+
+__all__ = ["K", "RawRecord", "Record", "RecordMetadata", "TopicPartition", "V"]
+
+#: The type of a record's key once the consumer's key deserializer ran.
+K = TypeVar("K")
+#: The type of a record's value once the consumer's value deserializer ran.
+V = TypeVar("V")
+
+
+class TopicPartition(NamedTuple):
+    """One partition of one topic."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}:{self.partition}"
+
+
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record was written.
+
+    ``offset`` is -1 when the producer does not wait for acknowledgements
+    (``required_acks=0``).
+    """
+
+    topic: str
+    partition: int
+    offset: int
+
+
+# Strategy: a generic NamedTuple (``Record[K, V]``) is what users annotate
+# with, so ``record.value`` has the deserializer's type, not ``bytes``.
+# Python only accepts Generic in a NamedTuple's bases from 3.11 on; older
+# interpreters get the same class without the type parameters, and
+# ``Record[...]`` there returns the class itself.
+if sys.version_info >= (3, 11) or TYPE_CHECKING:
+
+    class Record(NamedTuple, Generic[K, V]):
+        """One consumed message.
+
+        ``key`` and ``value`` are ``bytes`` (copies, never views into a fetch
+        buffer) or ``None`` for null, unless the consumer was given
+        deserializers: then they are what those return. ``topic`` and
+        ``partition`` are always set.
+        """
+
+        topic: str
+        partition: int
+        offset: int
+        key: K
+        value: V
+        #: Epoch milliseconds (magic 1 and later; ``None`` for magic-0 messages).
+        timestamp: Optional[int] = None
+
+else:  # pragma: no cover - Python < 3.11
+
+    class Record(NamedTuple):
+        topic: str
+        partition: int
+        offset: int
+        key: Any
+        value: Any
+        timestamp: Optional[int] = None
+
+        def __class_getitem__(cls, item: Any) -> Any:
+            return cls
+
+    Record.__doc__ = "One consumed message (see the Python 3.11+ definition)."
+
+
+#: A record as decoded from the wire, before any deserializer.
+RawRecord = Record[Optional[bytes], Optional[bytes]]
