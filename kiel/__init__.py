@@ -1,3 +1,58 @@
-"""kiel: a pure-Python Kafka client for Tornado applications."""
+"""kiel: a pure-Python Kafka client for Tornado applications.
+
+The clients and the types applications annotate with are importable from here::
+
+    from kiel import Producer, Record, SingleConsumer, TopicPartition
+
+Strategy: every name is imported on first use (PEP 562 ``__getattr__``), so
+``import kiel.protocol`` stays free of Tornado, and a producer-only
+application never imports kazoo (only ``GroupedConsumer`` needs it).
+"""
+import importlib
+from typing import TYPE_CHECKING, Any, Dict, List
 
 __version__ = "0.1.0.dev0"
+
+# name -> the module that defines it
+_EXPORTS: Dict[str, str] = {
+    "Producer": "kiel.producer",
+    "SingleConsumer": "kiel.consumer",
+    "GroupedConsumer": "kiel.consumer.grouped",
+    "ConsumerRebalanceListener": "kiel.consumer.listener",
+    "BEGINNING": "kiel.consumer.positions",
+    "END": "kiel.consumer.positions",
+    "StartPosition": "kiel.consumer.positions",
+    "Record": "kiel.structs",
+    "RecordMetadata": "kiel.structs",
+    "TopicPartition": "kiel.structs",
+    "Partitioner": "kiel.producer.partitioners",
+    "Serializer": "kiel.serializers",
+    "Deserializer": "kiel.serializers",
+    "Allocator": "kiel.allocators",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from kiel.allocators import Allocator
+    from kiel.consumer import SingleConsumer
+    from kiel.consumer.grouped import GroupedConsumer
+    from kiel.consumer.listener import ConsumerRebalanceListener
+    from kiel.consumer.positions import BEGINNING, END, StartPosition
+    from kiel.producer import Producer
+    from kiel.producer.partitioners import Partitioner
+    from kiel.serializers import Deserializer, Serializer
+    from kiel.structs import Record, RecordMetadata, TopicPartition
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kiel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(__all__)

@@ -14,9 +14,21 @@ Without a serializer, values (and keys) must already be ``bytes``: kiel never
 guesses an encoding.
 """
 import json
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-__all__ = ["json_deserializer", "json_serializer", "utf8_deserializer", "utf8_serializer"]
+__all__ = [
+    "Deserializer",
+    "Serializer",
+    "json_deserializer",
+    "json_serializer",
+    "utf8_deserializer",
+    "utf8_serializer",
+]
+
+#: Turns an application value into the bytes sent (``None`` stays a null).
+Serializer = Callable[[Any], Optional[bytes]]
+#: Turns the bytes received (``None`` for a null) into an application value.
+Deserializer = Callable[[Optional[bytes]], Any]
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 

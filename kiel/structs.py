@@ -7,7 +7,8 @@ while decoding (no copy between the wire and the application).
 A partition has exactly one spelling inside kiel, :class:`TopicPartition`.
 The ``"topic:partition"`` strings of the allocator plug-in interface
 (compatible with the original kiel) exist only at that boundary; see
-:func:`kiel.allocators.to_key` and :func:`kiel.allocators.from_key`.
+:func:`kiel.allocators.format_partition` and
+:func:`kiel.allocators.parse_partition`.
 """
 
 import sys

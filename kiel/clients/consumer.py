@@ -27,7 +27,7 @@ from typing import (
     Union,
 )
 
-from kiel.clients.base import Client
+from kiel.client import Client
 from kiel.clients.fetcher import Deserializer, Fetcher, list_offsets, to_timestamp
 from kiel.clients.records import (
     BEGINNING,
@@ -70,7 +70,7 @@ class SingleConsumer(Client):
             :class:`~kiel.exc.OffsetOutOfRangeError`.
         decode_budget: seconds of decoding after which the consumer yields to
             the IOLoop (bounds how long decoding a big fetch stalls the loop).
-        **client_options: the :class:`~kiel.clients.base.Client` settings
+        **client_options: the :class:`~kiel.client.Client` settings
             (``client_id``, ``connect_timeout``, ``request_timeout``,
             ``retry_backoff``, ``max_backoff``, ``retries``, ...).
 

@@ -49,7 +49,7 @@ from typing import (
 )
 
 from kiel.allocators import get_allocator, weighted
-from kiel.clients.base import Client
+from kiel.client import Client
 from kiel.clients.fetcher import Deserializer, Fetcher, list_offsets
 from kiel.clients.records import Record, TopicPartition
 from kiel.exc import (
@@ -241,7 +241,7 @@ class GroupedConsumer(Client):
         deserializer: as for :class:`~kiel.clients.consumer.SingleConsumer`
             (likewise ``key_deserializer``, ``max_wait_time``, ``min_bytes``,
             ``max_bytes``, ``max_fetch_size``, ``decode_budget``).
-        **client_options: the :class:`~kiel.clients.base.Client` settings.
+        **client_options: the :class:`~kiel.client.Client` settings.
 
     Raises:
         ConfigError: a bad setting.

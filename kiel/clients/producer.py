@@ -39,7 +39,7 @@ from typing import (
 )
 
 from kiel import compression as codecs
-from kiel.clients.base import Client
+from kiel.client import Client
 from kiel.clients.partitioners import DefaultPartitioner, Partitioner
 from kiel.exc import (
     BufferFullError,

@@ -22,7 +22,7 @@ from typing import (
     TypeVar,
 )
 
-from kiel.clients.base import Client
+from kiel.client import Client
 from kiel.clients.consumer import SingleConsumer
 from kiel.clients.fetcher import list_offsets
 from kiel.clients.producer import Producer

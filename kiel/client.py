@@ -29,6 +29,7 @@ class Client:
     def __init__(
         self,
         brokers: Union[str, Sequence[str]],
+        *,
         client_id: str = "kiel",
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
