@@ -175,13 +175,13 @@ class _Hooks(PartitionHooks):
     def __init__(self, consumer: "GroupedConsumer") -> None:
         self.consumer = consumer
 
-    async def assigned(self, partitions: List[Tuple[str, int]]) -> None:
+    async def assigned(self, partitions: List[TopicPartition]) -> None:
         await self.consumer._on_assigned([TopicPartition(*tp) for tp in partitions])
 
-    async def revoked(self, partitions: List[Tuple[str, int]]) -> None:
+    async def revoked(self, partitions: List[TopicPartition]) -> None:
         await self.consumer._on_revoked([TopicPartition(*tp) for tp in partitions])
 
-    async def lost(self, partitions: List[Tuple[str, int]]) -> None:
+    async def lost(self, partitions: List[TopicPartition]) -> None:
         await self.consumer._on_lost([TopicPartition(*tp) for tp in partitions])
 
     def suspend(self) -> None:
