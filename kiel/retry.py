@@ -28,9 +28,6 @@ T = TypeVar("T")
 
 __all__ = ["Attempt", "Backoff", "attempts", "retry"]
 
-# The largest exponent whose power of two is a finite float.
-_MAX_DOUBLINGS = 1023
-
 
 class Backoff:
     """Delays for successive retries: ``min(cap, base * 2**n)``, jittered.
@@ -60,11 +57,7 @@ class Backoff:
 
     def delay(self, failures: int) -> float:
         """The jittered delay after ``failures`` consecutive failures (>= 1)."""
-        # An unbounded loop's 1025th failure must not raise OverflowError:
-        # 2.0**1023 is the largest finite power, and a float product past
-        # the largest float is inf, which the cap then bounds.
-        doublings = min(max(0, failures - 1), _MAX_DOUBLINGS)
-        nominal = min(self.cap, self.base * 2.0**doublings)
+        nominal = min(self.cap, self.base * (2 ** max(0, failures - 1)))
         return random.uniform(nominal / 2, nominal)
 
     def delays(self) -> Iterator[float]:
@@ -118,9 +111,10 @@ async def attempts(
         The same :class:`Attempt` each time, its ``number`` advanced.
 
     Raises:
-        The error recorded by the last :meth:`Attempt.failed` when the retries
-        are used up; :class:`~kiel.exc.ClientClosedError` when the owner closed
-        (chained to the last recorded error).
+        BaseException: the error recorded by the last :meth:`Attempt.failed`,
+            once the retries are used up.
+        ClientClosedError: the owner closed (chained to the last recorded
+            error).
     """
     attempt = Attempt(backoff.retries)
     delays = backoff.delays()
@@ -163,8 +157,9 @@ async def retry(
         What ``op`` returned.
 
     Raises:
-        The first non-retriable error at once, the last retriable one when the
-        retries are used up, or :class:`~kiel.exc.ClientClosedError`.
+        Exception: the first error ``retriable`` refuses, at once; the last
+            retriable one once the retries are used up.
+        ClientClosedError: the owner closed.
     """
     async for attempt in attempts(backoff, closed=closed):
         try:
