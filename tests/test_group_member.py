@@ -8,18 +8,22 @@ session handling) runs for real against ZooKeeper.
 
 import asyncio
 import json
+import logging
 import random
 from typing import Any, Dict, List, Set, Tuple
 
 import pytest
+from kazoo.security import make_acl, make_digest_acl
 
 from kiel.exc import AllocationError
+from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember, PartitionHooks
+from tests.waiting import until
 
 pytestmark = pytest.mark.zookeeper
 
-TP = Tuple[str, int]
+TP = TopicPartition
 
 
 class RecordingHooks(PartitionHooks):
@@ -28,21 +32,26 @@ class RecordingHooks(PartitionHooks):
     def __init__(self, name: str, log: List[Tuple[str, str, List[TP]]]) -> None:
         self.name = name
         self.log = log
+        #: Partitions handed over as anything but kiel.structs.TopicPartition.
+        self.mistyped: List[Any] = []
         self.fetching: Set[TP] = set()
         self.suspended = False
         self.revoke_delay = 0.0
 
     async def assigned(self, partitions: List[TP]) -> None:
+        self.mistyped += [tp for tp in partitions if type(tp) is not TopicPartition]
         self.log.append((self.name, "assigned", partitions))
         self.fetching.update(partitions)
 
     async def revoked(self, partitions: List[TP]) -> None:
+        self.mistyped += [tp for tp in partitions if type(tp) is not TopicPartition]
         self.fetching.difference_update(partitions)
         self.log.append((self.name, "revoked", partitions))
         if self.revoke_delay:
             await asyncio.sleep(self.revoke_delay)  # e.g. a slow async commit
 
     async def lost(self, partitions: List[TP]) -> None:
+        self.mistyped += [tp for tp in partitions if type(tp) is not TopicPartition]
         self.fetching.difference_update(partitions)
         self.log.append((self.name, "lost", partitions))
 
@@ -78,6 +87,15 @@ async def start_member(
 async def stop_member(member: GroupMember) -> None:
     await member.leave()
     await member.zk.stop()
+    if isinstance(member.hooks, RecordingHooks):
+        assert member.hooks.mistyped == []
+    assert member_tasks(member) == []
+
+
+def member_tasks(member: GroupMember) -> List[asyncio.Task]:
+    """The member's background tasks still alive (named after its group and id)."""
+    prefix = f"kiel-group-{member.group}/{member.member_id}:"
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith(prefix) and not t.done()]
 
 
 def check_disjoint(hooks: List[RecordingHooks]) -> None:
@@ -139,10 +157,7 @@ def test_members_split_partitions_and_hand_off_in_order(zookeeper: Any) -> None:
         await stop_member(members.pop(0))
         hooks.pop(0)
         # Converged means: every member has heard of the leave, then settled.
-        for _ in range(100):
-            if all("a" not in m.members for m in members):
-                break
-            await asyncio.sleep(0.05)
+        await until(lambda: all("a" not in m.members for m in members), what="leave seen")
         await converge(members)
         assert set().union(*(m.owned for m in members)) == {(topic, p) for p in range(12)}
         for m in members:
@@ -189,10 +204,10 @@ def test_no_double_fetching_under_churn(zookeeper: Any) -> None:
                 await stop_member(m)
             await asyncio.sleep(rng.uniform(0, 0.3))
         members = [m for m, _ in live.values()]
-        for _ in range(200):  # every member has heard of the last change
-            if all(m.members == sorted(live) for m in members):
-                break
-            await asyncio.sleep(0.05)
+        await until(
+            lambda: all(m.members == sorted(live) for m in members),
+            what="every member has heard of the last change",
+        )
         await converge(members)
         stop.set()
         await check_task
@@ -219,7 +234,10 @@ def test_partition_growth_rebalances(zookeeper: Any) -> None:
         await converge([a, b])
         data = json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(6)}})
         await admin.set(f"/brokers/topics/{topic}", data.encode())
-        await asyncio.sleep(0.5)
+        await until(
+            lambda: a.topic_partitions.get(topic) == b.topic_partitions.get(topic) == 6,
+            what="both members saw 6 partitions",
+        )
         await converge([a, b])
         assert a.owned | b.owned == {(topic, p) for p in range(6)}
         assert len(a.owned) == len(b.owned) == 3
@@ -241,10 +259,7 @@ def test_pattern_subscription_picks_up_new_topics(zookeeper: Any) -> None:
         assert a.owned == {(f"{prefix}-one", 0), (f"{prefix}-one", 1)}
         await make_topic(admin, f"{prefix}-two", 1)
         await make_topic(admin, f"other{prefix}", 1)
-        for _ in range(50):
-            if (f"{prefix}-two", 0) in a.owned:
-                break
-            await asyncio.sleep(0.1)
+        await until(lambda: (f"{prefix}-two", 0) in a.owned, what="the new topic owned")
         await converge([a])
         assert a.owned == {(f"{prefix}-one", 0), (f"{prefix}-one", 1), (f"{prefix}-two", 0)}
         await stop_member(a)
@@ -274,11 +289,7 @@ def test_invalid_allocator_result_keeps_ownership_and_reports(zookeeper: Any) ->
         await zk_b.start()
         b = GroupMember(zk_b, group, [topic], member_id="b", allocator=flaky)
         join_b = asyncio.ensure_future(b.join(timeout=5))
-        for _ in range(50):
-            if isinstance(a.failure, AllocationError):
-                break
-            await asyncio.sleep(0.1)
-        assert isinstance(a.failure, AllocationError)
+        await until(lambda: isinstance(a.failure, AllocationError), what="AllocationError")
         assert a.owned == {(topic, 0), (topic, 1)}
         join_b.cancel()
         await b.leave()
@@ -304,10 +315,10 @@ def test_session_expiry_loses_then_rejoins(zookeeper: Any) -> None:
         old_session = a.zk.session_id
         loop = asyncio.get_event_loop()
         await loop.run_in_executor(None, zookeeper.expire_session, a.zk.client)
-        for _ in range(200):
-            if a.zk.session_id not in (None, old_session) and a.owned and b.owned:
-                break
-            await asyncio.sleep(0.05)
+        await until(
+            lambda: a.zk.session_id not in (None, old_session) and a.owned and b.owned,
+            what="a back with a new session, both owning partitions",
+        )
         await converge([a, b])
         lost = [parts for who, what, parts in log if who == "a" and what == "lost"]
         assert lost and set(lost[0]) == before
@@ -319,6 +330,93 @@ def test_session_expiry_loses_then_rejoins(zookeeper: Any) -> None:
         assert sorted(ids) == ["a", "b"]
         for m in (a, b):
             await stop_member(m)
+        await admin.stop()
+
+    run(main())
+
+
+class FailingRevoke(RecordingHooks):
+    """Fails every revoke (a commit that cannot go through) while ``fail`` is set."""
+
+    def __init__(self, name: str, log: List[Any]) -> None:
+        super().__init__(name, log)
+        self.fail = True
+        self.revoke_calls = 0
+
+    async def revoked(self, partitions: List[TP]) -> None:
+        self.revoke_calls += 1
+        if self.fail:
+            raise RuntimeError("commit failed")
+        await super().revoked(partitions)
+
+
+def test_a_failing_reconcile_is_retried_until_the_member_leaves(zookeeper: Any) -> None:
+    async def main() -> None:
+        admin = ZooKeeper(zookeeper.hosts)
+        await admin.start()
+        topic, group = unique("t"), unique("g")
+        await make_topic(admin, topic, 4)
+        zk_a = ZooKeeper(zookeeper.hosts, session_timeout=6.0)
+        await zk_a.start()
+        hooks = FailingRevoke("a", [])
+        a = GroupMember(zk_a, group, [topic], hooks=hooks, member_id="a")
+        await a.join(timeout=30)
+        # b's arrival makes a hand over half: a's revoke keeps failing.
+        zk_b = ZooKeeper(zookeeper.hosts, session_timeout=6.0)
+        await zk_b.start()
+        b = GroupMember(zk_b, group, [topic], member_id="b")
+        join_b = asyncio.ensure_future(b.join(timeout=60))
+        await until(lambda: hooks.revoke_calls >= 3, what="revoke retried")
+        assert isinstance(a.failure, RuntimeError)
+        assert len(a.owned) == 4  # nothing released without its revoke
+        assert member_tasks(a), "the reconcile loop runs"
+        calls, hooks.fail = hooks.revoke_calls, False
+        await a.leave()
+        # The retries ended with the leave, whose own revoke went through.
+        assert member_tasks(a) == []
+        assert hooks.revoke_calls == calls + 1 and a.owned == set()
+        await join_b
+        await converge([b])
+        assert b.owned == {(topic, p) for p in range(4)}
+        await zk_a.stop()
+        await stop_member(b)
+        await admin.stop()
+
+    run(main())
+
+
+@pytest.mark.slow
+def test_rejoin_is_retried_until_the_member_leaves(zookeeper: Any, caplog: Any) -> None:
+    async def main() -> None:
+        auth = "kiel:secret"
+        admin = ZooKeeper(zookeeper.hosts, auth=auth)
+        await admin.start()
+        topic, group = unique("t"), unique("g")
+        await make_topic(admin, topic, 2)
+        zk = ZooKeeper(zookeeper.hosts, session_timeout=6.0, auth=auth)
+        await zk.start()
+        a = GroupMember(zk, group, [topic], member_id="a", acquire_timeout=1)
+        await a.join(timeout=30)
+        # Another identity takes the group over: a cannot register again.
+        loop = asyncio.get_running_loop()
+        ids = f"/consumers/{group}/ids"
+        await loop.run_in_executor(
+            None,
+            admin.client.set_acls,
+            ids,
+            [make_digest_acl("other", "pw", all=True), make_acl("world", "anyone", read=True)],
+        )
+
+        def failures() -> int:
+            return sum("re-registering a failed" in r.getMessage() for r in caplog.records)
+
+        with caplog.at_level(logging.ERROR, logger="kiel.zookeeper.group"):
+            await loop.run_in_executor(None, zookeeper.expire_session, zk.client)
+            await until(lambda: failures() >= 2, timeout=30, what="re-registration retried")
+            await a.leave()
+            assert member_tasks(a) == []
+        assert await admin.get_children(ids) == []
+        await zk.stop()
         await admin.stop()
 
     run(main())

@@ -144,7 +144,7 @@ class GroupMember:
         # and each of them re-reads the state it cares about.
         self._dirty = False
         self._changed = Wakeup()
-        self._tasks = Tasks(f"kiel-group-{group}")
+        self._tasks = Tasks(f"kiel-group-{group}/{self.member_id}")
         self._rejoining: Optional[asyncio.Task[None]] = None
         self._topic_watches: Set[str] = set()
         # Until the topic list and every topic's partition map have been read
@@ -341,7 +341,7 @@ class GroupMember:
                     await self._register()
                     break
                 except (KazooException, GroupError) as e:
-                    log.error("re-registering %s failed: %s; retrying", self.member_id, e)
+                    log.error("re-registering %s failed (%r); retrying", self.member_id, e)
                     attempt.failed(e)
         except ClientClosedError:
             return  # the member left meanwhile

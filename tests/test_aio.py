@@ -1,0 +1,162 @@
+"""kiel._aio: the one wake-up primitive and the one way to start background tasks.
+
+Pure logic on a real event loop; no timing assumptions beyond "a timeout of a
+few hundredths of a second runs out".
+"""
+import asyncio
+import gc
+import logging
+from typing import Any, List
+
+import pytest
+
+from kiel._aio import Tasks, Wakeup, spawn
+from kiel.exc import NoBrokersError
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, 10))
+
+
+async def settle() -> None:
+    """Let every ready callback and task step run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_wakeup_wakes_the_current_waiters_only() -> None:
+    async def main() -> None:
+        wakeup = Wakeup()
+        early = [asyncio.ensure_future(wakeup.wait()) for _ in range(3)]
+        await settle()
+        assert not any(w.done() for w in early)
+        wakeup.fire()
+        await settle()
+        assert [w.result() for w in early] == [True, True, True]
+        # A waiter that arrives after the fire waits for the next one.
+        late = asyncio.ensure_future(wakeup.wait())
+        await settle()
+        assert not late.done()
+        wakeup.fire()
+        assert await late is True
+
+    run(main())
+
+
+def test_fire_without_waiters_is_not_remembered() -> None:
+    async def main() -> None:
+        wakeup = Wakeup()
+        wakeup.fire()
+        assert await wakeup.wait(timeout=0.05) is False
+
+    run(main())
+
+
+def test_wait_times_out_without_spoiling_the_round_for_others() -> None:
+    async def main() -> None:
+        wakeup = Wakeup()
+        patient = asyncio.ensure_future(wakeup.wait())
+        await settle()
+        assert await wakeup.wait(timeout=0.01) is False
+        cancelled = asyncio.ensure_future(wakeup.wait())
+        await settle()
+        cancelled.cancel()
+        await settle()
+        assert not patient.done()
+        wakeup.fire()
+        assert await patient is True
+
+    run(main())
+
+
+def test_future_joins_this_round() -> None:
+    async def main() -> None:
+        wakeup = Wakeup()
+        first, second = wakeup.future(), wakeup.future()
+        assert first is second and not first.done()
+        wakeup.fire()
+        assert first.done()
+        assert not wakeup.future().done()  # a new round
+
+    run(main())
+
+
+def test_tasks_keep_references_until_done() -> None:
+    async def main() -> None:
+        tasks = Tasks("owner")
+        gate = asyncio.Event()
+
+        async def work(n: int) -> int:
+            await gate.wait()
+            return n
+
+        started = [tasks.spawn(work(i), f"work {i}") for i in range(3)]
+        names = sorted(t.get_name() for t in tasks)
+        del started
+        gc.collect()  # the loop holds tasks weakly: only Tasks keeps them alive
+        assert len(tasks) == 3 and names == ["owner:work 0", "owner:work 1", "owner:work 2"]
+        gate.set()
+        await settle()
+        assert len(tasks) == 0
+
+    run(main())
+
+
+def test_task_failures_are_logged_unless_quiet(caplog: Any) -> None:
+    async def main() -> List[str]:
+        tasks = Tasks("owner")
+
+        async def fail(error: Exception) -> None:
+            raise error
+
+        tasks.spawn(fail(ValueError("boom")), "loud")
+        shared = tasks.spawn(fail(NoBrokersError("down")), "shared", quiet=(NoBrokersError,))
+        with pytest.raises(NoBrokersError):
+            await shared  # whoever awaits a quiet task still gets its error
+        await settle()
+        return [r.getMessage() for r in caplog.records]
+
+    with caplog.at_level(logging.ERROR, logger="kiel"):
+        messages = run(main())
+    assert messages == ["background task owner:loud failed"]
+
+
+def test_cancel_stops_every_task_but_the_caller() -> None:
+    async def main() -> None:
+        tasks = Tasks("owner")
+        ended: List[str] = []
+
+        async def forever(name: str) -> None:
+            try:
+                await asyncio.Event().wait()
+            finally:
+                ended.append(name)
+
+        async def closer() -> None:
+            await tasks.cancel(timeout=5)
+            ended.append("closer done")
+
+        for name in ("a", "b"):
+            tasks.spawn(forever(name), name)
+        await settle()
+        await tasks.spawn(closer(), "closer")
+        assert sorted(ended) == ["a", "b", "closer done"]
+        assert len(tasks) == 0
+
+    run(main())
+
+
+def test_module_spawn_keeps_orphans_alive() -> None:
+    async def main() -> None:
+        gate = asyncio.Event()
+
+        async def orphan() -> str:
+            await gate.wait()
+            return "done"
+
+        task = spawn(orphan(), "orphan")
+        assert task.get_name() == "kiel:orphan"
+        gate.set()
+        assert await task == "done"
+
+    run(main())
