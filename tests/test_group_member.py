@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import random
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import pytest
 from kazoo.security import make_acl, make_digest_acl
@@ -112,6 +112,17 @@ async def converge(members: List[GroupMember], timeout: float = 30) -> None:
     await asyncio.wait_for(asyncio.gather(*(m.settled() for m in members)), timeout)
 
 
+async def new_group(
+    hosts: str, partitions: int, auth: Optional[str] = None
+) -> Tuple[ZooKeeper, str, str]:
+    """An admin session, a fresh topic with ``partitions`` partitions, and a fresh group name."""
+    admin = ZooKeeper(hosts, auth=auth)
+    await admin.start()
+    topic, group = unique("t"), unique("g")
+    await make_topic(admin, topic, partitions)
+    return admin, topic, group
+
+
 def run(coro: Any, timeout: float = 120) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
@@ -122,10 +133,7 @@ def unique(prefix: str) -> str:
 
 def test_members_split_partitions_and_hand_off_in_order(zookeeper: Any) -> None:
     async def main() -> None:
-        admin = ZooKeeper(zookeeper.hosts)
-        await admin.start()
-        topic, group = unique("t"), unique("g")
-        await make_topic(admin, topic, 12)
+        admin, topic, group = await new_group(zookeeper.hosts, 12)
         log: List[Any] = []
         members, hooks = [], []
         for name in ("a", "b", "c"):
@@ -171,10 +179,7 @@ def test_members_split_partitions_and_hand_off_in_order(zookeeper: Any) -> None:
 @pytest.mark.slow
 def test_no_double_fetching_under_churn(zookeeper: Any) -> None:
     async def main() -> None:
-        admin = ZooKeeper(zookeeper.hosts)
-        await admin.start()
-        topic, group = unique("t"), unique("g")
-        await make_topic(admin, topic, 12)
+        admin, topic, group = await new_group(zookeeper.hosts, 12)
         log: List[Any] = []
         live: Dict[str, Tuple[GroupMember, RecordingHooks]] = {}
         all_hooks: List[RecordingHooks] = []
@@ -224,10 +229,7 @@ def test_no_double_fetching_under_churn(zookeeper: Any) -> None:
 
 def test_partition_growth_rebalances(zookeeper: Any) -> None:
     async def main() -> None:
-        admin = ZooKeeper(zookeeper.hosts)
-        await admin.start()
-        topic, group = unique("t"), unique("g")
-        await make_topic(admin, topic, 2)
+        admin, topic, group = await new_group(zookeeper.hosts, 2)
         log: List[Any] = []
         a, _ = await start_member(zookeeper.hosts, group, [topic], log, "a")
         b, _ = await start_member(zookeeper.hosts, group, [topic], log, "b")
@@ -270,10 +272,7 @@ def test_pattern_subscription_picks_up_new_topics(zookeeper: Any) -> None:
 
 def test_invalid_allocator_result_keeps_ownership_and_reports(zookeeper: Any) -> None:
     async def main() -> None:
-        admin = ZooKeeper(zookeeper.hosts)
-        await admin.start()
-        topic, group = unique("t"), unique("g")
-        await make_topic(admin, topic, 2)
+        admin, topic, group = await new_group(zookeeper.hosts, 2)
         calls = {"n": 0}
 
         def flaky(members: List[str], partitions: List[str]) -> Dict[str, Dict[str, List[int]]]:
@@ -303,10 +302,7 @@ def test_invalid_allocator_result_keeps_ownership_and_reports(zookeeper: Any) ->
 @pytest.mark.slow
 def test_session_expiry_loses_then_rejoins(zookeeper: Any) -> None:
     async def main() -> None:
-        admin = ZooKeeper(zookeeper.hosts)
-        await admin.start()
-        topic, group = unique("t"), unique("g")
-        await make_topic(admin, topic, 4)
+        admin, topic, group = await new_group(zookeeper.hosts, 4)
         log: List[Any] = []
         a, ha = await start_member(zookeeper.hosts, group, [topic], log, "a")
         b, hb = await start_member(zookeeper.hosts, group, [topic], log, "b")
@@ -352,10 +348,7 @@ class FailingRevoke(RecordingHooks):
 
 def test_a_failing_reconcile_is_retried_until_the_member_leaves(zookeeper: Any) -> None:
     async def main() -> None:
-        admin = ZooKeeper(zookeeper.hosts)
-        await admin.start()
-        topic, group = unique("t"), unique("g")
-        await make_topic(admin, topic, 4)
+        admin, topic, group = await new_group(zookeeper.hosts, 4)
         zk_a = ZooKeeper(zookeeper.hosts, session_timeout=6.0)
         await zk_a.start()
         hooks = FailingRevoke("a", [])
@@ -389,10 +382,7 @@ def test_a_failing_reconcile_is_retried_until_the_member_leaves(zookeeper: Any) 
 def test_rejoin_is_retried_until_the_member_leaves(zookeeper: Any, caplog: Any) -> None:
     async def main() -> None:
         auth = "kiel:secret"
-        admin = ZooKeeper(zookeeper.hosts, auth=auth)
-        await admin.start()
-        topic, group = unique("t"), unique("g")
-        await make_topic(admin, topic, 2)
+        admin, topic, group = await new_group(zookeeper.hosts, 2, auth=auth)
         zk = ZooKeeper(zookeeper.hosts, session_timeout=6.0, auth=auth)
         await zk.start()
         a = GroupMember(zk, group, [topic], member_id="a", acquire_timeout=1)
