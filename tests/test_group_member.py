@@ -369,6 +369,7 @@ def test_a_failing_reconcile_is_retried_until_the_member_leaves(zookeeper: Any) 
         assert member_tasks(a) == []
         assert hooks.revoke_calls == calls + 1 and a.owned == set()
         await join_b
+        await until(lambda: b.members == ["b"], what="b saw a leave")
         await converge([b])
         assert b.owned == {(topic, p) for p in range(4)}
         await zk_a.stop()
