@@ -11,7 +11,7 @@ application never imports kazoo (only ``GroupedConsumer`` needs it).
 import importlib
 from typing import TYPE_CHECKING, Any, Dict, List
 
-__version__ = "0.1.0.dev0"
+__version__ = "1.0.0.dev0"
 
 # name -> the module that defines it
 _EXPORTS: Dict[str, str] = {
