@@ -7,7 +7,6 @@ if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
     from kazoo.client import KazooClient
 
     from kiel.testing.broker import EmbeddedCluster
-    from kiel.testing.faults import FaultProxy
     from kiel.testing.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
 
 
@@ -197,6 +196,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # --------------------------------------------------------------------------
 # Network faults (kiel.testing.faults): a TCP proxy per member, in front of
 # ZooKeeper or a broker, that cuts, partitions, delays and stalls on cue.
+
+if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
+    from kiel.testing.faults import FaultProxy
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 from kiel._aio import Tasks
 from kiel.exc import HarnessError
 from kiel.testing.faults.pipe import Link
+from kiel.testing.faults.sockets import wait_ready
 from kiel.testing.faults.state import Counters, Faults, ProxyStats
 
 __all__ = ["ProxyCore"]
@@ -44,6 +45,7 @@ class ProxyCore:
         #: Each open link and the task that carries it.
         self._links: Dict[Link, asyncio.Task[None]] = {}
         self._tasks = Tasks("kiel-fault-proxy")
+        self._acceptor: Optional[asyncio.Task[None]] = None
         self._listener: Optional[socket.socket] = None
         self._blackout_end: Optional[asyncio.TimerHandle] = None
 
@@ -67,34 +69,46 @@ class ProxyCore:
         listener.setblocking(False)
         self.port = listener.getsockname()[1]
         self._listener = listener
-        self._tasks.spawn(self._accept(listener), "accept")
+        self._acceptor = self._tasks.spawn(self._accept(listener), "accept")
 
     async def close(self) -> None:
         """Stop listening, reset every link, cancel the blackout timer."""
         if self._blackout_end is not None:
             self._blackout_end.cancel()
-        # The accept loop and every link's task: each link resets its sockets.
-        await self._tasks.cancel(_STOP_TIMEOUT)
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+            await asyncio.wait([self._acceptor], timeout=_STOP_TIMEOUT)
         if self._listener is not None:
+            # The kernel resets connections still waiting in the backlog.
             self._listener.close()
             self._listener = None
+        await self._reset_links()
 
     async def _accept(self, listener: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
+        while self._accept_pending(listener):
+            await wait_ready(listener)
+
+    def _accept_pending(self, listener: socket.socket) -> bool:
+        """Adopt every connection waiting in the backlog; False once accepting failed."""
         while True:
             try:
-                client, _ = await loop.sock_accept(listener)
+                client, _ = listener.accept()
+            except BlockingIOError:
+                return True
             except ConnectionAbortedError:  # the client reset before we took it
                 continue
             except OSError as e:  # out of descriptors or the like: kept for stop()
                 self.errors.append(e)
-                return
-            client.setblocking(False)
-            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.counters.accepted += 1
-            link = Link(client, self.target, self.faults, self.counters, self.max_held,
-                        self.connect_timeout)
-            self._links[link] = self._tasks.spawn(self._carry(link), "link")
+                return False
+            self._adopt(client)
+
+    def _adopt(self, client: socket.socket) -> None:
+        client.setblocking(False)
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.counters.accepted += 1
+        link = Link(client, self.target, self.faults, self.counters, self.max_held,
+                    self.connect_timeout)
+        self._links[link] = self._tasks.spawn(self._carry(link), "link")
 
     async def _carry(self, link: Link) -> None:
         try:
@@ -107,14 +121,24 @@ class ProxyCore:
     # -- faults ------------------------------------------------------------------
 
     async def cut(self) -> int:
-        """Reset every link now (both sides get an RST); returns how many."""
-        carriers = list(self._links.values())
-        for carrier in carriers:
+        """Reset every connection now (both sides get an RST); returns how many."""
+        if self._listener is not None:  # connected, but not accepted yet: they count too
+            self._accept_pending(self._listener)
+        count = await self._reset_links()
+        self.counters.cut += count
+        return count
+
+    async def _reset_links(self) -> int:
+        links = dict(self._links)
+        for carrier in links.values():
             carrier.cancel()
-        if carriers:
-            await asyncio.wait(carriers, timeout=_STOP_TIMEOUT)
-        self.counters.cut += len(carriers)
-        return len(carriers)
+        if links:
+            await asyncio.wait(links.values(), timeout=_STOP_TIMEOUT)
+        for link in links:
+            # A carrier cancelled before its first step never ran its finally.
+            link.close()
+            self._links.pop(link, None)
+        return len(links)
 
     async def blackout(self, duration: Optional[float]) -> None:
         """Start a blackout; ``duration`` seconds long, or until :meth:`restore`."""

@@ -12,70 +12,21 @@ import asyncio
 import errno
 import logging
 import socket
-import struct
 from collections import deque
 from typing import Deque, List, Optional, Tuple
 
 from kiel._aio import Tasks, Wakeup
+from kiel.testing.faults.sockets import peer_gave_up, reset, wait_ready
 from kiel.testing.faults.state import Counters, Faults
 
-__all__ = ["Link", "Pipe", "reset"]
+__all__ = ["Link", "Pipe"]
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 64 * 1024
-_TCP_CLOSE_WAIT = 8  # Linux's tcpi_state once the peer's FIN has arrived
-_LINGER_ZERO = struct.pack("ii", 1, 0)  # struct linger {l_onoff = 1, l_linger = 0}
 _EOF = b""
 #: Queued instead of data when the source was reset: reset the sink too.
 _RESET: Optional[bytes] = None
-
-
-def reset(sock: Optional[socket.socket]) -> None:
-    """Close ``sock`` with an RST instead of a FIN (SO_LINGER on, zero seconds)."""
-    if sock is None:
-        return
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
-    except OSError as e:  # already reset by the peer: a plain close is all there is
-        log.debug("SO_LINGER on a dead socket: %s", e)
-    sock.close()
-
-
-def peer_gave_up(sock: socket.socket) -> bool:
-    """Whether the peer of a connected, unread socket has closed or reset it."""
-    try:
-        data = sock.recv(1, socket.MSG_PEEK)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    if not data:
-        return True
-    # Data then FIN: the peek sees only the data; the TCP state tells the rest.
-    tcp_info = getattr(socket, "TCP_INFO", None)
-    if tcp_info is None:
-        return False
-    return sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 1)[0] == _TCP_CLOSE_WAIT
-
-
-async def _writable(sock: socket.socket) -> None:
-    # Strategy: loop.sock_sendall would finish a chunk it started even after
-    # a fault began; waiting for writability ourselves lets the writer check
-    # the faults again before every send() call.
-    loop = asyncio.get_running_loop()
-    ready = loop.create_future()
-    fd = sock.fileno()
-
-    def wake() -> None:
-        if not ready.done():
-            ready.set_result(None)
-
-    loop.add_writer(fd, wake)
-    try:
-        await ready
-    finally:
-        loop.remove_writer(fd)
 
 
 class Pipe:
@@ -149,7 +100,7 @@ class Pipe:
             try:
                 sent = self.sink.send(view)
             except BlockingIOError:
-                await _writable(self.sink)
+                await wait_ready(self.sink, write=True)
                 continue
             except OSError as e:  # the sink's peer is gone: reset the link
                 log.debug("%s send failed: %s", self.direction, e)
@@ -209,15 +160,23 @@ class Link:
             clean = await self._serve()
         finally:
             await self._tasks.cancel(timeout=5.0)
-            for pipe in self.pipes:
-                pipe.drop()
-            for sock in (self.client, self.upstream):
-                if sock is None:
-                    continue
-                if clean:
-                    sock.close()
-                else:
-                    reset(sock)
+            self.close(clean)
+
+    def close(self, clean: bool = False) -> None:
+        """Close both sockets, with an RST unless ``clean``; idempotent.
+
+        Also for a link whose :meth:`run` was cancelled before it started.
+        """
+        for pipe in self.pipes:
+            pipe.drop()
+        self.pipes = []
+        for sock in (self.client, self.upstream):
+            if sock is None or sock.fileno() < 0:
+                continue
+            if clean:
+                sock.close()
+            else:
+                reset(sock)
 
     async def _serve(self) -> bool:
         await self.faults.wait_no_blackout()
