@@ -13,6 +13,7 @@ session, which an observer connected straight to the server sees as the
 client's ephemeral node vanishing; once the network is back, kazoo learns
 its session is LOST and starts a new one.
 """
+import logging
 import queue
 import time
 import uuid
@@ -50,12 +51,14 @@ def wait_until_gone(observer: KazooClient, path: str) -> None:
 
 
 def main() -> None:
+    # kazoo warns about every dropped connection: here they are made on purpose.
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     with ZooKeeperServer() as zookeeper, FaultProxy((zookeeper.host, zookeeper.port)) as proxy:
         observer = KazooClient(hosts=zookeeper.hosts)  # straight to the server
         observer.start(timeout=WAIT)
         client = KazooClient(hosts=proxy.address, timeout=2.0)  # through the proxy
-        states = StateQueue(client)
         client.start(timeout=WAIT)
+        states = StateQueue(client)  # from now on
         try:
             session = client.client_id[0]
             print(f"connected through {proxy.address} to {zookeeper.hosts}")

@@ -3,6 +3,7 @@ server, the real ZooKeeper with kazoo, and the embedded broker with kiel's
 Connection. No mocks: every byte crosses real sockets.
 """
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -14,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 from kazoo.client import KazooClient, KazooState
@@ -271,7 +272,6 @@ def test_stalls_hold_bytes_and_release_them_in_order(echo, fault_proxy):
     assert proxy.stats().peak_held_downstream == 6
 
 
-@pytest.mark.slow
 def test_a_stalled_direction_holds_at_most_its_bound(echo, fault_proxy):
     bound = 64 * 1024
     proxy = fault_proxy(("127.0.0.1", echo.port), max_held=bound)
@@ -392,11 +392,22 @@ def command(process: subprocess.Popen, line: str) -> Dict[str, Any]:
     return read_line(process)
 
 
-def test_command_line_proxy_is_driven_through_stdin(echo):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kiel.testing", "proxy", "--target", f"127.0.0.1:{echo.port}"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+@contextlib.contextmanager
+def proxy_process(*args: str, stdin: Any = subprocess.PIPE) -> Iterator[subprocess.Popen]:
+    """``python -m kiel.testing proxy ARGS``, killed at the end if still running."""
+    process = subprocess.Popen([sys.executable, "-m", "kiel.testing", "proxy", *args],
+                               stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               cwd=REPO)
     try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=WAIT)
+
+
+def test_command_line_proxy_is_driven_through_stdin(echo):
+    with proxy_process("--target", f"127.0.0.1:{echo.port}") as process:
         ready = read_line(process)
         assert set(ready) == {"proxy", "target", "pid"}
         assert ready["target"] == f"127.0.0.1:{echo.port}" and ready["pid"] == process.pid
@@ -420,11 +431,9 @@ def test_command_line_proxy_is_driven_through_stdin(echo):
         stats = command(process, "stats")["stats"]
         assert stats["accepted"] == 1 and stats["bytes_upstream"] == 5
         assert command(process, "stop")["ok"]
-        assert process.wait(WAIT) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.communicate(timeout=WAIT)
+        out, err = process.communicate(timeout=WAIT)
+    assert process.returncode == 0, err.decode()
+    assert out == b""  # nothing after the answer to stop
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", int(port)), timeout=WAIT)
 
@@ -432,21 +441,14 @@ def test_command_line_proxy_is_driven_through_stdin(echo):
 def test_command_line_proxy_on_a_fixed_port_stops_on_sigterm(echo):
     with socket.create_server(("127.0.0.1", 0)) as probe:
         free = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kiel.testing", "proxy", "--target", f"localhost:{echo.port}",
-         "--listen-port", str(free)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
-    try:
+    with proxy_process("--target", f"localhost:{echo.port}", "--listen-port", str(free),
+                       stdin=subprocess.DEVNULL) as process:
         assert read_line(process)["proxy"] == f"127.0.0.1:{free}"
         with socket.create_connection(("127.0.0.1", free), timeout=WAIT) as client:
             client.sendall(b"ok")  # the end of stdin did not stop it
             assert recv_exactly(client, 2) == b"ok"
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=WAIT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate(timeout=WAIT)
     assert process.returncode == 0, err.decode()
     assert out == b""
 
@@ -479,11 +481,19 @@ class States:
             assert self._changed.wait_for(arrived, timeout), f"no {state} in {self.seen}"
 
 
-def proxied_kazoo(proxy: FaultProxy, session_timeout: float) -> Any:
+@contextlib.contextmanager
+def kazoo_through(proxy: FaultProxy, session_timeout: float) -> Iterator[Any]:
+    """A kazoo client connected through ``proxy``, with an ephemeral node of its
+    session; yields ``(client, states, path)`` and closes the client at the end."""
     client = KazooClient(hosts=proxy.address, timeout=session_timeout)
     states = States(client)
     client.start(timeout=WAIT)
-    return client, states
+    try:
+        path = client.create(f"/kiel-proxy-{uuid.uuid4().hex}", b"", ephemeral=True)
+        yield client, states, path
+    finally:
+        client.stop()
+        client.close()
 
 
 @pytest.fixture
@@ -497,18 +507,18 @@ def observer(zookeeper) -> Any:
     client.close()
 
 
-def ephemeral(client: KazooClient) -> str:
-    return client.create(f"/kiel-proxy-{uuid.uuid4().hex}", b"", ephemeral=True)
+@pytest.fixture
+def zk_proxy(zookeeper, fault_proxy) -> FaultProxy:
+    """A fault proxy in front of the session's ZooKeeper server."""
+    return fault_proxy((zookeeper.host, zookeeper.port))
 
 
 @pytest.mark.zookeeper
 def test_kazoo_through_a_cut_is_suspended_then_connected_on_the_same_session(
-        zookeeper, observer, fault_proxy):
-    proxy = fault_proxy((zookeeper.host, zookeeper.port))
-    client, states = proxied_kazoo(proxy, session_timeout=10.0)
-    try:
+        zk_proxy, observer):
+    proxy = zk_proxy
+    with kazoo_through(proxy, session_timeout=10.0) as (client, states, path):
         session = client.client_id[0]
-        path = ephemeral(client)
         assert proxy.cut() == 1
         states.wait(KazooState.SUSPENDED)
         states.wait(KazooState.CONNECTED, after=KazooState.SUSPENDED)
@@ -516,20 +526,14 @@ def test_kazoo_through_a_cut_is_suspended_then_connected_on_the_same_session(
         assert client.client_id[0] == session
         assert observer.exists(path) is not None
         assert proxy.stats().accepted >= 2
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.mark.zookeeper
 @pytest.mark.slow
-def test_a_blackout_longer_than_the_session_expires_it_on_the_server(
-        zookeeper, observer, fault_proxy):
-    proxy = fault_proxy((zookeeper.host, zookeeper.port))
-    client, states = proxied_kazoo(proxy, session_timeout=2.0)
-    try:
+def test_a_blackout_longer_than_the_session_expires_it_on_the_server(zk_proxy, observer):
+    proxy = zk_proxy
+    with kazoo_through(proxy, session_timeout=2.0) as (client, states, path):
         session = client.client_id[0]
-        path = ephemeral(client)
         proxy.blackout()
         # The server expires the session (its ephemeral node goes) while the
         # client, cut off, can only notice its own timeouts.
@@ -541,21 +545,16 @@ def test_a_blackout_longer_than_the_session_expires_it_on_the_server(
         states.wait(KazooState.LOST)  # told by the server once it is reachable again
         states.wait(KazooState.CONNECTED, after=KazooState.LOST)
         assert client.client_id[0] != session
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.mark.zookeeper
 @pytest.mark.slow
-def test_a_blackout_shorter_than_the_session_keeps_it(zookeeper, observer, fault_proxy):
-    proxy = fault_proxy((zookeeper.host, zookeeper.port))
+def test_a_blackout_shorter_than_the_session_keeps_it(zk_proxy, observer):
+    proxy = zk_proxy
     # kazoo gives up on a connection after 2/3 of the session without an
     # answer; the server keeps the session for all of it.
-    client, states = proxied_kazoo(proxy, session_timeout=10.0)
-    try:
+    with kazoo_through(proxy, session_timeout=10.0) as (client, states, path):
         session = client.client_id[0]
-        path = ephemeral(client)
         proxy.blackout()
         states.wait(KazooState.SUSPENDED)  # the client noticed, by its own timeout
         proxy.restore()
@@ -564,9 +563,6 @@ def test_a_blackout_shorter_than_the_session_keeps_it(zookeeper, observer, fault
         assert client.client_id[0] == session
         assert observer.exists(path) is not None
         assert client.exists(path) is not None
-    finally:
-        client.stop()
-        client.close()
 
 
 # --------------------------------------------------------------------------
@@ -616,7 +612,10 @@ def test_a_request_in_flight_when_cut_fails_typed_and_the_next_connection_succee
 @pytest.mark.slow
 def test_the_example_runs():
     example = os.path.join(REPO, "examples", "fault_proxy.py")
-    out = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=180)
+    # PYTHONPATH: the example imports this checkout's kiel, not an installed one.
+    env = {**os.environ, "PYTHONPATH": REPO}
+    out = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=180,
+                         env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "cut: SUSPENDED, CONNECTED (same session: True)" in out.stdout
     assert "blackout: SUSPENDED, LOST, CONNECTED (same session: False)" in out.stdout

@@ -73,8 +73,7 @@ class ProxyCore:
 
     async def close(self) -> None:
         """Stop listening, reset every link, cancel the blackout timer."""
-        if self._blackout_end is not None:
-            self._blackout_end.cancel()
+        self._cancel_blackout_end()
         if self._acceptor is not None:
             self._acceptor.cancel()
             await asyncio.wait([self._acceptor], timeout=_STOP_TIMEOUT)
@@ -142,9 +141,7 @@ class ProxyCore:
 
     async def blackout(self, duration: Optional[float]) -> None:
         """Start a blackout; ``duration`` seconds long, or until :meth:`restore`."""
-        if self._blackout_end is not None:
-            self._blackout_end.cancel()
-            self._blackout_end = None
+        self._cancel_blackout_end()
         self.faults.set_blackout(True)
         if duration is not None:
             self._blackout_end = asyncio.get_running_loop().call_later(
@@ -152,10 +149,13 @@ class ProxyCore:
 
     async def restore(self) -> None:
         """End the blackout (held bytes and connections go on)."""
+        self._cancel_blackout_end()
+        self.faults.set_blackout(False)
+
+    def _cancel_blackout_end(self) -> None:
         if self._blackout_end is not None:
             self._blackout_end.cancel()
             self._blackout_end = None
-        self.faults.set_blackout(False)
 
     async def delay(self, delay: float, which: str) -> None:
         """Add ``delay`` seconds to every chunk read from now on in ``which``."""

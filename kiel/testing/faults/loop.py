@@ -10,6 +10,16 @@ from kiel.exc import HarnessError
 __all__ = ["LoopThread"]
 
 
+async def _wind_down() -> None:
+    # What the owner's own shutdown left running (if it timed out) ends here,
+    # so that closing the loop leaves no task pending.
+    leftover = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in leftover:
+        task.cancel()
+    await asyncio.gather(*leftover, return_exceptions=True)
+    await asyncio.get_running_loop().shutdown_asyncgens()
+
+
 class LoopThread:
     """Runs an event loop on a daemon thread; :meth:`call` runs coroutines there.
 
@@ -47,12 +57,7 @@ class LoopThread:
         try:
             loop.run_forever()
         finally:
-            leftover = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for task in leftover:
-                task.cancel()
-            if leftover:
-                loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(_wind_down())
             loop.close()
 
     def call(self, coro: Coroutine[Any, Any, Any]) -> Any:

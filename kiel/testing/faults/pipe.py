@@ -43,12 +43,8 @@ class Pipe:
 
     def __init__(self, direction: str, source: socket.socket, sink: socket.socket,
                  faults: Faults, counters: Counters, max_held: int) -> None:
-        self.direction = direction
-        self.source = source
-        self.sink = sink
-        self.faults = faults
-        self.counters = counters
-        self.max_held = max_held
+        self.direction, self.source, self.sink = direction, source, sink
+        self.faults, self.counters, self.max_held = faults, counters, max_held
         self.held = 0
         self._queue: Deque[Tuple[float, Optional[bytes]]] = deque()
         self._space = Wakeup()
@@ -146,7 +142,8 @@ class Link:
         self.max_held = max_held
         self.connect_timeout = connect_timeout
         self.upstream: Optional[socket.socket] = None
-        self.waiting = True
+        #: Whether a blackout holds it before it reaches the target.
+        self.waiting = faults.blackout
         self.pipes: List[Pipe] = []
         self._tasks = Tasks("kiel-fault-proxy-link")
 
@@ -179,11 +176,12 @@ class Link:
                 reset(sock)
 
     async def _serve(self) -> bool:
+        held = self.waiting = self.faults.blackout
         await self.faults.wait_no_blackout()
         self.waiting = False
-        # A client that gave up while held never reaches the target: in a
-        # real partition its SYN would never have arrived either.
-        if peer_gave_up(self.client):
+        # A client that closed while held never reaches the target: in a real
+        # partition its SYN would never have arrived, nor anything after it.
+        if held and peer_gave_up(self.client):
             return True
         self.upstream = await self._connect()
         if self.upstream is None:

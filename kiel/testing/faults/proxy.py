@@ -116,13 +116,6 @@ class FaultProxy:
         state = f"on {self.address}" if self.running else "stopped"
         return f"<FaultProxy to {self.target[0]}:{self.target[1]} {state}>"
 
-    def __enter__(self) -> "FaultProxy":
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.stop()
-
     @property
     def running(self) -> bool:
         """Whether the proxy listens."""
@@ -173,6 +166,13 @@ class FaultProxy:
         self._loop.stop(core.close())
         if core.errors:
             raise HarnessError("fault proxy errors: " + "; ".join(map(repr, core.errors)))
+
+    def __enter__(self) -> "FaultProxy":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
 
     def _running_core(self) -> ProxyCore:
         if self._core is None:
