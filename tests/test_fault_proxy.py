@@ -453,6 +453,13 @@ def test_command_line_proxy_on_a_fixed_port_stops_on_sigterm(echo):
     assert out == b""
 
 
+def test_command_line_proxy_refuses_a_remote_target():
+    with proxy_process("--target", "192.0.2.1:2181", stdin=subprocess.DEVNULL) as process:
+        out, err = process.communicate(timeout=WAIT)
+    assert process.returncode == 1 and out == b""
+    assert b"loopback" in err
+
+
 # --------------------------------------------------------------------------
 # Against the real ZooKeeper, with kazoo
 

@@ -57,6 +57,10 @@ class Pipe:
     async def read(self) -> bool:
         """Read the source until its end; returns False if it was reset."""
         loop = asyncio.get_running_loop()
+        # Strategy: never read more than fits under the bound, and stop reading
+        # at it. Held bytes then never exceed max_held, and what the source
+        # sends meanwhile waits in the kernel's buffers until they fill and the
+        # sender blocks: back-pressure, as from a slow peer.
         while True:
             while self.held >= self.max_held:
                 await self._space.wait()
