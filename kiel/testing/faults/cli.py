@@ -43,7 +43,14 @@ COMMANDS: Dict[str, Tuple[int, int]] = {
 
 
 def add_proxy_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``proxy`` sub-command to an ``argparse`` sub-parser set."""
+    """Add the ``proxy`` sub-command to an ``argparse`` sub-parser set.
+
+    Args:
+        subparsers: what ``ArgumentParser.add_subparsers()`` returned.
+
+    Returns:
+        the new sub-parser (its ``func`` default is :func:`run_proxy`).
+    """
     parser = subparsers.add_parser(
         "proxy", help="run a fault proxy in front of HOST:PORT, driven by commands on stdin")
     parser.add_argument("--target", required=True, metavar="HOST:PORT",
@@ -99,7 +106,15 @@ def _serve_commands(proxy: FaultProxy, stdin: IO[str], stdout: IO[str],
 
 
 def run_proxy(args: argparse.Namespace) -> int:
-    """Run the ``proxy`` command; returns the exit status."""
+    """Run the ``proxy`` command until ``stop``, SIGTERM or SIGINT.
+
+    Args:
+        args: the parsed ``proxy`` arguments.
+
+    Returns:
+        the exit status: 0, or 1 if the proxy could not start (bad target,
+        port taken) or stopped with an error (printed on stderr).
+    """
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
