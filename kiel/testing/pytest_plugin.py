@@ -1,4 +1,10 @@
-"""pytest plugin (entry point ``pytest11``): fixtures for kiel's real test parts."""
+"""pytest plugin: fixtures for kiel's real test parts.
+
+Opt-in, so installing kiel does not change other projects' test runs: add
+``pytest_plugins = ["kiel.testing.pytest_plugin"]`` to a ``conftest.py``.
+It registers fixtures only, no markers and no hooks that touch tests which
+do not use its fixtures.
+"""
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
 
 import pytest
@@ -181,16 +187,6 @@ def topic_factory(kafka_cluster: "EmbeddedCluster") -> Callable[..., str]:
         return name
 
     return make
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Register the markers kiel's fixtures' users may put on their tests."""
-    for line in (
-        "zookeeper: needs the real ZooKeeper server (Debian's zookeeper package and Java)",
-        "slow: fault and soak tests that take several seconds",
-        "interop: talks to third-party clients (kcat, kafka-python)",
-    ):
-        config.addinivalue_line("markers", line)
 
 
 # --------------------------------------------------------------------------
