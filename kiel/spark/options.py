@@ -321,7 +321,7 @@ def _warn_ignored(keys: List[str]) -> Tuple[str, ...]:
             continue
         seen[lowered] = str(key)
         hint = _HINTS.get(lowered)
-        log.warning("option %s is not supported by kiel and is ignored%s",
+        log.warning("kiel.spark ignores option %s: kiel cannot honour it%s",
                     key, f" ({hint})" if hint else "")
     return tuple(seen.values())
 
