@@ -290,29 +290,38 @@ def wait_for(condition, what, timeout=90.0):
         time.sleep(0.1)
 
 
+def memory_stream(spark, cluster, topic, name, checkpoint, **options):  # noqa: F811
+    """A stream of ``topic`` into the memory table ``name``, a trigger every 200 ms."""
+    return (kafka_format(spark.readStream, {"kafka.bootstrap.servers": cluster.bootstrap,
+                                            "subscribe": topic, **options})
+            .load().writeStream.format("memory").queryName(name)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds").start())
+
+
+def count(spark, name):  # noqa: F811
+    return spark.sql(f"select count(*) from {name}").first()[0]
+
+
 def test_min_offsets_per_trigger_batches(spark, kafka_cluster, topic_factory,  # noqa: F811
                                          tmp_path):
     topic = topic_factory(partitions=2)
     name = "min_" + topic.replace("-", "_")
     # Report every trigger, idle ones too: that is how the test sees triggers pass.
     spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
-    q = (kafka_format(spark.readStream, {
-        "kafka.bootstrap.servers": kafka_cluster.bootstrap, "subscribe": topic,
-        "startingOffsets": "earliest", "minOffsetsPerTrigger": "100", "maxTriggerDelay": "1h",
-    }).load().writeStream.format("memory").queryName(name)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(processingTime="200 milliseconds").start())
+    q = memory_stream(spark, kafka_cluster, topic, name, tmp_path / "ckpt",
+                      startingOffsets="earliest", minOffsetsPerTrigger="100",
+                      maxTriggerDelay="1h")
     try:
         wait_for(lambda: q.lastProgress is not None, "the first trigger")
         produce(kafka_cluster, topic, 60, prefix="early")
         seen = len(q.recentProgress)
         wait_for(lambda: len(q.recentProgress) >= seen + 5, "five triggers")
         # 60 offsets wait, fewer than 100: every trigger held the batch back.
-        assert spark.sql(f"select count(*) from {name}").first()[0] == 0
+        assert count(spark, name) == 0
         assert q.exception() is None
         produce(kafka_cluster, topic, 60, prefix="late")
-        wait_for(lambda: spark.sql(f"select count(*) from {name}").first()[0] >= 100,
-                 "a micro-batch of at least 100 offsets")
+        wait_for(lambda: count(spark, name) >= 100, "a micro-batch of at least 100 offsets")
     finally:
         q.stop()
         spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
@@ -321,17 +330,12 @@ def test_min_offsets_per_trigger_batches(spark, kafka_cluster, topic_factory,  #
 
     # maxTriggerDelay: a smaller backlog goes once the delay has passed.
     name = "delay_" + topic.replace("-", "_")
-    q = (kafka_format(spark.readStream, {
-        "kafka.bootstrap.servers": kafka_cluster.bootstrap, "subscribe": topic,
-        "startingOffsets": "latest", "minOffsetsPerTrigger": "1000", "maxTriggerDelay": "1s",
-    }).load().writeStream.format("memory").queryName(name)
-        .option("checkpointLocation", str(tmp_path / "ckpt2"))
-        .trigger(processingTime="200 milliseconds").start())
+    q = memory_stream(spark, kafka_cluster, topic, name, tmp_path / "ckpt2",
+                      startingOffsets="latest", minOffsetsPerTrigger="1000", maxTriggerDelay="1s")
     try:
         wait_for(lambda: q.lastProgress is not None, "the first trigger")
         produce(kafka_cluster, topic, 30, prefix="small")
-        wait_for(lambda: spark.sql(f"select count(*) from {name}").first()[0] == 30,
-                 "the delayed micro-batch")
+        wait_for(lambda: count(spark, name) == 30, "the delayed micro-batch")
     finally:
         q.stop()
     assert q.exception() is None

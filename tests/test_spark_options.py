@@ -85,18 +85,12 @@ def test_the_tables_are_all_tested():
         {n for s in SOURCE_SETTINGS for n in s.names} & {n for s in SINK_SETTINGS for n in s.names}
 
 
-@pytest.mark.parametrize("key, value, attr, expected", SOURCE_KEYS)
-def test_source_kafka_keys_map_to_kiel_settings(key, value, attr, expected, caplog):
+@pytest.mark.parametrize("parse, key, value, attr, expected",
+                         [(source, *row) for row in SOURCE_KEYS]
+                         + [(sink, *row) for row in SINK_KEYS])
+def test_kafka_keys_map_to_kiel_settings(parse, key, value, attr, expected, caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        opts = source(**{key: value})
-    assert getattr(opts, attr) == expected
-    assert opts.ignored == () and not caplog.records
-
-
-@pytest.mark.parametrize("key, value, attr, expected", SINK_KEYS)
-def test_sink_kafka_keys_map_to_kiel_settings(key, value, attr, expected, caplog):
-    with caplog.at_level(logging.WARNING, logger=LOGGER):
-        opts = sink(**{key: value})
+        opts = parse(**{key: value})
     assert getattr(opts, attr) == expected
     assert opts.ignored == () and not caplog.records
 
