@@ -12,9 +12,11 @@ runs once its format is changed to ``kiel``:
   ``topic``...), Spark's names first; an unknown one is refused;
 * ``kafka.*`` keys, which Spark passes to the Java client: those kiel can
   honour are mapped to kiel's settings (the ``*_SETTINGS`` tables below, one
-  row per setting with every spelling of it); the others are accepted and
-  each is logged once, as a warning naming it, on the ``kiel.spark.options``
-  logger;
+  row per setting with every spelling of it); the others are accepted, with
+  one warning per key naming it on the ``kiel.spark.options`` logger each
+  time the options are parsed, that is when Spark asks for a reader or a
+  writer while it plans a query (it plans in Python workers, where a log
+  record reaches the console and Python's ``warnings`` would not);
 * a few options of Spark's source that kiel has no use for
   (:data:`SPARK_ONLY`): accepted with the same warning.
 
