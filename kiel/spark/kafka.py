@@ -434,15 +434,7 @@ def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> 
     count = 0
     try:
         asyncio.set_event_loop(loop)
-        producer = Producer(
-            options.brokers,
-            required_acks=options.acks,
-            compression=options.compression,
-            linger_ms=options.linger_ms,
-            batch_size=options.batch_size,
-            request_timeout=options.request_timeout,
-            client_id=options.client_id,
-        )
+        producer = Producer(options.brokers, **options.producer_options())
         loop.run_until_complete(producer.connect())
         futures: List[asyncio.Future[Any]] = []
 
