@@ -20,8 +20,7 @@ import pytest
 from tornado import gen
 from tornado.ioloop import IOLoop
 
-from kiel.clients.consumer import SingleConsumer
-from kiel.clients.records import BEGINNING, END, Record
+from kiel.consumer import BEGINNING, END, SingleConsumer
 from kiel.exc import (
     ClientClosedError,
     ConfigError,
@@ -40,6 +39,7 @@ from kiel.exc import (
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
 from kiel.protocol.messages import CODEC_GZIP, encode_message_set
 from kiel.serializers import json_deserializer
+from kiel.structs import Record
 from kiel.testing.broker.rawclient import RawClient
 
 pytestmark = pytest.mark.zookeeper
@@ -364,7 +364,7 @@ def test_pause_resume_seek_position_highwater_lag(kafka_cluster, topic_factory):
         async with consumer_for(kafka_cluster, max_bytes=256) as consumer:
             got = await consumer.consume(topic, start={0: 0, 1: 0})
             consumer.pause(topic, 1)
-            assert consumer.fetcher.paused() == [(topic, 1)]
+            assert consumer.subscription.paused() == [(topic, 1)]
             paused_at = consumer.position(topic, 1)
             while consumer.position(topic, 0) < 40:
                 batch = await consumer.consume(topic)

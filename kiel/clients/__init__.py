@@ -6,13 +6,14 @@ import kazoo.
 """
 from typing import TYPE_CHECKING, Any
 
-from kiel.clients.consumer import SingleConsumer
 from kiel.clients.producer import Producer
-from kiel.clients.records import BEGINNING, END
+from kiel.consumer.listener import ConsumerRebalanceListener
+from kiel.consumer.positions import BEGINNING, END
+from kiel.consumer.single import SingleConsumer
 from kiel.structs import Record, RecordMetadata, TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kiel.clients.grouped import ConsumerRebalanceListener, GroupedConsumer
+    from kiel.consumer.grouped import GroupedConsumer
 
 __all__ = [
     "BEGINNING",
@@ -28,8 +29,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("GroupedConsumer", "ConsumerRebalanceListener"):
-        from kiel.clients import grouped
+    if name == "GroupedConsumer":
+        from kiel.consumer.grouped import GroupedConsumer
 
-        return getattr(grouped, name)
+        return GroupedConsumer
     raise AttributeError(f"module 'kiel.clients' has no attribute {name!r}")

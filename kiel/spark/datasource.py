@@ -40,11 +40,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kiel.clients.records import Record
 from kiel.exc import ConfigError
 from kiel.spark import kafka
 from kiel.spark.kafka import Range
 from kiel.spark.options import SinkOptions, SourceOptions, offsets_from_dict, offsets_to_json
+from kiel.structs import Record
 
 try:  # admission control and Trigger.AvailableNow hooks: pyspark >= 4.2
     from pyspark.sql.streaming.datasource import (
