@@ -111,9 +111,10 @@ async def attempts(
         The same :class:`Attempt` each time, its ``number`` advanced.
 
     Raises:
-        The error recorded by the last :meth:`Attempt.failed` when the retries
-        are used up; :class:`~kiel.exc.ClientClosedError` when the owner closed
-        (chained to the last recorded error).
+        BaseException: the error recorded by the last :meth:`Attempt.failed`,
+            once the retries are used up.
+        ClientClosedError: the owner closed (chained to the last recorded
+            error).
     """
     attempt = Attempt(backoff.retries)
     delays = backoff.delays()
@@ -156,8 +157,9 @@ async def retry(
         What ``op`` returned.
 
     Raises:
-        The first non-retriable error at once, the last retriable one when the
-        retries are used up, or :class:`~kiel.exc.ClientClosedError`.
+        Exception: the first error ``retriable`` refuses, at once; the last
+            retriable one once the retries are used up.
+        ClientClosedError: the owner closed.
     """
     async for attempt in attempts(backoff, closed=closed):
         try:
