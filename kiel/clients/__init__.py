@@ -6,10 +6,9 @@ import kazoo.
 """
 from typing import TYPE_CHECKING, Any
 
+import kiel.consumer
 from kiel.clients.producer import Producer
-from kiel.consumer.listener import ConsumerRebalanceListener
-from kiel.consumer.positions import BEGINNING, END
-from kiel.consumer.single import SingleConsumer
+from kiel.consumer import BEGINNING, END, ConsumerRebalanceListener, SingleConsumer
 from kiel.structs import Record, RecordMetadata, TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,7 +29,5 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "GroupedConsumer":
-        from kiel.consumer.grouped import GroupedConsumer
-
-        return GroupedConsumer
+        return kiel.consumer.GroupedConsumer  # lazy there too
     raise AttributeError(f"module 'kiel.clients' has no attribute {name!r}")

@@ -12,23 +12,17 @@ The parts, each in its module:
 * :mod:`kiel.consumer.commits` -- a grouped consumer's finished offsets and commits;
 * :mod:`kiel.consumer.listener` -- :class:`ConsumerRebalanceListener`.
 
-Strategy: every name is imported on first use (PEP 562 ``__getattr__``), as
-in :mod:`kiel`: ``import kiel.consumer.offsets`` loads only what it needs,
-and ``import kiel.consumer`` does not import kazoo (only ``GroupedConsumer``
-needs it).
+Strategy: ``GroupedConsumer`` needs kazoo, so it is imported on first use
+(PEP 562 ``__getattr__``): ``import kiel.consumer`` does not import kazoo.
 """
-import importlib
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any
 
-# name -> the module that defines it
-_EXPORTS: Dict[str, str] = {
-    "SingleConsumer": "kiel.consumer.single",
-    "GroupedConsumer": "kiel.consumer.grouped",
-    "ConsumerRebalanceListener": "kiel.consumer.listener",
-    "BEGINNING": "kiel.consumer.positions",
-    "END": "kiel.consumer.positions",
-    "StartPosition": "kiel.consumer.positions",
-}
+from kiel.consumer.listener import ConsumerRebalanceListener
+from kiel.consumer.positions import BEGINNING, END, StartPosition
+from kiel.consumer.single import SingleConsumer
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from kiel.consumer.grouped import GroupedConsumer
 
 __all__ = [
     "BEGINNING",
@@ -39,21 +33,10 @@ __all__ = [
     "StartPosition",
 ]
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from kiel.consumer.grouped import GroupedConsumer
-    from kiel.consumer.listener import ConsumerRebalanceListener
-    from kiel.consumer.positions import BEGINNING, END, StartPosition
-    from kiel.consumer.single import SingleConsumer
-
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kiel.consumer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    if name == "GroupedConsumer":
+        from kiel.consumer.grouped import GroupedConsumer
 
-
-def __dir__() -> List[str]:
-    return sorted(__all__)
+        return GroupedConsumer
+    raise AttributeError(f"module 'kiel.consumer' has no attribute {name!r}")

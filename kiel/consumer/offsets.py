@@ -300,10 +300,7 @@ class GroupOffsets:
         """The committed offsets of ``tps``: ``None`` where the group committed none.
 
         Raises:
-            BrokerError: a partition's error that is not retriable, or that
-                persisted past the retries.
-            NoBrokersError, KielConnectionError, RequestTimeoutError: the
-                coordinator could not be reached within the retries.
+            KielError: as for :meth:`commit`.
         """
         tps = list(tps)
         by_topic: Dict[str, List[int]] = {}

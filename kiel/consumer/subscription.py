@@ -205,20 +205,21 @@ class Subscription:
         Raises:
             UnknownPartitionError: ``tp`` is not assigned.
         """
-        st = self.state(tp)
-        if st.status is Status.FETCHING:
-            st.status = Status.PAUSED
+        self._move(tp, Status.FETCHING, Status.PAUSED)
 
     def resume(self, tp: TopicPartition) -> None:
-        """Undo :meth:`pause`.
+        """Undo :meth:`pause` (and wake a waiting fetch).
 
         Raises:
             UnknownPartitionError: ``tp`` is not assigned.
         """
-        st = self.state(tp)
-        if st.status is Status.PAUSED:
-            st.status = Status.FETCHING
+        self._move(tp, Status.PAUSED, Status.FETCHING)
         self._on_change()
+
+    def _move(self, tp: TopicPartition, old: Status, new: Status) -> None:
+        st = self.state(tp)
+        if st.status is old:
+            st.status = new
 
     def drop_fetched(self) -> None:
         """Drop every partition's fetched records and what is in flight for it
