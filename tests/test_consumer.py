@@ -400,6 +400,28 @@ def test_pause_resume_seek_position_highwater_lag(kafka_cluster, topic_factory):
     run(main())
 
 
+def test_seek_to_starts_a_topic_not_consumed_yet(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=2)
+    produce_raw(kafka_cluster, topic, 0, values(10))
+
+    async def main():
+        async with consumer_for(kafka_cluster) as consumer:
+            with pytest.raises(UnknownTopicError):  # partition= needs a topic consumed already
+                await consumer.seek_to(topic, BEGINNING, partition=0)
+            await consumer.seek_to(topic, END)
+            assert consumer.partitions(topic) == [0, 1]
+            assert (consumer.position(topic, 0), consumer.position(topic, 1)) == (10, 0)
+            await consumer.seek_to(topic, BEGINNING)  # consumed now: a plain seek
+            assert consumer.position(topic, 0) == 0
+            got = await consume_n(consumer, topic, 10)
+            assert [r.value for r in got] == [v for _, v in values(10)]
+        async with consumer_for(kafka_cluster) as consumer:
+            await consumer.seek_to(topic, {0: 4})  # a dict: only the partitions it names
+            assert consumer.partitions(topic) == [0] and consumer.position(topic, 0) == 4
+
+    run(main())
+
+
 # --------------------------------------------------------------------------
 # offset reset, message size
 

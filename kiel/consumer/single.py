@@ -235,17 +235,26 @@ class SingleConsumer(_BaseConsumer):
     async def seek_to(self, topic: str, start: Start, partition: Optional[int] = None) -> None:
         """Move a partition (or every partition of ``topic``) to a start position.
 
+        A topic not consumed yet starts being consumed from ``start``, as by a
+        first :meth:`consume` (without ``partition``).
+
         Args:
-            topic: a topic being consumed.
+            topic: a topic.
             start: as for :meth:`consume` (a dict applies to the partitions it
                 names).
             partition: one partition, or ``None`` for all of the topic's.
 
         Raises:
-            UnknownTopicError, UnknownPartitionError: not consumed.
+            UnknownTopicError: the topic does not exist (or, with
+                ``partition``, is not consumed yet).
+            UnknownPartitionError: the partition is not consumed.
             ConfigError: a bad ``start``.
             BrokerError, NoBrokersError: the offsets could not be resolved.
         """
+        if partition is None and topic not in self._topics:
+            self._check_open()
+            await self._add_topic(topic, start)
+            return
         tps = self._tps(topic, partition)
         for tp in tps:
             self._loans.pop(tp, None)
