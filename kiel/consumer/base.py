@@ -14,7 +14,6 @@ after the last record ``consume()`` returned or ``stream()`` yielded.
 Records fetched ahead and not handed out yet do not count.
 """
 
-import logging
 from typing import (
     Any,
     AsyncIterator,
@@ -40,7 +39,6 @@ from kiel.structs import Record, TopicPartition
 
 __all__ = ["ConsumedBatches", "ConsumedRecord", "Topics"]
 
-log = logging.getLogger(__name__)
 
 #: What consumers hand out. ``key`` and ``value`` are ``bytes`` (or ``None``)
 #: without deserializers, and whatever the deserializers return with them.

@@ -12,7 +12,6 @@ every revocation.
 
 import asyncio
 import collections
-import logging
 from typing import Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set
 
 from kiel._aio import Tasks, Wakeup
@@ -21,8 +20,6 @@ from kiel.exc import KielError
 from kiel.structs import Record, TopicPartition
 
 __all__ = ["Commits", "Held"]
-
-log = logging.getLogger(__name__)
 
 
 class Held:

@@ -17,7 +17,6 @@ typed error.
 """
 
 import asyncio
-import logging
 from typing import (
     Any,
     Dict,
@@ -72,7 +71,6 @@ __all__ = [
     "send_commit",
 ]
 
-log = logging.getLogger(__name__)
 
 #: After these the group's coordinator is looked up again before the retry.
 _COORDINATOR_ERRORS: Tuple[Type[BrokerError], ...] = (
