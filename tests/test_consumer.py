@@ -645,7 +645,9 @@ async def _consume_with_fault(
     """Consume ``total`` records; run ``fault`` (in a thread) once ``at`` arrived.
 
     Rounds are paced a little so that the fault lands while records are still
-    flowing (checked: it must end before the last record arrives).
+    flowing (checked: it must end before the last record arrives). A fast
+    consumer would otherwise finish first: once only ``at`` records are left,
+    it waits for the fault to end (its fetches in flight meet the fault too).
     """
     loop = asyncio.get_running_loop()
     got: List[Record] = []
@@ -655,8 +657,10 @@ async def _consume_with_fault(
         got.extend(await consumer.consume(topic, start=BEGINNING))
         if injected is None and len(got) >= at:
             injected = loop.run_in_executor(None, fault)
-        elif injected is not None and injected.done() and done_at is None:
-            injected.result()
+        elif injected is not None and done_at is None and (
+            injected.done() or len(got) >= total - at
+        ):
+            await injected
             done_at = len(got)
         await asyncio.sleep(pace)
     assert injected is not None
