@@ -331,6 +331,8 @@ class _BaseConsumer(Client):
             await self._leave()
         finally:
             self.fetcher.close()
-            await self._tasks.cancel(self.cluster.request_timeout)
             await super().close()
+            # With the connections closed, requests in flight end at once;
+            # whatever still runs after that is cancelled.
             await self.fetcher.wait_closed(self.cluster.request_timeout)
+            await self._tasks.cancel(self.cluster.request_timeout)

@@ -176,8 +176,7 @@ class Commits:
         self.finished.fire()
         if self.every and self._since_commit >= self.every:
             self._since_commit = 0
-            if self._background is None or self._background.done():
-                self._background = self._tasks.spawn(self._commit_in_background(), "commit")
+            self._commit_soon()
 
     async def wait_finished(
         self, tps: Sequence[TopicPartition], timeout: float, stop: Callable[[], bool]
@@ -223,6 +222,11 @@ class Commits:
                 self.committed.update(offsets)
                 self.count += 1
 
+    def _commit_soon(self) -> None:
+        """Commit every owned partition in a background task (unless one runs)."""
+        if self._background is None or self._background.done():
+            self._background = self._tasks.spawn(self._commit_in_background(), "commit")
+
     async def _commit_in_background(self) -> None:
         try:
             await self.commit(sorted(self.held))
@@ -236,7 +240,7 @@ class Commits:
             self._timer = self._tasks.spawn(self._every_interval(), "commit timer")
 
     def stop_timer(self) -> None:
-        """No more timed commits."""
+        """No more timed commits (one in progress goes on)."""
         if self._timer is not None:
             self._timer.cancel()
 
@@ -244,4 +248,5 @@ class Commits:
         assert self.interval
         while True:
             await asyncio.sleep(self.interval)
-            await self._commit_in_background()
+            # In its own task: stopping the timer never cuts a commit short.
+            self._commit_soon()
