@@ -281,7 +281,9 @@ async def reset_group(
         return offsets
 
 
-async def _targets(cluster: Cluster, tps: List[TopicPartition], to: ResetTo) -> Dict[TopicPartition, int]:
+async def _targets(
+    cluster: Cluster, tps: List[TopicPartition], to: ResetTo
+) -> Dict[TopicPartition, int]:
     if to == "earliest":
         return await list_offsets(cluster, {tp: EARLIEST for tp in tps})
     if to == "latest":

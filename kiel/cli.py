@@ -22,7 +22,7 @@ import functools
 import importlib
 import json
 import sys
-from typing import Any, BinaryIO, Callable, Dict, List, Optional, Sequence
+from typing import Any, BinaryIO, Callable, Dict, Iterable, List, Optional, Sequence
 
 from kiel.exc import ConfigError, KielError
 
@@ -107,7 +107,9 @@ def _parser() -> argparse.ArgumentParser:
 
     allocate = commands.add_parser("allocate", help="dry-run an allocator")
     allocate.add_argument(
-        "--allocator", default="round_robin", help="a name, or module:function (default round_robin)"
+        "--allocator",
+        default="round_robin",
+        help="a name, or module:function (default round_robin)",
     )
     allocate.add_argument("--members", required=True, help="comma-separated member ids")
     allocate.add_argument(
@@ -172,7 +174,7 @@ def load_allocator(name: str) -> Callable[..., Any]:
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ConfigError(f"{module_name!r} has no callable {attr!r}")
-    return fn  # type: ignore[no-any-return]
+    return fn
 
 
 def _expand_partitions(spec: str) -> List[str]:
@@ -208,7 +210,9 @@ def allocate(args: argparse.Namespace, out: Any) -> int:
     for member in members:
         owned = allocation.get(member, {})
         total = sum(len(ps) for ps in owned.values())
-        parts = "; ".join(f"{t}: {','.join(map(str, sorted(ps)))}" for t, ps in sorted(owned.items()))
+        parts = "; ".join(
+            f"{t}: {','.join(map(str, sorted(ps)))}" for t, ps in sorted(owned.items())
+        )
         out.write(f"{member}\t{total}\t{parts}\n")
     return 0
 
@@ -250,7 +254,9 @@ async def produce(args: argparse.Namespace, stdin: BinaryIO, err: Any) -> int:
         required_acks=args.acks,
         request_timeout=args.timeout,
     ) as producer:
-        send = functools.partial(_produce_line, producer, args.topic, args.partition, key_delim, done)
+        send = functools.partial(
+            _produce_line, producer, args.topic, args.partition, key_delim, done
+        )
         pending = b""
         async for chunk in _read_chunks(stdin):
             pending += chunk
@@ -352,7 +358,7 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: Any) -> int:
     return 0
 
 
-def _at_end(consumer: Any, topic: str, partitions: Sequence[int]) -> bool:
+def _at_end(consumer: Any, topic: str, partitions: Iterable[int]) -> bool:
     for p in partitions:
         highwater = consumer.highwater(topic, p)
         if highwater is None or consumer.position(topic, p) < highwater:

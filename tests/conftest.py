@@ -2,7 +2,7 @@
 
 import asyncio
 import uuid
-from typing import Any, Awaitable, TypeVar
+from typing import Awaitable, TypeVar
 
 T = TypeVar("T")
 

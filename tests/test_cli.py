@@ -202,7 +202,7 @@ def test_group_list_describe_reset(kafka_cluster: Any, topic_factory: Any) -> No
             assert described["members"] == [consumer.member_id]
             rows = {(r["topic"], r["partition"]): r for r in described["partitions"]}
             assert sorted(rows) == [(topic, 0), (topic, 1), (topic, 2)]
-            for (t, p), row in rows.items():
+            for row in rows.values():
                 assert row["owner"] == consumer.member_id
                 assert row["lag"] == 0 and row["committed"] == row["highwater"]
             assert sum(r["highwater"] for r in rows.values()) == 30

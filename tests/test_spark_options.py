@@ -10,9 +10,9 @@ Spark's precedence.
 import logging
 
 import pytest
+from kiel.clients.consumer import SingleConsumer
 
 from kiel.client import Client
-from kiel.clients.consumer import SingleConsumer
 from kiel.clients.producer import Producer
 from kiel.exc import ConfigError
 from kiel.spark.options import (

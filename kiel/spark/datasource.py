@@ -49,8 +49,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kiel.clients.fetcher import list_offsets  # moves to kiel.consumer.offsets
-from kiel.clients.records import Record, TopicPartition
+from kiel.consumer.offsets import list_offsets
 from kiel.exc import ConfigError, LocalProtocolError
 from kiel.spark import kafka
 from kiel.spark.kafka import Range
@@ -63,6 +62,7 @@ from kiel.spark.options import (
     offsets_from_dict,
     offsets_to_json,
 )
+from kiel.structs import Record, TopicPartition
 
 __all__ = ["HAS_READ_LIMITS", "HEADERS_TYPE", "KielDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS",
            "TriggerGate", "schema_for"]
