@@ -378,7 +378,11 @@ async def topics(args: argparse.Namespace, out: Any) -> int:
     described = await describe_topics(brokers, args.topics, client_id=args.client_id,
                                       request_timeout=args.timeout)
     if args.json:
-        out.write(json.dumps([t._asdict() for t in described], default=list) + "\n")
+        docs = [
+            {"topic": t.topic, "partitions": [p._asdict() for p in t.partitions]}
+            for t in described
+        ]
+        out.write(json.dumps(docs) + "\n")
         return 0
     if not args.topics:
         for topic in described:

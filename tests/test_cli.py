@@ -147,10 +147,12 @@ def test_topics_list_and_describe(kafka_cluster: Any, topic_factory: Any) -> Non
                                    "--json")).stdout)
     (only,) = described
     assert only["topic"] == topic
-    parts = {p[0]: p for p in only["partitions"]}
+    parts = {p["partition"]: p for p in only["partitions"]}
     assert sorted(parts) == [0, 1, 2]
-    assert parts[2][5] == 2 and parts[0][5] == 0  # high watermarks
-    assert all(p[1] in (0, 1, 2) for p in parts.values())  # a leader each
+    assert parts[2]["highwater"] == 2 and parts[0]["highwater"] == 0
+    assert all(p["earliest"] == 0 for p in parts.values())
+    for p in parts.values():  # a live leader each, one of its replicas and in sync
+        assert p["leader"] in p["replicas"] and p["leader"] in p["isr"]
 
 
 def test_unknown_topic_is_a_clear_error(kafka_cluster: Any) -> None:
