@@ -444,6 +444,21 @@ def test_bad_settings(options):
         SingleConsumer("127.0.0.1:1", **options)
 
 
+@pytest.mark.parametrize("cls_name", ["SingleConsumer", "GroupedConsumer"])
+def test_millisecond_max_wait_time_from_kiel_09_is_refused(cls_name):
+    import kiel
+
+    cls = getattr(kiel, cls_name)
+    args: tuple = ("127.0.0.1:1",)
+    options = {}
+    if cls_name == "GroupedConsumer":
+        args += ("g", "127.0.0.1:2181")
+        options["topics"] = ["t"]
+    with pytest.raises(ConfigError, match="kiel 0.9 took milliseconds: 1000 ms is 1 s"):
+        cls(*args, max_wait_time=1000, **options)
+    cls(*args, max_wait_time=60, **options)  # the largest accepted
+
+
 def test_options_are_keyword_only():
     with pytest.raises(TypeError):
         SingleConsumer("127.0.0.1:1", lambda v: v)  # type: ignore[misc]

@@ -61,12 +61,25 @@ def topic_list(topics: Topics) -> List[str]:
     return names
 
 
+#: The longest ``max_wait_time`` accepted, seconds. Brokers hold a fetch this
+#: long only while nothing arrives; longer waits are almost always a
+#: millisecond value from kiel 0.9 (see the migration guide).
+MAX_WAIT_TIME = 60.0
+
+
 def _check_fetch_options(
     max_wait_time: Any, min_bytes: Any, max_bytes: Any, max_fetch_size: Any,
     offset_reset: Any, decode_budget: Any,
 ) -> None:
-    if not isinstance(max_wait_time, (int, float)) or not 0 <= max_wait_time <= 2**31 / 1000:
+    if not isinstance(max_wait_time, (int, float)) or max_wait_time < 0:
         raise ConfigError(f"max_wait_time must be seconds >= 0, got {max_wait_time!r}")
+    if max_wait_time > MAX_WAIT_TIME:
+        # kiel 0.9 took milliseconds: 1000 meant one second. A wait this long
+        # is almost surely such a value, so refuse it rather than wait minutes.
+        raise ConfigError(
+            f"max_wait_time is in seconds (at most {MAX_WAIT_TIME:g}); got {max_wait_time!r}. "
+            f"kiel 0.9 took milliseconds: {max_wait_time!r} ms is {max_wait_time / 1000:g} s"
+        )
     for name, value, low in (
         ("min_bytes", min_bytes, 0),
         ("max_bytes", max_bytes, 1),
