@@ -10,10 +10,10 @@ Spark's precedence.
 import logging
 
 import pytest
-from kiel.clients.consumer import SingleConsumer
 
 from kiel.client import Client
 from kiel.clients.producer import Producer
+from kiel.consumer import SingleConsumer
 from kiel.exc import ConfigError
 from kiel.spark.options import (
     CLIENT_SETTINGS,
