@@ -62,7 +62,7 @@ class Clients:
             brokers, GROUP, zk_hosts, topics=[TOPIC],
             max_wait_time=0.5, commit_interval=1.0, zk_session_timeout=6.0,
         )
-        self._work: Optional["asyncio.Task[None]"] = None
+        self._work: Optional[asyncio.Task[None]] = None
         self._stopping = asyncio.Event()
 
     async def start(self) -> None:
