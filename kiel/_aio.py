@@ -5,8 +5,9 @@ through :mod:`kiel.zookeeper.bridge`).
 """
 
 import asyncio
+import functools
 import logging
-from typing import Any, Coroutine, Iterator, Optional, Set, TypeVar
+from typing import Any, Coroutine, Iterator, Optional, Set, Tuple, Type, TypeVar
 
 log = logging.getLogger("kiel")
 
@@ -78,8 +79,22 @@ class Tasks:
         self.name = name
         self._tasks: Set[asyncio.Task[Any]] = set()
 
-    def spawn(self, coro: Coroutine[Any, Any, T], name: Optional[str] = None) -> "asyncio.Task[T]":
+    def spawn(
+        self,
+        coro: Coroutine[Any, Any, T],
+        name: Optional[str] = None,
+        *,
+        quiet: Tuple[Type[BaseException], ...] = (),
+    ) -> "asyncio.Task[T]":
         """Start ``coro`` as a task owned by this set.
+
+        Args:
+            coro: what the task runs.
+            name: shown in logs after this set's name (default: the
+                coroutine's name).
+            quiet: exception types that whoever awaits the task receives and
+                handles (e.g. the callers sharing one connect attempt): those
+                are not logged here, so such a failure is reported once.
 
         Returns:
             The task (await it to get its result or exception as usual).
@@ -87,15 +102,17 @@ class Tasks:
         task = asyncio.get_running_loop().create_task(coro)
         task.set_name(f"{self.name}:{name or getattr(coro, '__name__', 'task')}")
         self._tasks.add(task)
-        task.add_done_callback(self._done)
+        task.add_done_callback(functools.partial(self._done, quiet))
         return task
 
-    def _done(self, task: "asyncio.Task[Any]") -> None:
+    def _done(self, quiet: Tuple[Type[BaseException], ...], task: "asyncio.Task[Any]") -> None:
         self._tasks.discard(task)
         if task.cancelled():
             return
+        # Retrieving the exception also keeps asyncio from warning that it
+        # was never retrieved when no one awaits the task.
         error = task.exception()
-        if error is not None:
+        if error is not None and not isinstance(error, quiet):
             log.error("background task %s failed", task.get_name(), exc_info=error)
 
     def __len__(self) -> int:

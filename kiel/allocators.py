@@ -59,6 +59,7 @@ from typing import (
 )
 
 from kiel.exc import AllocationError, ConfigError
+from kiel.structs import TopicPartition
 
 #: ``{member: {topic: [partition_id, ...]}}``
 Allocation = Dict[str, Dict[str, List[int]]]
@@ -75,6 +76,7 @@ __all__ = [
     "Allocation",
     "Allocator",
     "Capacities",
+    "allocate",
     "format_partition",
     "get_allocator",
     "parse_partition",
@@ -240,7 +242,7 @@ def range_allocator(members: Sequence[str], partitions: Sequence[str]) -> Alloca
         partitions: ``"topic:id"`` names (any order).
 
     Returns:
-        The allocation.
+        The allocation: one contiguous run of ids per member and topic.
 
     Raises:
         ConfigError: a malformed member or partition name.
@@ -374,7 +376,7 @@ def sticky(members: Sequence[str], partitions: Sequence[str]) -> Allocation:
         partitions: ``"topic:id"`` names (any order).
 
     Returns:
-        The allocation.
+        The allocation, balanced over all topics together.
 
     Raises:
         ConfigError: a malformed member or partition name.
@@ -585,6 +587,42 @@ def validate(
             topic=missing[0][0],
             partition=missing[0][1],
         )
+
+
+# --------------------------------------------------------------------------
+# The boundary between kiel's partitions and the plug-in interface
+
+
+def allocate(
+    allocator: Allocator, members: Sequence[str], partitions: Iterable[TopicPartition]
+) -> Dict[str, List[TopicPartition]]:
+    """Run ``allocator`` for kiel code, which speaks :class:`~kiel.structs.TopicPartition`.
+
+    The one place where partitions become the plug-in interface's
+    ``"topic:id"`` names and come back: the names are made here, the
+    allocator's result is checked with :func:`validate`, and its
+    ``{topic: [ids]}`` maps are turned into partitions again.
+
+    Args:
+        allocator: any allocator (a built-in or the application's).
+        members: the group's members.
+        partitions: every partition to allocate.
+
+    Returns:
+        ``{member: [TopicPartition, ...]}``, sorted, for every member.
+
+    Raises:
+        AllocationError: the allocator's result breaks the contract.
+        ConfigError: a malformed member name or partition.
+    """
+    names = sorted(format_partition(tp.topic, tp.partition) for tp in partitions)
+    ms = sorted(members)
+    allocation = allocator(ms, names)
+    validate(allocation, ms, names)
+    return {
+        member: sorted(TopicPartition(t, p) for t, ids in topics.items() for p in ids)
+        for member, topics in allocation.items()
+    }
 
 
 # --------------------------------------------------------------------------

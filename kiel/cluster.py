@@ -11,11 +11,12 @@ import asyncio
 import logging
 import random
 import re
+from collections.abc import AsyncIterator
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from tornado import gen
 from tornado.ioloop import IOLoop
 
+from kiel._aio import Tasks, Wakeup
 from kiel.connection import Connection
 from kiel.exc import (
     ClientClosedError,
@@ -24,6 +25,7 @@ from kiel.exc import (
     NoBrokersError,
     UnknownPartitionError,
     UnknownTopicError,
+    UnknownTopicOrPartitionError,
     for_code,
 )
 from kiel.protocol import (
@@ -32,7 +34,7 @@ from kiel.protocol import (
     MetadataRequest,
     MetadataResponse,
 )
-from kiel.retry import Backoff
+from kiel.retry import Attempt, Backoff, attempts
 
 log = logging.getLogger(__name__)
 
@@ -93,32 +95,33 @@ class Cluster:
     Args:
         brokers: bootstrap list (see :func:`parse_brokers`).
         client_id: sent in request headers.
+        ssl_options: an ``ssl.SSLContext`` for TLS connections.
         connect_timeout: seconds per connection attempt.
         request_timeout: default seconds per request.
+        max_in_flight: pipelined requests per connection.
         metadata_max_age: refresh metadata at least this often (seconds).
         retry_backoff: first backoff delay (seconds); doubles up to ``max_backoff``.
         max_backoff: largest backoff delay (seconds).
         retries: how many times a retriable failure is retried before its
             typed error is raised.
-        ssl_options: an ``ssl.SSLContext`` for TLS connections.
-        max_in_flight: pipelined requests per connection.
 
     Raises:
-        ConfigError: a bad setting.
+        ConfigError: a bad setting (durations are seconds, and positive).
     """
 
     def __init__(
         self,
         brokers: Union[str, Sequence[str]],
+        *,
         client_id: str = "kiel",
+        ssl_options: Any = None,
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
+        max_in_flight: int = 64,
         metadata_max_age: float = 300.0,
         retry_backoff: float = 0.1,
         max_backoff: float = 5.0,
         retries: int = 5,
-        ssl_options: Any = None,
-        max_in_flight: int = 64,
     ) -> None:
         self.bootstrap = parse_brokers(brokers)
         for name, value in (
@@ -130,21 +133,23 @@ class Cluster:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
         if max_in_flight < 1:
             raise ConfigError(f"max_in_flight must be >= 1, got {max_in_flight}")
-        self.client_id = client_id
-        self.connect_timeout = connect_timeout
-        self.request_timeout = request_timeout
+        self.client_id, self.ssl_options = client_id, ssl_options
+        self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
+        self.max_in_flight = max_in_flight
         self.metadata_max_age = metadata_max_age
         self.backoff = Backoff(retry_backoff, max_backoff, retries)
-        self.ssl_options = ssl_options
-        self.max_in_flight = max_in_flight
         self.brokers: Dict[int, BrokerInfo] = {}
         self.partitions: Dict[str, Dict[int, PartitionInfo]] = {}
+        #: The last topic-level error code of each topic (0: none).
         self.topic_errors: Dict[str, int] = {}
         self._connections: Dict[Any, Connection] = {}
         self._topics: Set[str] = set()
-        self._refreshing: Optional[asyncio.Future[None]] = None
+        self._tasks = Tasks("kiel-cluster")
+        self._refreshing: Optional[asyncio.Task[None]] = None
         self._metadata_time = 0.0
         self._closed = False
+        # Fired by close(): retry delays end at once instead of running out.
+        self._closing = Wakeup()
 
     # ------------------------------------------------------------------
     # connections
@@ -161,9 +166,20 @@ class Cluster:
             ssl_options=self.ssl_options,
         )
 
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosedError("the cluster client is closed")
+
+    async def _retry_sleep(self, delay: float) -> None:
+        # The pause between retries, cut short by close() (the retry loop then
+        # raises ClientClosedError instead of making another attempt).
+        if not self._closed:
+            await self._closing.wait(delay)
 
     def connection(self, broker_id: int) -> Connection:
         """The live connection to ``broker_id``, replacing a closed one.
@@ -212,6 +228,9 @@ class Cluster:
             key=lambda c: not (c[0] in self._connections and self._connections[c[0]].connected)
         )
         for key, host, port, broker_id in candidates + boot:
+            # close() may have run while the previous candidate was tried:
+            # never open a connection for a closed cluster.
+            self._check_open()
             conn = self._connections.get(key)
             if conn is None or conn.closed:
                 conn = self._connections[key] = self._new_connection(host, port, broker_id)
@@ -246,28 +265,33 @@ class Cluster:
 
         Raises:
             NoBrokersError: no broker answered within the retries.
+            ClientClosedError: the cluster is (or was meanwhile) closed.
         """
         self._check_open()
         self._topics.update(topics)
         if self._refreshing is None or self._refreshing.done():
-            self._refreshing = asyncio.ensure_future(self._refresh())
+            # Its callers receive its error (quiet: not logged a second time).
+            self._refreshing = self._tasks.spawn(
+                self._refresh(), "metadata refresh", quiet=(KielError,)
+            )
         await asyncio.shield(self._refreshing)
 
     async def _refresh(self) -> None:
-        delays = self.backoff.delays()
-        while True:
+        async for attempt in self._attempts():
+            # An empty list asks for every topic. Once a topic is named, keep
+            # every topic we know about in the request so none goes stale.
+            topics = sorted(self._topics | set(self.partitions)) if self._topics else []
             try:
-                # An empty list asks for every topic. Once a topic is named, keep
-                # every topic we know about in the request so none goes stale.
-                topics = sorted(self._topics | set(self.partitions)) if self._topics else []
                 response: MetadataResponse = await self.send_any(MetadataRequest(topics))
-                break
-            except NoBrokersError:
-                delay = next(delays, None)
-                if delay is None:
-                    raise
-                await gen.sleep(delay)
-        self._apply(response)
+            except NoBrokersError as e:
+                attempt.failed(e)
+                continue
+            self._apply(response)
+            return
+
+    def _attempts(self) -> AsyncIterator[Attempt]:
+        """The retry loop of this cluster: its backoff, stopped by :meth:`close`."""
+        return attempts(self.backoff, closed=lambda: self._closed, sleep=self._retry_sleep)
 
     def _apply(self, response: MetadataResponse) -> None:
         self.brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port) for b in response.brokers}
@@ -310,26 +334,40 @@ class Cluster:
         Raises:
             UnknownTopicError: the cluster has no such topic.
             BrokerError: another topic-level error persisted past the retries.
+            ClientClosedError: the cluster was closed meanwhile.
         """
         await self.maybe_refresh()
         if topic not in self._topics or topic not in self.topic_errors:
             await self.refresh_metadata([topic])
-        delays = self.backoff.delays()
-        while True:
+        async for attempt in self._attempts():
+            if attempt.number:
+                await self.refresh_metadata([topic])
             parts = self.partitions.get(topic)
             if parts:
                 return sorted(parts)
-            code = self.topic_errors.get(topic, 3)
-            if code in (0, 3):
-                # Topic-level UnknownTopicOrPartition right after a refresh is
-                # definitive on 0.8 (auto-creation would answer 5 instead).
-                raise UnknownTopicError("unknown topic", topic=topic)
-            error = for_code(code)
-            delay = next(delays, None)
-            if error is None or not error.retriable or delay is None:
-                raise (error or UnknownTopicError)(errno=code, topic=topic)
-            await gen.sleep(delay)
-            await self.refresh_metadata([topic])
+            attempt.failed(self._topic_error(topic))
+        raise AssertionError("attempts() ended without success or error")  # pragma: no cover
+
+    def _topic_error(self, topic: str) -> KielError:
+        """Why ``topic`` has no partitions in the metadata just read.
+
+        Returns:
+            a retriable error (LeaderNotAvailable while a topic is created).
+
+        Raises:
+            UnknownTopicError: the answer is definitive (no retry helps).
+            BrokerError: a topic-level error that retrying cannot fix.
+        """
+        code = self.topic_errors.get(topic, UnknownTopicOrPartitionError.errno)
+        error = for_code(code)
+        if error is None or issubclass(error, UnknownTopicOrPartitionError):
+            # Topic-level UnknownTopicOrPartition right after a refresh is
+            # definitive on 0.8 (auto-creation would answer LeaderNotAvailable).
+            raise UnknownTopicError("unknown topic", topic=topic)
+        failure = error(errno=code, topic=topic)
+        if not failure.retriable:
+            raise failure
+        return failure
 
     def leader(self, topic: str, partition: int) -> int:
         """The leader's broker id for a partition, or -1 if it has none right now.
@@ -360,7 +398,7 @@ class Cluster:
         except KielError as e:
             log.info("GroupCoordinator for %r failed (%s); using any broker", group, e)
             response = None  # type: ignore[assignment]
-        if response is not None and response.error_code == 0:
+        if response is not None and for_code(response.error_code) is None:
             info = BrokerInfo(response.coordinator_id, response.host, response.port)
             known = self.brokers.get(info.node_id)
             if known is None or known != info:
@@ -373,8 +411,13 @@ class Cluster:
         return random.choice(sorted(self.brokers))
 
     def close(self) -> None:
-        """Close every connection; further use raises :class:`ClientClosedError`."""
+        """Close every connection; further use raises :class:`ClientClosedError`.
+
+        A refresh that is retrying stops at once and its callers get
+        :class:`ClientClosedError`.
+        """
         self._closed = True
+        self._closing.fire()
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()

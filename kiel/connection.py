@@ -24,6 +24,7 @@ from tornado.iostream import IOStream, StreamClosedError
 from tornado.locks import Semaphore
 from tornado.tcpclient import TCPClient
 
+from kiel._aio import Tasks
 from kiel.exc import (
     ConnectionClosedError,
     ConnectTimeoutError,
@@ -95,7 +96,9 @@ class Connection:
         self._slots = Semaphore(max_in_flight)
         self._closed = False
         self._close_error: Optional[KielError] = None
-        self._connecting: Optional[asyncio.Future[None]] = None
+        self._connecting: Optional[asyncio.Task[None]] = None
+        # The connect attempt and the reader; both end once the stream closes.
+        self._tasks = Tasks(f"kiel-connection-{host}:{port}")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._stream else "new")
@@ -131,7 +134,8 @@ class Connection:
         if self._stream is not None:
             return
         if self._connecting is None:
-            self._connecting = asyncio.ensure_future(self._connect())
+            # Its callers receive its typed error (quiet: not logged twice).
+            self._connecting = self._tasks.spawn(self._connect(), "connect", quiet=(KielError,))
         await asyncio.shield(self._connecting)
 
     async def _connect(self) -> None:
@@ -165,7 +169,7 @@ class Connection:
         except OSError as e:  # the peer closed already; the reader will notice
             log.debug("socket options on %r failed: %s", self, e)
         self._stream = stream
-        IOLoop.current().add_callback(self._read_loop)
+        self._tasks.spawn(self._read_loop(stream), "read")
 
     async def send(self, request: Any, timeout: Optional[float] = None) -> Any:
         """Send ``request`` and await its response.
@@ -248,9 +252,9 @@ class Connection:
             **self._context(),
         )
 
-    async def _read_loop(self) -> None:
-        stream = self._stream
-        assert stream is not None
+    async def _read_loop(self, stream: IOStream) -> None:
+        # Ends when the stream closes, which _fail() (and so close()) does:
+        # a pending read_bytes then raises StreamClosedError.
         while not self._closed:
             try:
                 data = await stream.read_bytes(_READ_CHUNK, partial=True)

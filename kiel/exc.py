@@ -156,11 +156,15 @@ class MessageTooLargeError(KielError):
 # Transport
 
 
-class KielConnectionError(KielError):
-    """A broker connection failed or was closed; ``reason`` says why."""
+class _Transient:
+    """Mixin for transport failures: worth a retry, after a metadata refresh."""
 
-    retriable = True
-    invalid_metadata = True
+    retriable: ClassVar[bool] = True
+    invalid_metadata: ClassVar[bool] = True
+
+
+class KielConnectionError(_Transient, KielError):
+    """A broker connection failed or was closed; ``reason`` says why."""
 
 
 class ConnectionClosedError(KielConnectionError):
@@ -171,18 +175,12 @@ class ConnectTimeoutError(KielConnectionError):
     """Connecting to a broker took longer than the connect timeout."""
 
 
-class RequestTimeoutError(KielError):
+class RequestTimeoutError(_Transient, KielError):
     """A broker did not answer a request within its timeout."""
 
-    retriable = True
-    invalid_metadata = True
 
-
-class NoBrokersError(KielError):
+class NoBrokersError(_Transient, KielError):
     """No broker of the bootstrap list (or the cluster metadata) could be reached."""
-
-    retriable = True
-    invalid_metadata = True
 
 
 class UnknownTopicError(KielError):
@@ -209,10 +207,6 @@ class ZooKeeperError(KielError):
     """ZooKeeper could not be reached or answered with an error."""
 
     retriable = True
-
-
-class ZooKeeperSessionExpiredError(ZooKeeperError):
-    """The ZooKeeper session expired; owned partitions were lost."""
 
 
 class AllocationError(KielError):
@@ -316,14 +310,3 @@ def for_code(code: int) -> Optional[Type[BrokerError]]:
         return None
     return _BY_CODE.get(code, UnknownBrokerError)
 
-
-def raise_for_code(code: int, **context: Any) -> None:
-    """Raise the error for ``code`` (with ``context``) unless it is 0.
-
-    Raises:
-        BrokerError: the registered subclass, or :class:`UnknownBrokerError`
-            with ``errno`` set to ``code``.
-    """
-    cls = for_code(code)
-    if cls is not None:
-        raise cls(errno=code, **context)

@@ -18,6 +18,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import ACL, make_acl, make_digest_acl
 
+from kiel._aio import Wakeup
 from kiel.exc import ConfigError, ZooKeeperError
 from kiel.zookeeper.bridge import Bridge
 
@@ -194,22 +195,22 @@ class ZooKeeper:
         Returns:
             ``True`` once it is gone, ``False`` if it still exists after ``timeout``.
         """
-        deadline = asyncio.get_event_loop().time() + timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        changed = Wakeup()
         while True:
-            changed: asyncio.Future[None] = asyncio.get_event_loop().create_future()
-
-            def fire(event: WatchedEvent, changed: "asyncio.Future[None]" = changed) -> None:
-                if not changed.done():
-                    changed.set_result(None)
-
-            if await self.exists(path, watch=fire) is None:
+            # Strategy: take this round's future before arming the watch, so a
+            # change reported between exists() and the wait below is not
+            # missed. A watch left from an earlier round may wake a later one:
+            # that costs one more exists(), nothing else.
+            fired = changed.future()
+            if await self.exists(path, watch=lambda event: changed.fire()) is None:
                 return True
-            remaining = deadline - asyncio.get_event_loop().time()
+            remaining = deadline - loop.time()
             if remaining <= 0:
                 return False
-            try:
-                await asyncio.wait_for(asyncio.shield(changed), remaining)
-            except asyncio.TimeoutError:
+            await asyncio.wait([fired], timeout=remaining)
+            if not fired.done():
                 return False
 
     async def children_watch(self, path: str, func: Callable[[List[str]], Any]) -> ChildrenWatch:

@@ -34,30 +34,27 @@ import re
 import socket
 import time
 import uuid
-from typing import (
-    Any,
-    Callable,
-    Dict,
-    Iterable,
-    List,
-    Optional,
-    Pattern,
-    Set,
-    Tuple,
-    Union,
-)
+from typing import Any, Dict, Iterable, List, Optional, Pattern, Set, Union
 
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
-from kiel.allocators import Allocation, format_partition, round_robin, validate
-from kiel.exc import AllocationError, ConfigError, GroupError, ZooKeeperError
+from kiel._aio import Tasks, Wakeup
+from kiel.allocators import Allocator, allocate, round_robin
+from kiel.exc import AllocationError, ClientClosedError, ConfigError, GroupError, ZooKeeperError
+from kiel.retry import Backoff, attempts
+from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
+from kiel.zookeeper.ownership import Owners
 
 log = logging.getLogger(__name__)
 
-TopicPartition = Tuple[str, int]
-Allocator = Callable[[List[str], List[str]], Allocation]
+#: Retries of a reconcile pass that failed (ZooKeeper trouble, a failing
+#: hook). Unbounded: the group must not stall; they end when the member leaves.
+RECONCILE_BACKOFF = Backoff(0.5, 5.0, retries=None)
+#: Retries of registering again under a new session after an expiry.
+#: Unbounded too, and ended by :meth:`GroupMember.leave` as well.
+REJOIN_BACKOFF = Backoff(1.0, 10.0, retries=None)
 
 
 class PartitionHooks:
@@ -103,9 +100,7 @@ class GroupMember:
         capacity: advertised in the registration (weighted allocators read it).
         acquire_timeout: seconds to wait for a previous owner to release a
             partition before the allocation is recomputed.
-        partition_counts: optional callable ``topic -> number of partitions``
-            used when ``/brokers/topics/<topic>`` is missing (e.g. a cluster
-            without ZooKeeper registration).
+        pattern: ``topics`` is a regular expression (a string).
 
     Raises:
         ConfigError: bad group name, topics or allocator.
@@ -134,36 +129,31 @@ class GroupMember:
         self.member_id = member_id or default_member_id()
         self.capacity = capacity
         self.acquire_timeout = acquire_timeout
-        self.pattern: Optional[Pattern[str]] = None
-        self.static_topics: List[str] = []
-        if isinstance(topics, str) and pattern:
-            self.pattern = re.compile(topics)
-        elif isinstance(topics, re.Pattern):
-            self.pattern = topics
-        elif isinstance(topics, str):
-            self.static_topics = [topics]
-        else:
-            self.static_topics = sorted(set(topics))
-        if self.pattern is None and not self.static_topics:
-            raise ConfigError("subscribe to at least one topic or a pattern")
+        self.pattern, self.static_topics = _subscription(topics, pattern)
         self.base = f"/consumers/{group}"
+        self.owners = Owners(zk, self.base, self.member_id)
         # State, on the loop only.
         self.members: List[str] = []
         self.topic_partitions: Dict[str, int] = {}
         self.target: Set[TopicPartition] = set()
         self.owned: Set[TopicPartition] = set()
         self._session: Optional[int] = None
-        self._dirty = asyncio.Event()
-        self._task: Optional[asyncio.Future[None]] = None
+        # Strategy: one flag and one wake-up for every change. ``_dirty``
+        # says a reconcile pass is due; ``_changed`` wakes whoever waits on
+        # the state now (the reconcile loop, settled(), a pending acquire),
+        # and each of them re-reads the state it cares about.
+        self._dirty = False
+        self._changed = Wakeup()
+        self._tasks = Tasks(f"kiel-group-{group}")
+        self._rejoining: Optional[asyncio.Task[None]] = None
         self._topic_watches: Set[str] = set()
         # Until the topic list and every topic's partition map have been read
         # once, an allocation would be premature.
         self._topics_listed = False
         self._pending_topics: Set[str] = set()
+        self._reconciled = False  # a reconcile pass has run at least once
         self._closing = False
         self._suspended = False
-        self._rebalances = 0
-        self._changed_waiters: List[asyncio.Future[None]] = []
         #: When not None (the "weighted" allocator), filled with each member's
         #: advertised capacity (from its registration) before every allocation.
         self.capacities: Optional[Dict[str, float]] = None
@@ -179,17 +169,15 @@ class GroupMember:
         """Currently subscribed topics (pattern matches included)."""
         return sorted(self.topic_partitions)
 
-    @property
-    def rebalances(self) -> int:
-        """Completed reconcile passes (for observability and tests)."""
-        return self._rebalances
-
     async def join(self, timeout: float = 60.0) -> None:
         """Register, start watching, and wait for the first allocation to settle.
 
+        Args:
+            timeout: seconds to wait for the first allocation.
+
         Raises:
             GroupError: the first reconcile did not finish within ``timeout``.
-            ZooKeeperError: ZooKeeper failed.
+            kazoo.exceptions.KazooException: ZooKeeper failed while registering.
         """
         self.zk.add_state_listener(self._on_state)
         await self._register()
@@ -198,8 +186,8 @@ class GroupMember:
             await self.zk.children_watch("/brokers/topics", self._on_topic_list)
         else:
             self._on_topic_list(self.static_topics)
-        self._task = asyncio.ensure_future(self._reconcile_loop())
-        self._dirty.set()
+        self._tasks.spawn(self._reconcile_loop(), "reconcile")
+        self._mark_dirty()
         try:
             await asyncio.wait_for(self.settled(), timeout)
         except asyncio.TimeoutError as e:
@@ -208,30 +196,33 @@ class GroupMember:
             ) from e
 
     async def settled(self) -> None:
-        """Wait until a reconcile pass finishes with nothing left to do."""
-        while (
-            self._dirty.is_set()
-            or self.target != self.owned
-            or not self._rebalances
-            or self.member_id not in self.members
-            or not self._topics_listed
-            or self._pending_topics
-        ):
-            waiter: asyncio.Future[None] = asyncio.get_event_loop().create_future()
-            self._changed_waiters.append(waiter)
-            await waiter
+        """Wait until a reconcile pass finishes with nothing left to do.
+
+        Unbounded on its own: wrap it in :func:`asyncio.wait_for`.
+        """
+        while not self._is_settled():
+            await self._changed.wait()
+
+    def _is_settled(self) -> bool:
+        return (
+            self._reconciled
+            and not self._dirty
+            and self.target == self.owned
+            and self.member_id in self.members
+            and self._topics_listed
+            and not self._pending_topics
+        )
 
     async def leave(self) -> None:
-        """Leave gracefully: revoke (listener + commit) and release everything, deregister."""
+        """Leave gracefully: revoke (listener + commit) and release everything, deregister.
+
+        Every background task of this member (reconcile and its retries, a
+        re-registration after an expiry, pending acquisitions) is cancelled
+        first, waiting at most ``acquire_timeout`` seconds for them to end.
+        """
         self._closing = True
         self.zk.remove_state_listener(self._on_state)
-        if self._task is not None:
-            self._dirty.set()
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await self._tasks.cancel(self.acquire_timeout)
         if self.owned:
             owned = sorted(self.owned)
             await self.hooks.revoked(owned)
@@ -241,21 +232,16 @@ class GroupMember:
         except NoNodeError:
             pass
         except KazooException as e:
+            # The registration is ephemeral: it goes with the session anyway.
             log.warning("could not deregister %s: %s", self.member_id, e)
+
+    def _left(self) -> bool:
+        return self._closing
 
     # ------------------------------------------------------------------
     # registration and watches (callbacks arrive on the loop via the bridge)
 
     async def _register(self) -> None:
-        registration = {
-            "version": 1,
-            "subscription": {t: 1 for t in self.static_topics},
-            "pattern": "static" if self.pattern is None else "white_list",
-            "timestamp": str(int(time.time() * 1000)),
-            "kiel": {"host": socket.gethostname(), "pid": os.getpid(), "capacity": self.capacity},
-        }
-        if self.pattern is not None:
-            registration["subscription"] = {self.pattern.pattern: 1}
         path = f"{self.base}/ids/{self.member_id}"
         # The group's own znode stays open: the broker writes v0 commits under
         # it (``offsets``) with its own credentials. ``ids`` and ``owners`` are
@@ -263,7 +249,7 @@ class GroupMember:
         await self.zk.ensure_path(self.base)
         await self.zk.ensure_path(f"{self.base}/ids", protected=True)
         await self.zk.ensure_path(f"{self.base}/owners", protected=True)
-        data = json.dumps(registration).encode()
+        data = self._registration()
         try:
             await self.zk.create(path, data, ephemeral=True, protected=True)
         except NodeExistsError as e:
@@ -276,30 +262,42 @@ class GroupMember:
             await self.zk.create(path, data, ephemeral=True, protected=True)
         self._session = self.zk.session_id
 
+    def _registration(self) -> bytes:
+        """This member's ``ids/<member_id>`` data, in the 0.8 consumer's format."""
+        if self.pattern is not None:
+            subscription, kind = {self.pattern.pattern: 1}, "white_list"
+        else:
+            subscription, kind = {t: 1 for t in self.static_topics}, "static"
+        registration = {
+            "version": 1,
+            "subscription": subscription,
+            "pattern": kind,
+            "timestamp": str(int(time.time() * 1000)),
+            "kiel": {"host": socket.gethostname(), "pid": os.getpid(), "capacity": self.capacity},
+        }
+        return json.dumps(registration).encode()
+
     def _on_members(self, children: List[str]) -> None:
         self.members = sorted(children)
         self._mark_dirty()
 
     def _on_topic_list(self, topics: List[str]) -> None:
+        if self._closing:
+            return
         wanted = [t for t in topics if self.pattern is None or self.pattern.fullmatch(t)]
         for topic in wanted:
             if topic not in self._topic_watches:
                 self._topic_watches.add(topic)
                 self._pending_topics.add(topic)
-                asyncio.ensure_future(self._watch_topic(topic))
+                self._tasks.spawn(self._watch_topic(topic), f"watch {topic}")
         self._topics_listed = True
         self._mark_dirty()
 
     async def _watch_topic(self, topic: str) -> None:
         def on_data(data: Optional[bytes], stat: Any, *event: Any) -> None:
-            count = 0
-            if data:
-                try:
-                    count = len(json.loads(data.decode())["partitions"])
-                except (ValueError, KeyError, TypeError) as e:
-                    log.warning("bad partition map for %s: %s", topic, e)
+            count = _partition_count(topic, data)
             self._pending_topics.discard(topic)
-            self._notify()
+            self._changed.fire()
             if count != self.topic_partitions.get(topic):
                 if count:
                     self.topic_partitions[topic] = count
@@ -319,12 +317,13 @@ class GroupMember:
             self._suspended = False
             if self._session is not None and self.zk.session_id != self._session:
                 # Expired and reconnected with a new session: register again.
-                asyncio.ensure_future(self._rejoin())
+                if self._rejoining is None or self._rejoining.done():
+                    self._rejoining = self._tasks.spawn(self._rejoin(), "rejoin")
             else:
                 self.hooks.resume()
                 self._mark_dirty()
         elif state == KazooState.LOST:
-            asyncio.ensure_future(self._lose_all())
+            self._tasks.spawn(self._lose_all(), "lose partitions")
 
     async def _lose_all(self) -> None:
         lost = sorted(self.owned)
@@ -337,23 +336,21 @@ class GroupMember:
         if self.owned:
             await self._lose_all()
         try:
-            await self._register()
-        except (KazooException, GroupError) as e:
-            log.error("re-registering %s failed: %s; retrying", self.member_id, e)
-            asyncio.get_event_loop().call_later(1.0, lambda: asyncio.ensure_future(self._rejoin()))
-            return
+            async for attempt in attempts(REJOIN_BACKOFF, closed=self._left):
+                try:
+                    await self._register()
+                    break
+                except (KazooException, GroupError) as e:
+                    log.error("re-registering %s failed: %s; retrying", self.member_id, e)
+                    attempt.failed(e)
+        except ClientClosedError:
+            return  # the member left meanwhile
         self.hooks.resume()
         self._mark_dirty()
 
     def _mark_dirty(self) -> None:
-        self._dirty.set()
-        self._notify()
-
-    def _notify(self) -> None:
-        waiters, self._changed_waiters = self._changed_waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
+        self._dirty = True
+        self._changed.fire()
 
     # ------------------------------------------------------------------
     # reconcile
@@ -361,41 +358,57 @@ class GroupMember:
     def compute_target(self) -> Set[TopicPartition]:
         """This member's partitions under the current members and partitions.
 
+        Returns:
+            the partitions the allocator gives this member (none while it is
+            not among the members it has seen).
+
         Raises:
             AllocationError: the allocator's result is invalid.
         """
         if self.member_id not in self.members:
             return set()
-        partitions = sorted(
-            format_partition(t, p) for t, n in self.topic_partitions.items() for p in range(n)
+        partitions = [
+            TopicPartition(t, p) for t, n in self.topic_partitions.items() for p in range(n)
+        ]
+        return set(allocate(self.allocator, self.members, partitions)[self.member_id])
+
+    def _ready(self) -> bool:
+        """Whether the picture is complete enough to allocate.
+
+        When it is not, the watch (or reconnect) that completes it marks the
+        member dirty again.
+        """
+        return not (
+            self._suspended
+            or self._session is None
+            or self._session != self.zk.session_id
+            or not self._topics_listed
+            or self._pending_topics
+            or self.member_id not in self.members
         )
-        allocation = self.allocator(list(self.members), partitions)
-        validate(allocation, self.members, partitions)
-        mine = allocation.get(self.member_id, {})
-        return {(t, p) for t, ids in mine.items() for p in ids}
 
     async def _reconcile_loop(self) -> None:
-        while not self._closing:
-            await self._dirty.wait()
-            self._dirty.clear()
-            if (
-                self._suspended
-                or self._session is None
-                or self._session != self.zk.session_id
-                or not self._topics_listed
-                or self._pending_topics
-                or self.member_id not in self.members
-            ):
-                # Not ready to allocate; the watch that completes the picture
-                # marks us dirty again.
-                self._notify()
-                continue
+        # Strategy: one pass at a time. Changes that arrive during a pass set
+        # ``_dirty``, and the loop runs another pass once this one ends.
+        try:
+            while not self._closing:
+                while not self._dirty:
+                    await self._changed.wait()
+                await self._reconcile_with_retries()
+        except ClientClosedError:
+            return  # left during a retry
+
+    async def _reconcile_with_retries(self) -> None:
+        """One pass, retried (with backoff) while ZooKeeper or a hook fails."""
+        async for attempt in attempts(RECONCILE_BACKOFF, closed=self._left):
+            self._dirty = False
             try:
-                await self._reconcile()
+                if self._ready():
+                    self._reconciled = True
+                    await self._reconcile()
             except (KazooException, ZooKeeperError) as e:
                 log.warning("reconcile of %s failed (%r); retrying", self.member_id, e)
-                await asyncio.sleep(0.5)
-                self._dirty.set()
+                attempt.failed(e)
             except AllocationError as e:
                 # Keep current ownership; the consumer raises this to the app.
                 self.failure = e
@@ -405,10 +418,10 @@ class GroupMember:
                 # on or the group would stall.
                 self.failure = e
                 log.exception("rebalance step of %s failed", self.member_id)
-                await asyncio.sleep(0.5)
-                self._dirty.set()
-            self._rebalances += 1
-            self._notify()
+                attempt.failed(e)
+            if attempt.error is not None:
+                self._dirty = True  # settled() waits for the retry
+            self._changed.fire()
 
     async def _reconcile(self) -> None:
         if self.capacities is not None:
@@ -440,24 +453,15 @@ class GroupMember:
                 capacities[member] = 1.0
 
     async def _release(self, partitions: List[TopicPartition]) -> None:
-        for topic, partition in partitions:
-            self.owned.discard((topic, partition))
-            path = f"{self.base}/owners/{topic}/{partition}"
-            try:
-                _, stat = await self.zk.get(path)
-                if stat.ephemeralOwner == self.zk.session_id:
-                    await self.zk.delete(path, version=stat.version)
-            except NoNodeError:
-                pass
+        for tp in partitions:
+            self.owned.discard(tp)
+            await self.owners.release(tp)
 
     async def _acquire(self, partitions: List[TopicPartition]) -> None:
         claimed: List[TopicPartition] = []
         waiting: List[TopicPartition] = []
         for tp in partitions:
-            if await self._claim(tp):
-                claimed.append(tp)
-            else:
-                waiting.append(tp)
+            (claimed if await self.owners.claim(tp) else waiting).append(tp)
         if claimed:
             self.owned.update(claimed)
             await self.hooks.assigned(claimed)
@@ -466,24 +470,8 @@ class GroupMember:
             # owner on a watch; whatever is free is already flowing.
             await asyncio.gather(*(self._acquire_when_free(tp) for tp in waiting))
 
-    async def _claim(self, tp: TopicPartition) -> bool:
-        """Create ``tp``'s owner znode for this session; False if someone else holds it."""
-        topic, partition = tp
-        path = f"{self.base}/owners/{topic}/{partition}"
-        for _ in range(3):
-            try:
-                await self.zk.create(
-                    path, self.member_id.encode(), ephemeral=True, makepath=True, protected=True
-                )
-                return True
-            except NodeExistsError:
-                try:
-                    _, stat = await self.zk.get(path)
-                except NoNodeError:
-                    continue  # released between our create and get: try again
-                # Ours already if a retried create had gone through.
-                return bool(stat.ephemeralOwner == self.zk.session_id)
-        return False
+    def _still_wanted(self, tp: TopicPartition) -> bool:
+        return not self._closing and tp in self.target and not self._dirty
 
     async def _acquire_when_free(self, tp: TopicPartition) -> None:
         """Wait on an exists-watch for the previous owner to let go, then claim.
@@ -491,26 +479,70 @@ class GroupMember:
         Gives up (and asks for a new reconcile) when the allocation changes or
         ``acquire_timeout`` passes: the allocation may have moved on.
         """
-        path = f"{self.base}/owners/{tp[0]}/{tp[1]}"
-        deadline = asyncio.get_event_loop().time() + self.acquire_timeout
-        dirty = asyncio.ensure_future(self._dirty.wait())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.acquire_timeout
+        while self._still_wanted(tp):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self._mark_dirty()
+                return
+            if (
+                await self._wait_freed(tp, remaining)
+                and self._still_wanted(tp)
+                and await self.owners.claim(tp)
+            ):
+                self.owned.add(tp)
+                await self.hooks.assigned([tp])
+                return
+
+    async def _wait_freed(self, tp: TopicPartition, timeout: float) -> bool:
+        """True once ``tp`` has no owner; False after ``timeout`` or once it is no longer wanted.
+
+        Raises:
+            kazoo.exceptions.KazooException: ZooKeeper failed.
+        """
+        # The caller receives a ZooKeeper failure (quiet: not logged twice).
+        freed = self._tasks.spawn(
+            self.owners.wait_free(tp, timeout), f"wait for {tp}", quiet=(KazooException,)
+        )
         try:
-            while not self._closing and tp in self.target and not self._dirty.is_set():
-                remaining = deadline - asyncio.get_event_loop().time()
-                if remaining <= 0:
-                    self._dirty.set()
-                    return
-                freed = asyncio.ensure_future(self.zk.wait_deleted(path, remaining))
-                await asyncio.wait([freed, dirty], return_when=asyncio.FIRST_COMPLETED)
-                if not freed.done():
-                    freed.cancel()
-                    return
-                if freed.result() and tp in self.target and await self._claim(tp):
-                    self.owned.add(tp)
-                    await self.hooks.assigned([tp])
-                    return
+            while not freed.done():
+                if not self._still_wanted(tp):
+                    return False
+                changed: asyncio.Future[Any] = self._changed.future()
+                await asyncio.wait([freed, changed], return_when=asyncio.FIRST_COMPLETED)
+            return freed.result()
         finally:
-            dirty.cancel()
+            freed.cancel()
+
+
+def _subscription(
+    topics: Union[Iterable[str], Pattern[str], str], pattern: bool
+) -> "tuple[Optional[Pattern[str]], List[str]]":
+    """``(pattern, static topics)`` from :class:`GroupMember`'s ``topics`` and ``pattern``.
+
+    Raises:
+        ConfigError: neither a topic nor a pattern.
+    """
+    if isinstance(topics, str) and pattern:
+        return re.compile(topics), []
+    if isinstance(topics, re.Pattern):
+        return topics, []
+    static = [topics] if isinstance(topics, str) else sorted(set(topics))
+    if not static:
+        raise ConfigError("subscribe to at least one topic or a pattern")
+    return None, static
+
+
+def _partition_count(topic: str, data: Optional[bytes]) -> int:
+    """How many partitions ``/brokers/topics/<topic>``'s data lists (0 if none or unreadable)."""
+    if not data:
+        return 0
+    try:
+        return len(json.loads(data.decode())["partitions"])
+    except (ValueError, KeyError, TypeError) as e:
+        log.warning("bad partition map for %s: %s", topic, e)
+        return 0
 
 
 __all__ = ["GroupMember", "PartitionHooks", "default_member_id"]
