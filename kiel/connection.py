@@ -84,11 +84,8 @@ class Connection:
         ssl_options: Any = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> None:
-        self.host = host
-        self.port = port
-        self.broker_id = broker_id
-        self.connect_timeout = connect_timeout
-        self.request_timeout = request_timeout
+        self.host, self.port, self.broker_id = host, port, broker_id
+        self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.ssl_options = ssl_options
         self._framing = ClientFraming(client_id, max_frame_size=max_frame_size)
         self._stream: Optional[IOStream] = None

@@ -28,6 +28,9 @@ T = TypeVar("T")
 
 __all__ = ["Attempt", "Backoff", "attempts", "retry"]
 
+# The largest exponent whose power of two is a finite float.
+_MAX_DOUBLINGS = 1023
+
 
 class Backoff:
     """Delays for successive retries: ``min(cap, base * 2**n)``, jittered.
@@ -57,7 +60,11 @@ class Backoff:
 
     def delay(self, failures: int) -> float:
         """The jittered delay after ``failures`` consecutive failures (>= 1)."""
-        nominal = min(self.cap, self.base * (2 ** max(0, failures - 1)))
+        # An unbounded loop's 1025th failure must not raise OverflowError:
+        # 2.0**1023 is the largest finite power, and a float product past
+        # the largest float is inf, which the cap then bounds.
+        doublings = min(max(0, failures - 1), _MAX_DOUBLINGS)
+        nominal = min(self.cap, self.base * 2.0**doublings)
         return random.uniform(nominal / 2, nominal)
 
     def delays(self) -> Iterator[float]:

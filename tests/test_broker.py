@@ -44,6 +44,7 @@ from kiel.protocol.messages import (
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.broker.rawclient import RawClient
 from kiel.testing.broker.state import assign_replicas, group_partition, java_string_hash
+from tests.waiting import wait_until
 
 # -- helpers ---------------------------------------------------------------------------
 
@@ -321,18 +322,28 @@ def test_fetch_errors(cluster):
     assert (not_leader.error_code, not_leader.high_watermark) == (6, -1)
 
 
+def wait_for_parked_fetch(cluster, topic, partition=0):
+    """Wait until a long-polling fetch waits on the partition (the broker says so)."""
+    wait_until(
+        lambda: cluster.describe()["topics"][topic][str(partition)]["fetch_waiters"] > 0,
+        what=f"a fetch parked on {topic}:{partition}",
+    )
+
+
+# A max_wait no test waits out: the client's socket timeout (10 s) runs out
+# first, so an answer proves the broker did not wait for max_wait.
+NEVER = 120000
+
+
 def test_fetch_long_poll_is_woken_by_a_produce(cluster):
     topic = new_topic(cluster)
     with leader_client(cluster, topic, 0) as client:
-        client.send(fetch_request(topic, 0, 0, max_wait=10000, min_bytes=1))
-        time.sleep(0.3)
-        produced_at = time.monotonic()
+        client.send(fetch_request(topic, 0, 0, max_wait=NEVER, min_bytes=1))
+        wait_for_parked_fetch(cluster, topic)
         produce(cluster, topic, 0, [b"wake"])
         result = only(client.receive())
-        latency = time.monotonic() - produced_at
     assert result.error_code == 0 and result.high_watermark == 1
     assert [r.value for r in decode_message_set(result.message_set).records] == [b"wake"]
-    assert latency < 1.0
 
 
 def test_fetch_long_poll_waits_for_min_bytes_then_max_wait(cluster):
@@ -347,26 +358,33 @@ def test_fetch_long_poll_waits_for_min_bytes_then_max_wait(cluster):
         produce(cluster, topic, 0, [b"small"])
         partial = only(client.receive())
         waited_partial = time.monotonic() - started
-    assert empty.message_set == b"" and 0.35 <= waited < 2.0
+    # Lower bounds only: the broker waited out max_wait. That it answered at
+    # all (no hang) is the client's socket timeout's to check.
+    assert empty.message_set == b"" and waited >= 0.35
     assert len(partial.message_set) > 0 and waited_partial >= 0.55
 
 
 def test_fetch_long_poll_returns_at_once_on_error_and_on_leader_move(cluster):
     topic = new_topic(cluster)
     with leader_client(cluster, topic, 0) as client:
-        started = time.monotonic()
-        result = only(client.request(fetch_request(topic, 0, 99, max_wait=5000, min_bytes=1)))
-        assert result.error_code == 1 and time.monotonic() - started < 1.0
+        result = only(client.request(fetch_request(topic, 0, 99, max_wait=NEVER, min_bytes=1)))
+        assert result.error_code == 1
         old = cluster.leader(topic, 0)
-        client.send(fetch_request(topic, 0, 0, max_wait=10000, min_bytes=1))
-        time.sleep(0.2)
-        started = time.monotonic()
+        client.send(fetch_request(topic, 0, 0, max_wait=NEVER, min_bytes=1))
+        wait_for_parked_fetch(cluster, topic)
         cluster.move_leader(topic, 0, next(b for b in (1, 2, 3) if b != old))
         moved = only(client.receive())
-    assert moved.error_code == 6 and time.monotonic() - started < 1.0
+    assert moved.error_code == 6
 
 
 # -- ListOffsets -----------------------------------------------------------------------------
+
+
+def next_millisecond():
+    """Wait for the wall clock's next millisecond (segments record ms times); return it."""
+    start = int(time.time() * 1000)
+    wait_until(lambda: int(time.time() * 1000) > start, what="the clock's next millisecond")
+    return int(time.time() * 1000)
 
 
 def test_list_offsets_latest_earliest_and_segments(kafka_cluster_factory):
@@ -378,7 +396,7 @@ def test_list_offsets_latest_earliest_and_segments(kafka_cluster_factory):
         before_first = int(time.time() * 1000) - 1
         for _i in range(4):  # batches of 2: segments [0,2) [2,4) [4,6) [6,8)
             client.request(produce_request("segs", 0, [b"a", b"b"]))
-            time.sleep(0.02)
+            next_millisecond()  # each segment its own modification time
         latest = only(client.request(list_offsets_request("segs", 0, LATEST, max_num=10)))
         latest1 = only(client.request(list_offsets_request("segs", 0, LATEST, max_num=1)))
         earliest = only(client.request(list_offsets_request("segs", 0, EARLIEST)))
@@ -399,9 +417,8 @@ def test_list_offsets_by_time_picks_segments_modified_before(kafka_cluster_facto
     with RawClient(c.address(1)) as client:
         client.request(produce_request("times", 0, [b"a"]))
         c.roll_segment("times", 0)
-        time.sleep(0.05)
-        middle = int(time.time() * 1000)
-        time.sleep(0.05)
+        middle = next_millisecond()  # after the first segment's last write
+        next_millisecond()  # the second segment's write comes after ``middle``
         client.request(produce_request("times", 0, [b"b"]))
         result = only(client.request(list_offsets_request("times", 0, middle)))
     # Only the first segment was last modified before ``middle``.
@@ -516,8 +533,11 @@ def test_truncated_frame_then_disconnect_is_harmless(cluster):
     sock.close()
     with RawClient(cluster.address(1)) as client:
         assert client.request(MetadataRequest([])).brokers
-    time.sleep(0.1)
-    assert cluster.describe()["brokers"]["1"]["connections"] == 0
+    # The broker lets go of both connections, the cut one and the clean one.
+    wait_until(
+        lambda: cluster.describe()["brokers"]["1"]["connections"] == 0,
+        what="broker 1 without connections",
+    )
 
 
 @pytest.mark.slow

@@ -16,10 +16,13 @@ from tornado.tcpserver import TCPServer
 from kiel.cluster import Cluster, parse_brokers
 from kiel.connection import Connection
 from kiel.exc import (
+    ClientClosedError,
     ConfigError,
     ConnectionClosedError,
     CorrelationIdError,
+    InvalidTopicError,
     KielConnectionError,
+    LeaderNotAvailableError,
     NoBrokersError,
     ProtocolError,
     RequestTimeoutError,
@@ -36,6 +39,8 @@ from kiel.protocol import (
     TopicMetadata,
 )
 from kiel.protocol.framing import ServerFraming
+from tests.conftest import run
+from tests.waiting import until
 
 Handler = Callable[[Any, Any, IOStream], Any]
 
@@ -89,10 +94,6 @@ def answer_metadata(header: Any, request: Any, stream: IOStream) -> Any:
     return metadata_for(stream.socket.getsockname()[1], ["known"])
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 30))
-
-
 def test_pipelined_requests_resolve_in_order() -> None:
     async def main() -> None:
         peer = Peer(answer_metadata)
@@ -126,7 +127,7 @@ def test_timeout_fails_the_request_and_every_pending_one() -> None:
         peer = Peer(lambda h, r, s: None)  # a hung broker: reads, never answers
         conn = Connection("127.0.0.1", peer.port, broker_id=3, request_timeout=0.3)
         first = asyncio.ensure_future(conn.send(MetadataRequest([])))
-        await asyncio.sleep(0.05)
+        await until(lambda: conn.in_flight == 1, what="the first request on the wire")
         second = asyncio.ensure_future(conn.send(MetadataRequest([]), timeout=10))
         with pytest.raises(RequestTimeoutError) as info:
             await first
@@ -229,5 +230,86 @@ def test_cluster_with_no_reachable_broker_gives_up_with_reasons() -> None:
         with pytest.raises(NoBrokersError) as info:
             await cluster.connect()
         assert str(port) in str(info.value)
+
+    run(main())
+
+
+def test_closing_the_cluster_stops_a_retrying_refresh() -> None:
+    async def main() -> None:
+        # A broker that hangs up on every request: each metadata attempt fails.
+        peer = Peer(lambda h, r, s: s.close())
+        # Long delays between many attempts: only close() can end this soon.
+        cluster = Cluster([f"127.0.0.1:{peer.port}"], retry_backoff=30, max_backoff=30, retries=50)
+        refresh = asyncio.ensure_future(cluster.connect())
+        await until(lambda: len(peer.requests) == 1, what="the first metadata attempt")
+        # The attempt has failed once its connection is closed: the refresh
+        # is in its backoff delay now.
+        await until(
+            lambda: all(c.closed for c in cluster._connections.values()),
+            what="the first attempt failed",
+        )
+        cluster.close()
+        with pytest.raises(ClientClosedError) as info:
+            await asyncio.wait_for(refresh, 10)  # far below one 15-30 s backoff delay
+        assert isinstance(info.value.__cause__, NoBrokersError)
+        assert len(peer.requests) == 1  # no attempt after close()
+        with pytest.raises(ClientClosedError):
+            await cluster.refresh_metadata()
+        peer.stop()
+
+    run(main())
+
+
+def topic_metadata(port: int, topic: str, error_code: int, partitions: int) -> MetadataResponse:
+    return MetadataResponse(
+        [BrokerMetadata(7, "127.0.0.1", port)],
+        [TopicMetadata(error_code, topic, [
+            PartitionMetadata(0, p, 7, [7], [7]) for p in range(partitions)
+        ])],
+    )
+
+
+def test_partitions_for_retries_leader_not_available_then_raises_it() -> None:
+    async def main() -> None:
+        answers = {"new": 0}
+
+        def creating(header: Any, request: Any, stream: IOStream) -> Any:
+            port = stream.socket.getsockname()[1]
+            if "new" in request.topics:
+                answers["new"] += 1
+                # Being auto-created: LeaderNotAvailable twice, then there.
+                if answers["new"] <= 2:
+                    return topic_metadata(port, "new", LeaderNotAvailableError.errno, 0)
+                return topic_metadata(port, "new", 0, 3)
+            return topic_metadata(port, "stuck", LeaderNotAvailableError.errno, 0)
+
+        peer = Peer(creating)
+        cluster = Cluster([f"127.0.0.1:{peer.port}"], retry_backoff=0.01, retries=3)
+        assert await cluster.partitions_for("new") == [0, 1, 2]
+        assert answers["new"] == 3
+        asked = len(peer.requests)
+        with pytest.raises(LeaderNotAvailableError) as info:
+            await cluster.partitions_for("stuck")
+        assert info.value.topic == "stuck" and info.value.errno == 5
+        assert len(peer.requests) - asked == 1 + 3  # the first look and three retries
+        cluster.close()
+        peer.stop()
+
+    run(main())
+
+
+def test_partitions_for_raises_a_non_retriable_topic_error_at_once() -> None:
+    async def main() -> None:
+        peer = Peer(lambda h, r, s: topic_metadata(
+            s.socket.getsockname()[1], "bad!", InvalidTopicError.errno, 0))
+        cluster = Cluster([f"127.0.0.1:{peer.port}"], retry_backoff=0.01, retries=3)
+        await cluster.connect()
+        asked = len(peer.requests)
+        with pytest.raises(InvalidTopicError) as info:
+            await cluster.partitions_for("bad!")
+        assert info.value.topic == "bad!"
+        assert len(peer.requests) - asked == 1  # no retry
+        cluster.close()
+        peer.stop()
 
     run(main())

@@ -41,14 +41,11 @@ from kiel.protocol.messages import CODEC_GZIP, encode_message_set
 from kiel.serializers import json_deserializer
 from kiel.structs import Record
 from kiel.testing.broker.rawclient import RawClient
+from tests.conftest import run
 
 pytestmark = pytest.mark.zookeeper
 
 LEGACY = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.8.2.2"]
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 def produce_raw(

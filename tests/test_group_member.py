@@ -16,6 +16,7 @@ import pytest
 from kiel.exc import AllocationError
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember, PartitionHooks
+from tests.conftest import run, unique
 
 pytestmark = pytest.mark.zookeeper
 
@@ -92,14 +93,6 @@ def check_disjoint(hooks: List[RecordingHooks]) -> None:
 
 async def converge(members: List[GroupMember], timeout: float = 30) -> None:
     await asyncio.wait_for(asyncio.gather(*(m.settled() for m in members)), timeout)
-
-
-def run(coro: Any, timeout: float = 120) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{random.randrange(10**9)}"
 
 
 def test_members_split_partitions_and_hand_off_in_order(zookeeper: Any) -> None:

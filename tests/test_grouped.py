@@ -7,7 +7,6 @@ for real (kazoo sessions, owner znodes, forced server-side session expiry).
 
 import asyncio
 import time
-import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
@@ -16,16 +15,9 @@ from kiel.clients import Producer
 from kiel.consumer import GroupedConsumer
 from kiel.exc import OffsetResetError
 from kiel.structs import Record, TopicPartition
+from tests.conftest import run, unique
 
 pytestmark = pytest.mark.zookeeper
-
-
-def run(coro: Any, timeout: float = 120) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 async def produce(cluster: Any, topic: str, values: List[bytes],

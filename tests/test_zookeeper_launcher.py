@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 import uuid
 
 import pytest
@@ -24,6 +23,7 @@ from kiel.testing.zookeeper import (
     four_letter_word,
     zookeeper_classpath,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.zookeeper
 
@@ -92,13 +92,6 @@ def listening_sockets(pid):
                     ip = address  # IPv6: kept raw, never expected here
                 found.append((ip, int(port, 16)))
     return found
-
-
-def wait_until(predicate, timeout=10.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what} not met within {timeout} s"
-        time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------
@@ -239,15 +232,13 @@ def test_netty_connection_factory_works():
 
 
 def test_failed_start_reports_the_log_tail():
-    server = ZooKeeperServer(extra_config={"tickTime": "not-a-number"}, start_timeout=20)
-    started = time.monotonic()
+    server = ZooKeeperServer(extra_config={"tickTime": "not-a-number"}, start_timeout=120)
     with pytest.raises(HarnessError) as info:
         with server:
             pass
-    # The dead process is noticed at once, not after the timeout.
-    assert time.monotonic() - started < 15
+    # The dead process is noticed as such, not as a timeout.
     message = str(info.value)
-    assert "exited with status" in message
+    assert "exited with status" in message and "not ready within" not in message
     assert "not-a-number" in message  # from the server's own log
     assert info.value.host == "127.0.0.1" and info.value.port > 0
     # A failed __enter__ still cleans up.
@@ -261,12 +252,13 @@ def test_taken_port_is_retried_then_reported():
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        started = time.monotonic()
         with pytest.raises(HarnessError) as info:
-            with ZooKeeperServer(extra_config={"clientPort": taken}, start_timeout=20):
+            with ZooKeeperServer(extra_config={"clientPort": taken}, start_timeout=120):
                 pass
-        assert time.monotonic() - started < 20
-    assert "Address already in use" in str(info.value)
+    # Reported as the bind failure it is (the node exited, or lingered and
+    # was caught by the log check), not as a timeout.
+    message = str(info.value)
+    assert "Address already in use" in message and "not ready within" not in message
 
 
 # --------------------------------------------------------------------------

@@ -265,7 +265,8 @@ class ClusterCore:
                                 "replicas": list(s.replicas), "isr": list(s.isr),
                                 "start_offset": s.log.start_offset,
                                 "end_offset": s.log.end_offset,
-                                "segments": len(s.log.segments)}
+                                "segments": len(s.log.segments),
+                                "fetch_waiters": len(s.log.waiters)}
                        for p, s in sorted(t.partitions.items())}
                 for name, t in sorted(self.topics.items())
             },

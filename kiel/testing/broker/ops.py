@@ -182,7 +182,8 @@ class ClusterControl:
         over the control channel). Per broker: ``host``, ``port``,
         ``running``, ``hung``, ``connections``; per partition: ``leader``,
         ``leader_epoch``, ``replicas``, ``isr``, ``start_offset``,
-        ``end_offset``, ``segments``.
+        ``end_offset``, ``segments``, ``fetch_waiters`` (long-polling
+        fetches parked on it right now).
         """
         return self._call("describe")
 
