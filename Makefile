@@ -3,51 +3,74 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Debian packages the real parts need: ZooKeeper (and a headless JRE for it),
-# kcat for interop tests.
-DEBS := zookeeper kcat openjdk-17-jre-headless
-EXTRAS := test,snappy,spark,bench,docs,lint
+# Debian packages the real parts need. The demo needs ZooKeeper and a JRE for
+# it (and for Spark); the tests also need kcat for the interop tests.
+# default-jre-headless follows Debian's supported Java instead of pinning one.
+DEMO_DEBS := zookeeper default-jre-headless
+TEST_DEBS := $(DEMO_DEBS) kcat
+DEMO_EXTRAS := snappy,spark
+TEST_EXTRAS := test,snappy,spark,bench,docs,lint
 PYTEST_ARGS ?=
 
-.PHONY: test demo system-deps venv lint types docs bench clean
+.PHONY: test demo demo-deps test-deps venv-demo venv-test lint types docs bench clean
 
-system-deps:
-	@missing=""; for p in $(DEBS); do \
+# apt-get the packages in $(1) that are missing. Debian's own python3 needs
+# python3-venv before `python3 -m venv` works, so that is checked too.
+# `sudo env VAR=...` because sudo drops the caller's environment.
+define apt_install
+	@missing=""; for p in $(1); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
+	if ! $(PYTHON) -c "import ensurepip, venv" >/dev/null 2>&1; then missing="$$missing python3-venv"; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
 
-$(VENV)/.installed: setup.cfg setup.py
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip setuptools wheel
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
-	touch $@
+# A venv with kiel and the extras in $(1); re-made when setup.cfg changes or
+# when a wider set of extras is asked for.
+define make_venv
+	@if [ ! -x $(PY) ]; then $(PYTHON) -m venv $(VENV); fi
+	@if [ ! -f $(VENV)/.installed-$(1) ] || [ setup.cfg -nt $(VENV)/.installed-$(1) ] \
+	    || [ setup.py -nt $(VENV)/.installed-$(1) ]; then \
+	  $(PY) -m pip install -q --upgrade pip setuptools wheel && \
+	  $(PY) -m pip install -q -e ".[$(1)]" && touch $(VENV)/.installed-$(1); \
+	fi
+endef
 
-venv: $(VENV)/.installed
+demo-deps:
+	$(call apt_install,$(DEMO_DEBS))
 
-test: system-deps venv
+test-deps:
+	$(call apt_install,$(TEST_DEBS))
+
+venv-demo:
+	$(call make_venv,$(DEMO_EXTRAS))
+
+venv-test:
+	$(call make_venv,$(TEST_EXTRAS))
+
+test: test-deps venv-test
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-demo: system-deps venv
+demo: demo-deps venv-demo
 	$(PY) -m kiel.demo
 	@echo "\n== the Spark pipeline: page views per user per 5-minute window (local[2])"
 	$(PY) examples/spark_pageviews.py --messages 5000
 
-lint: venv
+lint: venv-test
 	$(VENV)/bin/ruff check kiel tests benchmarks examples
 
-types: venv
+types: venv-test
 	$(VENV)/bin/mypy kiel
 
-docs: venv
+docs: venv-test
 	$(VENV)/bin/sphinx-build -W -b html docs docs/_build/html
 
-bench: system-deps venv
+bench: test-deps venv-test
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from kiel.clients.consumer import SingleConsumer
+from kiel.consumer import SingleConsumer
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
 from kiel.protocol.messages import encode_message_set
 from kiel.testing.broker import ClusterProcess
@@ -98,7 +98,7 @@ async def _kiel(bootstrap: str, total: int) -> Tuple[float, List[float], List[fl
         elapsed = time.perf_counter() - started
         running[0] = False
         await sleeping
-        return elapsed, callback_lateness, coroutine_lateness, consumer.fetcher.yields
+        return elapsed, callback_lateness, coroutine_lateness, consumer.decoder.yields
 
 
 def _summary(samples: List[float]) -> Dict[str, float]:

@@ -19,7 +19,7 @@ import statistics
 import time
 from typing import Dict, List, Tuple
 
-from kiel.clients import GroupedConsumer, TopicPartition
+from kiel import GroupedConsumer, TopicPartition
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.zookeeper import ZooKeeperServer
 

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from kiel.clients.consumer import SingleConsumer
+from kiel.consumer import SingleConsumer
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
 from kiel.protocol.messages import encode_message_set
 from kiel.testing.broker import ClusterProcess

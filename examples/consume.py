@@ -11,8 +11,8 @@ by record with ``async for ... in stream()``, then again after
 """
 import asyncio
 
-from kiel.clients.consumer import SingleConsumer
-from kiel.clients.producer import Producer
+from kiel import SingleConsumer
+from kiel.clients import Producer
 from kiel.exc import KielError
 from kiel.serializers import json_deserializer, json_serializer
 from kiel.testing.broker import EmbeddedCluster

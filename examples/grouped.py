@@ -15,7 +15,8 @@ processed exactly once: the hand-offs are graceful.
 import asyncio
 from typing import Dict, List
 
-from kiel.clients import GroupedConsumer, Producer, TopicPartition
+from kiel import GroupedConsumer, TopicPartition
+from kiel.clients import Producer
 from kiel.serializers import json_deserializer, json_serializer
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.zookeeper import ZooKeeperServer

@@ -22,10 +22,10 @@ import sys
 import time
 from typing import Any, Dict, List
 
-from kiel.clients import GroupedConsumer, TopicPartition
-from kiel.clients.consumer import SingleConsumer
-from kiel.clients.producer import Producer
+from kiel.clients import Producer
+from kiel.consumer import GroupedConsumer, SingleConsumer
 from kiel.serializers import json_deserializer, json_serializer
+from kiel.structs import TopicPartition
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.zookeeper import ZooKeeperServer
 

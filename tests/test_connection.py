@@ -39,6 +39,7 @@ from kiel.protocol import (
     TopicMetadata,
 )
 from kiel.protocol.framing import ServerFraming
+from tests.conftest import run
 from tests.waiting import until
 
 Handler = Callable[[Any, Any, IOStream], Any]
@@ -91,10 +92,6 @@ def metadata_for(port: int, topics: Optional[List[str]] = None) -> MetadataRespo
 
 def answer_metadata(header: Any, request: Any, stream: IOStream) -> Any:
     return metadata_for(stream.socket.getsockname()[1], ["known"])
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 30))
 
 
 def test_pipelined_requests_resolve_in_order() -> None:

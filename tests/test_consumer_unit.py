@@ -1,27 +1,49 @@
 """The consumer's pure logic, without a broker.
 
 Decoding into a partition's buffer, fetch-size growth, deserializer failures,
-start-position arithmetic and settings are plain functions of their input:
-they are tested here directly (hypothesis where the input space is large).
-Everything that talks to a broker is in ``test_consumer.py``.
+the subscription's partition states, start-position arithmetic, reading
+offsets answers, finished-offset bookkeeping and settings are plain functions
+of their input: they are tested here directly (hypothesis where the input
+space is large). Everything that talks to a broker is in ``test_consumer.py``,
+``test_grouped.py`` and ``test_offsets.py``.
 """
 import asyncio
 import datetime
+import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kiel.clients.fetcher as fetcher_module
-from kiel.clients.consumer import SingleConsumer
-from kiel.clients.fetcher import Fetcher, to_timestamp
-from kiel.clients.records import BEGINNING, END, TopicPartition, lag_of
+import kiel.consumer.decoder as decoder_module
 from kiel.cluster import Cluster
+from kiel.consumer import BEGINNING, END, SingleConsumer
+from kiel.consumer.commits import Held
+from kiel.consumer.decoder import Decoder
+from kiel.consumer.offsets import GroupOffsets, commit_answers, fetch_answers
+from kiel.consumer.positions import check_offset, lag_of, to_timestamp
+from kiel.consumer.subscription import PartitionState, Status, Subscription
 from kiel.exc import (
     ConfigError,
     CorruptMessageError,
     DeserializationError,
+    InvalidTopicError,
     MessageTooLargeError,
+    NotCoordinatorForConsumerError,
+    NotLeaderForPartitionError,
+    OffsetMetadataTooLargeError,
+    UnknownPartitionError,
+    UnknownTopicOrPartitionError,
+)
+from kiel.protocol import (
+    OffsetCommitPartitionResponse,
+    OffsetCommitResponse,
+    OffsetCommitTopicResponse,
+    OffsetFetchPartitionResponse,
+    OffsetFetchResponse,
+    OffsetFetchTopicResponse,
 )
 from kiel.protocol.list_offsets import EARLIEST, LATEST
 from kiel.protocol.messages import (
@@ -30,12 +52,16 @@ from kiel.protocol.messages import (
     decode_message_set,
     encode_message_set,
 )
+from kiel.retry import Backoff
+from kiel.structs import Record, TopicPartition
 
 TP = TopicPartition("t", 0)
 
 
-def make_fetcher(**options):
-    return Fetcher(Cluster("127.0.0.1:1"), **options)
+def make(position=0, max_bytes=1024 * 1024, max_fetch_size=16 * 1024 * 1024, **options):
+    """A decoder and the state of partition ``TP`` at ``position``."""
+    decoder = Decoder(max_fetch_size=max_fetch_size, **options)
+    return decoder, PartitionState(TP, position, max_bytes)
 
 
 def log_of(messages, codec=0, base=0):
@@ -44,13 +70,9 @@ def log_of(messages, codec=0, base=0):
     return data
 
 
-def decode(fetcher, data, offset=0):
-    async def go():
-        st = fetcher.state(TP)
-        healthy = await fetcher._decode(st, offset, st.epoch, data)
-        return healthy, st
-
-    return asyncio.run(go())
+def decode(decoder, state, data):
+    """Decode ``data`` as the answer to a fetch at the state's position."""
+    return asyncio.run(decoder.decode(state, state.position, state.epoch, data))
 
 
 # --------------------------------------------------------------------------
@@ -58,107 +80,112 @@ def decode(fetcher, data, offset=0):
 
 
 def test_decode_fills_the_buffer_and_yields_between_slices():
-    fetcher = make_fetcher(decode_budget=0)
+    decoder, state = make(decode_budget=0)
     messages = [(b"k%d" % i, b"v" * 100) for i in range(5000)]  # ~670 KB: many slices
-    fetcher.assign(TP, 0)
-    healthy, st = decode(fetcher, log_of(messages))
-    assert healthy and st.answered
-    assert [(r.key, r.value) for r in st.buffer] == messages
-    assert [r.offset for r in st.buffer] == list(range(5000))
-    assert st.next_offset == 5000 and st.position == 0  # handed out only by fetch()
-    assert fetcher.yields >= 5  # a budget of 0 yields after every 64 KiB slice
+    assert decode(decoder, state, log_of(messages))
+    assert state.answered
+    assert [(r.key, r.value) for r in state.buffer] == messages
+    assert [r.offset for r in state.buffer] == list(range(5000))
+    assert state.next_offset == 5000 and state.position == 0  # handed out only by a drain
+    assert decoder.yields >= 5  # a budget of 0 yields after every 64 KiB slice
 
 
 def test_decode_drops_a_cut_trailing_message_and_messages_before_the_position():
-    fetcher = make_fetcher()
+    decoder, state = make(position=3)
     data = log_of([(None, b"a" * 50)] * 10)
-    fetcher.assign(TP, 3)
-    healthy, st = decode(fetcher, data[:-7], offset=3)  # the broker cut the last one
-    assert healthy
-    assert [r.offset for r in st.buffer] == list(range(3, 9))
-    assert st.next_offset == 9
+    assert decode(decoder, state, data[:-7])  # the broker cut the last one
+    assert [r.offset for r in state.buffer] == list(range(3, 9))
+    assert state.next_offset == 9
 
 
 def test_a_position_inside_a_compressed_wrapper():
-    fetcher = make_fetcher()
+    decoder, state = make(position=105)
     data = log_of([(None, b"m%d" % i) for i in range(10)], codec=CODEC_GZIP, base=100)
-    fetcher.assign(TP, 105)
-    healthy, st = decode(fetcher, data, offset=105)
-    assert healthy and [r.offset for r in st.buffer] == list(range(105, 110))
+    assert decode(decoder, state, data)
+    assert [r.offset for r in state.buffer] == list(range(105, 110))
     # All before the position: the position moves past the wrapper.
-    fetcher.seek(TP, 110)
-    healthy, st = decode(fetcher, data, offset=110)
-    assert healthy and st.buffer == [] and st.position == 110
+    state.seek(110)
+    assert decode(decoder, state, data)
+    assert state.buffer == [] and state.position == 110
 
 
 def test_fetch_size_doubles_then_message_too_large():
-    fetcher = make_fetcher(max_bytes=1024, max_fetch_size=8192)
-    fetcher.assign(TP, 7)
+    decoder, state = make(position=7, max_bytes=1024, max_fetch_size=8192)
     big = log_of([(None, b"x" * 5000)], base=7)
-    healthy, st = decode(fetcher, big[:1024], offset=7)
-    assert not healthy and st.error is None
-    assert st.fetch_size == 8192  # doubled until the announced 5 KB fit (cap 8 KiB)
-    assert decode(fetcher, big, offset=7)[0]  # now it fits
+    assert not decode(decoder, state, big[:1024])
+    assert state.error is None
+    assert state.fetch_size == 8192  # doubled until the announced 5 KB fit (cap 8 KiB)
+    assert decode(decoder, state, big)  # now it fits
     huge = log_of([(None, b"x" * 9000)], base=8)
-    fetcher.seek(TP, 8)
-    healthy, st = decode(fetcher, huge[:8192], offset=8)
-    assert not healthy
-    assert isinstance(st.error, MessageTooLargeError)
-    assert (st.error.topic, st.error.partition, st.error.offset) == ("t", 0, 8)
+    state.seek(8)
+    assert not decode(decoder, state, huge[:8192])
+    assert isinstance(state.error, MessageTooLargeError)
+    assert (state.error.topic, state.error.partition, state.error.offset) == ("t", 0, 8)
 
 
 def test_fetch_size_grows_step_by_step_when_the_size_is_unknown():
-    fetcher = make_fetcher(max_bytes=8, max_fetch_size=128)
-    fetcher.assign(TP, 0)
+    decoder, state = make(max_bytes=8, max_fetch_size=128)
     data = log_of([(None, b"x" * 40)])  # 66 bytes with its log overhead
-    healthy, st = decode(fetcher, data[:8])
-    assert not healthy and st.fetch_size == 16  # not even the size prefix: just double
-    healthy, st = decode(fetcher, data[:16])
-    assert not healthy and st.fetch_size == 128  # 66 needed: doubled past it
-    healthy, st = decode(fetcher, data)
-    assert healthy and len(st.buffer) == 1
-    small = make_fetcher(max_bytes=8, max_fetch_size=64)
-    small.assign(TP, 0)
-    decode(small, data[:8])
-    healthy, st = decode(small, data[:16])
-    assert isinstance(st.error, MessageTooLargeError)  # 66 > 64: no point growing
+    assert not decode(decoder, state, data[:8])
+    assert state.fetch_size == 16  # not even the size prefix: just double
+    assert not decode(decoder, state, data[:16])
+    assert state.fetch_size == 128  # 66 needed: doubled past it
+    assert decode(decoder, state, data)
+    assert len(state.buffer) == 1
+    small, state = make(max_bytes=8, max_fetch_size=64)
+    decode(small, state, data[:8])
+    decode(small, state, data[:16])
+    assert isinstance(state.error, MessageTooLargeError)  # 66 > 64: no point growing
 
 
 def test_a_corrupt_message_is_kept_as_the_partition_error():
-    fetcher = make_fetcher()
-    fetcher.assign(TP, 0)
+    decoder, state = make()
     data = bytearray(log_of([(None, b"good"), (None, b"evil")]))
     data[-1] ^= 0xFF
-    healthy, st = decode(fetcher, bytes(data))
-    assert not healthy and st.buffer == []
-    assert isinstance(st.error, CorruptMessageError)
-    assert (st.error.topic, st.error.partition, st.error.offset) == ("t", 0, 1)
+    assert not decode(decoder, state, bytes(data))
+    assert state.buffer == []
+    assert isinstance(state.error, CorruptMessageError)
+    assert (state.error.topic, state.error.partition, state.error.offset) == ("t", 0, 1)
 
 
 def test_a_failing_deserializer_keeps_the_good_prefix():
-    fetcher = make_fetcher(deserializer=lambda v: int(v))
-    fetcher.assign(TP, 0)
-    healthy, st = decode(fetcher, log_of([(None, b"1"), (None, b"2"), (None, b"x"), (None, b"4")]))
-    assert [r.value for r in st.buffer] == [1, 2]
-    assert isinstance(st.error, DeserializationError) and st.error.offset == 2
-    assert isinstance(st.error.__cause__, ValueError)
+    decoder, state = make(deserializer=lambda v: int(v))
+    decode(decoder, state, log_of([(None, b"1"), (None, b"2"), (None, b"x"), (None, b"4")]))
+    assert [r.value for r in state.buffer] == [1, 2]
+    assert isinstance(state.error, DeserializationError) and state.error.offset == 2
+    assert isinstance(state.error.__cause__, ValueError)
+
+
+def test_deserializers_are_not_called_for_nulls():
+    decoder, state = make(deserializer=bytes.decode, key_deserializer=bytes.upper)
+    assert decode(decoder, state, log_of([(b"k", None), (None, b"v")]))
+    assert [(r.key, r.value) for r in state.buffer] == [(b"K", None), (None, "v")]
 
 
 def test_results_of_a_sought_partition_are_dropped():
-    fetcher = make_fetcher(decode_budget=0)
-    fetcher.assign(TP, 0)
+    decoder, state = make(decode_budget=0)
     data = log_of([(None, b"v" * 100)] * 3000)
 
     async def go():
-        st = fetcher.state(TP)
-        task = asyncio.ensure_future(fetcher._decode(st, 0, st.epoch, data))
+        task = asyncio.ensure_future(decoder.decode(state, 0, state.epoch, data))
         await asyncio.sleep(0)  # the decoder yields after its first slice
-        fetcher.seek(TP, 42)
+        state.seek(42)
         assert await task is False
-        return st
 
-    st = asyncio.run(go())
-    assert st.buffer == [] and st.position == 42
+    asyncio.run(go())
+    assert state.buffer == [] and state.position == 42
+
+
+def test_an_answer_for_an_unassigned_partition_is_dropped():
+    decoder = Decoder(max_fetch_size=1 << 20)
+    subscription = Subscription(1 << 20)
+    subscription.assign(TP, 0)
+    state = subscription.state(TP)
+    epoch = state.epoch
+    subscription.unassign(TP)
+    assert state.status is Status.UNASSIGNED
+    assert asyncio.run(decoder.decode(state, 0, epoch, log_of([(None, b"v")]))) is False
+    assert state.buffer == []
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -176,16 +203,15 @@ def test_sliced_decode_equals_whole_decode(sizes, keys, cut, chunk, position):
     data = data[: max(0, len(data) - cut)]
     expected = decode_message_set(data, "t", 0, min_offset=position)
     names = ("_DECODE_CHUNK", "_MIN_DECODE_CHUNK", "_MAX_DECODE_CHUNK")
-    saved = [getattr(fetcher_module, name) for name in names]
+    saved = [getattr(decoder_module, name) for name in names]
     for name in names:
-        setattr(fetcher_module, name, chunk)
+        setattr(decoder_module, name, chunk)
     try:
-        fetcher = make_fetcher(decode_budget=0, max_bytes=1 << 20)
-        fetcher.assign(TP, position)
-        healthy, state = decode(fetcher, data, offset=position)
+        decoder, state = make(position=position, decode_budget=0)
+        healthy = decode(decoder, state, data)
     finally:
         for name, value in zip(names, saved):
-            setattr(fetcher_module, name, value)
+            setattr(decoder_module, name, value)
     assert state.buffer == expected.records
     if expected.first_message_too_large:
         assert not healthy
@@ -193,6 +219,185 @@ def test_sliced_decode_equals_whole_decode(sizes, keys, cut, chunk, position):
         assert healthy
         if expected.records:
             assert state.next_offset == expected.records[-1].offset + 1
+
+
+# --------------------------------------------------------------------------
+# the subscription's partition states
+
+
+def test_partition_states_move_as_documented():
+    changes = []
+    subscription = Subscription(512, on_change=lambda: changes.append(1))
+    subscription.assign(TP)  # no position yet
+    assert subscription.status(TP) is Status.AWAITING_RESET
+    assert subscription.position(TP) == -1
+    assert subscription.wanted(None) == set()  # not fetched until it has a position
+    subscription.assign(TP)  # again without a position: left as it is
+    assert len(changes) == 1
+    subscription.seek(TP, 5)
+    assert subscription.status(TP) is Status.FETCHING and subscription.position(TP) == 5
+    assert subscription.wanted(None) == {TP} and subscription.wanted([TP, ("u", 1)]) == {TP}
+    subscription.pause(TP)
+    assert subscription.status(TP) is Status.PAUSED and subscription.paused() == [TP]
+    subscription.seek(TP, 6)  # a paused partition stays paused
+    assert subscription.status(TP) is Status.PAUSED
+    subscription.resume(TP)
+    assert subscription.with_status(Status.FETCHING) == [TP]
+    state = subscription.state(TP)
+    subscription.unassign(TP)
+    assert state.status is Status.UNASSIGNED and not state.current(6, state.epoch)
+    assert subscription.status(TP) is Status.UNASSIGNED and not subscription.is_assigned(TP)
+    subscription.unassign(TP)  # no-op
+    # assign, seek, seek, resume, unassign fired; pause and the no-ops did not.
+    assert len(changes) == 5
+    with pytest.raises(UnknownPartitionError):
+        subscription.position(TP)
+
+
+def test_assigning_again_seeks_and_drops_what_was_fetched():
+    subscription = Subscription(512)
+    subscription.assign(TP, 3)
+    state = subscription.state(TP)
+    state.buffer = ["record"]
+    state.error = ConfigError("kept")
+    state.failures, state.retry_at, state.answered = 2, 99.0, True
+    epoch = state.epoch
+    subscription.assign(TP, 10)
+    assert subscription.state(TP) is state
+    assert (state.position, state.next_offset, state.buffer, state.error) == (10, 10, [], None)
+    assert (state.failures, state.retry_at, state.answered) == (0, 0.0, False)
+    assert state.epoch == epoch + 1 and not state.current(3, epoch)
+
+
+def test_drain_hands_out_only_fetching_partitions_and_moves_their_position():
+    subscription = Subscription(512)
+    other = TopicPartition("t", 1)
+    for tp in (TP, other):
+        subscription.assign(tp, 0)
+        state = subscription.state(tp)
+        state.buffer, state.next_offset = ["a", "b"], 2
+    subscription.pause(other)
+    assert subscription.drain({TP, other}) == {TP: ["a", "b"]}
+    assert subscription.position(TP) == 2 and subscription.position(other) == 0
+    assert subscription.state(other).buffer == ["a", "b"]  # kept while paused
+
+
+def test_errors_are_taken_once_and_not_from_paused_partitions():
+    subscription = Subscription(512)
+    other = TopicPartition("t", 1)
+    subscription.assign(TP, 0)
+    subscription.assign(other, 0)
+    subscription.state(TP).error = ConfigError("first")
+    subscription.state(other).error = ConfigError("second")
+    subscription.pause(TP)
+    assert str(subscription.take_error({TP, other})) == "second"
+    assert subscription.take_error({TP, other}) is None
+    subscription.resume(TP)
+    assert str(subscription.take_error({TP, other})) == "first"
+
+
+def test_failures_back_off_then_become_the_partitions_error():
+    subscription = Subscription(512)
+    subscription.assign(TP, 7)
+    state = subscription.state(TP)
+    backoff = Backoff(base=1.0, cap=4.0, retries=2)
+    assert state.failed(NotLeaderForPartitionError(), backoff, now=100.0)
+    assert 100.5 <= state.retry_at <= 101.0 and state.failures == 1
+    assert subscription.retry_delay({TP}, now=100.0) == pytest.approx(state.retry_at - 100.0)
+    assert state.failed(NotLeaderForPartitionError(), backoff, now=100.0)
+    assert 101.0 <= state.retry_at <= 102.0  # doubled, with equal jitter
+    error = NotLeaderForPartitionError()
+    assert not state.failed(error, backoff, now=100.0)  # past the retries: kept
+    assert state.error is error and (error.topic, error.partition, error.offset) == ("t", 0, 7)
+    assert state.failures == 0 and subscription.retry_delay({TP}, now=100.0) is None
+    state.error = None
+    fatal = InvalidTopicError()
+    assert not state.failed(fatal, backoff, now=100.0)  # not retriable: kept at once
+    assert state.error is fatal
+
+
+def test_a_round_is_answered_when_every_fetchable_partition_was():
+    subscription = Subscription(512)
+    other = TopicPartition("t", 1)
+    subscription.assign(TP, 0)
+    subscription.assign(other, 0)
+    assert not subscription.all_answered({TP, other})
+    subscription.state(TP).answered = True
+    subscription.pause(other)
+    assert subscription.all_answered({TP, other})
+
+
+# --------------------------------------------------------------------------
+# offsets answers
+
+
+def test_fetched_offsets_and_the_two_spellings_of_none():
+    response = OffsetFetchResponse([OffsetFetchTopicResponse("t", [
+        OffsetFetchPartitionResponse(0, 5, "", 0),
+        OffsetFetchPartitionResponse(1, -1, "", 0),  # never committed
+        OffsetFetchPartitionResponse(2, -1, "", UnknownTopicOrPartitionError.errno),  # 0.8.2
+        OffsetFetchPartitionResponse(3, 9, "", UnknownTopicOrPartitionError.errno),
+        OffsetFetchPartitionResponse(4, -1, "", NotCoordinatorForConsumerError.errno),
+    ])])
+    found, errors = fetch_answers(response, "g")
+    assert found == {TopicPartition("t", 0): 5, TopicPartition("t", 1): None,
+                     TopicPartition("t", 2): None}
+    assert [type(e) for e in errors] == [UnknownTopicOrPartitionError,
+                                         NotCoordinatorForConsumerError]
+    assert (errors[0].group, errors[0].partition, errors[0].api) == ("g", 3, "OffsetFetch")
+
+
+def test_commit_answers_drop_committed_partitions_and_spot_refused_metadata():
+    tps = [TopicPartition("t", p) for p in range(4)]
+    response = OffsetCommitResponse([OffsetCommitTopicResponse("t", [
+        OffsetCommitPartitionResponse(0, 0),
+        OffsetCommitPartitionResponse(1, OffsetMetadataTooLargeError.errno),
+        OffsetCommitPartitionResponse(2, NotCoordinatorForConsumerError.errno),
+        OffsetCommitPartitionResponse(9, 0),  # not asked for: ignored
+    ])])
+    remaining = {tp: 10 for tp in tps}
+    errors, refused = commit_answers(response, remaining, "meta", "g")
+    assert refused and sorted(remaining) == tps[1:]  # partition 3 was left out
+    assert [type(e) for e in errors] == [NotCoordinatorForConsumerError]
+    # Without metadata to drop, a refusal is an error like any other.
+    errors, refused = commit_answers(response, {tps[1]: 10}, "", "g")
+    assert not refused and [type(e) for e in errors] == [OffsetMetadataTooLargeError]
+
+
+def test_coordinator_errors_are_retried_and_forget_the_coordinator():
+    offsets = GroupOffsets(Cluster("127.0.0.1:1"), "g")
+    offsets._coordinator = 1
+    error = NotCoordinatorForConsumerError(group="g")
+    assert offsets._retry_or_raise([error]) is error and offsets._coordinator is None
+    offsets._coordinator = 1
+    assert offsets._retry_or_raise([UnknownTopicOrPartitionError()]) is not None
+    assert offsets._coordinator == 1  # retriable, but the coordinator is fine
+    with pytest.raises(OffsetMetadataTooLargeError):
+        offsets._retry_or_raise([OffsetMetadataTooLargeError()])
+    assert offsets._retry_or_raise([]) is None
+
+
+# --------------------------------------------------------------------------
+# finished offsets (a grouped consumer's hand-out bookkeeping)
+
+
+def test_finished_position_follows_the_first_unfinished_record():
+    held = Held(10)
+    assert held.finished == 10
+    held.hand_out([_record(10), _record(11), _record(12)])
+    held.hand_out_one(13)
+    assert held.finished == 10 and held.end == 14
+    assert held.finish(12) == 0 and held.finished == 10  # out of order: waits
+    assert held.finish(10) == 1 and held.finished == 11
+    assert held.finish(11) == 2 and held.finished == 13  # 11, then the waiting 12
+    assert held.finish(9) == 0
+    assert held.finish_through(13) == 1 and held.finished == 14
+    held.hand_out([_record(14), _record(15)])
+    assert held.finish_all() == 2 and held.finished == 16
+
+
+def _record(offset):
+    return Record("t", 0, offset, None, b"v")
 
 
 # --------------------------------------------------------------------------
@@ -213,9 +418,13 @@ def test_to_timestamp():
             to_timestamp(bad)
 
 
-def test_lag_of():
+def test_lag_of_and_check_offset():
     assert lag_of(None, 3) is None and lag_of(10, None) is None
     assert lag_of(10, 3) == 7 and lag_of(10, 12) == 0
+    assert check_offset(0) == 0
+    for bad in (-1, True, 1.0, "3"):
+        with pytest.raises(ConfigError):
+            check_offset(bad, "t", 0)
 
 
 @pytest.mark.parametrize(
@@ -235,20 +444,35 @@ def test_bad_settings(options):
         SingleConsumer("127.0.0.1:1", **options)
 
 
-def test_assignment_bookkeeping():
-    fetcher = make_fetcher()
-    other = TopicPartition("t", 1)
-    fetcher.assign(TP, 5)
-    fetcher.assign(other, 0)
-    assert fetcher.assignment() == [TP, other] and fetcher.is_assigned(other)
-    fetcher.pause(other)
-    assert fetcher.paused() == [other]
-    fetcher.resume(other)
-    fetcher.unassign(other)
-    assert fetcher.assignment() == [TP] and not fetcher.is_assigned(other)
-    assert fetcher.position(TP) == 5 and fetcher.highwater(TP) is None
-    with pytest.raises(ConfigError):
-        fetcher.seek(TP, -1)
-    with pytest.raises(ConfigError):
-        fetcher.assign(other, -2)
+@pytest.mark.parametrize("cls_name", ["SingleConsumer", "GroupedConsumer"])
+def test_millisecond_max_wait_time_from_kiel_09_is_refused(cls_name):
+    import kiel
 
+    cls = getattr(kiel, cls_name)
+    args: tuple = ("127.0.0.1:1",)
+    options = {}
+    if cls_name == "GroupedConsumer":
+        args += ("g", "127.0.0.1:2181")
+        options["topics"] = ["t"]
+    with pytest.raises(ConfigError, match="kiel 0.9 took milliseconds: 1000 ms is 1 s"):
+        cls(*args, max_wait_time=1000, **options)
+    cls(*args, max_wait_time=60, **options)  # the largest accepted
+
+
+def test_options_are_keyword_only():
+    with pytest.raises(TypeError):
+        SingleConsumer("127.0.0.1:1", lambda v: v)  # type: ignore[misc]
+
+
+def test_importing_the_consumers_does_not_import_kazoo():
+    code = (
+        "import sys, kiel.consumer, kiel.consumer.offsets\n"
+        "from kiel.consumer import SingleConsumer, ConsumerRebalanceListener, BEGINNING\n"
+        "assert 'kazoo' not in sys.modules, 'kazoo imported'\n"
+        "from kiel.consumer import GroupedConsumer\n"
+        "assert 'kazoo' in sys.modules\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, cwd=root)
+    assert result.returncode == 0, result.stderr

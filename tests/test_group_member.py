@@ -19,6 +19,7 @@ from kiel.exc import AllocationError
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember, PartitionHooks
+from tests.conftest import run, unique
 from tests.waiting import until
 
 pytestmark = pytest.mark.zookeeper
@@ -121,14 +122,6 @@ async def new_group(
     topic, group = unique("t"), unique("g")
     await make_topic(admin, topic, partitions)
     return admin, topic, group
-
-
-def run(coro: Any, timeout: float = 120) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}{random.randrange(10**9)}"
 
 
 def test_members_split_partitions_and_hand_off_in_order(zookeeper: Any) -> None:
@@ -331,6 +324,31 @@ def test_session_expiry_loses_then_rejoins(zookeeper: Any) -> None:
     run(main())
 
 
+class Sessions:
+    """The ZooKeeper sessions a test opens, all stopped when it ends, pass or fail.
+
+    A session left open keeps kazoo's threads retrying against a server that
+    is gone at exit, and the test process would never end.
+    """
+
+    def __init__(self, hosts: str) -> None:
+        self.hosts = hosts
+        self.opened: List[ZooKeeper] = []
+
+    async def start(self, **options: Any) -> ZooKeeper:
+        zk = ZooKeeper(self.hosts, **options)
+        await zk.start()
+        self.opened.append(zk)
+        return zk
+
+    async def __aenter__(self) -> "Sessions":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        for zk in self.opened:
+            await zk.stop()  # stopping twice is harmless
+
+
 class FailingRevoke(RecordingHooks):
     """Fails every revoke (a commit that cannot go through) while ``fail`` is set."""
 
@@ -348,33 +366,31 @@ class FailingRevoke(RecordingHooks):
 
 def test_a_failing_reconcile_is_retried_until_the_member_leaves(zookeeper: Any) -> None:
     async def main() -> None:
-        admin, topic, group = await new_group(zookeeper.hosts, 4)
-        zk_a = ZooKeeper(zookeeper.hosts, session_timeout=6.0)
-        await zk_a.start()
-        hooks = FailingRevoke("a", [])
-        a = GroupMember(zk_a, group, [topic], hooks=hooks, member_id="a")
-        await a.join(timeout=30)
-        # b's arrival makes a hand over half: a's revoke keeps failing.
-        zk_b = ZooKeeper(zookeeper.hosts, session_timeout=6.0)
-        await zk_b.start()
-        b = GroupMember(zk_b, group, [topic], member_id="b")
-        join_b = asyncio.ensure_future(b.join(timeout=60))
-        await until(lambda: hooks.revoke_calls >= 3, what="revoke retried")
-        assert isinstance(a.failure, RuntimeError)
-        assert len(a.owned) == 4  # nothing released without its revoke
-        assert member_tasks(a), "the reconcile loop runs"
-        calls, hooks.fail = hooks.revoke_calls, False
-        await a.leave()
-        # The retries ended with the leave, whose own revoke went through.
-        assert member_tasks(a) == []
-        assert hooks.revoke_calls == calls + 1 and a.owned == set()
-        await join_b
-        await until(lambda: b.members == ["b"], what="b saw a leave")
-        await converge([b])
-        assert b.owned == {(topic, p) for p in range(4)}
-        await zk_a.stop()
-        await stop_member(b)
-        await admin.stop()
+        async with Sessions(zookeeper.hosts) as sessions:
+            admin, topic, group = await new_group(zookeeper.hosts, 4)
+            sessions.opened.append(admin)
+            hooks = FailingRevoke("a", [])
+            zk_a = await sessions.start(session_timeout=6.0)
+            a = GroupMember(zk_a, group, [topic], hooks=hooks, member_id="a")
+            await a.join(timeout=30)
+            # b's arrival makes a hand over half: a's revoke keeps failing.
+            zk_b = await sessions.start(session_timeout=6.0)
+            b = GroupMember(zk_b, group, [topic], member_id="b")
+            join_b = asyncio.ensure_future(b.join(timeout=60))
+            await until(lambda: hooks.revoke_calls >= 3, what="revoke retried")
+            assert isinstance(a.failure, RuntimeError)
+            assert len(a.owned) == 4  # nothing released without its revoke
+            assert member_tasks(a), "the reconcile loop runs"
+            calls, hooks.fail = hooks.revoke_calls, False
+            await a.leave()
+            # The retries ended with the leave, whose own revoke went through.
+            assert member_tasks(a) == []
+            assert hooks.revoke_calls == calls + 1 and a.owned == set()
+            await join_b
+            await until(lambda: b.members == ["b"], what="b saw a leave")
+            await converge([b])
+            assert b.owned == {(topic, p) for p in range(4)}
+            await b.leave()
 
     run(main())
 
@@ -383,31 +399,29 @@ def test_a_failing_reconcile_is_retried_until_the_member_leaves(zookeeper: Any) 
 def test_rejoin_is_retried_until_the_member_leaves(zookeeper: Any, caplog: Any) -> None:
     async def main() -> None:
         auth = "kiel:secret"
-        admin, topic, group = await new_group(zookeeper.hosts, 2, auth=auth)
-        zk = ZooKeeper(zookeeper.hosts, session_timeout=6.0, auth=auth)
-        await zk.start()
-        a = GroupMember(zk, group, [topic], member_id="a", acquire_timeout=1)
-        await a.join(timeout=30)
-        # Another identity takes the group over: a cannot register again.
-        loop = asyncio.get_running_loop()
-        ids = f"/consumers/{group}/ids"
-        await loop.run_in_executor(
-            None,
-            admin.client.set_acls,
-            ids,
-            [make_digest_acl("other", "pw", all=True), make_acl("world", "anyone", read=True)],
-        )
+        async with Sessions(zookeeper.hosts) as sessions:
+            admin, topic, group = await new_group(zookeeper.hosts, 2, auth=auth)
+            sessions.opened.append(admin)
+            zk = await sessions.start(session_timeout=6.0, auth=auth)
+            a = GroupMember(zk, group, [topic], member_id="a", acquire_timeout=1)
+            await a.join(timeout=30)
+            # Another identity takes the group over: a cannot register again.
+            loop = asyncio.get_running_loop()
+            ids = f"/consumers/{group}/ids"
+            acls = [
+                make_digest_acl("other", "pw", all=True),
+                make_acl("world", "anyone", read=True),
+            ]
+            await loop.run_in_executor(None, admin.client.set_acls, ids, acls)
 
-        def failures() -> int:
-            return sum("re-registering a failed" in r.getMessage() for r in caplog.records)
+            def failures() -> int:
+                return sum("re-registering a failed" in r.getMessage() for r in caplog.records)
 
-        with caplog.at_level(logging.ERROR, logger="kiel.zookeeper.group"):
-            await loop.run_in_executor(None, zookeeper.expire_session, zk.client)
-            await until(lambda: failures() >= 2, timeout=30, what="re-registration retried")
-            await a.leave()
-            assert member_tasks(a) == []
-        assert await admin.get_children(ids) == []
-        await zk.stop()
-        await admin.stop()
+            with caplog.at_level(logging.ERROR, logger="kiel.zookeeper.group"):
+                await loop.run_in_executor(None, zookeeper.expire_session, zk.client)
+                await until(lambda: failures() >= 2, timeout=30, what="re-registration retried")
+                await a.leave()
+                assert member_tasks(a) == []
+            assert await admin.get_children(ids) == []
 
     run(main())

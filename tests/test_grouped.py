@@ -7,23 +7,17 @@ for real (kazoo sessions, owner znodes, forced server-side session expiry).
 
 import asyncio
 import time
-import uuid
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
 
-from kiel.clients import GroupedConsumer, Producer, Record, TopicPartition
+from kiel.clients import Producer
+from kiel.consumer import GroupedConsumer
 from kiel.exc import OffsetResetError
+from kiel.structs import Record, TopicPartition
+from tests.conftest import run, unique
 
 pytestmark = pytest.mark.zookeeper
-
-
-def run(coro: Any, timeout: float = 120) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 async def produce(cluster: Any, topic: str, values: List[bytes],
@@ -119,8 +113,9 @@ def test_commits_land_in_zookeeper_and_kafka_python_reads_them(kafka_cluster, to
         assert len(seen) == 40 and set(seen.values()) == {1}
         await c.consume()  # finishes the last batch
         await c.commit()
-        positions = {p: c.position(topic, p) for p in range(4)}
+        positions = {p: c.finished(topic, p) for p in range(4)}
         assert sum(positions.values()) == 40
+        assert positions == {p: c.position(topic, p) for p in range(4)}  # nothing in hand
         await c.close()
         return positions
 
@@ -195,15 +190,16 @@ def test_manual_task_done_commits_only_finished_records(kafka_cluster, topic_fac
         while len(records) < 6:
             records.extend(await c.consume())
         c.task_done(records[0])
-        c.task_done(records[2])  # out of order: the position stops at offset 1
-        assert c.position(topic, 0) == 1
+        c.task_done(records[2])  # out of order: the finished position stops at offset 1
+        assert c.finished(topic, 0) == 1
+        assert c.position(topic, 0) == 6  # the next offset handed out
         c.task_done(records[1])
-        assert c.position(topic, 0) == 3
+        assert c.finished(topic, 0) == 3
         await c.commit()
         await c.close()
         c2 = grouped(kafka_cluster, group, [topic])
         await c2.connect()
-        assert c2.position(topic, 0) == 3
+        assert c2.position(topic, 0) == 3 and c2.finished(topic, 0) == 3
         await c2.close()
 
     run(main())
@@ -579,7 +575,7 @@ def test_weighted_allocator_reads_capacities_from_registrations(kafka_cluster, t
 
 CHILD = r"""
 import asyncio, sys
-from kiel.clients import GroupedConsumer
+from kiel.consumer import GroupedConsumer
 
 async def main():
     bootstrap, group, zk, topic = sys.argv[1:5]

@@ -19,7 +19,7 @@ from typing import Dict, List
 
 import pytest
 
-from kiel.clients.consumer import SingleConsumer
+from kiel.consumer import SingleConsumer
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
 from kiel.protocol.messages import CODEC_GZIP, encode_message_set
 from kiel.testing.broker import ClusterProcess
@@ -106,7 +106,7 @@ async def consume_measuring(bootstrap: str, topic: str, total: int):
         assert consumer.lag(topic) == {p: 0 for p in range(PARTITIONS)}
         running = False
         await sleeping
-        return summary(callbacks), summary(wakeups), consumer.fetcher.yields
+        return summary(callbacks), summary(wakeups), consumer.decoder.yields
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from kiel.exc import (
     UnknownTopicError,
 )
 from kiel.serializers import json_deserializer, json_serializer
+from tests.conftest import run
 
 CODECS = [None, "gzip", "snappy"]
 
@@ -36,11 +37,6 @@ KCAT_COMPAT = ["-X", "api.version.request=false", "-X", "broker.version.fallback
 
 # --------------------------------------------------------------------------
 # helpers (also used by test_producer_faults.py)
-
-
-def run(coro: Any, timeout: float = 120.0) -> Any:
-    """Run ``coro`` on a fresh event loop (Tornado's IOLoop wraps it)."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 def read_back(bootstrap: str, topic: str, partition: int, count: int,

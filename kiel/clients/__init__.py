@@ -6,13 +6,13 @@ import kazoo.
 """
 from typing import TYPE_CHECKING, Any
 
-from kiel.clients.consumer import SingleConsumer
+import kiel.consumer
 from kiel.clients.producer import Producer
-from kiel.clients.records import BEGINNING, END
+from kiel.consumer import BEGINNING, END, ConsumerRebalanceListener, SingleConsumer
 from kiel.structs import Record, RecordMetadata, TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kiel.clients.grouped import ConsumerRebalanceListener, GroupedConsumer
+    from kiel.consumer.grouped import GroupedConsumer
 
 __all__ = [
     "BEGINNING",
@@ -28,8 +28,6 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("GroupedConsumer", "ConsumerRebalanceListener"):
-        from kiel.clients import grouped
-
-        return getattr(grouped, name)
+    if name == "GroupedConsumer":
+        return kiel.consumer.GroupedConsumer  # lazy there too
     raise AttributeError(f"module 'kiel.clients' has no attribute {name!r}")

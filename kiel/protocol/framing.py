@@ -18,7 +18,7 @@ any further input with a ``ProtocolError`` caused by it.
 """
 import struct
 from collections import deque
-from typing import Any, Deque, List, Optional, Tuple
+from typing import Any, Callable, Deque, List, Optional, Tuple, TypeVar
 
 from kiel.exc import (
     CorrelationIdError,
@@ -85,6 +85,9 @@ class _FrameReader:
         return len(self._buf)
 
 
+R = TypeVar("R")
+
+
 class _Receiver:
     """Latches the first :class:`~kiel.exc.ProtocolError` of a byte stream.
 
@@ -108,11 +111,17 @@ class _Receiver:
         """Bytes received but not yet part of a complete frame."""
         return self._reader.buffered
 
-    def _check(self) -> None:
+    def _latched(self, receive: Callable[[Buffer], List[R]], data: Buffer) -> List[R]:
+        """Run ``receive(data)``, remembering the first ProtocolError for ever."""
         if self._error is not None:
             raise ProtocolError(
                 f"stream already broken by: {self._error}; close the connection"
             ) from self._error
+        try:
+            return receive(data)
+        except ProtocolError as e:
+            self._error = e
+            raise
 
 
 class ClientFraming(_Receiver):
@@ -185,12 +194,7 @@ class ClientFraming(_Receiver):
                 a response that does not decode; close the connection (every
                 later call raises too).
         """
-        self._check()
-        try:
-            return self._receive(data)
-        except ProtocolError as e:
-            self._error = e
-            raise
+        return self._latched(self._receive, data)
 
     def _receive(self, data: Buffer) -> List[Tuple[int, Any]]:
         results = []
@@ -256,12 +260,7 @@ class ServerFraming(_Receiver):
                 ``api_key``, ``api_version`` and ``correlation_id``.
             ProtocolError: a malformed frame. Every later call raises too.
         """
-        self._check()
-        try:
-            return self._receive(data)
-        except ProtocolError as e:
-            self._error = e
-            raise
+        return self._latched(self._receive, data)
 
     def _receive(self, data: Buffer) -> List[Tuple[RequestHeader, Api, Any]]:
         results = []

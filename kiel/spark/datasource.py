@@ -18,7 +18,8 @@ event loop and closes it (:mod:`kiel.spark.kafka`).
 """
 
 import logging
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+import time
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -30,7 +31,15 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     IntegerType,
     LongType,
@@ -40,34 +49,36 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kiel.clients.records import Record
-from kiel.exc import ConfigError
+from kiel.consumer.offsets import list_offsets
+from kiel.exc import ConfigError, LocalProtocolError
 from kiel.spark import kafka
 from kiel.spark.kafka import Range
-from kiel.spark.options import SinkOptions, SourceOptions, offsets_from_dict, offsets_to_json
+from kiel.spark.options import (
+    OffsetSpec,
+    SinkOptions,
+    SourceOptions,
+    Timestamps,
+    include_headers,
+    offsets_from_dict,
+    offsets_to_json,
+)
+from kiel.structs import Record, TopicPartition
 
-try:  # admission control and Trigger.AvailableNow hooks: pyspark >= 4.2
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadLimit,
-        ReadMaxRows,
-        SupportsTriggerAvailableNow,
-    )
-
-    HAS_READ_LIMITS = True
-except ImportError:  # pragma: no cover - pyspark 4.0/4.1
-    HAS_READ_LIMITS = False
-
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
-        """Stand-in: this pyspark has no Trigger.AvailableNow hook for Python sources."""
-
-    ReadLimit = ReadAllAvailable = ReadMaxRows = None  # type: ignore[assignment,misc]
-
-__all__ = ["HAS_READ_LIMITS", "KielDataSource", "SCHEMA"]
+__all__ = ["HAS_READ_LIMITS", "HEADERS_TYPE", "KielDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS",
+           "TriggerGate", "schema_for"]
 
 log = logging.getLogger(__name__)
 
 TP = Tuple[str, int]
+
+#: Always true: kiel.spark needs pyspark >= 4.2, whose streaming sources have
+#: read limits (admission control) and Trigger.AvailableNow. Kept for code
+#: that checked it when older pyspark was accepted.
+HAS_READ_LIMITS = True
+
+#: Spark's type of the ``headers`` column: ``array<struct<key:string,value:binary>>``.
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType(), True),
+                                     StructField("value", BinaryType(), True)]), True)
 
 #: The rows a read returns: Spark's Kafka source schema. ``timestamp`` is
 #: null and ``timestampType`` -1 for the magic-0 messages of a 0.8 broker.
@@ -83,6 +94,11 @@ SCHEMA = StructType(
     ]
 )
 
+#: :data:`SCHEMA` plus Spark's ``headers`` column (``includeHeaders=true``):
+#: null for every row, as Spark shows a record without headers (0.8 messages
+#: have none).
+SCHEMA_WITH_HEADERS = StructType(SCHEMA.fields + [StructField("headers", HEADERS_TYPE, True)])
+
 _ARROW_SCHEMA = pa.schema(
     [
         pa.field("key", pa.binary()),
@@ -94,6 +110,14 @@ _ARROW_SCHEMA = pa.schema(
         pa.field("timestampType", pa.int32()),
     ]
 )
+_ARROW_HEADERS = pa.list_(pa.struct([pa.field("key", pa.string()),
+                                     pa.field("value", pa.binary())]))
+_ARROW_SCHEMA_WITH_HEADERS = _ARROW_SCHEMA.append(pa.field("headers", _ARROW_HEADERS))
+
+
+def schema_for(headers: bool) -> StructType:
+    """:data:`SCHEMA_WITH_HEADERS` when ``headers``, else :data:`SCHEMA`."""
+    return SCHEMA_WITH_HEADERS if headers else SCHEMA
 
 
 class KielDataSource(DataSource):
@@ -115,39 +139,47 @@ class KielDataSource(DataSource):
         return "kiel"
 
     def schema(self) -> StructType:
-        """Spark's Kafka schema (key, value, topic, partition, offset, timestamp, timestampType)."""
-        return SCHEMA
+        """Spark's Kafka schema: key, value, topic, partition, offset, timestamp,
+        timestampType, and headers with ``includeHeaders=true``.
+
+        Raises:
+            ConfigError: includeHeaders is neither true nor false.
+        """
+        return schema_for(include_headers(self.options))
 
     def reader(self, schema: StructType) -> "KielBatchReader":
         """A batch reader (``spark.read``)."""
-        _check_schema(schema)
-        return KielBatchReader(SourceOptions.parse(self.options, streaming=False))
+        opts = SourceOptions.parse(self.options, streaming=False)
+        _check_schema(schema, opts)
+        return KielBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> "KielStreamReader":
         """A micro-batch reader (``spark.readStream``)."""
-        _check_schema(schema)
-        return KielStreamReader(SourceOptions.parse(self.options, streaming=True))
+        opts = SourceOptions.parse(self.options, streaming=True)
+        _check_schema(schema, opts)
+        return KielStreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> "KielBatchWriter":
         """A batch writer (``df.write``); ``overwrite`` is refused (Kafka only appends)."""
         if overwrite:
             raise ConfigError("a Kafka topic can only be appended to: use mode('append')")
-        return KielBatchWriter(_sink_options(self.options, schema))
+        return KielBatchWriter(*_sink_options(self.options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "KielStreamWriter":
         """A streaming writer (``df.writeStream``)."""
-        return KielStreamWriter(_sink_options(self.options, schema))
+        return KielStreamWriter(*_sink_options(self.options, schema))
 
 
-def _check_schema(schema: StructType) -> None:
-    if schema is not None and schema != SCHEMA:
+def _check_schema(schema: StructType, opts: SourceOptions) -> None:
+    if schema is not None and schema != schema_for(opts.include_headers):
         raise ConfigError(
             "the kiel source has a fixed schema (that of Spark's Kafka source); "
             "do not pass .schema(...)"
         )
 
 
-def _sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
+def _sink_options(options: Mapping[str, str],
+                  schema: StructType) -> Tuple[SinkOptions, "RowAdapter"]:
     sink = SinkOptions.parse(options)
     names = set(schema.fieldNames())
     if "value" not in names:
@@ -164,7 +196,50 @@ def _sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions
     if "partition" in names and not isinstance(schema["partition"].dataType,
                                                (IntegerType, LongType)):
         raise ConfigError("column partition must be an int")
-    return sink
+    if "headers" in names and schema["headers"].dataType.simpleString() != \
+            HEADERS_TYPE.simpleString():
+        raise ConfigError(f"column headers must be {HEADERS_TYPE.simpleString()}, "
+                          f"got {schema['headers'].dataType.simpleString()}")
+    topic = sink.topic if "topic" in names else None
+    return sink, RowAdapter(topic, "headers" in names)
+
+
+class RowAdapter:
+    """What a write task does to rows before kiel produces them.
+
+    Args:
+        topic: the ``topic`` option when the rows also have a ``topic``
+            column: the option wins, as in Spark's sink (None: nothing to do).
+        headers: the rows have a ``headers`` column: a 0.8 message cannot
+            carry headers, so a row with any fails the task rather than
+            losing them.
+    """
+
+    def __init__(self, topic: Optional[str], headers: bool) -> None:
+        self.topic = topic
+        self.headers = headers
+
+    def __call__(self, rows: Iterator[Any]) -> Iterator[Any]:
+        """The rows, ready for :func:`kiel.spark.kafka.write_rows`.
+
+        Raises:
+            LocalProtocolError: a row has headers.
+        """
+        if self.topic is None and not self.headers:
+            return rows
+        return self._adapt(rows)
+
+    def _adapt(self, rows: Iterator[Any]) -> Iterator[Any]:
+        for row in rows:
+            fields = row.asDict() if hasattr(row, "asDict") else dict(row)
+            if self.headers and fields.get("headers"):
+                raise LocalProtocolError(
+                    f"a row has {len(fields['headers'])} header(s): Kafka 0.8 messages "
+                    "(magic 0) cannot carry headers; drop or empty the headers column"
+                )
+            if self.topic is not None:
+                fields["topic"] = self.topic
+            yield fields
 
 
 # ----------------------------------------------------------------------
@@ -184,16 +259,20 @@ class KielInputPartition(InputPartition):
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    assert isinstance(partition, KielInputPartition)
+    if not isinstance(partition, KielInputPartition):
+        # pyspark stands in one bare InputPartition when partitions() returned
+        # none (nothing to read: an empty topic, start == end everywhere).
+        return
     for records in kafka.read_range(options, partition.range):
-        yield to_arrow(records)
+        yield to_arrow(records, options.include_headers)
 
 
-def to_arrow(records: Sequence[Record]) -> pa.RecordBatch:
-    """Records of one partition as an Arrow batch of :data:`SCHEMA`."""
+def to_arrow(records: Sequence[Record], headers: bool = False) -> pa.RecordBatch:
+    """Records of one partition as an Arrow batch of :data:`SCHEMA` (with
+    ``headers``: of :data:`SCHEMA_WITH_HEADERS`, the headers all null)."""
     # Strategy: columns that are constant in a partition's batch (topic,
-    # partition, and on 0.8 the null timestamps and keys) are built without
-    # touching each record; only values, offsets and non-null keys are lists.
+    # partition, and on 0.8 the null timestamps, keys and headers) are built
+    # without touching each record; only values, offsets and non-null keys are lists.
     n = len(records)
     first = records[0]
     values = pa.array([r[4] for r in records], pa.binary())
@@ -211,17 +290,19 @@ def to_arrow(records: Sequence[Record]) -> pa.RecordBatch:
             pa.timestamp("us", tz="UTC"),
         )
         type_array = pa.array([-1 if s is None or s < 0 else 0 for s in stamps], pa.int32())
+    columns = [
+        key_array,
+        values,
+        pa.repeat(pa.scalar(first[0], pa.string()), n),
+        pa.repeat(pa.scalar(first[1], pa.int32()), n),
+        offsets,
+        stamp_array,
+        type_array,
+    ]
+    if headers:
+        columns.append(pa.nulls(n, _ARROW_HEADERS))
     return pa.RecordBatch.from_arrays(
-        [
-            key_array,
-            values,
-            pa.repeat(pa.scalar(first[0], pa.string()), n),
-            pa.repeat(pa.scalar(first[1], pa.int32()), n),
-            offsets,
-            stamp_array,
-            type_array,
-        ],
-        schema=_ARROW_SCHEMA,
+        columns, schema=_ARROW_SCHEMA_WITH_HEADERS if headers else _ARROW_SCHEMA
     )
 
 
@@ -231,8 +312,86 @@ def _ranges(start: Dict[TP, int], end: Dict[TP, int],
     return [KielInputPartition(*r) for r in kafka.split_ranges(ranges, min_partitions)]
 
 
+# ----------------------------------------------------------------------
+# positions: offsets, earliest/latest, or times
+
+
+def offsets_for_times(opts: SourceOptions, times: Dict[TP, int]) -> Dict[TP, int]:
+    """Resolve epoch-millisecond times to offsets with ListOffsets v0.
+
+    A 0.8 broker answers at log-segment granularity: the first offset of
+    the newest segment last written at or before the time (every record
+    before that offset was written at or before it, and every record written
+    after it is at or after that offset); the log end offset when the time is
+    not in the past; the earliest offset when every segment was last written
+    after the time.
+
+    Returns:
+        the offset per partition.
+
+    Raises:
+        KielError: the cluster failed past the retries.
+    """
+    if not times:
+        return {}
+
+    async def work(client: Any) -> Dict[TP, int]:
+        asked = {TopicPartition(t, p): ms for (t, p), ms in times.items()}
+        found = await list_offsets(client.cluster, asked)
+        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    return kafka._run(opts, work)
+
+
+def _option(spec: OffsetSpec, default: str) -> str:
+    return spec.option if isinstance(spec, Timestamps) else default
+
+
+def _resolve(opts: SourceOptions, spec: OffsetSpec, tps: List[TP], earliest: Dict[TP, int],
+             latest: Dict[TP, int], what: str, strict: bool) -> Dict[TP, int]:
+    """Offsets for a parsed position option (see :func:`kiel.spark.kafka.resolve`)."""
+    if not isinstance(spec, Timestamps):
+        return kafka.resolve(spec, tps, earliest, latest, what, strict)
+    if spec.every is not None:
+        times = {tp: spec.every for tp in tps}
+    else:
+        # Strategy: kafka.resolve checks that the JSON names exactly the
+        # subscribed partitions (Spark's rule for *OffsetsByTimestamp); the
+        # times are >= 0, never the symbolic -2/-1, so it returns them as given.
+        assert spec.by_partition is not None
+        times = kafka.resolve(spec.by_partition, tps, earliest, latest, spec.option, True)
+    return offsets_for_times(opts, times)
+
+
+def _start(opts: SourceOptions, tps: List[TP], earliest: Dict[TP, int],
+           latest: Dict[TP, int]) -> Dict[TP, int]:
+    """Where a batch read or a new query starts.
+
+    Raises:
+        ConfigError: a starting time after every record of a partition with
+            ``startingOffsetsByTimestampStrategy=error`` (the default); with
+            ``latest`` such a partition starts at its latest offset.
+    """
+    spec = opts.starting
+    start = _resolve(opts, spec, tps, earliest, latest, "startingOffsets", False)
+    if isinstance(spec, Timestamps) and opts.starting_strategy == "error":
+        for tp in tps:
+            if start[tp] >= latest[tp]:
+                raise ConfigError(
+                    f"option {spec.option}: no record of {tp[0]}/{tp[1]} was written at or "
+                    f"after the time (the broker answered its end, offset {start[tp]}); set "
+                    "startingOffsetsByTimestampStrategy=latest to start there",
+                    topic=tp[0], partition=tp[1],
+                )
+    return start
+
+
+# ----------------------------------------------------------------------
+# batch reads
+
+
 class KielBatchReader(DataSourceReader):
-    """``spark.read.format("kiel")``: the offsets between startingOffsets and endingOffsets."""
+    """``spark.read.format("kiel")``: the offsets between the starting and ending positions."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.opts = options
@@ -241,19 +400,20 @@ class KielBatchReader(DataSourceReader):
         """One split per partition range (more with ``minPartitions``).
 
         Raises:
-            ConfigError: the offsets options do not fit the subscribed partitions.
-            DataLossError: startingOffsets names deleted offsets and
+            ConfigError: the position options do not fit the subscribed
+                partitions, or a starting time has no record after it.
+            DataLossError: the start names deleted offsets and
                 failOnDataLoss is true.
         """
         opts = self.opts
         tps, earliest, latest = kafka.discover_with_edges(opts)
-        start = kafka.resolve(opts.starting, tps, earliest, latest, "startingOffsets", False)
-        end = kafka.resolve(opts.ending, tps, earliest, latest, "endingOffsets", True)
+        start = _start(opts, tps, earliest, latest)
+        end = _resolve(opts, opts.ending, tps, earliest, latest, "endingOffsets", True)
         for tp in tps:
             if start[tp] > end[tp]:
                 raise ConfigError(
-                    f"startingOffsets ({start[tp]}) is after endingOffsets ({end[tp]}) "
-                    f"for {tp[0]}/{tp[1]}"
+                    f"{_option(opts.starting, 'startingOffsets')} ({start[tp]}) is after "
+                    f"{_option(opts.ending, 'endingOffsets')} ({end[tp]}) for {tp[0]}/{tp[1]}"
                 )
         start = _check_start(opts, start, earliest)
         parts = _ranges(start, end, opts.min_partitions)
@@ -286,13 +446,49 @@ def _check_start(opts: SourceOptions, start: Dict[TP, int],
     return out
 
 
+# ----------------------------------------------------------------------
+# streaming reads
+
+
+class TriggerGate:
+    """``minOffsetsPerTrigger``/``maxTriggerDelay``: may a micro-batch start now?
+
+    Spark's rules: it may when ``max_delay`` seconds have passed since the
+    last one started, or when at least ``min_offsets`` offsets wait; the
+    first call of a query counts as late (its first micro-batch is never held).
+
+    Args:
+        min_offsets: offsets that must wait before a batch starts.
+        max_delay: seconds after which a batch starts with whatever waits.
+        clock: seconds, monotonic.
+    """
+
+    def __init__(self, min_offsets: int, max_delay: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.min_offsets = min_offsets
+        self.max_delay = max_delay
+        self.clock = clock
+        self.last: Optional[float] = None
+
+    def admit(self, waiting: int) -> bool:
+        """Whether a batch of the ``waiting`` offsets starts now (if so, the delay restarts)."""
+        now = self.clock()
+        late = self.last is None or now - self.last >= self.max_delay
+        if late or waiting >= self.min_offsets:
+            self.last = now
+            return True
+        return False
+
+
 class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream.format("kiel")``: micro-batches of offset ranges.
 
     Offsets (Spark's checkpointed JSON) are ``{topic: {"partition": next offset}}``.
     A partition that appears while the query runs is read from its earliest
     offset. With ``maxOffsetsPerTrigger`` each micro-batch takes at most that
-    many offsets, spread over the partitions in proportion to their backlog.
+    many offsets, spread over the partitions in proportion to their backlog;
+    with ``minOffsetsPerTrigger`` a micro-batch waits for that many (or for
+    ``maxTriggerDelay``).
     """
 
     def __init__(self, options: SourceOptions) -> None:
@@ -300,18 +496,29 @@ class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         #: The offsets Trigger.AvailableNow must stop at (None otherwise).
         self.target: Optional[Dict[TP, int]] = None
         self._latest: Optional[Dict[TP, int]] = None
+        self.gate = (None if options.min_offsets_per_trigger is None else
+                     TriggerGate(options.min_offsets_per_trigger, options.max_trigger_delay))
 
     def initialOffset(self) -> dict:
-        """Where a new query starts (``startingOffsets``, default latest)."""
+        """Where a new query starts (the starting position options, default latest).
+
+        Raises:
+            ConfigError: a starting time has no record after it (strategy error).
+        """
         opts = self.opts
         tps, earliest, latest = kafka.discover_with_edges(opts)
-        start = kafka.resolve(opts.starting, tps, earliest, latest, "startingOffsets", False)
-        return offsets_to_json(start)
+        return offsets_to_json(_start(opts, tps, earliest, latest))
 
-    def getDefaultReadLimit(self) -> Any:
-        """``ReadMaxRows(maxOffsetsPerTrigger)`` when that option is set."""
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``ReadMaxRows(maxOffsetsPerTrigger)``, else ``ReadMinRows(minOffsetsPerTrigger)``.
+
+        A Python source gets one limit, not Spark's composite: with both
+        options, the minimum comes from the options themselves.
+        """
         if self.opts.max_offsets_per_trigger is not None:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -319,12 +526,12 @@ class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps, _earliest, latest = kafka.discover_with_edges(self.opts)
         self.target = latest
 
-    def latestOffset(self, start: Optional[dict] = None, limit: Any = None) -> dict:
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The end of the next micro-batch: the latest offsets, capped by the
-        read limit and (availableNow) by the target."""
-        opts = self.opts
-        begin = offsets_from_dict(start or {})  # None: pyspark < 4.2 (no limits)
-        tps, earliest, latest = kafka.discover_with_edges(opts)
+        read limit and (availableNow) by the target; ``start`` itself while
+        ``minOffsetsPerTrigger`` holds the batch back."""
+        begin = offsets_from_dict(start)
+        tps, earliest, latest = kafka.discover_with_edges(self.opts)
         if self.target is not None:
             latest = {tp: min(o, self.target.get(tp, begin.get(tp, earliest[tp])))
                       for tp, o in latest.items()}
@@ -332,11 +539,14 @@ class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # A partition new to the query starts at its earliest offset.
         base = {tp: begin.get(tp, earliest[tp]) for tp in tps}
         end = {tp: max(base[tp], latest[tp]) for tp in tps}
-        max_rows = getattr(limit, "max_rows", None) if limit is not None else None
-        if max_rows is None and limit is None and opts.max_offsets_per_trigger is not None:
-            max_rows = opts.max_offsets_per_trigger  # pyspark without read limits
-        if max_rows is not None:
-            end = cap_offsets(base, end, max_rows)
+        # Trigger.Once passes ReadAllAvailable; availableNow must not wait for
+        # data that will never come: neither is held back.
+        if not isinstance(limit, ReadAllAvailable):
+            waiting = sum(end[tp] - base[tp] for tp in tps)
+            if self.gate is not None and self.target is None and not self.gate.admit(waiting):
+                return offsets_to_json(begin)
+            if isinstance(limit, ReadMaxRows):
+                end = cap_offsets(base, end, limit.max_rows)
         # Partitions the query knew and no longer sees keep their offsets.
         for tp, o in begin.items():
             end.setdefault(tp, o)
@@ -426,21 +636,32 @@ class KielCommitMessage(WriterCommitMessage):
         self.count = count
 
 
-class KielBatchWriter(DataSourceWriter):
+class _Producing:
+    """The write side both writers share: one task's rows through one producer."""
+
+    def __init__(self, options: SinkOptions, adapt: Optional[RowAdapter] = None) -> None:
+        self.opts = options
+        self.adapt = adapt or RowAdapter(None, False)
+
+    def write(self, iterator: Iterator[Any]) -> KielCommitMessage:
+        """Produce one task's rows and wait for their acknowledgements.
+
+        Raises:
+            KielError: a record failed past the producer's retries, or a row
+                cannot be written (no topic, headers, a bad key or value).
+        """
+        return KielCommitMessage(kafka.write_rows(self.opts, self.adapt(iterator)))
+
+
+class KielBatchWriter(_Producing, DataSourceWriter):
     """``df.write.format("kiel")``: every row becomes a message (at-least-once).
 
     A failed task is retried by Spark and writes its rows again: duplicates,
     never losses (with ``acks`` -1 or 1).
     """
 
-    def __init__(self, options: SinkOptions) -> None:
-        self.opts = options
-        #: Records written by the whole job (set by :meth:`commit`).
-        self.written = 0
-
-    def write(self, iterator: Iterator[Any]) -> KielCommitMessage:
-        """Produce one task's rows and wait for their acknowledgements."""
-        return KielCommitMessage(kafka.write_rows(self.opts, iterator))
+    #: Records written by the whole job (set by :meth:`commit`).
+    written = 0
 
     def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
         """Every task succeeded: nothing to do (the messages are already in Kafka)."""
@@ -451,18 +672,11 @@ class KielBatchWriter(DataSourceWriter):
         log.warning("kiel write aborted: messages already acknowledged stay in Kafka")
 
 
-class KielStreamWriter(DataSourceStreamWriter):
+class KielStreamWriter(_Producing, DataSourceStreamWriter):
     """``df.writeStream.format("kiel")``: each micro-batch's rows become messages.
 
     At-least-once: a micro-batch replayed after a failure is produced again.
     """
-
-    def __init__(self, options: SinkOptions) -> None:
-        self.opts = options
-
-    def write(self, iterator: Iterator[Any]) -> KielCommitMessage:
-        """Produce one task's rows and wait for their acknowledgements."""
-        return KielCommitMessage(kafka.write_rows(self.opts, iterator))
 
     def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
         """The micro-batch is in Kafka: nothing to do."""

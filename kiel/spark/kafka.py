@@ -23,25 +23,15 @@ from typing import (
 )
 
 from kiel.client import Client
-from kiel.clients.consumer import SingleConsumer
-from kiel.clients.fetcher import list_offsets
-from kiel.clients.producer import Producer
-from kiel.clients.records import Record, TopicPartition
-from kiel.exc import (
-    ConfigError,
-    KielError,
-    OffsetOutOfRangeError,
-    for_code,
-)
-from kiel.protocol.list_offsets import EARLIEST as LIST_EARLIEST
-from kiel.protocol.list_offsets import LATEST as LIST_LATEST
-from kiel.protocol.offset_commit import (
-    OffsetCommitPartitionData,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetCommitTopicData,
-)
+from kiel.clients import Producer
+from kiel.consumer.base import ConsumedRecord
+from kiel.consumer.offsets import EARLIEST as LIST_EARLIEST
+from kiel.consumer.offsets import LATEST as LIST_LATEST
+from kiel.consumer.offsets import list_offsets, send_commit
+from kiel.consumer.single import SingleConsumer
+from kiel.exc import ConfigError, KielError, OffsetOutOfRangeError
 from kiel.spark.options import EARLIEST, LATEST, SinkOptions, SourceOptions
+from kiel.structs import TopicPartition
 
 __all__ = [
     "DataLossError",
@@ -236,7 +226,7 @@ def split_ranges(ranges: List[Range], min_partitions: Optional[int]) -> List[Ran
 
 def read_range(
     options: SourceOptions, rng: Range
-) -> Iterator[List[Record]]:
+) -> Iterator[List[ConsumedRecord]]:
     """Fetch exactly the offsets ``[start, end)`` of one partition.
 
     A generator driving a private event loop one fetch round at a time, so
@@ -357,7 +347,8 @@ def commit_offsets(options: SourceOptions, offsets: Dict[TP, int]) -> None:
     """Commit ``offsets`` (the next offset to read, per partition) for
     ``options.group_id`` with OffsetCommit v0 (0.8.2 keeps them in ZooKeeper).
 
-    Retriable errors are retried with the client's backoff.
+    Retriable errors are retried with the client's backoff
+    (:meth:`kiel.consumer.offsets.GroupOffsets.commit`).
 
     Raises:
         BrokerError, KielError: the commit failed past the retries.
@@ -367,38 +358,8 @@ def commit_offsets(options: SourceOptions, offsets: Dict[TP, int]) -> None:
     if not offsets:
         return
 
-    async def work(client: Client) -> None:
-        cluster = client.cluster
-        by_topic: Dict[str, List[OffsetCommitPartitionData]] = {}
-        for (topic, partition), offset in sorted(offsets.items()):
-            by_topic.setdefault(topic, []).append(
-                OffsetCommitPartitionData(partition, offset, "kiel-spark")
-            )
-        request = OffsetCommitRequest(
-            group, [OffsetCommitTopicData(t, ps) for t, ps in by_topic.items()]
-        )
-        delays = cluster.backoff.delays()
-        while True:
-            error: Optional[KielError] = None
-            try:
-                coordinator = await cluster.coordinator(group)
-                response: OffsetCommitResponse = await cluster.send(coordinator, request)
-                for answer in response.topics:
-                    for part in answer.partitions:
-                        cls = for_code(part.error_code)
-                        if cls is not None and error is None:
-                            error = cls(api="OffsetCommit", group=group, topic=answer.topic,
-                                        partition=part.partition)
-            except KielError as e:
-                error = e
-            if error is None:
-                return
-            delay = next(delays, None)
-            if not error.retriable or delay is None:
-                raise error
-            await asyncio.sleep(delay)
-
-    _run(options, work)
+    commit = {TopicPartition(t, p): o for (t, p), o in offsets.items()}
+    _run(options, lambda client: send_commit(client.cluster, group, commit, metadata="kiel-spark"))
 
 
 # ----------------------------------------------------------------------
@@ -434,15 +395,7 @@ def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> 
     count = 0
     try:
         asyncio.set_event_loop(loop)
-        producer = Producer(
-            options.brokers,
-            required_acks=options.acks,
-            compression=options.compression,
-            linger_ms=options.linger_ms,
-            batch_size=options.batch_size,
-            request_timeout=options.request_timeout,
-            client_id=options.client_id,
-        )
+        producer = Producer(options.brokers, **options.producer_options())
         loop.run_until_complete(producer.connect())
         futures: List[asyncio.Future[Any]] = []
 

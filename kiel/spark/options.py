@@ -1,8 +1,26 @@
 """Parse the string options of the ``kiel`` Spark data source.
 
-Pure Python (no pyspark): options arrive as strings (keys case-insensitive,
-like Spark's), and every bad one raises :class:`~kiel.exc.ConfigError` with a
-message naming the option, at planning time, before any task runs.
+Pure Python (no pyspark, no I/O): options arrive as strings (keys
+case-insensitive, like Spark's), and every bad one raises
+:class:`~kiel.exc.ConfigError` with a message naming the option, at planning
+time, before any task runs.
+
+Three kinds of keys, so that a configuration copied from Spark's Kafka source
+runs once its format is changed to ``kiel``:
+
+* the source's and sink's own options (``subscribe``, ``startingOffsets``,
+  ``topic``...), Spark's names first; an unknown one is refused;
+* ``kafka.*`` keys, which Spark passes to the Java client: those kiel can
+  honour are mapped to kiel's settings (the ``*_SETTINGS`` tables below, one
+  row per setting with every spelling of it); the others are accepted, with
+  one warning per key naming it on the ``kiel.spark.options`` logger each
+  time the options are parsed, that is when Spark asks for a reader or a
+  writer while it plans a query (it plans in Python workers, where a log
+  record reaches the console and Python's ``warnings`` would not);
+* a few options of Spark's source that kiel has no use for
+  (:data:`SPARK_ONLY`): accepted with the same warning.
+
+Two spellings of one setting (``kafka.group.id`` and ``groupId``) must agree.
 
 Offsets travel as JSON, as in Spark's Kafka source::
 
@@ -10,106 +28,335 @@ Offsets travel as JSON, as in Spark's Kafka source::
 """
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Pattern, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    List,
+    Mapping,
+    NamedTuple,
+    Optional,
+    Pattern,
+    Tuple,
+    Union,
+)
 
+from kiel.client import Client
 from kiel.exc import ConfigError
 
 __all__ = [
+    "CLIENT_SETTINGS",
     "EARLIEST",
     "LATEST",
+    "SINK_SETTINGS",
+    "SOURCE_SETTINGS",
+    "SPARK_ONLY",
     "OffsetSpec",
+    "Setting",
     "SinkOptions",
     "SourceOptions",
+    "Timestamps",
+    "include_headers",
+    "offsets_from_dict",
     "offsets_from_json",
     "offsets_to_json",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Symbolic offsets inside per-partition JSON (Spark's convention).
 LATEST = -1
 EARLIEST = -2
 
-#: ``"earliest"``, ``"latest"``, or ``{topic: {partition: offset or -2/-1}}``.
-OffsetSpec = Union[str, Dict[str, Dict[int, int]]]
+_INT32 = 2**31 - 1
+_INT64 = 2**63 - 1
 
-_SOURCE_KEYS = {
-    "kafka.bootstrap.servers",
-    "brokers",
-    "subscribe",
-    "subscribepattern",
-    "assign",
-    "startingoffsets",
-    "endingoffsets",
-    "maxoffsetspertrigger",
-    "minpartitions",
-    "failondataloss",
-    "fetchmaxbytes",
-    "maxfetchsize",
-    "fetchmaxwaitms",
-    "requesttimeoutms",
-    "groupid",
-    "clientid",
-    "path",
+
+class Timestamps(NamedTuple):
+    """A position given as a time (epoch milliseconds), resolved by ListOffsets.
+
+    Attributes:
+        option: the option it came from, for messages.
+        every: one time for every partition (``startingTimestamp``), or None.
+        by_partition: ``{topic: {partition: ms}}`` naming every subscribed
+            partition (``startingOffsetsByTimestamp``), or None.
+    """
+
+    option: str
+    every: Optional[int]
+    by_partition: Optional[Dict[str, Dict[int, int]]]
+
+
+#: ``"earliest"``, ``"latest"``, ``{topic: {partition: offset or -2/-1}}``, or
+#: :class:`Timestamps`.
+OffsetSpec = Union[str, Dict[str, Dict[int, int]], Timestamps]
+
+# ----------------------------------------------------------------------
+# value parsers: (option name, raw string) -> value, or ConfigError
+
+
+def _text(name: str, raw: str) -> str:
+    text = raw.strip()
+    if not text:
+        raise ConfigError(f"option {name} must not be empty")
+    return text
+
+
+def _integer(low: int, high: int) -> Callable[[str, str], int]:
+    def parse(name: str, raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(f"option {name} must be an integer, got {raw!r}") from None
+        if not low <= value <= high:
+            raise ConfigError(f"option {name} must be in [{low}, {high}], got {value}")
+        return value
+
+    return parse
+
+
+def _millis(low: int, high: int) -> Callable[[str, str], float]:
+    """Milliseconds in the option, seconds in kiel."""
+    whole = _integer(low, high)
+    return lambda name, raw: whole(name, raw) / 1000.0
+
+
+def _boolean(name: str, raw: str) -> bool:
+    text = raw.strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"option {name} must be 'true' or 'false', got {raw!r}")
+    return text == "true"
+
+
+def _choice(mapping: Mapping[str, Any]) -> Callable[[str, str], Any]:
+    def parse(name: str, raw: str) -> Any:
+        text = raw.strip().lower()
+        if text not in mapping:
+            raise ConfigError(f"option {name} must be one of {', '.join(mapping)}, got {raw!r}")
+        return mapping[text]
+
+    return parse
+
+
+_DURATION = re.compile(r"(\d+)\s*(us|ms|s|m|min|h|d)?")
+_UNIT_SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
+                 "d": 86400.0}
+
+
+def _duration(name: str, raw: str) -> float:
+    """Spark's time strings (``15m``, ``30s``, ``500ms``; a bare number is ms), in seconds."""
+    match = _DURATION.fullmatch(raw.strip().lower())
+    if match is None:
+        raise ConfigError(f"option {name} must be a duration such as 30s, 15m or 500ms, "
+                          f"got {raw!r}")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2) or "ms"]
+
+
+def _plaintext(name: str, raw: str) -> None:
+    # Strategy: refuse rather than warn: a user who asked for TLS or SASL must
+    # not have their data sent in clear text with only a log line saying so.
+    if raw.strip().upper() != "PLAINTEXT":
+        raise ConfigError(
+            f"option {name}={raw!r}: kiel's Spark data source connects in PLAINTEXT only "
+            "(Kafka 0.8 brokers have neither TLS nor SASL)"
+        )
+
+
+def _anything(name: str, raw: str) -> None:
+    """A setting kiel satisfies by design: nothing to set."""
+
+
+# ----------------------------------------------------------------------
+# the tables: every option that sets something, with all its spellings
+
+
+class Setting(NamedTuple):
+    """One setting and the option names that set it.
+
+    Attributes:
+        attr: the :class:`SourceOptions`/:class:`SinkOptions` field it sets
+            (None: checked, but kiel has nothing to set).
+        names: its spellings, ``kafka.*`` (the Java client's name) first.
+        parse: ``parse(name, raw) -> value``; raises ConfigError.
+    """
+
+    attr: Optional[str]
+    names: Tuple[str, ...]
+    parse: Callable[[str, str], Any]
+
+
+#: Settings of every kiel client (source and sink).
+CLIENT_SETTINGS: Tuple[Setting, ...] = (
+    Setting("brokers", ("kafka.bootstrap.servers", "brokers"), _text),
+    Setting("client_id", ("kafka.client.id", "clientId"), _text),
+    Setting("request_timeout", ("kafka.request.timeout.ms", "requestTimeoutMs"),
+            _millis(1, 600_000)),
+    Setting("connect_timeout", ("kafka.socket.connection.setup.timeout.ms",), _millis(1, _INT32)),
+    Setting("metadata_max_age", ("kafka.metadata.max.age.ms",), _millis(1, _INT32)),
+    Setting("retry_backoff", ("kafka.retry.backoff.ms",), _millis(1, _INT32)),
+    Setting("max_backoff", ("kafka.retry.backoff.max.ms",), _millis(1, _INT32)),
+    Setting("retries", ("kafka.retries",), _integer(0, _INT32)),
+    Setting(None, ("kafka.security.protocol",), _plaintext),
+    # No connection outlives one planning call or one task, so idle ones never linger.
+    Setting(None, ("kafka.connections.max.idle.ms",), _integer(-1, _INT64)),
+)
+
+#: Settings of reads (``spark.read``/``spark.readStream``).
+SOURCE_SETTINGS: Tuple[Setting, ...] = CLIENT_SETTINGS + (
+    Setting("group_id", ("kafka.group.id", "groupId"), _text),
+    Setting("fetch_max_wait", ("kafka.fetch.max.wait.ms", "fetchMaxWaitMs"), _millis(0, 60_000)),
+    Setting("fetch_max_bytes", ("kafka.max.partition.fetch.bytes", "fetchMaxBytes"),
+            _integer(1, _INT32)),
+    Setting("max_fetch_size", ("kafka.fetch.max.bytes", "maxFetchSize"), _integer(1, _INT32)),
+    Setting("include_headers", ("includeHeaders",), _boolean),
+    Setting("fail_on_data_loss", ("failOnDataLoss",), _boolean),
+    Setting("min_partitions", ("minPartitions",), _integer(1, 1_000_000)),
+    Setting("max_offsets_per_trigger", ("maxOffsetsPerTrigger",), _integer(1, _INT64)),
+    Setting("min_offsets_per_trigger", ("minOffsetsPerTrigger",), _integer(1, _INT64)),
+    Setting("max_trigger_delay", ("maxTriggerDelay",), _duration),
+    Setting("starting_strategy", ("startingOffsetsByTimestampStrategy",),
+            _choice({"error": "error", "latest": "latest"})),
+)
+
+#: Settings of writes (``df.write``/``df.writeStream``).
+SINK_SETTINGS: Tuple[Setting, ...] = CLIENT_SETTINGS + (
+    Setting("topic", ("topic",), _text),
+    Setting("acks", ("kafka.acks", "acks"), _choice({"all": -1, "-1": -1, "0": 0, "1": 1})),
+    Setting("compression", ("kafka.compression.type", "compression"),
+            _choice({"none": None, "gzip": "gzip", "snappy": "snappy", "lz4": "lz4"})),
+    Setting("linger_ms", ("kafka.linger.ms", "lingerMs"), _integer(0, 60_000)),
+    Setting("batch_size", ("kafka.batch.size", "batchSize"), _integer(1, _INT32)),
+    Setting("max_request_size", ("kafka.max.request.size",), _integer(1, _INT32)),
+    Setting("max_pending_bytes", ("kafka.buffer.memory",), _integer(1, _INT64)),
+    Setting("buffer_timeout", ("kafka.max.block.ms",), _millis(0, _INT64)),
+    Setting("include_headers", ("includeHeaders",), _boolean),
+)
+
+#: Options of Spark's Kafka source that kiel accepts and ignores (with a warning).
+SPARK_ONLY: FrozenSet[str] = frozenset({
+    "groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
+    "fetchoffset.retryintervalms",
+})
+
+#: Why a common key is ignored, appended to its warning.
+_HINTS = {
+    "kafka.auto.offset.reset": "set startingOffsets instead",
+    "kafka.enable.auto.commit": "set groupId (or kafka.group.id) to commit processed offsets",
+    "kafka.enable.idempotence": "Kafka 0.8 has no idempotent producer: writes are at-least-once",
+    "kafka.partitioner.class": "keys are hashed with murmur2, as the Java default partitioner does",
+    "kafka.key.serializer": "keys are written as bytes (strings as UTF-8)",
+    "kafka.value.serializer": "values are written as bytes (strings as UTF-8)",
+    "kafka.key.deserializer": "keys are read as bytes",
+    "kafka.value.deserializer": "values are read as bytes",
+    "kafka.fetch.min.bytes": "each fetch returns as soon as any data is there",
+    "kafkaconsumer.polltimeoutms": "tasks fetch with kafka.request.timeout.ms",
+    "fetchoffset.numretries": "offset lookups retry kafka.retries times",
+    "fetchoffset.retryintervalms": "offset lookups back off by kafka.retry.backoff.ms",
+    "groupidprefix": "kiel reads without joining a consumer group",
 }
-_SINK_KEYS = {
-    "kafka.bootstrap.servers",
-    "brokers",
-    "topic",
-    "acks",
-    "kafka.acks",
-    "compression",
-    "kafka.compression.type",
-    "lingerms",
-    "batchsize",
-    "requesttimeoutms",
-    "clientid",
-    "path",
-    "checkpointlocation",
-}
+
+#: Client keyword arguments passed only when an option set them (kiel's defaults otherwise).
+_CLIENT_KWARGS = ("connect_timeout", "metadata_max_age", "retry_backoff", "max_backoff", "retries")
+
+# ----------------------------------------------------------------------
+# reading the tables
 
 
 def _lower(options: Mapping[str, str]) -> Dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
 
 
-def _int(opts: Dict[str, str], key: str, default: Optional[int], low: int,
-         high: int = 2**63 - 1) -> Optional[int]:
-    raw = opts.get(key.lower())
-    if raw is None:
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"option {key} must be an integer, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ConfigError(f"option {key} must be in [{low}, {high}], got {value}")
-    return value
+def _read_settings(options: Mapping[str, str], settings: Tuple[Setting, ...],
+                   structural: FrozenSet[str], what: str) -> Dict[str, Any]:
+    """Parse every option the table knows; refuse unknown ones; warn about ignored ones.
 
+    Args:
+        options: the options as Spark passed them.
+        settings: the table of the source or the sink.
+        structural: other known option names (lowercase), parsed by the caller.
+        what: "kiel source" or "kiel sink", for messages.
 
-def _bool(opts: Dict[str, str], key: str, default: bool) -> bool:
-    raw = opts.get(key.lower())
-    if raw is None:
-        return default
-    text = raw.strip().lower()
-    if text not in ("true", "false"):
-        raise ConfigError(f"option {key} must be 'true' or 'false', got {raw!r}")
-    return text == "true"
+    Returns:
+        ``{attr: value}`` for every setting some option set.
 
-
-def _brokers(opts: Dict[str, str]) -> str:
-    brokers = opts.get("kafka.bootstrap.servers") or opts.get("brokers")
-    if not brokers or not brokers.strip():
-        raise ConfigError("option kafka.bootstrap.servers (or brokers) is required")
-    return brokers.strip()
-
-
-def _unknown(opts: Dict[str, str], known: set, what: str) -> None:
-    unknown = sorted(k for k in opts if k not in known)
+    Raises:
+        ConfigError: a malformed value, two spellings that disagree, or an
+            unknown option outside ``kafka.*``.
+    """
+    opts = _lower(options)
+    values: Dict[str, Any] = {}
+    for setting in settings:
+        found = [(name, setting.parse(name, opts[name.lower()]))
+                 for name in setting.names if name.lower() in opts]
+        if len({value for _name, value in found}) > 1:
+            spelled = " and ".join(f"{name}={opts[name.lower()]!r}" for name, _ in found)
+            raise ConfigError(f"options {spelled} set the same thing differently")
+        if found and setting.attr is not None:
+            values[setting.attr] = found[0][1]
+    known = {name.lower() for setting in settings for name in setting.names} | structural
+    extra = [key for key in options if str(key).lower() not in known]
+    unknown = sorted(k for k in extra if not _ignorable(str(k).lower(), what))
     if unknown:
+        names = sorted({n for s in settings for n in s.names if not n.startswith("kafka.")})
         raise ConfigError(
-            f"unknown {what} option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            f"unknown {what} option(s) {', '.join(unknown)}; known: {', '.join(names)}, "
+            "the offset options and kafka.* client settings"
         )
+    values["ignored"] = _warn_ignored(extra)
+    return values
+
+
+def _ignorable(key: str, what: str) -> bool:
+    return key.startswith("kafka.") or (key in SPARK_ONLY and what == "kiel source")
+
+
+def _warn_ignored(keys: List[str]) -> Tuple[str, ...]:
+    """Log one warning per ignored key (keys differing only in case are one key)."""
+    seen: Dict[str, str] = {}
+    for key in keys:
+        lowered = str(key).lower()
+        if lowered in seen:
+            continue
+        seen[lowered] = str(key)
+        hint = _HINTS.get(lowered)
+        log.warning("kiel.spark ignores option %s: kiel cannot honour it%s",
+                    key, f" ({hint})" if hint else "")
+    return tuple(seen.values())
+
+
+def _client_kwargs(values: Dict[str, Any]) -> Dict[str, Any]:
+    """The optional Client settings, with the backoff bounds made consistent.
+
+    Like the Java client, a ``retry.backoff.max.ms`` below ``retry.backoff.ms``
+    makes the maximum a constant backoff; a ``retry.backoff.ms`` alone above
+    kiel's default maximum raises the maximum to it.
+    """
+    out = {k: values[k] for k in _CLIENT_KWARGS if k in values}
+    base, cap = out.get("retry_backoff"), out.get("max_backoff")
+    if base is not None and cap is not None and cap < base:
+        out["retry_backoff"] = cap
+    elif base is not None and cap is None:
+        default_cap = (Client.__init__.__kwdefaults__ or {}).get("max_backoff", base)
+        out["max_backoff"] = max(base, default_cap)
+    return out
+
+
+def include_headers(options: Mapping[str, str]) -> bool:
+    """The ``includeHeaders`` option alone (what the schema depends on).
+
+    Raises:
+        ConfigError: neither true nor false.
+    """
+    raw = _lower(options).get("includeheaders")
+    return False if raw is None else _boolean("includeHeaders", raw)
+
+
+# ----------------------------------------------------------------------
+# offsets
 
 
 def offsets_from_json(text: str, what: str, allowed: Tuple[int, ...]) -> Dict[str, Dict[int, int]]:
@@ -119,6 +366,9 @@ def offsets_from_json(text: str, what: str, allowed: Tuple[int, ...]) -> Dict[st
         text: the JSON text.
         what: the option name, for messages.
         allowed: the negative symbolic offsets allowed (subset of -2, -1).
+
+    Returns:
+        ``{topic: {partition: offset}}``.
 
     Raises:
         ConfigError: not that shape, a bad partition or offset.
@@ -165,208 +415,263 @@ def offsets_from_dict(data: Mapping[str, Any]) -> Dict[Tuple[str, int], int]:
     }
 
 
-def _offset_spec(opts: Dict[str, str], key: str, default: str,
-                 allowed: Tuple[int, ...]) -> OffsetSpec:
-    raw = opts.get(key.lower())
+def _position(opts: Dict[str, str], names: Tuple[str, str, str], default: str,
+              allowed: Tuple[int, ...]) -> OffsetSpec:
+    """The position set by the first present of ``(xTimestamp, xOffsetsByTimestamp,
+    xOffsets)``: Spark's precedence, the others are ignored as in Spark."""
+    by_time, by_partition_time, by_offset = names
+    if by_time.lower() in opts:
+        every = _integer(0, _INT64)(by_time, opts[by_time.lower()])
+        return Timestamps(by_time, every, None)
+    if by_partition_time.lower() in opts:
+        times = offsets_from_json(opts[by_partition_time.lower()], by_partition_time, ())
+        return Timestamps(by_partition_time, None, times)
+    raw = opts.get(by_offset.lower())
     if raw is None:
         return default
-    text = raw.strip()
-    if text.lower() in ("earliest", "latest"):
-        return text.lower()
-    return offsets_from_json(text, key, allowed)
+    if raw.strip().lower() in ("earliest", "latest"):
+        return raw.strip().lower()
+    return offsets_from_json(raw.strip(), by_offset, allowed)
+
+
+_STARTING = ("startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets")
+_ENDING = ("endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets")
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+_SOURCE_STRUCTURE = frozenset(
+    n.lower() for n in ("subscribe", "subscribePattern", "assign", "path") + _STARTING + _ENDING
+)
+
+
+def _check_positions(opts: Dict[str, str], starting: OffsetSpec, streaming: bool) -> None:
+    """The rules that depend on batch vs. streaming (Spark's)."""
+    if streaming:
+        for name in _ENDING:
+            if name.lower() in opts:
+                raise ConfigError(f"option {name} is for batch reads only")
+        return
+    for name in _STREAM_ONLY:
+        if name.lower() in opts:
+            raise ConfigError(f"option {name} is for streaming reads only")
+    if starting == "latest":
+        raise ConfigError("option startingOffsets='latest' is for streaming reads only")
+    if isinstance(starting, dict):
+        for topic, parts in starting.items():
+            if LATEST in parts.values():
+                raise ConfigError(
+                    f"option startingOffsets: -1 (latest) for {topic} is for streaming only"
+                )
+
+
+def _subscription(opts: Dict[str, str]) -> Dict[str, Any]:
+    """``topics``, ``pattern`` or ``assign``: exactly one of the three options."""
+    chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
+    if len(chosen) != 1:
+        raise ConfigError(
+            "exactly one of the options subscribe, subscribePattern, assign is required"
+            + (f"; got {', '.join(chosen)}" if chosen else "")
+        )
+    if chosen[0] == "subscribe":
+        topics = [t.strip() for t in opts["subscribe"].split(",") if t.strip()]
+        if not topics:
+            raise ConfigError("option subscribe must list topics, comma-separated")
+        return {"topics": topics}
+    if chosen[0] == "subscribepattern":
+        try:
+            return {"pattern": re.compile(opts["subscribepattern"])}
+        except re.error as e:
+            raise ConfigError(f"option subscribePattern is not a regex: {e}") from None
+    try:
+        data = json.loads(opts["assign"])
+    except ValueError as e:
+        raise ConfigError(f"option assign is not JSON: {e}") from None
+    if not isinstance(data, dict) or not data or not all(
+        isinstance(ps, list) and ps and all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps)
+        for ps in data.values()
+    ):
+        raise ConfigError(
+            f'option assign must be JSON {{"topic": [partition, ...]}}, got {opts["assign"]!r}'
+        )
+    return {"assign": {str(t): sorted(set(ps)) for t, ps in data.items()}}
+
+
+# ----------------------------------------------------------------------
+# the parsed options
 
 
 @dataclass
-class SourceOptions:
-    """The read options, checked.
+class _ClientOptions:
+    """What every kiel client of the data source is given.
 
     Attributes:
         brokers: the bootstrap list.
+        client_id: sent in request headers.
+        request_timeout: seconds per request.
+        connect_timeout, metadata_max_age, retry_backoff, max_backoff, retries:
+            the :class:`~kiel.client.Client` settings, None where no option set
+            them (kiel's defaults apply).
+        ignored: the options accepted but not honoured (each was logged).
+    """
+
+    brokers: str
+    client_id: str = "kiel-spark"
+    request_timeout: float = 30.0
+    connect_timeout: Optional[float] = None
+    metadata_max_age: Optional[float] = None
+    retry_backoff: Optional[float] = None
+    max_backoff: Optional[float] = None
+    retries: Optional[int] = None
+    ignored: Tuple[str, ...] = ()
+
+    def client_options(self) -> Dict[str, Any]:
+        """Keyword arguments for a kiel client."""
+        values = {k: getattr(self, k) for k in _CLIENT_KWARGS if getattr(self, k) is not None}
+        return {"client_id": self.client_id, "request_timeout": self.request_timeout,
+                **_client_kwargs(values)}
+
+
+def _require_brokers(values: Dict[str, Any]) -> None:
+    if "brokers" not in values:
+        raise ConfigError("option kafka.bootstrap.servers (or brokers) is required")
+
+
+@dataclass
+class SourceOptions(_ClientOptions):
+    """The read options, checked.
+
+    Attributes:
         topics / pattern / assign: exactly one is set.
-        starting: where a new query (or a batch read) starts.
-        ending: where a batch read ends (``"latest"`` or per-partition JSON).
+        starting: where a new query (or a batch read) starts: ``"earliest"``,
+            ``"latest"``, per-partition JSON or :class:`Timestamps`.
+        ending: where a batch read ends (``"latest"``, JSON or :class:`Timestamps`).
+        starting_strategy: ``"error"`` (fail) or ``"latest"`` when no record
+            is at or after a starting timestamp.
         max_offsets_per_trigger: records per micro-batch at most (None: no cap).
+        min_offsets_per_trigger: hold a micro-batch back until this many
+            records wait, or ``max_trigger_delay`` seconds passed since the last.
         min_partitions: at least this many Spark partitions (None: one per
             Kafka partition range).
         fail_on_data_loss: fail when offsets a query should read were deleted
             (else skip ahead with a warning).
         fetch_max_bytes, max_fetch_size, fetch_max_wait: the consumer's fetch
             settings (``max_bytes``, ``max_fetch_size``, ``max_wait_time``).
-        request_timeout: seconds per request.
         group_id: commit processed offsets to this group (OffsetCommit v0).
-        client_id: sent in request headers.
+        include_headers: add Spark's ``headers`` column.
+        raw: the options, keys lowercased.
     """
 
-    brokers: str
     topics: Optional[List[str]] = None
     pattern: Optional[Pattern[str]] = None
     assign: Optional[Dict[str, List[int]]] = None
     starting: OffsetSpec = "latest"
     ending: OffsetSpec = "latest"
+    starting_strategy: str = "error"
     max_offsets_per_trigger: Optional[int] = None
+    min_offsets_per_trigger: Optional[int] = None
+    max_trigger_delay: float = 15 * 60.0
     min_partitions: Optional[int] = None
     fail_on_data_loss: bool = True
     fetch_max_bytes: int = 1024 * 1024
     max_fetch_size: int = 16 * 1024 * 1024
     fetch_max_wait: float = 0.5
-    request_timeout: float = 30.0
     group_id: Optional[str] = None
-    client_id: str = "kiel-spark"
+    include_headers: bool = False
     raw: Dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> "SourceOptions":
         """Check ``options`` for a batch (``streaming=False``) or streaming read.
 
+        Returns:
+            the checked options.
+
         Raises:
-            ConfigError: a missing, unknown or malformed option.
+            ConfigError: a missing, unknown, malformed or conflicting option.
         """
+        values = _read_settings(options, SOURCE_SETTINGS, _SOURCE_STRUCTURE, "kiel source")
+        _require_brokers(values)
         opts = _lower(options)
-        _unknown(opts, _SOURCE_KEYS, "kiel source")
-        brokers = _brokers(opts)
-        chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
-        if len(chosen) != 1:
-            raise ConfigError(
-                "exactly one of the options subscribe, subscribePattern, assign is required"
-                + (f"; got {', '.join(chosen)}" if chosen else "")
-            )
-        topics = pattern = assign = None
-        if chosen[0] == "subscribe":
-            topics = [t.strip() for t in opts["subscribe"].split(",") if t.strip()]
-            if not topics:
-                raise ConfigError("option subscribe must list topics, comma-separated")
-        elif chosen[0] == "subscribepattern":
-            try:
-                pattern = re.compile(opts["subscribepattern"])
-            except re.error as e:
-                raise ConfigError(f"option subscribePattern is not a regex: {e}") from None
-        else:
-            try:
-                data = json.loads(opts["assign"])
-            except ValueError as e:
-                raise ConfigError(f"option assign is not JSON: {e}") from None
-            if not isinstance(data, dict) or not data or not all(
-                isinstance(ps, list) and ps and all(
-                    isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps)
-                for ps in data.values()
-            ):
-                raise ConfigError(
-                    'option assign must be JSON {"topic": [partition, ...]}, got '
-                    f"{opts['assign']!r}"
-                )
-            assign = {str(t): sorted(set(ps)) for t, ps in data.items()}
-        starting = _offset_spec(
-            opts, "startingOffsets", "latest" if streaming else "earliest", (EARLIEST, LATEST)
-        )
-        if "endingoffsets" in opts and streaming:
-            raise ConfigError("option endingOffsets is for batch reads only")
-        ending = _offset_spec(opts, "endingOffsets", "latest", (LATEST,))
+        starting = _position(opts, _STARTING, "latest" if streaming else "earliest",
+                             (EARLIEST, LATEST))
+        _check_positions(opts, starting, streaming)
+        ending = _position(opts, _ENDING, "latest", (LATEST,))
         if ending == "earliest":
             raise ConfigError("option endingOffsets cannot be 'earliest'")
-        if "maxoffsetspertrigger" in opts and not streaming:
-            raise ConfigError("option maxOffsetsPerTrigger is for streaming reads only")
-        if not streaming and starting == "latest":
-            raise ConfigError("option startingOffsets='latest' is for streaming reads only")
-        if isinstance(starting, dict) and not streaming:
-            for topic, parts in starting.items():
-                if LATEST in parts.values():
-                    raise ConfigError(
-                        f"option startingOffsets: -1 (latest) for {topic} is for streaming only"
-                    )
-        group_id = opts.get("groupid")
-        if group_id is not None and not group_id.strip():
-            raise ConfigError("option groupId must not be empty")
-        fetch_max_bytes = _int(opts, "fetchMaxBytes", 1024 * 1024, 1, 2**31 - 1)
-        max_fetch_size = _int(opts, "maxFetchSize", max(16 * 1024 * 1024, fetch_max_bytes or 0),
-                              1, 2**31 - 1)
-        assert fetch_max_bytes is not None and max_fetch_size is not None
-        if max_fetch_size < fetch_max_bytes:
-            raise ConfigError(
-                f"option maxFetchSize ({max_fetch_size}) must be >= fetchMaxBytes "
-                f"({fetch_max_bytes})"
-            )
-        wait_ms = _int(opts, "fetchMaxWaitMs", 500, 0, 60_000)
-        timeout_ms = _int(opts, "requestTimeoutMs", 30_000, 1, 600_000)
-        assert wait_ms is not None and timeout_ms is not None
-        return cls(
-            brokers=brokers,
-            topics=topics,
-            pattern=pattern,
-            assign=assign,
-            starting=starting,
-            ending=ending,
-            max_offsets_per_trigger=_int(opts, "maxOffsetsPerTrigger", None, 1),
-            min_partitions=_int(opts, "minPartitions", None, 1, 1_000_000),
-            fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
-            fetch_max_bytes=fetch_max_bytes,
-            max_fetch_size=max_fetch_size,
-            fetch_max_wait=wait_ms / 1000.0,
-            request_timeout=timeout_ms / 1000.0,
-            group_id=group_id,
-            client_id=opts.get("clientid", "kiel-spark"),
-            raw=opts,
-        )
+        low, high = values.get("min_offsets_per_trigger"), values.get("max_offsets_per_trigger")
+        if low is not None and high is not None and low > high:
+            raise ConfigError(f"option minOffsetsPerTrigger ({low}) is above "
+                              f"maxOffsetsPerTrigger ({high})")
+        _fetch_sizes(values)
+        return cls(**values, **_subscription(opts), starting=starting, ending=ending, raw=opts)
 
-    def client_options(self) -> Dict[str, Any]:
-        """Keyword arguments for a kiel client."""
-        return {"client_id": self.client_id, "request_timeout": self.request_timeout}
+
+def _fetch_sizes(values: Dict[str, Any]) -> None:
+    """Fill in the fetch sizes: a larger message may grow a fetch up to
+    ``max_fetch_size``, which must hold at least ``fetch_max_bytes``."""
+    per_fetch, largest = values.get("fetch_max_bytes"), values.get("max_fetch_size")
+    if per_fetch is not None and largest is not None and largest < per_fetch:
+        raise ConfigError(f"option maxFetchSize ({largest}) must be >= fetchMaxBytes "
+                          f"({per_fetch})")
+    if largest is None:
+        values["max_fetch_size"] = max(16 * 1024 * 1024, per_fetch or 0)
+    elif per_fetch is None:
+        values["fetch_max_bytes"] = min(1024 * 1024, largest)
 
 
 @dataclass
-class SinkOptions:
+class SinkOptions(_ClientOptions):
     """The write options, checked.
 
     Attributes:
-        brokers: the bootstrap list.
-        topic: the topic for rows whose ``topic`` column is null or absent.
+        topic: the topic of every row (Spark's rule: it overrides a ``topic``
+            column); None: each row's ``topic`` column.
         acks: the producer's ``required_acks`` (-1, 0 or 1; default -1, "all").
         compression: None, gzip, snappy or lz4.
-        linger_ms, batch_size, request_timeout, client_id: producer settings.
+        linger_ms, batch_size, max_request_size, max_pending_bytes,
+            buffer_timeout: producer settings (the last three None where no
+            option set them).
+        include_headers: accepted as Spark's sink does; a row's non-empty
+            ``headers`` cannot be written to Kafka 0.8 either way.
     """
 
-    brokers: str
     topic: Optional[str] = None
     acks: int = -1
     compression: Optional[str] = None
-    linger_ms: float = 5.0
+    linger_ms: int = 5
     batch_size: int = 64 * 1024
-    request_timeout: float = 30.0
-    client_id: str = "kiel-spark"
+    max_request_size: Optional[int] = None
+    max_pending_bytes: Optional[int] = None
+    buffer_timeout: Optional[float] = None
+    include_headers: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
         """Check the write ``options``.
 
+        Returns:
+            the checked options.
+
         Raises:
-            ConfigError: a missing, unknown or malformed option.
+            ConfigError: a missing, unknown, malformed or conflicting option.
         """
-        opts = _lower(options)
-        _unknown(opts, _SINK_KEYS, "kiel sink")
-        brokers = _brokers(opts)
-        acks_raw = (opts.get("acks") or opts.get("kafka.acks") or "-1").strip().lower()
-        acks_map = {"all": -1, "-1": -1, "0": 0, "1": 1}
-        if acks_raw not in acks_map:
-            raise ConfigError(f"option acks must be all, -1, 0 or 1, got {acks_raw!r}")
-        compression = (opts.get("compression") or opts.get("kafka.compression.type") or "none")
-        compression = compression.strip().lower()
-        if compression not in ("none", "gzip", "snappy", "lz4"):
-            raise ConfigError(
-                f"option compression must be none, gzip, snappy or lz4, got {compression!r}"
-            )
-        topic = opts.get("topic")
-        if topic is not None and not topic.strip():
-            raise ConfigError("option topic must not be empty")
-        linger = _int(opts, "lingerMs", 5, 0, 60_000)
-        batch_size = _int(opts, "batchSize", 64 * 1024, 1, 2**31 - 1)
-        timeout_ms = _int(opts, "requestTimeoutMs", 30_000, 1, 600_000)
-        assert linger is not None and batch_size is not None and timeout_ms is not None
-        return cls(
-            brokers=brokers,
-            topic=topic.strip() if topic else None,
-            acks=acks_map[acks_raw],
-            compression=None if compression == "none" else compression,
-            linger_ms=float(linger),
-            batch_size=batch_size,
-            request_timeout=timeout_ms / 1000.0,
-            client_id=opts.get("clientid", "kiel-spark"),
-        )
+        values = _read_settings(options, SINK_SETTINGS, frozenset({"path", "checkpointlocation"}),
+                                "kiel sink")
+        _require_brokers(values)
+        return cls(**values)
+
+    def producer_options(self) -> Dict[str, Any]:
+        """Keyword arguments for the :class:`~kiel.clients.producer.Producer` of a write task."""
+        optional = {"max_request_size": self.max_request_size,
+                    "max_pending_bytes": self.max_pending_bytes,
+                    "buffer_timeout": self.buffer_timeout}
+        return {
+            "required_acks": self.acks,
+            "compression": self.compression,
+            # The Producer is moving to ``linger`` in seconds (``linger_ms``
+            # stays as a deprecated alias): pass ``linger=self.linger_ms / 1000``
+            # once it has landed.
+            "linger_ms": self.linger_ms,
+            "batch_size": self.batch_size,
+            **{k: v for k, v in optional.items() if v is not None},
+            **self.client_options(),
+        }

@@ -1,4 +1,10 @@
-"""pytest plugin (entry point ``pytest11``): fixtures for kiel's real test parts."""
+"""pytest plugin: fixtures for kiel's real test parts.
+
+Opt-in, so installing kiel does not change other projects' test runs: add
+``pytest_plugins = ["kiel.testing.pytest_plugin"]`` to a ``conftest.py``.
+It registers fixtures only, no markers and no hooks that touch tests which
+do not use its fixtures.
+"""
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
 
 import pytest
@@ -183,11 +189,44 @@ def topic_factory(kafka_cluster: "EmbeddedCluster") -> Callable[..., str]:
     return make
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Register the markers kiel's fixtures' users may put on their tests."""
-    for line in (
-        "zookeeper: needs the real ZooKeeper server (Debian's zookeeper package and Java)",
-        "slow: fault and soak tests that take several seconds",
-        "interop: talks to third-party clients (kcat, kafka-python)",
-    ):
-        config.addinivalue_line("markers", line)
+# --------------------------------------------------------------------------
+# Network faults (kiel.testing.faults): a TCP proxy per member, in front of
+# ZooKeeper or a broker, that cuts, partitions, delays and stalls on cue.
+
+if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
+    from kiel.testing.faults import FaultProxy
+
+
+@pytest.fixture
+def fault_proxy() -> Iterator[Callable[..., "FaultProxy"]]:
+    """Make fault proxies for one test; all are stopped after it.
+
+    ``fault_proxy(target, **options)`` starts a
+    :class:`~kiel.testing.faults.FaultProxy` in front of ``target``
+    (``"host:port"`` or ``(host, port)``, on loopback) with the options of
+    the class, and returns it: connect the client to ``proxy.address``.
+    One proxy per member lets a test cut one member off alone.
+
+    Raises:
+        HarnessError: (after the test) a proxy hit an unexpected error.
+    """
+    from kiel.exc import KielError
+    from kiel.testing.faults import FaultProxy
+
+    proxies: List[FaultProxy] = []
+
+    def make(target: Any, **options: Any) -> FaultProxy:
+        proxy = FaultProxy(target, **options)
+        proxy.start()
+        proxies.append(proxy)
+        return proxy
+
+    yield make
+    errors: List[KielError] = []
+    for proxy in proxies:
+        try:
+            proxy.stop()
+        except KielError as e:  # stop them all, then report the first failure
+            errors.append(e)
+    if errors:
+        raise errors[0]

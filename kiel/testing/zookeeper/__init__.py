@@ -11,7 +11,7 @@ data), paused (SIGSTOP) and resumed (SIGCONT), and
 client's session.
 
 Needs Java and the ZooKeeper jars: ``apt-get install zookeeper
-openjdk-17-jre-headless``. Without them the constructors raise
+default-jre-headless``. Without them the constructors raise
 :class:`~kiel.exc.MissingDependencyError` saying so.
 
 This package is test-side and synchronous: it polls with short sleeps and

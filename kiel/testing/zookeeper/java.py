@@ -14,7 +14,7 @@ __all__ = ["DEFAULT_JAR_DIR", "INSTALL_HINT", "find_java", "zookeeper_classpath"
 #: Where Debian's ``libzookeeper-java`` puts its jar and the jars it needs.
 DEFAULT_JAR_DIR = "/usr/share/java"
 #: What to install when Java or ZooKeeper is missing.
-INSTALL_HINT = "apt-get install zookeeper openjdk-17-jre-headless"
+INSTALL_HINT = "apt-get install zookeeper default-jre-headless"
 
 # Jars without which the server cannot start at all.
 _REQUIRED_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar")

@@ -1,0 +1,212 @@
+"""A Tornado web application that consumes and produces in its own process.
+
+The shape kiel is built for: one ``tornado.web.Application`` whose IOLoop
+answers HTTP requests and, on the same loop, runs a ``GroupedConsumer``
+(partitions shared with the other instances of the app through ZooKeeper)
+and a ``Producer``::
+
+    POST /events           body -> produced to the "events" topic
+    GET  /stats            what this instance consumed (JSON)
+    GET  /metrics          Prometheus text: consumer lag and counts
+    GET  /healthz          200 while the clients run
+
+The clients start with the app and stop with it: on SIGTERM (or SIGINT) the
+server stops accepting, the consumer finishes what it handed out, commits,
+releases its partitions and leaves the group, the producer flushes, then the
+process exits 0.
+
+Run it against your own cluster::
+
+    python examples/webapp.py --brokers kafka1:9092 --zookeeper zk1:2181 --port 8888
+
+or with no ``--brokers`` to start a real ZooKeeper and an embedded 0.8.2
+cluster from ``kiel.testing`` (needs Java and Debian's ``zookeeper``). It
+prints one JSON line (``{"port": ..., ...}``) once it serves.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from typing import Any, Dict, Iterator, Optional
+
+import tornado.httpserver
+import tornado.netutil
+import tornado.web
+
+from kiel import GroupedConsumer, Producer
+from kiel.exc import KielError
+
+TOPIC = "events"
+GROUP = "webapp"
+
+
+class Stats:
+    """What this instance consumed; read by the handlers."""
+
+    def __init__(self) -> None:
+        self.consumed = 0
+        self.produced = 0
+        self.last: Optional[str] = None
+
+
+class Clients:
+    """The app's Kafka clients, started and stopped with the app."""
+
+    def __init__(self, brokers: str, zk_hosts: str, stats: Stats) -> None:
+        self.stats = stats
+        self.producer = Producer(brokers, linger_ms=5)
+        self.consumer = GroupedConsumer(
+            brokers, GROUP, zk_hosts, topics=[TOPIC],
+            max_wait_time=0.5, commit_interval=1.0, zk_session_timeout=6.0,
+        )
+        self._work: Optional[asyncio.Task[None]] = None
+        self._stopping = asyncio.Event()
+
+    async def start(self) -> None:
+        await self.producer.connect()
+        await self.consumer.connect()  # joined; its partitions owned and fetching
+        self._work = asyncio.get_running_loop().create_task(self._consume())
+
+    async def _consume(self) -> None:
+        # Asking for more finishes the last batch (auto_finish), so a
+        # revocation or close() waits for at most one batch in our hands.
+        while not self._stopping.is_set():
+            for record in await self.consumer.consume():
+                self.stats.consumed += 1
+                self.stats.last = (record.value or b"").decode("utf-8", "replace")
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        if self._work is not None:
+            await self._work
+        await self.consumer.close()  # commit, release, leave the group
+        await self.producer.close()  # flush, then close
+
+
+class EventsHandler(tornado.web.RequestHandler):
+    def initialize(self, clients: Clients, stats: Stats) -> None:
+        self.clients = clients
+        self.stats = stats
+
+    async def post(self) -> None:
+        try:
+            meta = await self.clients.producer.produce(TOPIC, self.request.body)
+        except KielError as e:
+            self.set_status(503)
+            self.finish({"error": str(e)})
+            return
+        self.stats.produced += 1
+        self.set_status(201)
+        self.finish({"partition": meta.partition, "offset": meta.offset})
+
+
+class StatsHandler(tornado.web.RequestHandler):
+    def initialize(self, clients: Clients, stats: Stats) -> None:
+        self.clients = clients
+        self.stats = stats
+
+    def get(self) -> None:
+        self.finish({
+            "consumed": self.stats.consumed,
+            "produced": self.stats.produced,
+            "last": self.stats.last,
+            "member": self.clients.consumer.member_id,
+            "partitions": sorted(tp.partition for tp in self.clients.consumer.assignment()),
+        })
+
+
+def _metric_lines(clients: Clients, stats: Stats) -> Iterator[str]:
+    consumer = clients.consumer
+    yield "# TYPE kiel_consumer_records_total counter"
+    yield f"kiel_consumer_records_total {stats.consumed}"
+    yield "# TYPE kiel_producer_records_total counter"
+    yield f"kiel_producer_records_total {stats.produced}"
+    yield "# TYPE kiel_consumer_lag gauge"
+    for tp in sorted(consumer.assignment()):
+        lag = consumer.lag(tp.topic, tp.partition)
+        if lag is not None:
+            yield f'kiel_consumer_lag{{topic="{tp.topic}",partition="{tp.partition}"}} {lag}'
+
+
+class MetricsHandler(tornado.web.RequestHandler):
+    def initialize(self, clients: Clients, stats: Stats) -> None:
+        self.clients = clients
+        self.stats = stats
+
+    def get(self) -> None:
+        self.set_header("Content-Type", "text/plain; version=0.0.4")
+        self.finish("\n".join(_metric_lines(self.clients, self.stats)) + "\n")
+
+
+class HealthHandler(tornado.web.RequestHandler):
+    def get(self) -> None:
+        self.finish("ok\n")
+
+
+def make_app(clients: Clients, stats: Stats) -> tornado.web.Application:
+    shared: Dict[str, Any] = {"clients": clients, "stats": stats}
+    return tornado.web.Application([
+        (r"/events", EventsHandler, shared),
+        (r"/stats", StatsHandler, shared),
+        (r"/metrics", MetricsHandler, shared),
+        (r"/healthz", HealthHandler),
+    ])
+
+
+async def serve(brokers: str, zk_hosts: str, port: int) -> None:
+    stats = Stats()
+    clients = Clients(brokers, zk_hosts, stats)
+    await clients.start()
+    server = tornado.httpserver.HTTPServer(make_app(clients, stats))
+    sockets = tornado.netutil.bind_sockets(port, "127.0.0.1")
+    server.add_sockets(sockets)
+    print(json.dumps({"port": sockets[0].getsockname()[1], "member": clients.consumer.member_id}),
+          flush=True)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+    # Graceful: stop taking requests, let in-flight ones finish, then the clients.
+    server.stop()
+    await server.close_all_connections()
+    await clients.stop()
+    print(json.dumps({"stopped": True, "consumed": stats.consumed}), flush=True)
+
+
+@contextlib.contextmanager
+def local_cluster() -> Iterator[Dict[str, str]]:
+    """A real ZooKeeper and an embedded 0.8.2 cluster, for trying the app out."""
+    from kiel.testing.broker import EmbeddedCluster
+    from kiel.testing.zookeeper import ZooKeeperServer
+
+    with ZooKeeperServer() as zookeeper:
+        zk_hosts = f"{zookeeper.hosts}/webapp"
+        with EmbeddedCluster(brokers=3, zookeeper=zk_hosts, topics={TOPIC: 4}) as cluster:
+            yield {"brokers": cluster.bootstrap, "zookeeper": zk_hosts}
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--brokers", help="bootstrap brokers (default: start kiel.testing)")
+    parser.add_argument("--zookeeper", help="ZooKeeper hosts the group coordinates in")
+    parser.add_argument("--port", type=int, default=0, help="HTTP port (default: any free one)")
+    args = parser.parse_args(argv)
+    if args.brokers:
+        if not args.zookeeper:
+            parser.error("--brokers needs --zookeeper")
+        asyncio.run(serve(args.brokers, args.zookeeper, args.port))
+        return 0
+    with local_cluster() as parts:
+        print(json.dumps(parts), flush=True)
+        asyncio.run(serve(parts["brokers"], parts["zookeeper"], args.port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

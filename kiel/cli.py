@@ -1,0 +1,473 @@
+"""The ``kiel`` command: produce, consume, inspect topics and groups, dry-run allocators.
+
+::
+
+    kiel -b localhost:9092 produce TOPIC [-K :] < lines
+    kiel -b localhost:9092 consume TOPIC [--from beginning] [-c 100] [-K :] [--json]
+    kiel -b localhost:9092 topics [TOPIC ...]
+    kiel -z localhost:2181 group list
+    kiel -b localhost:9092 -z localhost:2181 group describe GROUP
+    kiel -b localhost:9092 -z localhost:2181 group reset GROUP --topic T --to earliest
+    kiel allocate --allocator sticky --members a,b,c --partitions t:0,t:1,t:2
+
+Every command exits 0 on success, 1 when kiel raised one of its errors (the
+message goes to standard error), 2 on a usage error.
+"""
+
+import argparse
+import asyncio
+import base64
+import datetime
+import functools
+import importlib
+import json
+import sys
+from typing import Any, BinaryIO, Callable, Dict, Iterable, List, Optional, Sequence
+
+from kiel.exc import ConfigError, KielError
+
+__all__ = ["main"]
+
+
+# ----------------------------------------------------------------------
+# argument parsing
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kiel", description="kiel: produce, consume, inspect topics and groups."
+    )
+    parser.add_argument("-b", "--brokers", help="bootstrap brokers, host[:port],...")
+    parser.add_argument("-z", "--zookeeper", help="ZooKeeper hosts (group commands)")
+    parser.add_argument("--client-id", default="kiel-cli")
+    parser.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the cluster"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    produce = commands.add_parser("produce", help="produce standard input, a message per line")
+    produce.add_argument("topic")
+    produce.add_argument("-K", "--key-delimiter", help="split each line into KEY<delim>VALUE")
+    produce.add_argument("-p", "--partition", type=int, help="always this partition")
+    produce.add_argument("--compression", choices=["gzip", "snappy", "lz4"])
+    produce.add_argument("--acks", type=int, default=-1, choices=[-1, 0, 1])
+    produce.add_argument(
+        "-D", "--delimiter", default="\n", help="message delimiter (default: newline)"
+    )
+
+    consume = commands.add_parser("consume", help="write messages to standard output")
+    consume.add_argument("topic")
+    consume.add_argument(
+        "--from",
+        dest="start",
+        default="beginning",
+        help="beginning, end, an offset, or an ISO date/time (default: beginning)",
+    )
+    consume.add_argument("-p", "--partition", type=int, action="append", help="only these")
+    consume.add_argument("-c", "--count", type=int, help="stop after this many messages")
+    consume.add_argument(
+        "-e", "--exit", action="store_true", help="stop at the end of every partition"
+    )
+    consume.add_argument("-K", "--key-delimiter", help="print KEY<delim>VALUE")
+    consume.add_argument(
+        "-D", "--delimiter", default="\n", help="written after each message (default: newline)"
+    )
+    consume.add_argument(
+        "--json", action="store_true", help="one JSON object per message (keys/values as text)"
+    )
+    consume.add_argument(
+        "--binary",
+        choices=["error", "base64"],
+        default="error",
+        help="with --json: what to do with keys/values that are not UTF-8 (default: error)",
+    )
+
+    topics = commands.add_parser("topics", help="list topics, or describe the ones named")
+    topics.add_argument("topics", nargs="*")
+    topics.add_argument("--json", action="store_true")
+
+    group = commands.add_parser("group", help="ZooKeeper-grouped consumer groups")
+    group_commands = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
+    group_list = group_commands.add_parser("list", help="the groups registered in ZooKeeper")
+    group_list.add_argument("--json", action="store_true")
+    describe = group_commands.add_parser(
+        "describe", help="members, owners, committed offsets and lag"
+    )
+    describe.add_argument("group")
+    describe.add_argument("--json", action="store_true")
+    reset = group_commands.add_parser("reset", help="move a group's committed offsets")
+    reset.add_argument("group")
+    reset.add_argument("--topic", action="append", required=True)
+    reset.add_argument(
+        "--to", required=True, help="earliest, latest, an offset, or an ISO date/time"
+    )
+    reset.add_argument(
+        "--force", action="store_true", help="even while members are alive (they may overwrite)"
+    )
+
+    allocate = commands.add_parser("allocate", help="dry-run an allocator")
+    allocate.add_argument(
+        "--allocator",
+        default="round_robin",
+        help="a name, or module:function (default round_robin)",
+    )
+    allocate.add_argument("--members", required=True, help="comma-separated member ids")
+    allocate.add_argument(
+        "--partitions",
+        required=True,
+        help="comma-separated topic:partition, or topic:COUNT* for partitions 0..COUNT-1",
+    )
+    allocate.add_argument("--json", action="store_true")
+    return parser
+
+
+def _unescape(text: str) -> bytes:
+    """``\\n``, ``\\t`` and friends as typed on a command line."""
+    return text.encode("utf-8").decode("unicode_escape").encode("latin-1")
+
+
+def _parse_when(text: str, symbols: Dict[str, Any]) -> Any:
+    """``beginning``/``end`` (or their aliases), an offset, or an ISO date/time."""
+    lowered = text.lower()
+    if lowered in symbols:
+        return symbols[lowered]
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(
+            f"expected {', '.join(sorted(symbols))}, an offset or an ISO date/time; got {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when
+
+
+def _need(value: Optional[str], flag: str, command: str) -> str:
+    if not value:
+        raise ConfigError(f"'{command}' needs {flag}")
+    return value
+
+
+# ----------------------------------------------------------------------
+# allocate (pure)
+
+
+def load_allocator(name: str) -> Callable[..., Any]:
+    """A registered allocator by name, or a user's ``module:function``.
+
+    Raises:
+        ConfigError: no such allocator, module or function.
+    """
+    from kiel.allocators import get_allocator
+
+    if ":" not in name:
+        return get_allocator(name)
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"cannot import allocator module {module_name!r}: {e}") from e
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"{module_name!r} has no callable {attr!r}")
+    return fn
+
+
+def _expand_partitions(spec: str) -> List[str]:
+    from kiel.allocators import format_partition, parse_partition
+
+    out: List[str] = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        if item.endswith("*"):
+            topic, _, count = item[:-1].rpartition(":")
+            if not topic or not count.isdigit():
+                raise ConfigError(f"expected topic:COUNT*, got {item!r}")
+            out.extend(format_partition(topic, p) for p in range(int(count)))
+        else:
+            topic, partition = parse_partition(item)
+            out.append(format_partition(topic, partition))
+    return out
+
+
+def allocate(args: argparse.Namespace, out: Any) -> int:
+    """Run an allocator on the given members and partitions and print the result."""
+    from kiel.allocators import validate
+
+    allocator = load_allocator(args.allocator)
+    members = sorted(filter(None, (m.strip() for m in args.members.split(","))))
+    partitions = sorted(_expand_partitions(args.partitions))
+    if not members:
+        raise ConfigError("--members names no member")
+    allocation = allocator(members, partitions)
+    validate(allocation, members, partitions)
+    if args.json:
+        out.write(json.dumps(allocation, sort_keys=True) + "\n")
+        return 0
+    for member in members:
+        owned = allocation.get(member, {})
+        total = sum(len(ps) for ps in owned.values())
+        parts = "; ".join(
+            f"{t}: {','.join(map(str, sorted(ps)))}" for t, ps in sorted(owned.items())
+        )
+        out.write(f"{member}\t{total}\t{parts}\n")
+    return 0
+
+
+# ----------------------------------------------------------------------
+# produce / consume
+
+
+async def _read_chunks(stream: BinaryIO) -> Any:
+    """Standard input in chunks, read off the loop (a pipe can block)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        chunk = await loop.run_in_executor(None, stream.read1, 1 << 16)  # type: ignore[attr-defined]
+        if not chunk:
+            return
+        yield chunk
+
+
+async def produce(args: argparse.Namespace, stdin: BinaryIO, err: Any) -> int:
+    """Produce standard input, one message per delimiter; print the count to stderr."""
+    from kiel.clients import Producer
+
+    brokers = _need(args.brokers, "-b/--brokers", "produce")
+    delimiter = _unescape(args.delimiter)
+    key_delim = _unescape(args.key_delimiter) if args.key_delimiter else None
+    if not delimiter:
+        raise ConfigError("the message delimiter must not be empty")
+    count = 0
+    failures: List[BaseException] = []
+
+    def done(future: "asyncio.Future[Any]") -> None:
+        if not future.cancelled() and future.exception() is not None:
+            failures.append(future.exception())  # type: ignore[arg-type]
+
+    async with Producer(
+        brokers,
+        client_id=args.client_id,
+        compression=args.compression,
+        required_acks=args.acks,
+        request_timeout=args.timeout,
+    ) as producer:
+        send = functools.partial(
+            _produce_line, producer, args.topic, args.partition, key_delim, done
+        )
+        pending = b""
+        async for chunk in _read_chunks(stdin):
+            pending += chunk
+            *lines, pending = pending.split(delimiter)
+            for line in lines:
+                count += send(line)
+            if failures:
+                break
+        if pending and not failures:
+            count += send(pending)
+        await producer.flush()
+    if failures:
+        raise failures[0]
+    err.write(f"produced {count} messages to {args.topic}\n")
+    return 0
+
+
+def _produce_line(
+    producer: Any,
+    topic: str,
+    partition: Optional[int],
+    key_delim: Optional[bytes],
+    done: Callable[..., None],
+    line: bytes,
+) -> int:
+    key: Optional[bytes] = None
+    if key_delim is not None:
+        key, sep, line = line.partition(key_delim)
+        if not sep:
+            raise ConfigError(f"a line has no key delimiter {key_delim!r}: {key[:60]!r}")
+    future = producer.produce(topic, line, key=key, partition=partition)
+    future.add_done_callback(done)
+    return 1
+
+
+def _text(data: Optional[bytes], binary: str, what: str, record: Any) -> Any:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        if binary == "base64":
+            return base64.b64encode(data).decode("ascii")
+        raise ConfigError(
+            f"the {what} at {record.topic}:{record.partition}@{record.offset} is not UTF-8; "
+            "use --binary base64"
+        ) from None
+
+
+def _write_record(args: argparse.Namespace, record: Any, out: BinaryIO, delimiter: bytes) -> None:
+    if args.json:
+        doc = {
+            "topic": record.topic,
+            "partition": record.partition,
+            "offset": record.offset,
+            "timestamp": record.timestamp,
+            "key": _text(record.key, args.binary, "key", record),
+            "value": _text(record.value, args.binary, "value", record),
+        }
+        out.write(json.dumps(doc, ensure_ascii=False).encode("utf-8") + b"\n")
+        return
+    if args.key_delimiter is not None:
+        out.write((record.key or b"") + _unescape(args.key_delimiter))
+    out.write((record.value or b"") + delimiter)
+
+
+async def consume(args: argparse.Namespace, out: BinaryIO, err: Any) -> int:
+    """Write a topic's messages to standard output (``--exit``: stop at the end)."""
+    from kiel.clients import BEGINNING, END, SingleConsumer
+
+    brokers = _need(args.brokers, "-b/--brokers", "consume")
+    start = _parse_when(args.start, {"beginning": BEGINNING, "earliest": BEGINNING,
+                                     "end": END, "latest": END})
+    delimiter = _unescape(args.delimiter)
+    if args.count is not None and args.count < 0:
+        raise ConfigError(f"--count must be >= 0, got {args.count}")
+    seen = 0
+    async with SingleConsumer(brokers, client_id=args.client_id,
+                              request_timeout=args.timeout) as consumer:
+        await consumer.seek_to(args.topic, start)
+        wanted = set(args.partition or consumer.partitions(args.topic))
+        unknown = wanted - set(consumer.partitions(args.topic))
+        if unknown:
+            raise ConfigError(f"{args.topic} has no partition {sorted(unknown)}")
+        for p in consumer.partitions(args.topic):
+            if p not in wanted:
+                consumer.pause(args.topic, p)
+        while args.count is None or seen < args.count:
+            if args.exit and _at_end(consumer, args.topic, wanted):
+                break
+            records = await consumer.consume(args.topic)
+            for record in records:
+                _write_record(args, record, out, delimiter)
+                seen += 1
+                if args.count is not None and seen >= args.count:
+                    break
+            out.flush()
+    err.write(f"consumed {seen} messages from {args.topic}\n")
+    return 0
+
+
+def _at_end(consumer: Any, topic: str, partitions: Iterable[int]) -> bool:
+    for p in partitions:
+        highwater = consumer.highwater(topic, p)
+        if highwater is None or consumer.position(topic, p) < highwater:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------
+# topics
+
+
+async def topics(args: argparse.Namespace, out: Any) -> int:
+    """List topics, or describe the named ones (leaders, replicas, ISR, offsets)."""
+    from kiel.admin import describe_topics
+
+    brokers = _need(args.brokers, "-b/--brokers", "topics")
+    described = await describe_topics(brokers, args.topics, client_id=args.client_id,
+                                      request_timeout=args.timeout)
+    if args.json:
+        docs = [
+            {"topic": t.topic, "partitions": [p._asdict() for p in t.partitions]}
+            for t in described
+        ]
+        out.write(json.dumps(docs) + "\n")
+        return 0
+    if not args.topics:
+        for topic in described:
+            out.write(f"{topic.topic}\t{len(topic.partitions)} partitions\n")
+        return 0
+    out.write("topic\tpartition\tleader\treplicas\tisr\tearliest\thighwater\n")
+    for topic in described:
+        for p in topic.partitions:
+            out.write(
+                f"{topic.topic}\t{p.partition}\t{p.leader}\t{','.join(map(str, p.replicas))}\t"
+                f"{','.join(map(str, p.isr))}\t{p.earliest}\t{p.highwater}\n"
+            )
+    return 0
+
+
+# ----------------------------------------------------------------------
+# groups
+
+
+async def group(args: argparse.Namespace, out: Any) -> int:
+    """``group list``, ``group describe GROUP``, ``group reset GROUP``."""
+    from kiel import admin
+
+    zk_hosts = _need(args.zookeeper, "-z/--zookeeper", f"group {args.group_command}")
+    if args.group_command == "list":
+        groups = await admin.list_groups(zk_hosts, timeout=args.timeout)
+        if args.json:
+            out.write(json.dumps(groups) + "\n")
+        else:
+            out.write("".join(f"{g}\n" for g in groups))
+        return 0
+    brokers = _need(args.brokers, "-b/--brokers", f"group {args.group_command}")
+    if args.group_command == "describe":
+        described = await admin.describe_group(
+            brokers, zk_hosts, args.group, client_id=args.client_id, timeout=args.timeout
+        )
+        if args.json:
+            out.write(json.dumps(described.as_dict()) + "\n")
+            return 0
+        out.write(f"group {described.group}: {len(described.members)} members\n")
+        for member in described.members:
+            out.write(f"  member {member}\n")
+        out.write("topic\tpartition\towner\tcommitted\thighwater\tlag\n")
+        for row in described.partitions:
+            out.write(
+                f"{row.topic}\t{row.partition}\t{row.owner or '-'}\t"
+                f"{'-' if row.committed is None else row.committed}\t"
+                f"{'-' if row.highwater is None else row.highwater}\t"
+                f"{'-' if row.lag is None else row.lag}\n"
+            )
+        return 0
+    to = _parse_when(args.to, {"earliest": "earliest", "beginning": "earliest",
+                               "latest": "latest", "end": "latest"})
+    moved = await admin.reset_group(
+        brokers, zk_hosts, args.group, args.topic, to, force=args.force,
+        client_id=args.client_id, timeout=args.timeout,
+    )
+    for tp, offset in sorted(moved.items()):
+        out.write(f"{tp.topic}\t{tp.partition}\t{offset}\n")
+    return 0
+
+
+# ----------------------------------------------------------------------
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``kiel`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "allocate":
+            return allocate(args, sys.stdout)
+        if args.command == "produce":
+            return asyncio.run(produce(args, sys.stdin.buffer, sys.stderr))
+        if args.command == "consume":
+            return asyncio.run(consume(args, sys.stdout.buffer, sys.stderr))
+        if args.command == "topics":
+            return asyncio.run(topics(args, sys.stdout))
+        return asyncio.run(group(args, sys.stdout))
+    except KielError as e:
+        sys.stderr.write(f"kiel {args.command}: {e}\n")
+        return 1
+    except BrokenPipeError:
+        # `kiel consume ... | head`: the reader left; that is not an error.
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,351 @@
+"""What both consumers are built on: :class:`_BaseConsumer`.
+
+It takes the fetch options once, wires the consumer's parts together --
+:class:`~kiel.consumer.subscription.Subscription` (partition state),
+:class:`~kiel.consumer.fetcher.Fetcher` (I/O),
+:class:`~kiel.consumer.decoder.Decoder` (records) -- and owns what the
+consumers do alike: handing records out (and taking back those a
+``stream()`` loop has not yielded), positions and lag, errors kept for the
+next call, and the close sequence.
+
+Positions have one meaning in kiel: :meth:`_BaseConsumer.position` is the
+offset of the next record to be handed to the application, i.e. the offset
+after the last record ``consume()`` returned or ``stream()`` yielded.
+Records fetched ahead and not handed out yet do not count.
+"""
+
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Union,
+)
+
+from kiel._aio import Tasks, Wakeup
+from kiel.client import Client
+from kiel.consumer.decoder import Decoder
+from kiel.consumer.fetcher import OFFSET_RESET_POLICIES, Fetcher
+from kiel.consumer.positions import lag_of
+from kiel.consumer.subscription import Subscription
+from kiel.exc import ClientClosedError, ConfigError
+from kiel.serializers import Deserializer
+from kiel.structs import Record, TopicPartition
+
+__all__ = ["ConsumedBatches", "ConsumedRecord", "Topics"]
+
+
+#: What consumers hand out. ``key`` and ``value`` are ``bytes`` (or ``None``)
+#: without deserializers, and whatever the deserializers return with them.
+ConsumedRecord = Record[Any, Any]
+#: Records per partition, in offset order.
+ConsumedBatches = Dict[TopicPartition, List[ConsumedRecord]]
+#: A topic name, or several.
+Topics = Union[str, Sequence[str]]
+
+
+def topic_list(topics: Topics) -> List[str]:
+    """``topics`` as a list of names.
+
+    Raises:
+        ConfigError: not a non-empty name or list of non-empty names.
+    """
+    names = [topics] if isinstance(topics, str) else list(topics)
+    if not names or not all(isinstance(t, str) and t for t in names):
+        raise ConfigError(f"topics must be a name or a list of names, got {topics!r}")
+    return names
+
+
+#: The longest ``max_wait_time`` accepted, seconds. Brokers hold a fetch this
+#: long only while nothing arrives; longer waits are almost always a
+#: millisecond value from kiel 0.9 (see the migration guide).
+MAX_WAIT_TIME = 60.0
+
+
+def _check_fetch_options(
+    max_wait_time: Any, min_bytes: Any, max_bytes: Any, max_fetch_size: Any,
+    offset_reset: Any, decode_budget: Any,
+) -> None:
+    if not isinstance(max_wait_time, (int, float)) or max_wait_time < 0:
+        raise ConfigError(f"max_wait_time must be seconds >= 0, got {max_wait_time!r}")
+    if max_wait_time > MAX_WAIT_TIME:
+        # kiel 0.9 took milliseconds: 1000 meant one second. A wait this long
+        # is almost surely such a value, so refuse it rather than wait minutes.
+        raise ConfigError(
+            f"max_wait_time is in seconds (at most {MAX_WAIT_TIME:g}); got {max_wait_time!r}. "
+            f"kiel 0.9 took milliseconds: {max_wait_time!r} ms is {max_wait_time / 1000:g} s"
+        )
+    for name, value, low in (
+        ("min_bytes", min_bytes, 0),
+        ("max_bytes", max_bytes, 1),
+        ("max_fetch_size", max_fetch_size, 1),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value < 2**31:
+            raise ConfigError(f"{name} must be an int in [{low}, 2**31), got {value!r}")
+    if max_fetch_size < max_bytes:
+        raise ConfigError(f"max_fetch_size ({max_fetch_size}) must be >= max_bytes ({max_bytes})")
+    if offset_reset not in OFFSET_RESET_POLICIES:
+        raise ConfigError(
+            f"offset_reset must be one of {', '.join(OFFSET_RESET_POLICIES)}; got {offset_reset!r}"
+        )
+    if not isinstance(decode_budget, (int, float)) or decode_budget < 0:
+        raise ConfigError(f"decode_budget must be seconds >= 0, got {decode_budget!r}")
+
+
+class _Loan:
+    """One partition's records lent to a ``stream()`` loop.
+
+    ``next`` is the offset of the first of them not yielded yet.
+    """
+
+    __slots__ = ("next",)
+
+    def __init__(self, first: int) -> None:
+        self.next = first
+
+
+class _BaseConsumer(Client):
+    """The base of :class:`~kiel.consumer.SingleConsumer` and
+    :class:`~kiel.consumer.grouped.GroupedConsumer`.
+
+    Args:
+        brokers: bootstrap list, ``["host", "host:port", ...]`` or a
+            comma-separated string.
+        max_wait_time: seconds a broker may hold a fetch while it has less
+            than ``min_bytes`` for it; ``consume()`` returns an empty list
+            after about that long when no message arrives.
+        min_bytes: bytes a broker waits for before answering a fetch.
+        max_bytes: bytes fetched per partition per request.
+        max_fetch_size: a message larger than ``max_bytes`` doubles that
+            partition's fetch size, up to this cap; a message larger still
+            raises :class:`~kiel.exc.MessageTooLargeError`.
+        offset_reset: when the broker answers OffsetOutOfRange (the position
+            was deleted by retention, or lies past the end): ``"earliest"``,
+            ``"latest"``, or ``"raise"`` to raise
+            :class:`~kiel.exc.OffsetOutOfRangeError`.
+        deserializer: called with each non-null value (``bytes``); its
+            result becomes ``Record.value`` (default: raw ``bytes``).
+        key_deserializer: the same for keys (default: raw ``bytes``).
+        decode_budget: seconds of decoding after which the consumer yields to
+            the IOLoop (bounds how long decoding a big fetch stalls the loop).
+        **client_options: the :class:`~kiel.client.Client` settings
+            (``client_id``, ``connect_timeout``, ``request_timeout``,
+            ``retry_backoff``, ``max_backoff``, ``retries``, ...).
+
+    Raises:
+        ConfigError: a bad setting.
+    """
+
+    def __init__(
+        self,
+        brokers: Union[str, Sequence[str]],
+        *,
+        max_wait_time: float = 1.0,
+        min_bytes: int = 1,
+        max_bytes: int = 1024 * 1024,
+        max_fetch_size: int = 16 * 1024 * 1024,
+        offset_reset: str = "earliest",
+        deserializer: Optional[Deserializer] = None,
+        key_deserializer: Optional[Deserializer] = None,
+        decode_budget: float = 0.002,
+        **client_options: Any,
+    ) -> None:
+        _check_fetch_options(
+            max_wait_time, min_bytes, max_bytes, max_fetch_size, offset_reset, decode_budget
+        )
+        super().__init__(brokers, **client_options)
+        self.offset_reset = offset_reset
+        changed = Wakeup()
+        #: The partitions this consumer fetches, and their state.
+        self.subscription = Subscription(max_bytes, on_change=changed.fire)
+        #: Decodes and deserializes what the fetcher brings.
+        self.decoder = Decoder(
+            max_fetch_size=max_fetch_size,
+            deserializer=deserializer,
+            key_deserializer=key_deserializer,
+            decode_budget=decode_budget,
+        )
+        #: Sends the Fetch requests.
+        self.fetcher = Fetcher(
+            self.cluster,
+            self.subscription,
+            self.decoder,
+            changed,
+            max_wait_time=max_wait_time,
+            min_bytes=min_bytes,
+            offset_reset=offset_reset,
+        )
+        self._tasks = Tasks(f"kiel-{type(self).__name__}")
+        #: Records lent to stream() loops and not yielded yet, per partition.
+        self._loans: Dict[TopicPartition, _Loan] = {}
+        #: Errors met in the background, raised by the next consume().
+        self._errors: List[BaseException] = []
+        self._closing = False
+
+    # ------------------------------------------------------------------
+    # handing records out
+
+    @staticmethod
+    def _flatten(batches: ConsumedBatches) -> List[ConsumedRecord]:
+        """One list: partitions in order, each partition's records in offset order."""
+        if len(batches) == 1:
+            return next(iter(batches.values()))
+        records: List[ConsumedRecord] = []
+        for tp in sorted(batches):
+            records.extend(batches[tp])
+        return records
+
+    async def _stream(
+        self, fetch: Callable[[], Awaitable[ConsumedBatches]]
+    ) -> AsyncIterator[ConsumedRecord]:
+        """Yield the records of ``fetch()`` rounds one at a time, until closed."""
+        loans = self._loans
+        while True:
+            try:
+                batches = await fetch()
+            except ClientClosedError:
+                return
+            # Strategy: a batch's positions already moved past it in the
+            # subscription; each partition's records are on loan to this loop
+            # until yielded. Whatever must stop them (a consume() or seek()
+            # while some are not yet yielded, a revocation) takes the loan
+            # back: the partition is sought to its first record not yielded,
+            # and this loop skips the rest of that partition's batch.
+            lent = {tp: _Loan(records[0].offset) for tp, records in batches.items()}
+            loans.update(lent)
+            for tp in sorted(batches):
+                loan = lent[tp]
+                for record in batches[tp]:
+                    if loans.get(tp) is not loan:
+                        break
+                    loan.next = record.offset + 1
+                    self._handing_out(tp, record)
+                    yield record
+                    if loans.get(tp) is loan:
+                        self._handed_out(tp, record)
+                if loans.get(tp) is loan:
+                    del loans[tp]
+
+    def _handing_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
+        """``stream()`` is about to yield ``record`` (a hook for subclasses)."""
+
+    def _handed_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
+        """The ``stream()`` loop asked for the record after ``record`` (a hook)."""
+
+    def _reclaim(self, tps: Optional[Iterable[TopicPartition]] = None) -> None:
+        """Take back what ``stream()`` loops have not yielded of ``tps`` (default: all).
+
+        Each such partition is sought back to its first record not yielded.
+        """
+        loans = self._loans
+        if not loans:
+            return
+        subscription = self.subscription
+        for tp in list(loans) if tps is None else list(tps):
+            loan = loans.pop(tp, None)
+            if loan is None:
+                continue
+            st = subscription.get(tp)
+            if st is not None and loan.next < st.position:
+                subscription.seek(tp, loan.next)
+
+    # ------------------------------------------------------------------
+    # positions
+
+    def _tps(self, topic: str, partition: Optional[int]) -> List[TopicPartition]:
+        """The partitions a positions call names (all of ``topic``'s for ``None``).
+
+        Raises:
+            UnknownTopicError, UnknownPartitionError: not consumed.
+        """
+        raise NotImplementedError
+
+    def _position(self, tp: TopicPartition) -> int:
+        st = self.subscription.get(tp)
+        if st is None:
+            return -1
+        loan = self._loans.get(tp)
+        return st.position if loan is None else min(loan.next, st.position)
+
+    def position(self, topic: str, partition: int) -> int:
+        """The offset of the next record to be handed to the application.
+
+        That is the offset after the last record ``consume()`` returned or
+        ``stream()`` yielded for the partition (or its start position, before
+        any); records fetched ahead are not counted. -1 while the start of a
+        grouped consumer's partition is not known yet.
+
+        Raises:
+            UnknownTopicError, UnknownPartitionError: not consumed.
+        """
+        (tp,) = self._tps(topic, partition)
+        return self._position(tp)
+
+    def highwater(self, topic: str, partition: int) -> Optional[int]:
+        """A partition's high watermark (the offset the next message will get)
+        as of the latest fetch, or ``None`` before the first one.
+
+        Raises:
+            UnknownTopicError, UnknownPartitionError: not consumed.
+        """
+        (tp,) = self._tps(topic, partition)
+        st = self.subscription.get(tp)
+        return None if st is None else st.highwater
+
+    def lag(self, topic: str, partition: Optional[int] = None) -> Any:
+        """Messages between the position and the high watermark.
+
+        Args:
+            topic: a topic being consumed.
+            partition: one partition, or ``None`` for a dict of all of them.
+
+        Returns:
+            the lag (``Optional[int]``, ``None`` before the first fetch), or a
+            dict ``{partition: lag}`` when ``partition`` is ``None``.
+
+        Raises:
+            UnknownTopicError, UnknownPartitionError: not consumed.
+        """
+        lags = {}
+        for tp in self._tps(topic, partition):
+            st = self.subscription.get(tp)
+            position = self._position(tp)
+            highwater = None if st is None else st.highwater
+            lags[tp.partition] = lag_of(highwater, position if position >= 0 else None)
+        return lags if partition is None else lags[partition]
+
+    # ------------------------------------------------------------------
+    # errors and closing
+
+    def _check_open(self) -> None:
+        if self.closed or self._closing:
+            raise ClientClosedError("the consumer is closed")
+
+    def _raise_pending(self) -> None:
+        """Raise the first error kept for the application (once)."""
+        if self._errors:
+            raise self._errors.pop(0)
+
+    async def _leave(self) -> None:
+        """What a consumer does first when it closes (a hook for subclasses)."""
+
+    async def close(self) -> None:
+        """Stop fetching and close every connection; pending calls raise
+        :class:`~kiel.exc.ClientClosedError` and ``stream()`` loops end."""
+        if self.closed or self._closing:
+            return
+        self._closing = True
+        try:
+            await self._leave()
+        finally:
+            self.fetcher.close()
+            await super().close()
+            # With the connections closed, requests in flight end at once;
+            # whatever still runs after that is cancelled.
+            await self.fetcher.wait_closed(self.cluster.request_timeout)
+            await self._tasks.cancel(self.cluster.request_timeout)

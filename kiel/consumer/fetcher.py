@@ -1,0 +1,418 @@
+"""The consumers' I/O: Fetch v0 requests for the partitions of a subscription.
+
+A :class:`Fetcher` turns the fetching partitions of a
+:class:`~kiel.consumer.subscription.Subscription` into Fetch v0 requests: one
+request per leader covering all its partitions, every leader in parallel, at
+most one request in flight per leader (a broker answers a connection's
+requests in order, so a second long poll would only queue behind the first).
+Each partition's answer goes to the :class:`~kiel.consumer.decoder.Decoder`;
+an OffsetOutOfRange answer is reset with ListOffsets
+(:func:`kiel.consumer.offsets.list_offsets`) as ``offset_reset`` says.
+
+Flow of one partition::
+
+    position known --(leader fetch)--> answer --(decoder, yielding)--> buffer
+         ^                                                               |
+         +-------------- drained by fetch(): position = next offset <----+
+
+A partition is fetched again only once its buffer was drained, so at most one
+decoded batch per partition waits in memory; the next request leaves as soon
+as a batch is handed out, while the application works on it (prefetch).
+Failures are retried per partition with the cluster's backoff
+(:meth:`kiel.retry.Backoff.delay`), refreshing metadata when it is stale.
+"""
+
+import asyncio
+import functools
+import logging
+import time
+from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+
+from kiel._aio import Tasks, Wakeup
+from kiel.cluster import Cluster
+from kiel.consumer.decoder import Decoder
+from kiel.consumer.offsets import list_offsets
+from kiel.consumer.subscription import Batches, PartitionState, Status, Subscription
+from kiel.exc import (
+    ClientClosedError,
+    KielError,
+    LeaderNotAvailableError,
+    OffsetOutOfRangeError,
+    ProtocolError,
+    UnknownPartitionError,
+    UnknownTopicError,
+    for_code,
+)
+from kiel.protocol import FetchPartitionData, FetchRequest, FetchResponse, FetchTopicData
+from kiel.protocol.fetch import CONSUMER_REPLICA_ID
+from kiel.protocol.list_offsets import EARLIEST, LATEST
+from kiel.structs import TopicPartition
+
+__all__ = ["OFFSET_RESET_POLICIES", "Fetcher"]
+
+log = logging.getLogger(__name__)
+
+#: Offset reset policies for a position the broker answers OffsetOutOfRange to.
+OFFSET_RESET_POLICIES = ("earliest", "latest", "raise")
+
+#: What one request asks for a partition: its state, and its position, epoch
+#: and fetch size when the request left.
+_Asked = Tuple[PartitionState, int, int, int]
+
+
+class Fetcher:
+    """Fetches the partitions of a subscription; the I/O of kiel's consumers.
+
+    Args:
+        cluster: the client's :class:`~kiel.cluster.Cluster` (metadata,
+            connections, backoff and retry settings).
+        subscription: the partitions and their state.
+        decoder: decodes each partition's answer.
+        changed: fired by the subscription on every change a waiting
+            :meth:`fetch` must see.
+        max_wait_time: seconds a broker may hold a fetch while it has less
+            than ``min_bytes`` to answer (Fetch's ``MaxWaitTime``).
+        min_bytes: bytes a broker waits for before it answers a fetch.
+        offset_reset: what to do when the broker answers OffsetOutOfRange:
+            ``"earliest"``, ``"latest"`` or ``"raise"``.
+        request_timeout: seconds to wait for a fetch beyond ``max_wait_time``
+            (default: the cluster's ``request_timeout``).
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        subscription: Subscription,
+        decoder: Decoder,
+        changed: Wakeup,
+        *,
+        max_wait_time: float = 1.0,
+        min_bytes: int = 1,
+        offset_reset: str = "earliest",
+        request_timeout: Optional[float] = None,
+    ) -> None:
+        self.cluster = cluster
+        self.subscription = subscription
+        self.decoder = decoder
+        self.max_wait_time = max_wait_time
+        self.min_bytes = min_bytes
+        self.offset_reset = offset_reset
+        self.request_timeout = (
+            cluster.request_timeout if request_timeout is None else request_timeout
+        )
+        self._changed = changed
+        self._tasks = Tasks("kiel-fetcher")
+        self._inflight: Dict[int, asyncio.Task[Set[TopicPartition]]] = {}
+        self._refresh: Optional[asyncio.Task[None]] = None
+        self._errors: List[BaseException] = []
+        self._closed = False
+        #: The latest failure that was retried (for logs, metrics and tests).
+        self.last_error: Optional[KielError] = None
+
+    @property
+    def in_flight(self) -> int:
+        """Fetch requests sent and not answered yet (at most one per leader)."""
+        return len(self._inflight)
+
+    # ------------------------------------------------------------------
+    # one fetch round
+
+    async def fetch(self, partitions: Optional[Iterable[TopicPartition]] = None) -> Batches:
+        """Hand out what one fetch round brought for ``partitions``.
+
+        Records buffered by an earlier request are returned at once. Otherwise
+        requests go out (one per leader) and this waits until a leader answers
+        for one of ``partitions``: its records, or nothing if the broker held
+        the request for ``max_wait_time`` without data. Retriable failures are
+        retried with backoff (refreshing metadata where it is stale) inside
+        the call; a failure that outlasts the cluster's retries is raised.
+
+        Args:
+            partitions: which assigned partitions to fetch and return
+                (default: all). Unassigned ones are ignored.
+
+        Returns:
+            records per partition, in offset order; partitions without records
+            are absent.
+
+        Raises:
+            ClientClosedError: the fetcher was closed.
+            OffsetOutOfRangeError: the position is out of range and the reset
+                policy is ``"raise"`` (``seek`` to go on).
+            MessageTooLargeError: a message does not fit ``max_fetch_size``.
+            DeserializationError: the deserializer failed on the record at
+                the partition's position.
+            KielError: a retriable error (connection, leadership, timeout)
+                persisted past the retries; the next call tries again.
+        """
+        deadline = time.monotonic() + self.max_wait_time
+        subscription = self.subscription
+        while True:
+            out = self._collect(subscription.wanted(partitions))
+            if out:
+                return out
+            # Wait for any leader's answer (one for other partitions may free
+            # its leader for ours), a change (seek, resume, assign, close), or
+            # the end of a backoff.
+            tasks: Set[asyncio.Future[Any]] = set(self._inflight.values())
+            changed = self._changed.future()
+            delay = subscription.retry_delay(subscription.wanted(partitions), time.monotonic())
+            if not tasks and delay is None:
+                # Nothing to fetch (nothing assigned, or all paused): an empty round.
+                await asyncio.wait([changed], timeout=self.max_wait_time)
+                if changed.done():
+                    continue
+                return {}
+            done, _ = await asyncio.wait(
+                tasks | {changed}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+            )
+            # Partitions may have been unassigned (a grouped consumer's
+            # rebalance) while this waited.
+            wanted = subscription.wanted(partitions)
+            for task in done:
+                if task is changed or task.cancelled() or task.exception() is not None:
+                    continue  # an exception is raised by _collect
+                if wanted.intersection(task.result() or ()):
+                    # A healthy answer: the round is over if it brought records
+                    # or ``max_wait_time`` is spent (answers dropped after a
+                    # seek, or cut short, get another round until then).
+                    out = self._collect(wanted)
+                    if out or (time.monotonic() >= deadline and subscription.all_answered(wanted)):
+                        return out
+
+    def _collect(self, wanted: Set[TopicPartition]) -> Batches:
+        """Drain what is buffered for ``wanted`` and send the fetches that can go.
+
+        Raises:
+            ClientClosedError: the fetcher was closed.
+            KielError: nothing was buffered, and an error is waiting.
+        """
+        if self._closed:
+            raise ClientClosedError("the consumer is closed")
+        out = self.subscription.drain(wanted)
+        self._kick(wanted)
+        if not out:
+            if self._errors:
+                raise self._errors.pop(0)
+            error = self.subscription.take_error(wanted)
+            if error is not None:
+                raise error
+        return out
+
+    def _kick(self, wanted: Set[TopicPartition]) -> None:
+        """Send a fetch to every leader that has fetchable wanted partitions and none in flight."""
+        now = time.monotonic()
+        by_leader: Dict[int, List[PartitionState]] = {}
+        busy: Set[int] = set()
+        cluster = self.cluster
+        state = self.subscription.state
+        fetching = Status.FETCHING
+        for tp in wanted:
+            st = state(tp)
+            if st.status is not fetching or st.in_flight or st.error is not None:
+                continue
+            try:
+                leader = cluster.leader(tp.topic, tp.partition)
+            except (UnknownTopicError, UnknownPartitionError):
+                leader = -1
+            if st.buffer:
+                busy.add(leader)  # fetch the leader's partitions together, once drained
+                continue
+            if st.retry_at > now:
+                continue
+            if leader < 0 or leader not in cluster.brokers:
+                self._failed(
+                    st,
+                    LeaderNotAvailableError(
+                        "the partition has no leader in the metadata",
+                        topic=tp.topic,
+                        partition=tp.partition,
+                    ),
+                    now,
+                )
+                continue
+            by_leader.setdefault(leader, []).append(st)
+        for leader, states in by_leader.items():
+            if leader in self._inflight or leader in busy:
+                continue
+            asked = [(st, st.position, st.epoch, st.fetch_size) for st in states]
+            for st in states:
+                st.in_flight = True
+            task = self._tasks.spawn(self._fetch_from(leader, asked), f"fetch from {leader}")
+            self._inflight[leader] = task
+            task.add_done_callback(functools.partial(self._fetch_done, leader))
+
+    def _fetch_done(self, leader: int, task: "asyncio.Task[Set[TopicPartition]]") -> None:
+        if self._inflight.get(leader) is task:
+            del self._inflight[leader]
+        if not task.cancelled() and task.exception() is not None:
+            # Surfaced by the next fetch() (or the one awaiting this task).
+            self._errors.append(task.exception())  # type: ignore[arg-type]
+        self._changed.fire()
+
+    # ------------------------------------------------------------------
+    # one request
+
+    async def _fetch_from(self, leader: int, asked: List[_Asked]) -> Set[TopicPartition]:
+        """Send one Fetch to ``leader`` and decode the answers into buffers.
+
+        Returns:
+            the partitions the broker answered without error.
+        """
+        try:
+            try:
+                response: FetchResponse = await self.cluster.send(
+                    leader, self._request(asked), timeout=self.request_timeout + self.max_wait_time
+                )
+            except KielError as e:
+                if not self._closed:
+                    now = time.monotonic()
+                    for st, offset, epoch, _size in asked:
+                        if st.current(offset, epoch):
+                            self._failed(st, _copy(e), now)
+                return set()
+            self.decoder.resumed()  # resumed by the network: a new step of the loop
+            return await self._take(leader, asked, response)
+        finally:
+            for st, _offset, _epoch, _size in asked:
+                st.in_flight = False
+
+    def _request(self, asked: List[_Asked]) -> FetchRequest:
+        by_topic: Dict[str, List[FetchPartitionData]] = {}
+        for st, offset, _epoch, size in asked:
+            by_topic.setdefault(st.tp.topic, []).append(
+                FetchPartitionData(st.tp.partition, offset, size)
+            )
+        return FetchRequest(
+            CONSUMER_REPLICA_ID,
+            int(self.max_wait_time * 1000),
+            self.min_bytes,
+            [FetchTopicData(topic, parts) for topic, parts in by_topic.items()],
+        )
+
+    async def _take(
+        self, leader: int, asked: List[_Asked], response: FetchResponse
+    ) -> Set[TopicPartition]:
+        """Hand each partition's answer to the decoder, or count its error."""
+        healthy: Set[TopicPartition] = set()
+        expected = {st.tp: (st, offset, epoch) for st, offset, epoch, _size in asked}
+        resets: List[Tuple[PartitionState, int, int]] = []
+        for topic in response.topics:
+            for part in topic.partitions:
+                entry = expected.pop(TopicPartition(topic.topic, part.partition), None)
+                if entry is None:
+                    continue
+                st, offset, epoch = entry
+                if not st.current(offset, epoch):
+                    continue
+                error = for_code(part.error_code)
+                if error is None:
+                    st.highwater = part.high_watermark
+                    if await self.decoder.decode(st, offset, epoch, part.message_set):
+                        healthy.add(st.tp)
+                elif error is OffsetOutOfRangeError:
+                    resets.append(entry)
+                else:
+                    self._failed(st, error(api="Fetch", broker_id=leader, errno=part.error_code))
+        for st, offset, epoch in expected.values():
+            if st.current(offset, epoch):
+                self._failed(
+                    st,
+                    ProtocolError(
+                        "the fetch response left the partition out", api="Fetch", broker_id=leader
+                    ),
+                )
+        for st, offset, epoch in resets:
+            if await self._reset(st, offset, epoch):
+                healthy.add(st.tp)
+        return healthy
+
+    async def _reset(self, st: PartitionState, offset: int, epoch: int) -> bool:
+        """OffsetOutOfRange at ``offset``: move as ``offset_reset`` says.
+
+        Returns:
+            whether the partition moved (a healthy round).
+        """
+        tp = st.tp
+        if self.offset_reset == "raise":
+            st.error = OffsetOutOfRangeError(
+                "the position is out of the range the broker holds (offset_reset='raise')",
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=offset,
+            )
+            return False
+        timestamp = EARLIEST if self.offset_reset == "earliest" else LATEST
+        try:
+            new = (await list_offsets(self.cluster, {tp: timestamp}))[tp]
+        except KielError as e:
+            if st.current(offset, epoch):
+                self._failed(st, e)
+            return False
+        if not st.current(offset, epoch):
+            return False
+        log.warning(
+            "offset %d out of range for %s/%d: reset to %s offset %d",
+            offset,
+            tp.topic,
+            tp.partition,
+            self.offset_reset,
+            new,
+        )
+        st.seek(new)
+        return True
+
+    # ------------------------------------------------------------------
+    # failures
+
+    def _failed(self, st: PartitionState, error: KielError, now: Optional[float] = None) -> None:
+        """Count a failure of ``st``: back off and retry, or keep the error to raise."""
+        retrying = st.failed(error, self.cluster.backoff, time.monotonic() if now is None else now)
+        self.last_error = error
+        if error.invalid_metadata:
+            self._want_metadata()
+        if retrying:
+            log.debug("fetch of %s failed (%s); retry %d", st.tp, error, st.failures)
+
+    def _want_metadata(self) -> None:
+        if self._refresh is None or self._refresh.done():
+            self._refresh = self._tasks.spawn(self._refresh_metadata(), "metadata refresh")
+
+    async def _refresh_metadata(self) -> None:
+        try:
+            await self.cluster.refresh_metadata(self.subscription.topics())
+        except KielError as e:
+            # Partitions keep backing off; the error is shown once to the application.
+            self._errors[:] = [*self._errors[-7:], e]
+        self._changed.fire()
+
+    # ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop fetching; pending and later :meth:`fetch` calls raise ClientClosedError."""
+        # In-flight requests are not cancelled here: they end when their
+        # connection closes (the client closes the cluster next) or when the
+        # broker answers; either way their results are dropped.
+        self._closed = True
+        self.subscription.drop_fetched()
+
+    async def wait_closed(self, timeout: float) -> None:
+        """Wait until the requests in flight at :meth:`close` have ended.
+
+        Close the connections first (``cluster.close()``): they then end at
+        once. Whatever still runs after ``timeout`` seconds is cancelled.
+        """
+        pending = [t for t in self._tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+        await self._tasks.cancel(timeout)
+
+
+def _copy(error: KielError) -> KielError:
+    """A fresh instance of ``error`` per partition (errors carry per-partition context)."""
+    clone = type(error).__new__(type(error))
+    KielError.__init__(clone, error.message, **error.context)
+    if hasattr(error, "errno"):
+        clone.errno = error.errno  # type: ignore[attr-defined]
+    clone.__cause__ = error.__cause__ or error
+    return clone

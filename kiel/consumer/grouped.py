@@ -1,0 +1,596 @@
+"""GroupedConsumer: split a group's partitions among processes through ZooKeeper.
+
+Membership, allocation and owner znodes are
+:class:`kiel.zookeeper.group.GroupMember`'s job; this module plugs the
+consumer's fetching into it (:class:`_Ownership`, the member's
+:class:`~kiel.zookeeper.group.PartitionHooks`), and commits finished offsets
+with OffsetCommit v0 (which a 0.8.x broker stores at
+``/consumers/<group>/offsets/<topic>/<partition>``) through
+:mod:`kiel.consumer.commits`.
+
+Example::
+
+    from kiel.consumer import GroupedConsumer
+
+    async def work(brokers, zk_hosts):
+        consumer = GroupedConsumer(brokers, "billing", zk_hosts, topics=["invoices"])
+        await consumer.connect()
+        try:
+            async for record in consumer.stream():
+                await handle(record)
+        finally:
+            await consumer.close()
+
+Delivery is at-least-once: a record is *finished* when the application asks
+for more (the next :meth:`GroupedConsumer.consume`, the next step of
+:meth:`GroupedConsumer.stream`) or, with ``auto_finish=False``, when it calls
+:meth:`GroupedConsumer.task_done`. Only finished offsets are committed, and a
+partition is handed to another member only after its finished position was
+committed (see ``docs/guides/grouped_consumer.rst``).
+"""
+
+import logging
+import re
+from typing import (
+    Any,
+    AsyncIterator,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Pattern,
+    Sequence,
+    Tuple,
+    Union,
+)
+
+from kiel.allocators import get_allocator, weighted
+from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
+from kiel.consumer.commits import Commits
+from kiel.consumer.listener import ConsumerRebalanceListener, call_listener
+from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
+from kiel.consumer.positions import check_offset
+from kiel.consumer.subscription import Status
+from kiel.exc import ConfigError, KielError, OffsetResetError, UnknownPartitionError
+from kiel.structs import TopicPartition
+from kiel.zookeeper.client import ZooKeeper
+from kiel.zookeeper.group import GroupMember, PartitionHooks
+
+__all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
+
+log = logging.getLogger(__name__)
+
+
+class GroupedConsumer(_BaseConsumer):
+    """Consume topics as one member of a group coordinated in ZooKeeper (Kafka 0.8 style).
+
+    Args:
+        brokers: bootstrap list, ``["host", "host:port", ...]`` or a
+            comma-separated string.
+        group: the consumer group.
+        zk_hosts: ZooKeeper connection string ``"host:port,...[/chroot]"`` of
+            the ensemble the brokers register in (the broker stores v0
+            offsets there too).
+        topics: topic names to consume (or one name).
+        pattern: instead of ``topics``: a regex (string or compiled) matched in
+            full against every topic in ``/brokers/topics``; new matching
+            topics join as they appear.
+        allocator: ``"round_robin"`` (default), ``"range"``, ``"sticky"``,
+            ``"weighted"`` (by each member's ``capacity``, read from its
+            registration), another registered name, or a callable
+            ``(members, partitions) -> {member: {topic: [ids]}}`` (see the
+            allocators guide). Every member must use the same one.
+        listener: a :class:`ConsumerRebalanceListener`-like object, or None.
+        auto_finish: ``True`` (default): records count as finished when the
+            application asks for more; ``False``: only :meth:`task_done`
+            finishes a record.
+        commit_interval: seconds between automatic commits of finished
+            offsets (``None`` or 0: no timed commits).
+        commit_every: also commit after this many records were finished
+            (``None``: not by count).
+        commit_metadata: the metadata string stored with each commit (a
+            broker that finds it too large gets a retry without it).
+        zk_session_timeout: ZooKeeper session timeout, seconds.
+        zk_chroot: optional chroot added to ``zk_hosts``.
+        zk_auth: ``"user:password"``: digest-authenticate, and create this
+            group's znodes with ACLs that let only that identity change them
+            (anyone may read them, so 0.8 tools still see the group).
+        member_id: this member's id (default ``<host>-<pid>-<random>``).
+        capacity: advertised in the registration; the ``"weighted"``
+            allocator splits partitions in proportion to it.
+        acquire_timeout: seconds to wait for a previous owner to release a
+            partition before the allocation is recomputed.
+        revoke_timeout: seconds a revocation waits for the application to
+            finish the records it holds of a revoked partition; unfinished
+            ones are then delivered again by the next owner.
+        join_timeout: seconds :meth:`connect` waits for the first allocation.
+        **options: the fetch options of
+            :class:`~kiel.consumer.SingleConsumer` (``deserializer``,
+            ``key_deserializer``, ``max_wait_time``, ``min_bytes``,
+            ``max_bytes``, ``max_fetch_size``, ``decode_budget``) and the
+            :class:`~kiel.client.Client` settings. ``offset_reset`` also says
+            where a partition with no committed offset starts:
+            ``"earliest"`` (default), ``"latest"``, or ``"raise"``
+            (:class:`~kiel.exc.OffsetResetError` from :meth:`consume`).
+
+    Raises:
+        ConfigError: a bad setting.
+    """
+
+    def __init__(
+        self,
+        brokers: Union[str, Sequence[str]],
+        group: str,
+        zk_hosts: str,
+        *,
+        topics: Optional[Topics] = None,
+        pattern: Union[str, Pattern[str], None] = None,
+        allocator: Union[str, Callable[..., Any]] = "round_robin",
+        listener: Any = None,
+        auto_finish: bool = True,
+        commit_interval: Optional[float] = 5.0,
+        commit_every: Optional[int] = None,
+        commit_metadata: str = "",
+        zk_session_timeout: float = 10.0,
+        zk_chroot: Optional[str] = None,
+        zk_auth: Optional[str] = None,
+        member_id: Optional[str] = None,
+        capacity: float = 1.0,
+        acquire_timeout: float = 30.0,
+        revoke_timeout: float = 30.0,
+        join_timeout: float = 60.0,
+        **options: Any,
+    ) -> None:
+        self._wanted_topics = _topics_or_pattern(topics, pattern)
+        _check_group_options(group, commit_interval, commit_every, revoke_timeout,
+                             acquire_timeout, zk_session_timeout)
+        super().__init__(brokers, **options)
+        self.group = group
+        self.zk_hosts = zk_hosts
+        self.zk_session_timeout = zk_session_timeout
+        self.zk_chroot = zk_chroot
+        self.zk_auth = zk_auth
+        self.member_id = member_id
+        self.capacity = capacity
+        self.acquire_timeout = acquire_timeout
+        self.revoke_timeout = revoke_timeout
+        self.join_timeout = join_timeout
+        self.listener = listener
+        self.auto_finish = auto_finish
+        self.commit_interval = commit_interval or None
+        self.commit_every = commit_every
+        self.commit_metadata = commit_metadata
+        self._weighted = isinstance(allocator, str) and allocator.lower() == "weighted"
+        #: Members' advertised capacities (filled by the GroupMember for "weighted").
+        self._capacities: Dict[str, float] = {}
+        if self._weighted:
+            self._allocator: Callable[..., Any] = weighted(self._capacities.get)
+        else:
+            self._allocator = get_allocator(allocator)
+        self.zk: Optional[ZooKeeper] = None
+        self.member: Optional[GroupMember] = None
+        self._offsets = GroupOffsets(self.cluster, group)
+        self._commits = Commits(
+            self._offsets,
+            self._tasks,
+            self._errors,
+            metadata=commit_metadata,
+            every=commit_every,
+            interval=self.commit_interval,
+        )
+        self._ownership = _Ownership(self)
+
+    @property
+    def commits(self) -> int:
+        """Commits completed so far (for tests and metrics)."""
+        return self._commits.count
+
+    # ------------------------------------------------------------------
+    # life cycle
+
+    async def connect(self) -> None:
+        """Load metadata, start ZooKeeper, find the coordinator, join the group.
+
+        Returns once this member's first allocation is owned and fetching;
+        the IOLoop keeps serving meanwhile (ZooKeeper starts in an executor).
+
+        Raises:
+            NoBrokersError: no bootstrap broker answered.
+            ZooKeeperError: ZooKeeper could not be reached.
+            GroupError: the first allocation did not settle within ``join_timeout``.
+        """
+        await super().connect()
+        self.zk = ZooKeeper(
+            self.zk_hosts,
+            session_timeout=self.zk_session_timeout,
+            chroot=self.zk_chroot,
+            auth=self.zk_auth,
+        )
+        await self.zk.start()
+        try:
+            await self._offsets.coordinator()
+            self.member = GroupMember(
+                self.zk,
+                self.group,
+                self._wanted_topics,
+                hooks=self._ownership,
+                allocator=self._allocator,
+                member_id=self.member_id,
+                capacity=self.capacity,
+                acquire_timeout=self.acquire_timeout,
+            )
+            self.member_id = self.member.member_id
+            if self._weighted:
+                self.member.capacities = self._capacities
+            await self.member.join(timeout=self.join_timeout)
+        except BaseException:
+            await self.zk.stop()
+            raise
+        self._commits.start_timer()
+
+    async def close(self) -> None:
+        """Leave the group and close.
+
+        Revokes every owned partition (listener, then a commit of the
+        finished positions), releases the owner znodes, deregisters, stops
+        ZooKeeper and closes the connections. With ``auto_finish`` the records
+        returned by the last :meth:`consume` count as finished (the
+        application is done consuming); with ``auto_finish=False`` only
+        :meth:`task_done` ones do.
+        """
+        await super().close()
+
+    async def _leave(self) -> None:
+        if self.auto_finish:
+            self._commits.finish_all()
+        self._commits.stop_timer()
+        try:
+            if self.member is not None:
+                await self.member.leave()
+        finally:
+            if self.zk is not None:
+                await self.zk.stop()
+
+    # ------------------------------------------------------------------
+    # consuming
+
+    def assignment(self) -> List[TopicPartition]:
+        """The partitions this member owns, sorted."""
+        return sorted(self._commits.held)
+
+    def fetching(self) -> List[TopicPartition]:
+        """The partitions being fetched right now (owned, started, not suspended)."""
+        return self.subscription.with_status(Status.FETCHING)
+
+    async def consume(self, topics: Optional[Topics] = None) -> List[ConsumedRecord]:
+        """Return the records one fetch round brought for the owned partitions.
+
+        With ``auto_finish``, calling this finishes every record returned
+        before.
+
+        Args:
+            topics: only these subscribed topics (default: all).
+
+        Returns:
+            records ordered by offset within each partition; empty when none
+            arrived within ``max_wait_time`` (or nothing is owned).
+
+        Raises:
+            AllocationError: raised once after an allocator failed (and any
+                exception a listener raised, likewise; the group carries on).
+            OffsetResetError: no committed offset and ``offset_reset="raise"``
+                (the partition is owned but not fetched; :meth:`seek` it).
+            KielError: a background commit failed (raised once; the next
+                commit retries it), or a fetch failed as for
+                :meth:`kiel.consumer.SingleConsumer.consume`.
+            ClientClosedError: the consumer is closed.
+        """
+        return self._flatten(await self._fetch(topics))
+
+    async def stream(self, topics: Optional[Topics] = None) -> AsyncIterator[ConsumedRecord]:
+        """Iterate over the owned partitions' records, for ever (until closed).
+
+        With ``auto_finish``, a record is finished when the loop asks for the
+        next one. Records of a partition revoked or lost while a batch is
+        being iterated are not yielded any more (the next owner gets them).
+        Leaving the loop early loses nothing: the records not yielded are
+        fetched again by the next :meth:`consume` or :meth:`stream`.
+
+        Yields:
+            records, in offset order within each partition.
+        """
+        async for record in self._stream(lambda: self._fetch(topics, hand_out=False)):
+            yield record
+
+    async def _fetch(self, topics: Optional[Topics], hand_out: bool = True) -> ConsumedBatches:
+        self._check_open()
+        if self.auto_finish:
+            self._commits.finish_all()
+        self._reclaim()
+        self._raise_pending()
+        awaiting = self.subscription.with_status(Status.AWAITING_RESET)
+        if awaiting:
+            await self._ownership.start(awaiting)
+            self._raise_pending()
+        held = self._commits.held
+        wanted = None
+        if topics is not None:
+            names = topic_list(topics)
+            wanted = [tp for tp in held if tp.topic in names]
+        batches = await self.fetcher.fetch(wanted)
+        # Same task step as the fetcher's drain: no rebalance ran in between.
+        for tp, records in list(batches.items()):
+            hands = held.get(tp)
+            if hands is None:
+                del batches[tp]
+            elif hand_out:
+                hands.hand_out(records)
+        return batches
+
+    def _handing_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
+        hands = self._commits.held.get(tp)
+        if hands is not None:
+            hands.hand_out_one(record.offset)
+
+    def _handed_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
+        if self.auto_finish:
+            self._commits.finish_through(tp, record.offset)
+
+    def task_done(self, record: ConsumedRecord) -> None:
+        """Mark ``record`` finished (needed with ``auto_finish=False``; harmless otherwise).
+
+        Records of partitions this member no longer owns are ignored.
+        """
+        if record.topic is None or record.partition is None:
+            return
+        self._commits.finish(TopicPartition(record.topic, record.partition), record.offset)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Fetch an owned partition from ``offset`` next (also starts one that
+        ``offset_reset="raise"`` left unstarted). Records in hand stay in hand.
+
+        Raises:
+            UnknownPartitionError: this member does not own the partition.
+            ConfigError: a negative offset.
+        """
+        (tp,) = self._tps(topic, partition)
+        check_offset(offset, topic, partition)
+        self._loans.pop(tp, None)
+        hands = self._commits.held[tp]
+        if not hands.pending:
+            hands.end = offset
+        self.subscription.assign(tp, offset)
+        if self._ownership.suspended:
+            self.subscription.pause(tp)
+
+    def _tps(self, topic: str, partition: Optional[int]) -> List[TopicPartition]:
+        held = self._commits.held
+        if partition is None:
+            return [tp for tp in sorted(held) if tp.topic == topic]
+        tp = TopicPartition(topic, partition)
+        if tp not in held:
+            raise UnknownPartitionError(
+                "this member does not own the partition", topic=topic, partition=partition
+            )
+        return [tp]
+
+    def finished(self, topic: str, partition: int) -> int:
+        """The finished position of an owned partition: what a commit stores now.
+
+        That is the first offset the application did not finish (see
+        :meth:`task_done`); -1 while the partition's start is not known.
+
+        Raises:
+            UnknownPartitionError: not owned.
+        """
+        (tp,) = self._tps(topic, partition)
+        return self._commits.held[tp].finished
+
+    def _raise_pending(self) -> None:
+        if self.member is not None and self.member.failure is not None:
+            failure, self.member.failure = self.member.failure, None
+            raise failure
+        super()._raise_pending()
+
+    # ------------------------------------------------------------------
+    # commits
+
+    async def commit(self) -> None:
+        """Commit the finished positions of every owned partition now.
+
+        Raises:
+            BrokerError, NoBrokersError, KielConnectionError,
+            RequestTimeoutError: the commit failed past the retries.
+        """
+        await self._commits.commit(sorted(self._commits.held))
+
+
+class _Ownership(PartitionHooks):
+    """What this member does when the partitions it owns change.
+
+    :class:`~kiel.zookeeper.group.GroupMember` awaits these on the loop:
+    an acquired partition gets the listener, then its committed offset and
+    fetching; a revoked one stops fetching, waits for the records in the
+    application's hands, gets the listener, then its commit.
+
+    Args:
+        consumer: the consumer whose subscription, commits and listener these drive.
+    """
+
+    def __init__(self, consumer: GroupedConsumer) -> None:
+        self.consumer = consumer
+        #: The ZooKeeper connection is suspended: nothing is fetched.
+        self.suspended = False
+
+    async def assigned(self, partitions: Sequence[Tuple[str, int]]) -> None:
+        tps = _partitions(partitions)
+        consumer = self.consumer
+        for tp in tps:
+            consumer._commits.own(tp)
+        try:
+            await call_listener(consumer.listener, "on_partitions_assigned", tps, consumer._errors)
+        finally:
+            await self.start(tps)
+
+    async def revoked(self, partitions: Sequence[Tuple[str, int]]) -> None:
+        tps = _partitions(partitions)
+        consumer = self.consumer
+        commits = consumer._commits
+        self._stop(tps)
+        held = await commits.wait_finished(tps, consumer.revoke_timeout, lambda: consumer._closing)
+        if held and not consumer._closing:
+            log.warning(
+                "revoke_timeout: %s still in the application's hands; the next owner "
+                "gets them again", held,
+            )
+        try:
+            await call_listener(consumer.listener, "on_partitions_revoked", tps, consumer._errors)
+        finally:
+            try:
+                await commits.commit(tps)
+            except KielError as e:
+                consumer._errors.append(e)
+            for tp in tps:
+                commits.forget(tp)
+
+    async def lost(self, partitions: Sequence[Tuple[str, int]]) -> None:
+        tps = _partitions(partitions)
+        consumer = self.consumer
+        self._stop(tps)
+        for tp in tps:
+            consumer._commits.forget(tp)
+        await call_listener(consumer.listener, "on_partitions_lost", tps, consumer._errors)
+
+    def suspend(self) -> None:
+        """Stop fetching at once; drop fetched, undelivered records (positions kept)."""
+        self.suspended = True
+        consumer = self.consumer
+        consumer._reclaim()
+        subscription = consumer.subscription
+        for tp in subscription.assignment():
+            if subscription.status(tp) is not Status.AWAITING_RESET:
+                subscription.seek(tp, subscription.position(tp))
+                subscription.pause(tp)
+
+    def resume(self) -> None:
+        self.suspended = False
+        subscription = self.consumer.subscription
+        for tp in subscription.paused():
+            subscription.resume(tp)
+
+    def _stop(self, tps: List[TopicPartition]) -> None:
+        consumer = self.consumer
+        for tp in tps:
+            consumer.subscription.unassign(tp)
+            consumer._loans.pop(tp, None)
+
+    async def start(self, tps: List[TopicPartition]) -> None:
+        """Committed offset (or the reset policy) -> fetching.
+
+        Errors are kept for ``consume()``; the partitions await their start
+        (``consume()`` tries again) until it works.
+        """
+        consumer = self.consumer
+        subscription = consumer.subscription
+        for tp in tps:
+            if tp in consumer._commits.held:
+                subscription.assign(tp)  # awaiting its start (a started one stays as it is)
+        tps = [tp for tp in tps if subscription.status(tp) is Status.AWAITING_RESET]
+        if not tps:
+            return
+        try:
+            committed, starts = await self._starts(tps)
+        except KielError as e:
+            log.warning("starting %s failed (%s); consume() retries", tps, e)
+            consumer._errors.append(e)
+            return
+        for tp in tps:
+            offset = starts.get(tp)
+            if (
+                offset is None
+                or tp not in consumer._commits.held
+                or subscription.status(tp) is not Status.AWAITING_RESET
+            ):
+                continue
+            consumer._commits.start(tp, offset, committed.get(tp))
+            subscription.seek(tp, offset)
+            if self.suspended:
+                subscription.pause(tp)
+
+    async def _starts(
+        self, tps: List[TopicPartition]
+    ) -> Tuple[Dict[TopicPartition, Optional[int]], Dict[TopicPartition, int]]:
+        """The committed offsets of ``tps``, and where each starts.
+
+        A partition without a committed offset starts where ``offset_reset``
+        says; with ``"raise"`` it is left unstarted (owned, not fetched, until
+        ``seek()``) and :class:`~kiel.exc.OffsetResetError` is kept for
+        ``consume()``.
+
+        Raises:
+            KielError: the offsets could not be read or resolved.
+        """
+        consumer = self.consumer
+        cluster = consumer.cluster
+        unknown = sorted({tp.topic for tp in tps} - set(cluster.partitions))
+        if unknown:
+            await cluster.refresh_metadata(unknown)
+        committed = await consumer._offsets.fetch(tps)
+        starts = {tp: o for tp, o in committed.items() if o is not None}
+        missing = sorted(tp for tp in tps if committed.get(tp) is None)
+        if missing and consumer.offset_reset == "raise":
+            for tp in missing:
+                if consumer.subscription.status(tp) is Status.AWAITING_RESET:
+                    consumer.subscription.unassign(tp)
+            consumer._errors.append(
+                OffsetResetError(
+                    f"no committed offset for {missing} and offset_reset='raise'",
+                    group=consumer.group, topic=missing[0].topic, partition=missing[0].partition,
+                )
+            )
+        elif missing:
+            when = EARLIEST if consumer.offset_reset == "earliest" else LATEST
+            await cluster.maybe_refresh()
+            starts.update(await list_offsets(cluster, {tp: when for tp in missing}))
+        return committed, starts
+
+
+def _partitions(partitions: Sequence[Tuple[str, int]]) -> List[TopicPartition]:
+    # GroupMember hands TopicPartitions (plain (topic, partition) tuples before
+    # kiel.zookeeper moved to kiel.structs); TopicPartition(*tp) takes both.
+    return [TopicPartition(*tp) for tp in partitions]
+
+
+def _topics_or_pattern(
+    topics: Optional[Topics], pattern: Union[str, Pattern[str], None]
+) -> Union[List[str], Pattern[str]]:
+    """What a member subscribes to: sorted topic names, or a compiled pattern.
+
+    Raises:
+        ConfigError: both or neither given, bad names, or a bad pattern.
+    """
+    if (topics is None) == (pattern is None):
+        raise ConfigError("give either topics or pattern")
+    if topics is not None:
+        return sorted(set(topic_list(topics)))
+    if not isinstance(pattern, str):
+        return pattern  # type: ignore[return-value]
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise ConfigError(f"bad topic pattern {pattern!r}: {e}") from e
+
+
+def _check_group_options(
+    group: Any, commit_interval: Any, commit_every: Any, *timeouts: Any
+) -> None:
+    if commit_interval is not None and commit_interval < 0:
+        raise ConfigError(f"commit_interval must be >= 0, got {commit_interval!r}")
+    if commit_every is not None and (not isinstance(commit_every, int) or commit_every < 1):
+        raise ConfigError(f"commit_every must be an int >= 1, got {commit_every!r}")
+    names = ("revoke_timeout", "acquire_timeout", "zk_session_timeout")
+    for name, value in zip(names, timeouts):
+        if not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"{name} must be seconds >= 0, got {value!r}")
+    if not group or "/" in group:
+        raise ConfigError(f"bad group name {group!r}")

@@ -1,0 +1,358 @@
+"""What a consumer knows about each partition it was given: the subscription state.
+
+Pure: no I/O, no clock of its own (callers pass ``now``), no event loop. The
+fetcher reads and updates it; the consumers move partitions between states.
+
+Each assigned partition has one :class:`Status`::
+
+    assign(tp)            assign(tp, offset) / seek        pause
+    ---------> AWAITING_RESET ---------------------> FETCHING <------> PAUSED
+                                 seek                          resume
+    unassign (from any state) -> UNASSIGNED: the state object is dropped, and
+    a fetch answer that comes back for it afterwards is ignored.
+
+Besides its status a partition carries its position (the offset of the next
+record to hand out), the high watermark of its latest fetch, its fetch size
+(grown for large messages), a failure count with the time of the next retry,
+and the records fetched but not handed out yet (at most one batch).
+"""
+
+import enum
+from typing import Callable, Dict, Iterable, List, Optional, Set
+
+from kiel.consumer.positions import check_offset
+from kiel.exc import KielError, UnknownPartitionError
+from kiel.retry import Backoff
+from kiel.structs import Record, TopicPartition
+
+__all__ = ["PartitionState", "Status", "Subscription"]
+
+#: Records as the fetcher hands them out, per partition.
+Batches = Dict[TopicPartition, List[Record]]
+
+
+class Status(enum.Enum):
+    """Where a partition stands."""
+
+    #: Assigned without a position yet (a grouped consumer looks up its
+    #: committed offset); not fetched until a position is set.
+    AWAITING_RESET = "awaiting reset"
+    #: Fetched and handed out.
+    FETCHING = "fetching"
+    #: Not fetched, not handed out; records already fetched are kept.
+    PAUSED = "paused"
+    #: No longer assigned: whatever is still in flight for it is dropped.
+    UNASSIGNED = "unassigned"
+
+
+class PartitionState:
+    """One assigned partition.
+
+    Args:
+        tp: the partition.
+        position: the offset to start from, or -1 when it is not known yet
+            (:attr:`Status.AWAITING_RESET`).
+        fetch_size: the bytes asked for per fetch (``max_bytes``).
+    """
+
+    __slots__ = (
+        "tp",
+        "status",
+        "position",
+        "highwater",
+        "fetch_size",
+        "buffer",
+        "next_offset",
+        "epoch",
+        "error",
+        "failures",
+        "retry_at",
+        "in_flight",
+        "answered",
+    )
+
+    def __init__(self, tp: TopicPartition, position: int, fetch_size: int) -> None:
+        self.tp = tp
+        self.status = Status.FETCHING if position >= 0 else Status.AWAITING_RESET
+        #: The offset of the next record to hand out (-1: not known yet).
+        self.position = position
+        #: The high watermark from the latest fetch response (None until one).
+        self.highwater: Optional[int] = None
+        self.fetch_size = fetch_size
+        #: Decoded records not handed out yet, and the offset that follows them.
+        self.buffer: List[Record] = []
+        self.next_offset = position
+        #: Bumped on every seek: an answer for an older epoch is dropped.
+        self.epoch = 0
+        #: An error to raise to the application (then cleared).
+        self.error: Optional[KielError] = None
+        #: Consecutive retriable failures, and when the next fetch may go.
+        self.failures = 0
+        self.retry_at = 0.0
+        #: A fetch for this partition is on its way.
+        self.in_flight = False
+        #: A broker answered for the current position (reset by seeks).
+        self.answered = False
+
+    def current(self, offset: int, epoch: int) -> bool:
+        """Whether an answer for ``offset`` asked at ``epoch`` may still land here."""
+        return (
+            self.status is not Status.UNASSIGNED
+            and self.epoch == epoch
+            and self.position == offset
+            and not self.buffer
+        )
+
+    def seek(self, offset: int) -> None:
+        """Make ``offset`` the position: drop buffered records, errors and retries.
+
+        A partition awaiting its position starts fetching; a paused one stays paused.
+        """
+        self.epoch += 1
+        self.answered = False
+        self.position = self.next_offset = offset
+        self.buffer = []
+        self.error = None
+        self.failures = 0
+        self.retry_at = 0.0
+        if self.status is Status.AWAITING_RESET:
+            self.status = Status.FETCHING
+
+    def failed(self, error: KielError, backoff: Backoff, now: float) -> bool:
+        """Count a failure: schedule a retry, or keep ``error`` for the application.
+
+        A retriable error is retried ``backoff.retries`` times, ``backoff.delay``
+        apart; then (or at once for one that is not retriable) it becomes the
+        partition's error, raised by the next fetch, and the count starts over.
+
+        Returns:
+            whether a retry was scheduled.
+        """
+        tp = self.tp
+        error.with_context(topic=tp.topic, partition=tp.partition, offset=self.position)
+        if not error.retriable:
+            self.error = error
+            return False
+        self.failures += 1
+        if backoff.retries is not None and self.failures > backoff.retries:
+            self.error = error
+            self.failures = 0
+            self.retry_at = 0.0
+            return False
+        self.retry_at = now + backoff.delay(self.failures)
+        return True
+
+
+class Subscription:
+    """The partitions a consumer fetches, by :class:`~kiel.structs.TopicPartition`.
+
+    Args:
+        fetch_size: the fetch size a partition starts with (``max_bytes``).
+        on_change: called after a change a waiting fetch must see (an
+            assignment, a seek, a resume, an unassignment).
+    """
+
+    def __init__(self, fetch_size: int, on_change: Callable[[], None] = lambda: None) -> None:
+        self.fetch_size = fetch_size
+        self._on_change = on_change
+        self._parts: Dict[TopicPartition, PartitionState] = {}
+
+    # ------------------------------------------------------------------
+    # moving partitions between states
+
+    def assign(self, tp: TopicPartition, position: Optional[int] = None) -> None:
+        """Assign ``tp``: from ``position``, or awaiting one when it is ``None``.
+
+        Assigning a partition again with a position seeks it; without one
+        leaves it as it is.
+
+        Raises:
+            ConfigError: a position that is not an ``int >= 0``.
+        """
+        if position is not None:
+            check_offset(position, tp.topic, tp.partition)
+        st = self._parts.get(tp)
+        if st is None:
+            self._parts[tp] = PartitionState(tp, -1 if position is None else position,
+                                             self.fetch_size)
+        elif position is not None:
+            st.seek(position)
+        else:
+            return
+        self._on_change()
+
+    def unassign(self, tp: TopicPartition) -> None:
+        """Forget ``tp`` and its undelivered records (no-op if not assigned)."""
+        st = self._parts.pop(tp, None)
+        if st is not None:
+            self._drop(st)
+            self._on_change()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        """Make ``offset`` the next offset handed out for ``tp``; drops buffered records.
+
+        Raises:
+            ConfigError: a negative offset.
+            UnknownPartitionError: ``tp`` is not assigned.
+        """
+        check_offset(offset, tp.topic, tp.partition)
+        self.state(tp).seek(offset)
+        self._on_change()
+
+    def pause(self, tp: TopicPartition) -> None:
+        """Stop fetching and handing out ``tp`` (records already fetched are kept).
+
+        Raises:
+            UnknownPartitionError: ``tp`` is not assigned.
+        """
+        self._move(tp, Status.FETCHING, Status.PAUSED)
+
+    def resume(self, tp: TopicPartition) -> None:
+        """Undo :meth:`pause` (and wake a waiting fetch).
+
+        Raises:
+            UnknownPartitionError: ``tp`` is not assigned.
+        """
+        self._move(tp, Status.PAUSED, Status.FETCHING)
+        self._on_change()
+
+    def _move(self, tp: TopicPartition, old: Status, new: Status) -> None:
+        st = self.state(tp)
+        if st.status is old:
+            st.status = new
+
+    def drop_fetched(self) -> None:
+        """Drop every partition's fetched records and what is in flight for it
+        (the consumer closes); assignments and positions are kept."""
+        for st in self._parts.values():
+            st.epoch += 1
+            st.buffer = []
+        self._on_change()
+
+    @staticmethod
+    def _drop(st: PartitionState) -> None:
+        st.status = Status.UNASSIGNED
+        st.epoch += 1
+        st.buffer = []
+
+    # ------------------------------------------------------------------
+    # reading
+
+    def get(self, tp: TopicPartition) -> Optional[PartitionState]:
+        """The state of ``tp``, or ``None`` if it is not assigned."""
+        return self._parts.get(tp)
+
+    def state(self, tp: TopicPartition) -> PartitionState:
+        """The state of an assigned partition.
+
+        Raises:
+            UnknownPartitionError: ``tp`` is not assigned.
+        """
+        st = self._parts.get(tp)
+        if st is None:
+            raise UnknownPartitionError(
+                "partition is not assigned to this consumer", topic=tp.topic, partition=tp.partition
+            )
+        return st
+
+    def status(self, tp: TopicPartition) -> Status:
+        """The status of ``tp`` (:attr:`Status.UNASSIGNED` when not assigned)."""
+        st = self._parts.get(tp)
+        return Status.UNASSIGNED if st is None else st.status
+
+    def is_assigned(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is assigned (in any state)."""
+        return tp in self._parts
+
+    def assignment(self) -> List[TopicPartition]:
+        """The assigned partitions, sorted."""
+        return sorted(self._parts)
+
+    def with_status(self, status: Status) -> List[TopicPartition]:
+        """The partitions in ``status``, sorted."""
+        return sorted(tp for tp, st in self._parts.items() if st.status is status)
+
+    def paused(self) -> List[TopicPartition]:
+        """The paused partitions, sorted."""
+        return self.with_status(Status.PAUSED)
+
+    def position(self, tp: TopicPartition) -> int:
+        """The offset of the next record handed out for ``tp`` (-1 while awaiting one).
+
+        Raises:
+            UnknownPartitionError: ``tp`` is not assigned.
+        """
+        return self.state(tp).position
+
+    def highwater(self, tp: TopicPartition) -> Optional[int]:
+        """The high watermark of ``tp`` from its latest fetch (``None`` before one).
+
+        Raises:
+            UnknownPartitionError: ``tp`` is not assigned.
+        """
+        return self.state(tp).highwater
+
+    # ------------------------------------------------------------------
+    # one fetch round (the fetcher's side)
+
+    def wanted(self, partitions: Optional[Iterable[TopicPartition]]) -> Set[TopicPartition]:
+        """The partitions of ``partitions`` (default: all) that have a position."""
+        parts = self._parts
+        if partitions is None:
+            return {tp for tp, st in parts.items() if st.status is not Status.AWAITING_RESET}
+        return {
+            tp for tp in partitions
+            if tp in parts and parts[tp].status is not Status.AWAITING_RESET
+        }
+
+    def drain(self, wanted: Iterable[TopicPartition]) -> Batches:
+        """Hand out the buffered records of the fetching partitions of ``wanted``.
+
+        Returns:
+            records per partition; each partition's position moves past them.
+        """
+        out: Batches = {}
+        parts = self._parts
+        fetching = Status.FETCHING
+        for tp in wanted:
+            st = parts[tp]
+            if st.buffer and st.status is fetching:
+                out[tp] = st.buffer
+                st.buffer = []
+                st.position = st.next_offset
+        return out
+
+    def take_error(self, wanted: Iterable[TopicPartition]) -> Optional[KielError]:
+        """Take the first kept error of a partition of ``wanted`` that is not paused."""
+        for tp in sorted(wanted):
+            st = self._parts[tp]
+            if st.error is not None and st.status is not Status.PAUSED:
+                error, st.error = st.error, None
+                return error
+        return None
+
+    def all_answered(self, wanted: Iterable[TopicPartition]) -> bool:
+        """Whether every fetchable partition of ``wanted`` got an answer at its position."""
+        parts = self._parts
+        return all(
+            st.answered or st.status is Status.PAUSED or st.error is not None
+            for st in (parts[tp] for tp in wanted)
+        )
+
+    def retry_delay(self, wanted: Iterable[TopicPartition], now: float) -> Optional[float]:
+        """Seconds until a partition of ``wanted`` may be fetched again (``None``: none waits)."""
+        waits = [
+            st.retry_at
+            for st in (self._parts[tp] for tp in wanted)
+            if st.retry_at > now
+            and st.status is Status.FETCHING
+            and not st.in_flight
+            and st.error is None
+        ]
+        if not waits:
+            return None
+        return min(waits) - now
+
+    def topics(self) -> List[str]:
+        """The topics of the assigned partitions, sorted."""
+        return sorted({tp.topic for tp in self._parts})

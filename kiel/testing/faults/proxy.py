@@ -1,0 +1,269 @@
+"""FaultProxy: a TCP proxy in front of ZooKeeper or a broker that breaks the network on cue.
+
+Usage::
+
+    from kiel.testing.faults import FaultProxy
+
+    with FaultProxy(zookeeper.hosts) as proxy:        # target "127.0.0.1:2181"
+        client = KazooClient(hosts=proxy.address)      # connect through it
+        proxy.cut()                  # RST on every connection now
+        proxy.blackout(5.0)          # a network partition for 5 s
+        proxy.delay(0.1)             # 100 ms more latency, both directions
+        proxy.stall("downstream")    # answers held until unstall()
+        print(proxy.stats())
+
+The proxy runs on its own thread with its own event loop, so it keeps
+working while the test's loop is busy or blocked. Every method can be called
+from any thread except the proxy's own, and returns once the fault is in
+effect: no byte passes after ``blackout()`` or ``stall()`` returns.
+"""
+
+import ipaddress
+from typing import Any, Optional, Tuple, Union
+
+from kiel.exc import ConfigError, HarnessError
+from kiel.testing.faults.core import ProxyCore
+from kiel.testing.faults.loop import LoopThread
+from kiel.testing.faults.state import ProxyStats, directions, seconds
+
+__all__ = ["FaultProxy", "parse_target"]
+
+Target = Union[str, Tuple[str, int]]
+
+#: Bytes each direction of each connection holds at most by default.
+DEFAULT_MAX_HELD = 256 * 1024
+
+
+def parse_target(target: Target) -> Tuple[str, int]:
+    """Check a proxy target.
+
+    Args:
+        target: ``"host:port"`` (``"[::1]:port"`` for IPv6) or ``(host, port)``;
+            the host is ``localhost`` or a loopback address.
+
+    Returns:
+        ``(address, port)`` with ``localhost`` replaced by ``127.0.0.1``.
+
+    Raises:
+        ConfigError: malformed, or not a loopback address (the proxy never
+            relays to other hosts).
+    """
+    if isinstance(target, str):
+        host, sep, port_text = target.rpartition(":")
+        if not sep or not port_text.isdigit():
+            raise ConfigError(f"a proxy target is HOST:PORT, not {target!r}")
+        host, port = host.strip("[]"), int(port_text)
+    else:
+        host, port = target
+    if host == "localhost":
+        host = "127.0.0.1"
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(f"a fault proxy only relays to loopback addresses, not {host!r}")
+    if not 0 < int(port) < 65536:
+        raise ConfigError(f"no such port: {port!r}")
+    return host, int(port)
+
+
+class FaultProxy:
+    """A TCP proxy on 127.0.0.1 in front of one target, with faults on cue.
+
+    Put one in front of each member (or broker) that a test must cut off
+    alone. Faults, once started, hold until ended:
+
+    * :meth:`cut` resets every connection now (RST, both sides).
+    * :meth:`blackout` is a network partition: nothing passes either way, no
+      FIN or RST reaches anyone, and new connections are accepted and held
+      (not refused: a partition never answers, and refusals would only speed
+      the client's back-off). When it ends, held bytes and connections go on
+      where they stood, as after a partition that healed before TCP gave up.
+    * :meth:`delay` adds latency to every chunk.
+    * :meth:`stall` holds one direction's bytes until :meth:`unstall`.
+
+    Held bytes stay in bounded queues: a direction stops reading its source
+    once ``max_held`` bytes wait, so the sender's socket buffers fill and it
+    blocks, as against a slow peer.
+
+    Args:
+        target: ``"host:port"`` or ``(host, port)`` on loopback.
+        listen_port: port to listen on (0: any free one; kept across restarts).
+        max_held: bytes each direction of each connection holds at most.
+        connect_timeout: seconds to connect to the target; a client whose
+            target does not answer (or refuses) is reset.
+        timeout: seconds a control call or ``stop()`` waits at most.
+
+    Raises:
+        ConfigError: bad target or options.
+    """
+
+    def __init__(self, target: Target, *, listen_port: int = 0,
+                 max_held: int = DEFAULT_MAX_HELD, connect_timeout: float = 5.0,
+                 timeout: float = 10.0) -> None:
+        self.target = parse_target(target)
+        if max_held < 1:
+            raise ConfigError(f"max_held must be at least 1 byte, not {max_held}")
+        self.max_held = max_held
+        self.connect_timeout = seconds(connect_timeout, "connect_timeout")
+        self.port = listen_port
+        self._loop = LoopThread(f"kiel-fault-proxy-{self.target[1]}",
+                                seconds(timeout, "timeout"))
+        self._core: Optional[ProxyCore] = None
+
+    def __repr__(self) -> str:
+        state = f"on {self.address}" if self.running else "stopped"
+        return f"<FaultProxy to {self.target[0]}:{self.target[1]} {state}>"
+
+    @property
+    def running(self) -> bool:
+        """Whether the proxy listens."""
+        return self._core is not None
+
+    @property
+    def host(self) -> str:
+        """``127.0.0.1``: the proxy listens on loopback only."""
+        return "127.0.0.1"
+
+    @property
+    def address(self) -> str:
+        """``127.0.0.1:port``: what clients connect to instead of the target."""
+        return f"{self.host}:{self.port}"
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread and listen (a no-op when running).
+
+        Raises:
+            HarnessError: the port cannot be bound.
+        """
+        if self._core is not None:
+            return
+        core = ProxyCore(self.target, self.port, self.max_held, self.connect_timeout)
+        self._loop.start()
+        try:
+            self._loop.call(core.listen())
+        except HarnessError:
+            self._loop.stop(core.close())
+            raise
+        self.port = core.port
+        self._core = core
+
+    def stop(self) -> None:
+        """Reset every connection, close the listening socket, end the thread.
+
+        Nothing is left running or open afterwards. Idempotent.
+
+        Raises:
+            HarnessError: the proxy hit an unexpected error while it ran, or
+                did not stop in time.
+        """
+        core, self._core = self._core, None
+        if core is None:
+            return
+        self._loop.stop(core.close())
+        if core.errors:
+            raise HarnessError("fault proxy errors: " + "; ".join(map(repr, core.errors)))
+
+    def __enter__(self) -> "FaultProxy":
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def _running_core(self) -> ProxyCore:
+        if self._core is None:
+            raise HarnessError("the fault proxy is not running")
+        return self._core
+
+    # -- faults ------------------------------------------------------------------
+
+    def cut(self) -> int:
+        """Reset every current connection (held ones too): both sides get an RST.
+
+        Returns:
+            how many connections were reset.
+
+        Raises:
+            HarnessError: the proxy is not running.
+        """
+        return int(self._loop.call(self._running_core().cut()))
+
+    def blackout(self, duration: Optional[float] = None) -> None:
+        """Partition the network: nothing passes, nothing closes, new connections wait.
+
+        Args:
+            duration: seconds until it ends by itself (``None``: until
+                :meth:`restore`). A new blackout replaces the one in effect.
+
+        Raises:
+            ConfigError: a negative or infinite duration.
+            HarnessError: the proxy is not running.
+        """
+        checked = None if duration is None else seconds(duration, "a blackout")
+        self._loop.call(self._running_core().blackout(checked))
+
+    def restore(self) -> None:
+        """End the blackout: held bytes, FINs and connections go on, in order.
+
+        Raises:
+            HarnessError: the proxy is not running.
+        """
+        self._loop.call(self._running_core().restore())
+
+    def delay(self, duration: float, direction: str = "both") -> None:
+        """Add latency to every chunk read from now on (0: none).
+
+        Args:
+            duration: seconds each chunk waits before it may pass.
+            direction: ``"upstream"`` (client to target), ``"downstream"`` or ``"both"``.
+
+        Raises:
+            ConfigError: a bad duration or direction.
+            HarnessError: the proxy is not running.
+        """
+        checked, which = seconds(duration, "a delay"), self._direction(direction)
+        self._loop.call(self._running_core().delay(checked, which))
+
+    def stall(self, direction: str = "both") -> None:
+        """Hold the bytes of ``direction`` (not drop them) until :meth:`unstall`.
+
+        Raises:
+            ConfigError: a bad direction.
+            HarnessError: the proxy is not running.
+        """
+        self._loop.call(self._running_core().stall(self._direction(direction), True))
+
+    def unstall(self, direction: str = "both") -> None:
+        """Release ``direction``: the held bytes pass, in order.
+
+        Raises:
+            ConfigError: a bad direction.
+            HarnessError: the proxy is not running.
+        """
+        self._loop.call(self._running_core().stall(self._direction(direction), False))
+
+    def heal(self) -> None:
+        """End every fault: blackout, stalls and delays.
+
+        Raises:
+            HarnessError: the proxy is not running.
+        """
+        self._loop.call(self._running_core().heal())
+
+    def stats(self) -> ProxyStats:
+        """The counters (connections accepted and cut, bytes each way) and faults now.
+
+        Raises:
+            HarnessError: the proxy is not running.
+        """
+        result: ProxyStats = self._loop.call(self._running_core().stats())
+        return result
+
+    @staticmethod
+    def _direction(direction: str) -> str:
+        directions(direction)  # raises ConfigError for anything else
+        return direction

@@ -1,0 +1,341 @@
+"""Spark configuration parity, end to end: configurations written for Spark's
+Kafka source and sink (``kafka.*`` options, ``includeHeaders``, timestamp
+positions, ``minOffsetsPerTrigger``) run with only ``format("kiel")`` changed,
+on local[2] against the embedded 0.8.2 cluster (over TCP, real ZooKeeper).
+
+The SparkSession fixture and the helpers are test_spark.py's. pyspark is a
+hard requirement: without it this module fails to import, it is never skipped.
+"""
+import collections
+import json
+import time
+
+import pyarrow as pa
+import pytest
+
+from kiel.exc import LocalProtocolError
+from kiel.spark.datasource import (
+    SCHEMA,
+    SCHEMA_WITH_HEADERS,
+    RowAdapter,
+    TriggerGate,
+    schema_for,
+    to_arrow,
+)
+from kiel.structs import Record
+from tests.test_spark import produce, spark, zk_offsets  # noqa: F401 -- spark: the fixture
+
+pytestmark = [pytest.mark.zookeeper]
+
+
+def kafka_format(builder, options):
+    """``builder.format("kiel")`` with ``options``, as a Spark job sets them."""
+    builder = builder.format("kiel")
+    for key, value in options.items():
+        builder = builder.option(key, value)
+    return builder
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+# ----------------------------------------------------------------------
+# pure parts (no Spark job)
+
+
+def test_schema_is_sparks():
+    # Column order and types exactly as Spark's Kafka source (KafkaRecordToRowConverter).
+    assert SCHEMA.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int>"
+    )
+    assert SCHEMA_WITH_HEADERS.simpleString() == (
+        SCHEMA.simpleString()[:-1] + ",headers:array<struct<key:string,value:binary>>>"
+    )
+    assert all(f.nullable for f in SCHEMA_WITH_HEADERS.fields)
+    assert schema_for(True) is SCHEMA_WITH_HEADERS and schema_for(False) is SCHEMA
+    records = [Record("t", 1, 7 + i, None, b"v%d" % i, None) for i in range(3)]
+    batch = to_arrow(records, headers=True)
+    assert batch.schema.names == SCHEMA_WITH_HEADERS.fieldNames()
+    assert batch.column(7).null_count == 3
+    assert batch.schema.field("headers").type == pa.list_(
+        pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    assert to_arrow(records).schema.names == SCHEMA.fieldNames()
+
+
+def test_row_adapter():
+    rows = [{"topic": "column", "value": b"a", "headers": None},
+            {"topic": None, "value": b"b", "headers": []}]
+    same = iter(rows)
+    assert RowAdapter(None, False)(same) is same
+    # The topic option overrides the column (Spark's sink rule).
+    assert [r["topic"] for r in RowAdapter("option", True)(iter(rows))] == ["option", "option"]
+    assert [r["topic"] for r in RowAdapter(None, True)(iter(rows))] == ["column", None]
+    with pytest.raises(LocalProtocolError, match="cannot carry headers"):
+        list(RowAdapter(None, True)(iter([{"value": b"c", "headers": [("k", b"v")]}])))
+
+
+def test_trigger_gate():
+    clock = [100.0]
+    gate = TriggerGate(min_offsets=50, max_delay=10.0, clock=lambda: clock[0])
+    assert gate.admit(0)  # a query's first trigger is never held (as Spark)
+    assert not gate.admit(49)
+    clock[0] += 9.9
+    assert not gate.admit(49)
+    assert gate.admit(50)  # enough offsets: go, and the delay restarts
+    clock[0] += 5.0
+    assert not gate.admit(10)
+    clock[0] += 5.0
+    assert gate.admit(10)  # maxTriggerDelay passed: go with what waits
+    assert not gate.admit(1)
+
+
+# ----------------------------------------------------------------------
+# configurations copied from Spark's Kafka integration guide
+
+
+def test_batch_read_with_sparks_options(spark, kafka_cluster, topic_factory):  # noqa: F811
+    topic = topic_factory(partitions=3)
+    produced = produce(kafka_cluster, topic, 120)
+    df = kafka_format(spark.read, {
+        "kafka.bootstrap.servers": kafka_cluster.bootstrap,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "endingOffsets": "latest",
+        "includeHeaders": "true",
+        "failOnDataLoss": "true",
+        "minPartitions": "4",
+        "kafka.group.id": "analytics",
+        "kafka.client.id": "spark-batch",
+        "kafka.request.timeout.ms": "40000",
+        "kafka.fetch.max.wait.ms": "200",
+        "kafka.max.partition.fetch.bytes": "65536",
+        "kafka.retry.backoff.ms": "50",
+        "kafka.security.protocol": "PLAINTEXT",
+        "kafka.session.timeout.ms": "10000",  # not honoured: a warning, not a failure
+        "kafka.auto.offset.reset": "earliest",
+    }).load()
+    assert df.schema == SCHEMA_WITH_HEADERS
+    rows = df.selectExpr("CAST(key AS STRING)", "CAST(value AS STRING)", "headers",
+                         "partition", "offset").collect()
+    assert collections.Counter((r.partition, r.offset, r.key.encode(), r.value.encode())
+                               for r in rows) == collections.Counter(produced)
+    # A 0.8 message has no headers: null, as Spark shows a record without any.
+    assert {r.headers for r in rows} == {None}
+    assert df.where("size(headers) > 0").count() == 0
+
+
+def test_streaming_read_with_sparks_options(spark, kafka_cluster, topic_factory,  # noqa: F811
+                                            tmp_path):
+    topic = topic_factory(partitions=2)
+    group = f"spark-{topic}"
+    produced = produce(kafka_cluster, topic, 90)
+    df = kafka_format(spark.readStream, {
+        "kafka.bootstrap.servers": kafka_cluster.bootstrap,
+        "subscribe": topic,
+        "includeHeaders": "true",
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "30",
+        "kafka.group.id": group,
+        "kafka.client.id": "spark-stream",
+        "kafka.metadata.max.age.ms": "30000",
+        "kafka.retries": "4",
+        "groupIdPrefix": "spark-kafka-source",  # Spark-only: a warning
+    }).load()
+    name = "parity_" + topic.replace("-", "_")
+    q = (df.selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value",
+                       "headers", "partition", "offset")
+         .writeStream.format("memory").queryName(name)
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(120)
+    assert q.exception() is None
+    rows = spark.sql(f"select * from {name}").collect()
+    assert collections.Counter((r.partition, r.offset, r.key.encode(), r.value.encode())
+                               for r in rows) == collections.Counter(produced)
+    assert {r.headers for r in rows} == {None}
+    assert max(p["numInputRows"] for p in q.recentProgress) <= 30
+    # kafka.group.id is the group processed offsets are committed to (a
+    # commit lags by up to one micro-batch: several batches ran).
+    committed = zk_offsets(kafka_cluster, group, topic, range(2))
+    assert committed and 0 < sum(committed.values()) <= len(produced)
+
+
+def test_batch_write_with_sparks_options(spark, kafka_cluster, topic_factory):  # noqa: F811
+    topic = topic_factory(partitions=2)
+    data = [(f"k{i % 7}", f"value-{i}") for i in range(200)]
+    df = spark.createDataFrame(data, "key string, value string").repartition(2)
+    writer = kafka_format(df.selectExpr("CAST(key AS STRING)", "CAST(value AS STRING)").write, {
+        "kafka.bootstrap.servers": kafka_cluster.bootstrap,
+        "topic": topic,
+        "kafka.acks": "all",
+        "kafka.compression.type": "gzip",
+        "kafka.linger.ms": "5",
+        "kafka.batch.size": "16384",
+        "kafka.max.request.size": "1048576",
+        "kafka.buffer.memory": "33554432",
+        "kafka.retries": "3",
+        "kafka.client.id": "spark-writer",
+        "kafka.enable.idempotence": "false",  # not honoured: a warning
+    })
+    # Spark's guide calls save() without mode(): Spark itself refuses its
+    # default mode (errorifexists) for every Python data source, so a batch
+    # write needs mode("append") (the guide says so; this notices if Spark
+    # ever lifts it).
+    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+        writer.save()
+    writer.mode("append").save()
+    back = kafka_format(spark.read, {"kafka.bootstrap.servers": kafka_cluster.bootstrap,
+                                     "subscribe": topic}).load().collect()
+    assert collections.Counter((bytes(r.key).decode(), bytes(r.value).decode()) for r in back) \
+        == collections.Counter(data)
+
+    # The topic option overrides a topic column (Spark's rule); a read with
+    # includeHeaders writes back as is (its headers are all null).
+    other = topic_factory(partitions=1)
+    read = kafka_format(spark.read, {"kafka.bootstrap.servers": kafka_cluster.bootstrap,
+                                     "subscribe": topic, "includeHeaders": "true"}).load()
+    (kafka_format(read.select("topic", "key", "value", "headers").write,
+                  {"kafka.bootstrap.servers": kafka_cluster.bootstrap, "topic": other})
+     .mode("append").save())
+    copied = kafka_format(spark.read, {"kafka.bootstrap.servers": kafka_cluster.bootstrap,
+                                       "subscribe": other}).load()
+    assert copied.count() == len(data)
+    assert read.count() == len(data)  # nothing went to the column's topic
+    with pytest.raises(Exception, match="cannot carry headers"):
+        (spark.createDataFrame([("v", [("h", b"x")])],
+                               "value string, headers array<struct<key:string,value:binary>>")
+         .write.format("kiel").option("kafka.bootstrap.servers", kafka_cluster.bootstrap)
+         .option("topic", other).mode("append").save())
+
+
+# ----------------------------------------------------------------------
+# positions given as times: segment granularity on a 0.8 broker
+
+
+@pytest.fixture
+def segmented(kafka_cluster_factory):
+    """One broker rolling a segment every 10 messages; a 1-partition topic
+    holding three segments written at known times:
+
+    offsets [0, 10) then time ``t1``, [10, 20) then ``t2``, [20, 25) then ``t3``.
+    """
+    cluster = kafka_cluster_factory(brokers=1, partitions=1, segment_messages=10)
+    topic = "timed"
+    cluster.create_topic(topic, 1)
+    times = {"t0": now_ms()}
+    time.sleep(0.01)  # every segment's last write is strictly after t0
+    for name, count in (("t1", 10), ("t2", 10), ("t3", 5)):
+        produce(cluster, topic, count, prefix=name)
+        times[name] = now_ms()
+        time.sleep(0.01)  # ... and strictly before the next time
+    return cluster, topic, times
+
+
+def offsets_read(spark, cluster, topic, **options):  # noqa: F811
+    df = kafka_format(spark.read, {"kafka.bootstrap.servers": cluster.bootstrap,
+                                   "subscribe": topic, **options}).load()
+    return sorted(r.offset for r in df.select("offset").collect())
+
+
+def test_starting_timestamp_picks_the_segment(spark, segmented):  # noqa: F811
+    cluster, topic, t = segmented
+    state = cluster.describe()["topics"][topic]["0"]
+    assert (state["start_offset"], state["end_offset"], state["segments"]) == (0, 25, 3)
+    # ListOffsets v0: the first offset of the newest segment last written at
+    # or before the time; nothing written after it is ever skipped.
+    expected = {"t0": 0, "t1": 0, "t2": 10, "t3": 20}
+    for name, first in expected.items():
+        got = offsets_read(spark, cluster, topic, startingTimestamp=str(t[name]))
+        assert got == list(range(first, 25)), name
+    by_partition = json.dumps({topic: {"0": t["t2"]}})
+    assert offsets_read(spark, cluster, topic, startingOffsetsByTimestamp=by_partition,
+                        startingOffsets="latest") == list(range(10, 25))
+    # Ending times: every record before the end was written at or before the time.
+    assert offsets_read(spark, cluster, topic, startingTimestamp=str(t["t0"]),
+                        endingTimestamp=str(t["t2"])) == list(range(0, 10))
+    assert offsets_read(spark, cluster, topic, endingOffsetsByTimestamp=json.dumps(
+        {topic: {"0": t["t3"]}})) == list(range(0, 20))
+    # A time after every record: the default strategy fails, "latest" starts at the end.
+    future = str(now_ms() + 3_600_000)
+    with pytest.raises(Exception, match="no record of timed/0 was written at or after"):
+        offsets_read(spark, cluster, topic, startingTimestamp=future)
+    assert offsets_read(spark, cluster, topic, startingTimestamp=future,
+                        startingOffsetsByTimestampStrategy="latest") == []
+
+
+def test_streaming_starts_at_a_timestamp(spark, segmented, tmp_path):  # noqa: F811
+    cluster, topic, t = segmented
+    name = "from_t2"
+    q = (kafka_format(spark.readStream, {"kafka.bootstrap.servers": cluster.bootstrap,
+                                         "subscribe": topic, "startingTimestamp": str(t["t2"])})
+         .load().select("offset").writeStream.format("memory").queryName(name)
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(120)
+    assert q.exception() is None
+    got = sorted(r.offset for r in spark.sql(f"select offset from {name}").collect())
+    assert got == list(range(10, 25))
+
+
+# ----------------------------------------------------------------------
+# minOffsetsPerTrigger / maxTriggerDelay
+
+
+def wait_for(condition, what, timeout=90.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def memory_stream(spark, cluster, topic, name, checkpoint, **options):  # noqa: F811
+    """A stream of ``topic`` into the memory table ``name``, a trigger every 200 ms."""
+    return (kafka_format(spark.readStream, {"kafka.bootstrap.servers": cluster.bootstrap,
+                                            "subscribe": topic, **options})
+            .load().writeStream.format("memory").queryName(name)
+            .option("checkpointLocation", str(checkpoint))
+            .trigger(processingTime="200 milliseconds").start())
+
+
+def count(spark, name):  # noqa: F811
+    return spark.sql(f"select count(*) from {name}").first()[0]
+
+
+def test_min_offsets_per_trigger_batches(spark, kafka_cluster, topic_factory,  # noqa: F811
+                                         tmp_path):
+    topic = topic_factory(partitions=2)
+    name = "min_" + topic.replace("-", "_")
+    # Report every trigger, idle ones too: that is how the test sees triggers pass.
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "0")
+    q = memory_stream(spark, kafka_cluster, topic, name, tmp_path / "ckpt",
+                      startingOffsets="earliest", minOffsetsPerTrigger="100",
+                      maxTriggerDelay="1h")
+    try:
+        wait_for(lambda: q.lastProgress is not None, "the first trigger")
+        produce(kafka_cluster, topic, 60, prefix="early")
+        seen = len(q.recentProgress)
+        wait_for(lambda: len(q.recentProgress) >= seen + 5, "five triggers")
+        # 60 offsets wait, fewer than 100: every trigger held the batch back.
+        assert count(spark, name) == 0
+        assert q.exception() is None
+        produce(kafka_cluster, topic, 60, prefix="late")
+        wait_for(lambda: count(spark, name) >= 100, "a micro-batch of at least 100 offsets")
+    finally:
+        q.stop()
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert sizes and all(n >= 100 for n in sizes), sizes
+
+    # maxTriggerDelay: a smaller backlog goes once the delay has passed.
+    name = "delay_" + topic.replace("-", "_")
+    q = memory_stream(spark, kafka_cluster, topic, name, tmp_path / "ckpt2",
+                      startingOffsets="latest", minOffsetsPerTrigger="1000", maxTriggerDelay="1s")
+    try:
+        wait_for(lambda: q.lastProgress is not None, "the first trigger")
+        produce(kafka_cluster, topic, 30, prefix="small")
+        wait_for(lambda: count(spark, name) == 30, "the delayed micro-batch")
+    finally:
+        q.stop()
+    assert q.exception() is None

@@ -1,0 +1,423 @@
+"""kiel.spark.options: the option parsing of the Spark data source (pure: no
+Spark session, no cluster).
+
+A configuration copied from Spark's Kafka source must parse: every ``kafka.*``
+key kiel can honour maps to a kiel setting that kiel's clients accept; the
+others are accepted with one warning each; unknown non-``kafka.*`` options and
+two spellings that disagree are refused; the timestamp positions follow
+Spark's precedence.
+"""
+import logging
+
+import pytest
+
+from kiel.client import Client
+from kiel.clients.producer import Producer
+from kiel.consumer import SingleConsumer
+from kiel.exc import ConfigError
+from kiel.spark.options import (
+    CLIENT_SETTINGS,
+    SINK_SETTINGS,
+    SOURCE_SETTINGS,
+    SPARK_ONLY,
+    SinkOptions,
+    SourceOptions,
+    Timestamps,
+    include_headers,
+)
+
+BASE = {"kafka.bootstrap.servers": "k1:9092,k2:9092", "subscribe": "events"}
+SINK_BASE = {"kafka.bootstrap.servers": "k1:9092"}
+LOGGER = "kiel.spark.options"
+
+
+def source(streaming=False, **options):
+    return SourceOptions.parse({**BASE, **options}, streaming=streaming)
+
+
+def sink(**options):
+    return SinkOptions.parse({**SINK_BASE, **options})
+
+
+# ----------------------------------------------------------------------
+# kafka.* keys kiel honours
+
+#: (key, value, attribute, parsed value) for reads and writes alike.
+CLIENT_KEYS = [
+    ("kafka.bootstrap.servers", "b1:9092", "brokers", "b1:9092"),
+    ("kafka.client.id", "etl-7", "client_id", "etl-7"),
+    ("kafka.request.timeout.ms", "45000", "request_timeout", 45.0),
+    ("kafka.socket.connection.setup.timeout.ms", "2500", "connect_timeout", 2.5),
+    ("kafka.metadata.max.age.ms", "60000", "metadata_max_age", 60.0),
+    ("kafka.retry.backoff.ms", "250", "retry_backoff", 0.25),
+    ("kafka.retry.backoff.max.ms", "8000", "max_backoff", 8.0),
+    ("kafka.retries", "9", "retries", 9),
+]
+SOURCE_KEYS = CLIENT_KEYS + [
+    ("kafka.group.id", "pageviews-job", "group_id", "pageviews-job"),
+    ("kafka.fetch.max.wait.ms", "250", "fetch_max_wait", 0.25),
+    ("kafka.max.partition.fetch.bytes", "2097152", "fetch_max_bytes", 2 * 1024 * 1024),
+    ("kafka.fetch.max.bytes", "52428800", "max_fetch_size", 50 * 1024 * 1024),
+]
+SINK_KEYS = CLIENT_KEYS + [
+    ("kafka.acks", "all", "acks", -1),
+    ("kafka.acks", "1", "acks", 1),
+    ("kafka.acks", "0", "acks", 0),
+    ("kafka.compression.type", "snappy", "compression", "snappy"),
+    ("kafka.compression.type", "none", "compression", None),
+    ("kafka.linger.ms", "20", "linger_ms", 20),
+    ("kafka.batch.size", "32768", "batch_size", 32768),
+    ("kafka.max.request.size", "2097152", "max_request_size", 2 * 1024 * 1024),
+    ("kafka.buffer.memory", "67108864", "max_pending_bytes", 64 * 1024 * 1024),
+    ("kafka.max.block.ms", "1500", "buffer_timeout", 1.5),
+]
+#: Accepted without a warning: kiel satisfies them by design.
+BY_DESIGN = [("kafka.security.protocol", "PLAINTEXT"), ("kafka.connections.max.idle.ms", "540000")]
+
+
+def test_the_tables_are_all_tested():
+    # A kafka.* key added to a table needs a row here (and in the guide).
+    tested = {k for k, *_ in SOURCE_KEYS + SINK_KEYS} | {k for k, _ in BY_DESIGN}
+    mapped = {n for table in (SOURCE_SETTINGS, SINK_SETTINGS) for s in table
+              for n in s.names if n.startswith("kafka.")}
+    assert mapped == tested
+    assert {n for s in CLIENT_SETTINGS for n in s.names} <= \
+        {n for s in SOURCE_SETTINGS for n in s.names} & {n for s in SINK_SETTINGS for n in s.names}
+
+
+@pytest.mark.parametrize("parse, key, value, attr, expected",
+                         [(source, *row) for row in SOURCE_KEYS]
+                         + [(sink, *row) for row in SINK_KEYS])
+def test_kafka_keys_map_to_kiel_settings(parse, key, value, attr, expected, caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        opts = parse(**{key: value})
+    assert getattr(opts, attr) == expected
+    assert opts.ignored == () and not caplog.records
+
+
+@pytest.mark.parametrize("key, value", BY_DESIGN)
+def test_keys_kiel_satisfies_by_design(key, value, caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert source(**{key: value}).ignored == ()
+        assert sink(**{key: value}).ignored == ()
+    assert not caplog.records
+
+
+def test_mapped_settings_reach_kiels_clients():
+    """What the options hand over is what kiel's constructors take."""
+    read = source(**{k: v for k, v, *_ in SOURCE_KEYS})
+    kwargs = read.client_options()
+    assert kwargs == {
+        "client_id": "etl-7", "request_timeout": 45.0, "connect_timeout": 2.5,
+        "metadata_max_age": 60.0, "retry_backoff": 0.25, "max_backoff": 8.0, "retries": 9,
+    }
+    Client(read.brokers, **kwargs)
+    SingleConsumer(read.brokers, max_wait_time=read.fetch_max_wait,
+                   max_bytes=read.fetch_max_bytes, max_fetch_size=read.max_fetch_size, **kwargs)
+    write = sink(**{k: v for k, v, *_ in SINK_KEYS if k not in ("kafka.acks",
+                                                                "kafka.compression.type")})
+    producer_kwargs = write.producer_options()
+    assert producer_kwargs == {
+        **kwargs, "required_acks": -1, "compression": None, "linger_ms": 20,
+        "batch_size": 32768, "max_request_size": 2 * 1024 * 1024,
+        "max_pending_bytes": 64 * 1024 * 1024, "buffer_timeout": 1.5,
+    }
+    producer = Producer(write.brokers, **producer_kwargs)
+    assert producer.cluster.backoff.retries == 9
+
+
+def test_defaults_leave_kiels_own():
+    read = source()
+    assert read.client_options() == {"client_id": "kiel-spark", "request_timeout": 30.0}
+    assert (read.fetch_max_bytes, read.max_fetch_size, read.fetch_max_wait) == \
+        (1024 * 1024, 16 * 1024 * 1024, 0.5)
+    write = sink(topic="t")
+    assert write.producer_options() == {
+        "client_id": "kiel-spark", "request_timeout": 30.0, "required_acks": -1,
+        "compression": None, "linger_ms": 5, "batch_size": 64 * 1024,
+    }
+
+
+def test_fetch_sizes_stay_consistent():
+    # fetch.max.bytes alone, below kiel's default per-partition fetch size.
+    small = source(**{"kafka.fetch.max.bytes": "524288"})
+    assert (small.fetch_max_bytes, small.max_fetch_size) == (524288, 524288)
+    big = source(**{"kafka.max.partition.fetch.bytes": str(32 * 1024 * 1024)})
+    assert big.max_fetch_size == 32 * 1024 * 1024
+    with pytest.raises(ConfigError, match="maxFetchSize"):
+        source(**{"kafka.max.partition.fetch.bytes": "2048", "kafka.fetch.max.bytes": "1024"})
+
+
+def test_backoff_bounds_follow_the_java_client():
+    # A maximum below the base: the maximum, constant (as the Java client).
+    assert source(**{"kafka.retry.backoff.ms": "2000", "kafka.retry.backoff.max.ms": "500"}) \
+        .client_options()["retry_backoff"] == 0.5
+    # A base above kiel's default maximum lifts the maximum: no ConfigError at connect.
+    kwargs = source(**{"kafka.retry.backoff.ms": "10000"}).client_options()
+    assert kwargs["max_backoff"] == 10.0
+    Client("h", **kwargs)
+
+
+def test_bad_values_of_honoured_keys_are_refused():
+    for options, match in [
+        ({"kafka.request.timeout.ms": "soon"}, "kafka.request.timeout.ms must be an integer"),
+        ({"kafka.retries": "-1"}, "kafka.retries must be in"),
+        ({"kafka.group.id": " "}, "kafka.group.id must not be empty"),
+        ({"kafka.security.protocol": "SASL_SSL"}, "PLAINTEXT"),
+        ({"kafka.security.protocol": "SSL"}, "PLAINTEXT"),
+        ({"kafka.bootstrap.servers": ""}, "kafka.bootstrap.servers"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            source(**options)
+    for options, match in [
+        ({"kafka.acks": "2"}, "kafka.acks must be one of"),
+        ({"kafka.compression.type": "zstd"}, "kafka.compression.type must be one of"),
+        ({"kafka.linger.ms": "-5"}, "kafka.linger.ms"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            sink(**options)
+    with pytest.raises(ConfigError, match="kafka.bootstrap.servers .or brokers. is required"):
+        SinkOptions.parse({"topic": "t"})
+
+
+# ----------------------------------------------------------------------
+# kafka.* keys kiel cannot honour: one warning per key
+
+
+def warnings_of(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER]
+
+
+def test_unhonoured_kafka_keys_warn_once_each(caplog):
+    options = {
+        "kafka.session.timeout.ms": "6000",
+        "KAFKA.SESSION.TIMEOUT.MS": "6000",  # the same key (keys are case-insensitive)
+        "kafka.auto.offset.reset": "earliest",
+        "kafka.ssl.truststore.location": "/etc/ts.jks",
+    }
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        opts = source(**options)
+    messages = warnings_of(caplog)
+    assert len(messages) == 3
+    for key in ("kafka.session.timeout.ms", "kafka.auto.offset.reset",
+                "kafka.ssl.truststore.location"):
+        assert sum(key in m for m in messages) == 1, messages
+    assert any("startingOffsets" in m for m in messages)  # the hint for auto.offset.reset
+    assert {k.lower() for k in opts.ignored} == {
+        "kafka.session.timeout.ms", "kafka.auto.offset.reset", "kafka.ssl.truststore.location"}
+    assert all(r.levelno == logging.WARNING for r in caplog.records)
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        written = sink(**{"kafka.enable.idempotence": "true", "kafka.delivery.timeout.ms": "1"})
+    messages = warnings_of(caplog)
+    assert len(messages) == 2 and any("at-least-once" in m for m in messages)
+    assert set(written.ignored) == {"kafka.enable.idempotence", "kafka.delivery.timeout.ms"}
+
+
+def test_options_of_sparks_source_kiel_has_no_use_for(caplog):
+    spark_only = {"groupIdPrefix": "etl", "kafkaConsumer.pollTimeoutMs": "512",
+                  "fetchOffset.numRetries": "3", "fetchOffset.retryIntervalMs": "10"}
+    assert {k.lower() for k in spark_only} == SPARK_ONLY
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        opts = source(**spark_only)
+    assert sorted(opts.ignored) == sorted(spark_only)
+    assert len(warnings_of(caplog)) == 4
+    # They are reading options: a sink refuses them like any unknown option.
+    with pytest.raises(ConfigError, match="unknown kiel sink option.*groupIdPrefix"):
+        sink(groupIdPrefix="etl")
+
+
+def test_unknown_options_outside_kafka_are_refused():
+    with pytest.raises(ConfigError, match="unknown kiel source option.*subscibe"):
+        source(subscibe="typo")
+    with pytest.raises(ConfigError, match="unknown kiel source option.*topic"):
+        source(topic="t")  # a sink option
+    with pytest.raises(ConfigError, match="unknown kiel sink option.*startingOffsets"):
+        sink(startingOffsets="earliest")
+    with pytest.raises(ConfigError, match="unknown kiel source option.*kafkaa.group.id"):
+        source(**{"kafkaa.group.id": "g"})
+
+
+# ----------------------------------------------------------------------
+# two spellings of one setting
+
+
+@pytest.mark.parametrize("kafka_key, kiel_key, one, other", [
+    ("kafka.group.id", "groupId", "a", "b"),
+    ("kafka.client.id", "clientId", "a", "b"),
+    ("kafka.bootstrap.servers", "brokers", "h1:9092", "h2:9092"),
+    ("kafka.request.timeout.ms", "requestTimeoutMs", "1000", "2000"),
+    ("kafka.fetch.max.wait.ms", "fetchMaxWaitMs", "100", "200"),
+    ("kafka.max.partition.fetch.bytes", "fetchMaxBytes", "1024", "2048"),
+    ("kafka.fetch.max.bytes", "maxFetchSize", "1048576", "2097152"),
+])
+def test_source_spellings_must_agree(kafka_key, kiel_key, one, other):
+    opts = source(**{kafka_key: one, kiel_key: one})
+    assert opts.raw[kafka_key] == one
+    with pytest.raises(ConfigError, match=f"{kafka_key}='{one}' and {kiel_key}='{other}'"):
+        source(**{kafka_key: one, kiel_key: other})
+
+
+@pytest.mark.parametrize("kafka_key, kiel_key, one, other, same", [
+    ("kafka.acks", "acks", "1", "all", "-1"),  # all and -1 are one value
+    ("kafka.compression.type", "compression", "gzip", "lz4", "GZIP"),
+    ("kafka.linger.ms", "lingerMs", "5", "50", " 5"),
+    ("kafka.batch.size", "batchSize", "1024", "2048", "1024"),
+])
+def test_sink_spellings_must_agree(kafka_key, kiel_key, one, other, same):
+    sink(**{kafka_key: one, kiel_key: one})
+    with pytest.raises(ConfigError, match="set the same thing differently"):
+        sink(**{kafka_key: one, kiel_key: other})
+    if kafka_key == "kafka.acks":
+        assert sink(**{kafka_key: "all", kiel_key: same}).acks == -1
+    else:
+        sink(**{kafka_key: one, kiel_key: same})
+
+
+# ----------------------------------------------------------------------
+# includeHeaders
+
+
+def test_include_headers():
+    assert source().include_headers is False
+    assert source(includeHeaders="true").include_headers is True
+    assert source(INCLUDEHEADERS="False").include_headers is False
+    assert sink(includeHeaders="true").include_headers is True
+    assert include_headers({"includeHeaders": "true"}) and not include_headers({})
+    for parse in (lambda: source(includeHeaders="yes"),
+                  lambda: include_headers({"includeheaders": "1"})):
+        with pytest.raises(ConfigError, match="includeHeaders must be 'true' or 'false'"):
+            parse()
+
+
+# ----------------------------------------------------------------------
+# positions given as times
+
+
+def test_starting_position_precedence():
+    by_partition = '{"events": {"0": 1000, "1": 2000}}'
+    # startingTimestamp wins over startingOffsetsByTimestamp and startingOffsets.
+    for streaming in (False, True):
+        opts = source(streaming, startingTimestamp="1500", startingOffsetsByTimestamp=by_partition,
+                      startingOffsets="earliest")
+        assert opts.starting == Timestamps("startingTimestamp", 1500, None)
+    # Then startingOffsetsByTimestamp over startingOffsets.
+    opts = source(startingOffsetsByTimestamp=by_partition, startingOffsets="earliest")
+    assert opts.starting == Timestamps("startingOffsetsByTimestamp", None,
+                                       {"events": {0: 1000, 1: 2000}})
+    # Then startingOffsets, then the default.
+    assert source(startingOffsets='{"events": {"0": 5}}').starting == {"events": {0: 5}}
+    assert source().starting == "earliest"
+    assert source(streaming=True).starting == "latest"
+    # 'latest' is refused in a batch read only when it is the position used (as Spark).
+    assert isinstance(source(startingTimestamp="0", startingOffsets="latest").starting,
+                      Timestamps)
+    with pytest.raises(ConfigError, match="streaming"):
+        source(startingOffsets="latest")
+
+
+def test_ending_position_precedence():
+    by_partition = '{"events": {"0": 1000}}'
+    opts = source(endingTimestamp="7", endingOffsetsByTimestamp=by_partition, endingOffsets="x")
+    assert opts.ending == Timestamps("endingTimestamp", 7, None)
+    opts = source(endingOffsetsByTimestamp=by_partition, endingOffsets="latest")
+    assert opts.ending == Timestamps("endingOffsetsByTimestamp", None, {"events": {0: 1000}})
+    assert source(endingOffsets='{"events": {"0": -1}}').ending == {"events": {0: -1}}
+    assert source().ending == "latest"
+    # Ending positions are for batch reads (Spark refuses them in streams too).
+    for name, value in (("endingTimestamp", "7"), ("endingOffsetsByTimestamp", by_partition),
+                        ("endingOffsets", "latest")):
+        with pytest.raises(ConfigError, match=f"{name} is for batch reads only"):
+            source(streaming=True, **{name: value})
+
+
+def test_bad_times_are_refused():
+    for options, match in [
+        ({"startingTimestamp": "yesterday"}, "startingTimestamp must be an integer"),
+        ({"startingTimestamp": "-1"}, "startingTimestamp must be in"),
+        ({"endingTimestamp": "1.5"}, "endingTimestamp must be an integer"),
+        ({"startingOffsetsByTimestamp": '{"events": {"0": -2}}'},
+         "startingOffsetsByTimestamp: offset for events/0 must be >= 0"),
+        ({"endingOffsetsByTimestamp": "[1]"}, "endingOffsetsByTimestamp must be a JSON object"),
+        ({"startingOffsetsByTimestampStrategy": "earliest"},
+         "startingOffsetsByTimestampStrategy must be one of error, latest"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            source(**options)
+
+
+def test_starting_strategy():
+    assert source().starting_strategy == "error"
+    assert source(startingOffsetsByTimestampStrategy="LATEST").starting_strategy == "latest"
+    assert source(streaming=True,
+                  startingOffsetsByTimestampStrategy="error").starting_strategy == "error"
+
+
+# ----------------------------------------------------------------------
+# minOffsetsPerTrigger / maxTriggerDelay
+
+
+def test_trigger_options():
+    opts = source(streaming=True, minOffsetsPerTrigger="500")
+    assert (opts.min_offsets_per_trigger, opts.max_trigger_delay) == (500, 900.0)
+    for text, seconds in [("30s", 30.0), ("15m", 900.0), ("15min", 900.0), ("2h", 7200.0),
+                          ("1d", 86400.0), ("250ms", 0.25), ("1000", 1.0), ("5 S", 5.0),
+                          ("0", 0.0)]:
+        assert source(streaming=True, maxTriggerDelay=text).max_trigger_delay == seconds, text
+    opts = source(streaming=True, minOffsetsPerTrigger="10", maxOffsetsPerTrigger="10")
+    assert (opts.min_offsets_per_trigger, opts.max_offsets_per_trigger) == (10, 10)
+    for options, match in [
+        ({"minOffsetsPerTrigger": "11", "maxOffsetsPerTrigger": "10"},
+         "above maxOffsetsPerTrigger"),
+        ({"minOffsetsPerTrigger": "0"}, "minOffsetsPerTrigger must be in"),
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
+        ({"maxTriggerDelay": "-1s"}, "maxTriggerDelay must be a duration"),
+        ({"maxTriggerDelay": "3 weeks"}, "maxTriggerDelay must be a duration"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            source(streaming=True, **options)
+    for name in ("minOffsetsPerTrigger", "maxTriggerDelay", "maxOffsetsPerTrigger"):
+        with pytest.raises(ConfigError, match=f"{name} is for streaming reads only"):
+            source(**{name: "10"})
+
+
+# ----------------------------------------------------------------------
+# a configuration copied from Spark's Kafka integration guide
+
+
+def test_a_config_from_sparks_guide_parses(caplog):
+    stream = {
+        "kafka.bootstrap.servers": "host1:port1,host2:port2",
+        "subscribe": "topic1,topic2",
+        "includeHeaders": "true",
+        "startingOffsets": '{"topic1":{"0":23,"1":-2},"topic2":{"0":-2}}',
+        "failOnDataLoss": "false",
+        "maxOffsetsPerTrigger": "10000",
+        "minOffsetsPerTrigger": "1000",
+        "maxTriggerDelay": "15m",
+        "minPartitions": "8",
+        "kafka.group.id": "authorized-group",
+        "groupIdPrefix": "spark-kafka-source",
+        "kafkaConsumer.pollTimeoutMs": "120000",
+        "kafka.session.timeout.ms": "10000",
+    }
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        opts = SourceOptions.parse(stream, streaming=True)
+    assert opts.topics == ["topic1", "topic2"] and opts.include_headers
+    assert opts.group_id == "authorized-group" and not opts.fail_on_data_loss
+    assert sorted(opts.ignored) == ["groupIdPrefix", "kafka.session.timeout.ms",
+                                    "kafkaConsumer.pollTimeoutMs"]
+    assert len(warnings_of(caplog)) == 3
+    batch = SourceOptions.parse({
+        "kafka.bootstrap.servers": "host1:port1,host2:port2",
+        "subscribePattern": "topic.*",
+        "startingOffsetsByTimestamp": '{"topic1": {"0": 1000, "1": 1000}}',
+        "endingTimestamp": "2000",
+        "startingOffsetsByTimestampStrategy": "latest",
+    }, streaming=False)
+    assert batch.pattern is not None and batch.ending == Timestamps("endingTimestamp", 2000, None)
+    write = SinkOptions.parse({"kafka.bootstrap.servers": "host1:port1,host2:port2",
+                               "topic": "topic1", "includeHeaders": "true",
+                               "checkpointLocation": "/tmp/ck"})
+    assert write.topic == "topic1"
