@@ -24,17 +24,25 @@ from kiel.structs import RecordMetadata
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Admission", "Parked"]
+__all__ = ["Admission", "Parked", "PreparedRecord"]
+
+
+class PreparedRecord(NamedTuple):
+    """A record checked and serialized by ``produce()``, not batched yet."""
+
+    topic: str
+    key: Optional[bytes]
+    value: Optional[bytes]
+    #: the partition asked for, or ``None`` for the partitioner's choice
+    partition: Optional[int]
+    #: its encoded size (key + value + MESSAGE_OVERHEAD)
+    size: int
 
 
 class Parked(NamedTuple):
     """A record waiting for topic metadata or for room in the buffer."""
 
-    topic: str
-    key: Optional[bytes]
-    value: Optional[bytes]
-    partition: Optional[int]
-    size: int
+    record: PreparedRecord
     future: "asyncio.Future[RecordMetadata]"
     #: when waiting for room fails with BufferFullError (the loop's clock)
     deadline: Optional[float]
@@ -62,7 +70,7 @@ class Admission:
         cluster: Cluster,
         router: Router,
         accumulator: RecordAccumulator,
-        place: Callable[[TopicRoute, Parked], None],
+        place: Callable[[TopicRoute, PreparedRecord, "asyncio.Future[RecordMetadata]"], None],
         expedite: Callable[[], None],
         tasks: Tasks,
         buffer_timeout: Optional[float],
@@ -91,21 +99,13 @@ class Admission:
         self.room.fire()
         self.progress.fire()
 
-    def park(
-        self,
-        topic: str,
-        key: Optional[bytes],
-        value: Optional[bytes],
-        partition: Optional[int],
-        size: int,
-        future: "asyncio.Future[RecordMetadata]",
-    ) -> None:
+    def park(self, record: PreparedRecord, future: "asyncio.Future[RecordMetadata]") -> None:
         """Queue a record behind every record parked before it."""
         deadline = None
         if self.buffer_timeout is not None:
             deadline = asyncio.get_running_loop().time() + self.buffer_timeout
         self._seq += 1
-        self.parked.append(Parked(topic, key, value, partition, size, future, deadline, self._seq))
+        self.parked.append(Parked(record, future, deadline, self._seq))
         if self._admitting is None:
             self._admitting = self._tasks.spawn(self._admit(), "admit")
 
@@ -146,19 +146,19 @@ class Admission:
         parked = self.parked
         try:
             while parked:
-                record = parked[0]
-                if record.future.done():  # cancelled by its owner
+                first = parked[0]
+                if first.future.done():  # cancelled by its owner
                     parked.popleft()
                     continue
-                route = self._router.route(record.topic)
+                route = self._router.route(first.record.topic)
                 if route is None:
-                    await self._load(record.topic)
+                    await self._load(first.record.topic)
                     continue
-                if not self._accumulator.has_room(record.size):
-                    await self._room_for(record)
+                if not self._accumulator.has_room(first.record.size):
+                    await self._room_for(first)
                     continue
                 parked.popleft()
-                self._place(route, record)
+                self._place(route, first.record, first.future)
                 if not parked:
                     self.room.fire()  # enqueue() callers wait for an empty queue
         finally:
@@ -178,24 +178,25 @@ class Admission:
             log.exception("producer: loading metadata of %r failed", topic)
             self._fail_topic(topic, e)
 
-    async def _room_for(self, record: Parked) -> None:
+    async def _room_for(self, first: Parked) -> None:
         """Wait for room for the first parked record; fail it on timeout."""
         self.progress.fire()
         try:
-            await self.wait_for_room(record.topic, record.size, record.deadline, parked=True)
+            await self.wait_for_room(first.record.topic, first.record.size, first.deadline,
+                                     parked=True)
         except KielError as e:
             self.parked.popleft()
-            if not record.future.done():
-                record.future.set_exception(e)
+            if not first.future.done():
+                first.future.set_exception(e)
 
     def _fail_topic(self, topic: str, error: Exception) -> None:
         """Fail every parked record of ``topic`` (its metadata cannot be had)."""
         keep: Deque[Parked] = collections.deque()
-        for record in self.parked:
-            if record.topic != topic:
-                keep.append(record)
-            elif not record.future.done():
-                record.future.set_exception(
+        for item in self.parked:
+            if item.record.topic != topic:
+                keep.append(item)
+            elif not item.future.done():
+                item.future.set_exception(
                     copy_error(error, topic=topic) if isinstance(error, KielError) else error
                 )
         self.parked.clear()
@@ -207,8 +208,8 @@ class Admission:
         self.closed = True
         if self._admitting is not None:
             self._admitting.cancel()
-        for record in self.parked:
-            if not record.future.done():
-                record.future.set_exception(copy_error(error, topic=record.topic))
+        for item in self.parked:
+            if not item.future.done():
+                item.future.set_exception(copy_error(error, topic=item.record.topic))
         self.parked.clear()
         self.freed()

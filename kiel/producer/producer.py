@@ -22,7 +22,7 @@ from a ``tornado.gen.coroutine``, gathered or given callbacks.
 
 import asyncio
 import warnings
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 from kiel import compression as codecs
 from kiel._aio import Tasks
@@ -35,7 +35,7 @@ from kiel.exc import (
     UnknownPartitionError,
 )
 from kiel.producer.accumulator import RecordAccumulator
-from kiel.producer.admission import Admission, Parked
+from kiel.producer.admission import Admission, PreparedRecord
 from kiel.producer.partitioners import Partitioner
 from kiel.producer.routing import Router, TopicRoute
 from kiel.producer.sender import Sender
@@ -206,7 +206,7 @@ class Producer(Client):
             cluster=self.cluster,
             router=self._router,
             accumulator=accumulator,
-            place=self._place,
+            place=self._append,
             expedite=lambda: self._sender.wake(force=True),
             tasks=self._tasks,
             buffer_timeout=self.buffer_timeout,
@@ -303,8 +303,7 @@ class Producer(Client):
                     if due is not None:
                         self._sender.wake_at(due)
                     return future
-        key, value, size = self._prepare(topic, value, key, partition)
-        return self._submit(topic, key, value, partition, size)
+        return self._submit(self._prepare(topic, value, key, partition))
 
     async def enqueue(
         self,
@@ -337,12 +336,12 @@ class Producer(Client):
             MessageSizeTooLargeError: as for :meth:`produce`.
             ConfigError: as for :meth:`produce`.
         """
-        key, value, size = self._prepare(topic, value, key, partition)
-        if self._parked or not self._accumulator.has_room(size):
-            await self._admission.wait_for_room(topic, size)
+        record = self._prepare(topic, value, key, partition)
+        if self._parked or not self._accumulator.has_room(record.size):
+            await self._admission.wait_for_room(topic, record.size)
             if self._closing:
                 raise ClientClosedError("the producer is closed", topic=topic)
-        return self._submit(topic, key, value, partition, size)
+        return self._submit(record)
 
     async def flush(self) -> None:
         """Send everything produced so far now, and wait until each record
@@ -395,8 +394,8 @@ class Producer(Client):
 
     def _prepare(
         self, topic: str, value: Any, key: Any, partition: Optional[int]
-    ) -> Tuple[Optional[bytes], Optional[bytes], int]:
-        """Check and serialize a record; return ``(key, value, size)``."""
+    ) -> PreparedRecord:
+        """Check and serialize a record."""
         if self._closing:
             raise ClientClosedError("the producer is closed", topic=topic)
         if type(topic) is not str or not topic:
@@ -424,49 +423,31 @@ class Producer(Client):
             )
         if partition is not None and (type(partition) is not int or partition < 0):
             raise ConfigError(f"partition must be a non-negative int, got {partition!r}")
-        return key, value, size
+        return PreparedRecord(topic, key, value, partition, size)
 
-    def _submit(
-        self,
-        topic: str,
-        key: Optional[bytes],
-        value: Optional[bytes],
-        partition: Optional[int],
-        size: int,
-    ) -> "asyncio.Future[RecordMetadata]":
+    def _submit(self, record: PreparedRecord) -> "asyncio.Future[RecordMetadata]":
         """Batch a prepared record now, or park it until metadata and room allow."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         future: asyncio.Future[RecordMetadata] = loop.create_future()
-        if not self._parked and self._accumulator.has_room(size):
-            route = self._router.route(topic)
+        if not self._parked and self._accumulator.has_room(record.size):
+            route = self._router.route(record.topic)
             if route is not None:
-                self._append(route, key, value, partition, size, future)
+                self._append(route, record, future)
                 return future
-        self._admission.park(topic, key, value, partition, size, future)
+        self._admission.park(record, future)
         return future
 
-    def _place(self, route: TopicRoute, record: Parked) -> None:
-        """Batch a record the admission queue let through."""
-        self._append(route, record.key, record.value, record.partition, record.size,
-                     record.future)
-
-    def _append(
-        self,
-        route: TopicRoute,
-        key: Optional[bytes],
-        value: Optional[bytes],
-        partition: Optional[int],
-        size: int,
-        future: "asyncio.Future[RecordMetadata]",
-    ) -> None:
+    def _append(self, route: TopicRoute, record: PreparedRecord,
+                future: "asyncio.Future[RecordMetadata]") -> None:
+        """Batch a record on its topic's route (now, or once admitted)."""
         try:
-            queue = self._router.pick(route, key, partition)
+            queue = self._router.pick(route, record.key, record.partition)
         except (ConfigError, UnknownPartitionError) as e:
             future.set_exception(e)
             return
-        due = self._accumulator.append(queue, key, value, size, future)
+        due = self._accumulator.append(queue, record.key, record.value, record.size, future)
         if due is not None:
             self._sender.wake_at(due)
 

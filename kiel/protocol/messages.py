@@ -31,18 +31,7 @@ against the buffer before anything is sliced.
 import struct
 import zlib
 from functools import partial
-from typing import (
-    Any,
-    Dict,
-    Iterable,
-    Iterator,
-    List,
-    NamedTuple,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import kiel.compression as _compression
 from kiel.exc import (
