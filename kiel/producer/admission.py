@@ -100,7 +100,12 @@ class Admission:
         self.progress.fire()
 
     def park(self, record: PreparedRecord, future: "asyncio.Future[RecordMetadata]") -> None:
-        """Queue a record behind every record parked before it."""
+        """Queue a record behind every record parked before it.
+
+        Args:
+            record: the record.
+            future: its future, failed here if it cannot be batched.
+        """
         deadline = None
         if self.buffer_timeout is not None:
             deadline = asyncio.get_running_loop().time() + self.buffer_timeout
@@ -112,6 +117,13 @@ class Admission:
     async def wait_for_room(self, topic: Optional[str], size: int,
                             deadline: Optional[float] = None, parked: bool = False) -> None:
         """Wait until ``size`` bytes fit (and, unless ``parked``, no record is parked).
+
+        Args:
+            topic: for the error's context.
+            size: the bytes that must fit.
+            deadline: when to give up (the loop's clock); default: after
+                ``buffer_timeout``, or never.
+            parked: the waiter is the first parked record itself.
 
         Raises:
             BufferFullError: not within ``buffer_timeout`` (or by ``deadline``).
@@ -204,7 +216,11 @@ class Admission:
         self.room.fire()
 
     def fail_all(self, error: KielError) -> None:
-        """Stop admitting; fail every parked record with ``error``."""
+        """Stop admitting; fail every parked record.
+
+        Args:
+            error: what they fail with (a copy each, with its topic).
+        """
         self.closed = True
         if self._admitting is not None:
             self._admitting.cancel()

@@ -87,15 +87,27 @@ class Sender:
     # when to drain
 
     def wake(self, force: bool = False) -> None:
-        """Drain on the next IOLoop iteration (``force``: close open batches
-        whatever their linger, once)."""
+        """Drain on the next IOLoop iteration.
+
+        Args:
+            force: close the open batches whatever their linger (once).
+        """
         if force:
             self._force = True
         if self._drain_handle is None:
             self._drain_handle = asyncio.get_running_loop().call_soon(self._drain)
 
     def wake_at(self, when: float) -> None:
-        """Drain at ``when`` (the loop's clock) at the latest."""
+        """Drain at ``when`` at the latest.
+
+        Strategy: one timer for the earliest time anything becomes due; each
+        drain reports the next such time (see
+        :class:`~kiel.producer.accumulator.Drained`), so a batch
+        or a backoff needs no timer of its own.
+
+        Args:
+            when: a time on the event loop's clock.
+        """
         if self._drain_handle is not None:
             return  # a drain is coming, and it looks at everything
         loop = asyncio.get_running_loop()
@@ -289,7 +301,7 @@ class Sender:
     # metadata
 
     def refresh_metadata(self) -> bool:
-        """Start a metadata refresh unless one is under way (or closed).
+        """Start a metadata refresh unless one is under way (or the producer closes).
 
         Returns:
             whether a refresh is under way now.
@@ -318,7 +330,11 @@ class Sender:
 
     async def stop(self, error: ClientClosedError) -> None:
         """Stop sending: cancel the tasks and timers, fail every batch left
-        (after a flush, none) with ``error``."""
+        (after a flush, none).
+
+        Args:
+            error: what the records left fail with.
+        """
         await self._tasks.cancel(self._request_timeout)
         for handle in (self._timer, self._drain_handle):
             if handle is not None:
