@@ -34,7 +34,7 @@ import traceback
 import uuid
 from typing import Callable, Dict, Optional
 
-from kiel.clients.producer import Producer
+from kiel.producer import Producer
 from kiel.testing.broker import ClusterProcess
 
 VALUE = b"v" * 100
@@ -46,7 +46,7 @@ def bench_kiel(bootstrap: str, topic: str, n: int, compression: Optional[str],
                profile: bool) -> float:
     async def main() -> float:
         producer = Producer(bootstrap, required_acks=1, compression=compression,
-                            linger_ms=5)
+                            linger=0.005)
         await producer.connect()
         await producer.produce(topic, b"warm-up")
         enqueue = producer.enqueue

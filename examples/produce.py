@@ -11,8 +11,8 @@ waits for every acknowledgement, and prints where the records went.
 import asyncio
 import collections
 
-from kiel.clients.producer import Producer
 from kiel.exc import KielError
+from kiel.producer import Producer
 from kiel.serializers import json_serializer
 from kiel.testing.broker import EmbeddedCluster
 
@@ -23,7 +23,7 @@ async def produce_events(bootstrap: str) -> None:
         serializer=json_serializer,  # values are dicts here, bytes on the wire
         key_maker=lambda event: event["user"].encode(),  # same user, same partition
         compression="snappy",
-        linger_ms=5,
+        linger=0.005,
     )
     async with producer:  # connect() now, close() (which flushes) at the end
         # One record, waiting for its acknowledgement:

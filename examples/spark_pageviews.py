@@ -30,7 +30,7 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Tuple
 
-from kiel.clients.producer import Producer
+from kiel.producer import Producer
 
 TOPIC = "pageviews"
 COUNTS_TOPIC = "pageview-counts"
@@ -48,7 +48,7 @@ def produce_views(bootstrap: str, count: int, seed: int = 7) -> Dict[Tuple[int, 
         views.append({"user": rng.choice(USERS), "url": f"/page/{rng.randrange(50)}", "ts": ts})
 
     async def run() -> None:
-        async with Producer(bootstrap, linger_ms=5) as producer:
+        async with Producer(bootstrap, linger=0.005) as producer:
             await asyncio.gather(*(
                 producer.produce(TOPIC, json.dumps(v).encode(), key=v["user"].encode())
                 for v in views

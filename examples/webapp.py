@@ -57,7 +57,7 @@ class Clients:
 
     def __init__(self, brokers: str, zk_hosts: str, stats: Stats) -> None:
         self.stats = stats
-        self.producer = Producer(brokers, linger_ms=5)
+        self.producer = Producer(brokers, linger=0.005)
         self.consumer = GroupedConsumer(
             brokers, GROUP, zk_hosts, topics=[TOPIC],
             max_wait_time=0.5, commit_interval=1.0, zk_session_timeout=6.0,

@@ -15,7 +15,7 @@ __version__ = "1.0.0.dev0"
 
 # name -> the module that defines it
 _EXPORTS: Dict[str, str] = {
-    "Producer": "kiel.clients.producer",
+    "Producer": "kiel.producer",
     "SingleConsumer": "kiel.consumer",
     "GroupedConsumer": "kiel.consumer.grouped",
     "ConsumerRebalanceListener": "kiel.consumer.listener",
@@ -25,7 +25,7 @@ _EXPORTS: Dict[str, str] = {
     "Record": "kiel.structs",
     "RecordMetadata": "kiel.structs",
     "TopicPartition": "kiel.structs",
-    "Partitioner": "kiel.clients.partitioners",
+    "Partitioner": "kiel.producer.partitioners",
     "Serializer": "kiel.serializers",
     "Deserializer": "kiel.serializers",
     "Allocator": "kiel.allocators",
@@ -35,12 +35,12 @@ __all__ = ["__version__", *_EXPORTS]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from kiel.allocators import Allocator
-    from kiel.clients.partitioners import Partitioner
-    from kiel.clients.producer import Producer
     from kiel.consumer import SingleConsumer
     from kiel.consumer.grouped import GroupedConsumer
     from kiel.consumer.listener import ConsumerRebalanceListener
     from kiel.consumer.positions import BEGINNING, END, StartPosition
+    from kiel.producer import Producer
+    from kiel.producer.partitioners import Partitioner
     from kiel.serializers import Deserializer, Serializer
     from kiel.structs import Record, RecordMetadata, TopicPartition
 

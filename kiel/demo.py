@@ -46,7 +46,7 @@ async def produce(bootstrap: str) -> Dict[int, int]:
         serializer=json_serializer,
         key_maker=lambda view: view["user"].encode(),
         compression="snappy",
-        linger_ms=5,
+        linger=0.005,
     ) as producer:
         started = time.perf_counter()
         futures = [

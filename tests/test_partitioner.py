@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import DefaultPartitioner as KafkaPythonPartitioner
 from kafka.partitioner.default import murmur2 as kafka_murmur2
 
-from kiel.clients.partitioners import (
+from kiel.producer.partitioners import (
     DefaultPartitioner,
     key_partition,
     murmur2,

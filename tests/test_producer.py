@@ -9,8 +9,6 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 from tornado import gen
 
-from kiel.clients.partitioners import key_partition
-from kiel.clients.producer import Producer, RecordMetadata
 from kiel.exc import (
     ClientClosedError,
     ConfigError,
@@ -20,6 +18,8 @@ from kiel.exc import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from kiel.producer import Producer, RecordMetadata
+from kiel.producer.partitioners import key_partition
 from kiel.serializers import json_deserializer, json_serializer
 from tests.conftest import run
 
@@ -259,7 +259,7 @@ def test_order_is_kept_within_a_partition(kafka_cluster, topic_factory):
     async def main():
         # Small batches and a short linger: many requests, always one batch
         # set in flight per partition.
-        async with Producer(kafka_cluster.bootstrap, batch_size=512, linger_ms=1) as p:
+        async with Producer(kafka_cluster.bootstrap, batch_size=512, linger=0.001) as p:
             futures = []
             for i in range(n):
                 futures.append(p.produce(topic, b"%d" % i, key=b"k%d" % (i % 2)))
@@ -281,7 +281,7 @@ def test_linger_batches_records_together(kafka_cluster, topic_factory):
     topic = topic_factory(partitions=1)
 
     async def main():
-        async with Producer(kafka_cluster.bootstrap, linger_ms=50) as p:
+        async with Producer(kafka_cluster.bootstrap, linger=0.05) as p:
             futures = []
             for i in range(10):
                 futures.append(p.produce(topic, b"%d" % i))
@@ -296,7 +296,7 @@ def test_flush_waits_for_everything_and_close_drains(kafka_cluster, topic_factor
     topic = topic_factory(partitions=3)
 
     async def main():
-        p = Producer(kafka_cluster.bootstrap, linger_ms=10000)  # only flush sends
+        p = Producer(kafka_cluster.bootstrap, linger=10.0)  # only flush sends
         await p.connect()
         futures = [p.produce(topic, b"%d" % i) for i in range(100)]
         await p.flush()

@@ -5,7 +5,6 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from kiel.clients.producer import Producer, RecordMetadata
 from kiel.exc import (
     BufferFullError,
     KielConnectionError,
@@ -15,6 +14,7 @@ from kiel.exc import (
     RequestTimedOutError,
     RequestTimeoutError,
 )
+from kiel.producer import Producer, RecordMetadata
 from tests.test_producer import read_back, run
 
 

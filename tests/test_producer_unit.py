@@ -1,49 +1,32 @@
-"""Producer pieces that need no broker: the incremental message encoder (byte
-for byte what kiel.protocol.messages and kafka-python write), settings, and
-the errors produce() raises before anything is sent."""
+"""Producer pieces that need no broker: settings, the batches' wire bytes,
+and the errors produce() raises before anything is sent."""
 import asyncio
+import warnings
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from kiel import compression
-from kiel.clients.producer import MESSAGE_OVERHEAD, Producer, RecordMetadata, encode_message
 from kiel.exc import (
     ClientClosedError,
     ConfigError,
     MessageSizeTooLargeError,
     SerializationError,
 )
+from kiel.producer import Producer, RecordMetadata
+from kiel.producer.accumulator import ProducerBatch
 from kiel.protocol.messages import decode_message_set, encode_message_set
 
-maybe_bytes = st.none() | st.binary(max_size=300)
 
-
-@given(st.lists(st.tuples(maybe_bytes, maybe_bytes), max_size=20))
-@settings(max_examples=300)
-def test_incremental_encoder_matches_encode_message_set(messages):
-    buf = bytearray()
-    for i, (key, value) in enumerate(messages):
-        encode_message(buf, i, key, value)
-    assert bytes(buf) == encode_message_set(messages)
-    for key, value in messages:
-        entry = bytearray()
-        encode_message(entry, 0, key, value)
-        assert len(entry) == MESSAGE_OVERHEAD + len(key or b"") + len(value or b"")
-
-
-@pytest.mark.parametrize("codec", ["gzip", "snappy"])
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", None])
 def test_batch_payload_matches_encode_message_set(codec):
     messages = [(None, b"v%d" % i) for i in range(50)] + [(b"k", b"keyed"), (b"", None)]
     producer = Producer("127.0.0.1:1", compression=codec)
-    batch_buf = bytearray()
-    for i, (key, value) in enumerate(messages):
-        encode_message(batch_buf, i, key, value)
-    wrapper = bytearray()
-    encode_message(wrapper, 0, None, producer.codec.compress(batch_buf), producer.codec_id)
-    assert bytes(wrapper) == encode_message_set(messages, compression.codec_id_for(codec))
-    decoded = decode_message_set(bytes(wrapper))
+    batch = ProducerBatch(0.0, 1)
+    batch.records.extend(messages)
+    payload = batch.encode(producer.codec)
+    assert payload == encode_message_set(messages, compression.codec_id_for(codec or "none"))
+    assert batch.encode(producer.codec) is payload  # encoded once, retries resend it
+    decoded = decode_message_set(payload)
     assert [(r.key, r.value) for r in decoded.records] == messages
 
 
@@ -65,6 +48,9 @@ def test_gzip_level_default_and_setting():
         {"max_pending_bytes": -1},
         {"max_message_size": 1.5},
         {"linger_ms": -1},
+        {"linger": -0.5},
+        {"linger": "5"},
+        {"linger": 0.005, "linger_ms": 5},
         {"buffer_timeout": -0.1},
         {"partitioner": "murmur2"},
         {"serializer": 42},
@@ -75,6 +61,18 @@ def test_gzip_level_default_and_setting():
 def test_bad_settings_raise_config_error(kwargs):
     with pytest.raises(ConfigError):
         Producer("127.0.0.1:9092", **kwargs)
+
+
+def test_linger_is_seconds_and_linger_ms_a_deprecated_alias():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Producer("h").linger == 0.0
+        assert Producer("h", linger=0.25).linger == 0.25
+    with pytest.warns(DeprecationWarning, match="linger_ms is deprecated") as caught:
+        assert Producer("h", linger_ms=5).linger == 0.005
+    assert caught[0].filename == __file__  # points at the caller
+    with pytest.raises(ConfigError, match="not both"):
+        Producer("h", linger=0.005, linger_ms=5)
 
 
 def test_ack_timeout_only_matters_with_acks_all():

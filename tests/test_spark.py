@@ -21,8 +21,8 @@ import pytest
 from kazoo.client import KazooClient
 from pyspark.sql import SparkSession
 
-from kiel.clients.producer import Producer
 from kiel.exc import ConfigError
+from kiel.producer import Producer
 from kiel.spark import HAS_READ_LIMITS, SCHEMA, DataLossError, KielDataSource
 from kiel.spark.datasource import cap_offsets
 from kiel.spark.kafka import Range, read_range, split_ranges

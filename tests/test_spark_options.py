@@ -12,9 +12,9 @@ import logging
 import pytest
 
 from kiel.client import Client
-from kiel.clients.producer import Producer
 from kiel.consumer import SingleConsumer
 from kiel.exc import ConfigError
+from kiel.producer import Producer
 from kiel.spark.options import (
     CLIENT_SETTINGS,
     SINK_SETTINGS,

@@ -7,8 +7,8 @@ import kazoo.
 from typing import TYPE_CHECKING, Any
 
 import kiel.consumer
-from kiel.clients.producer import Producer
 from kiel.consumer import BEGINNING, END, ConsumerRebalanceListener, SingleConsumer
+from kiel.producer import Producer
 from kiel.structs import Record, RecordMetadata, TopicPartition
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -19,6 +19,10 @@ its value. In magic 0 the inner messages carry the absolute offsets the broker
 assigned; in magic 1 they carry relative offsets 0..n-1 and the wrapper carries
 the absolute offset of the last one.
 
+Encoding goes through one :class:`MessageSetBuilder` (magic 0, as a producer
+writes): the producer's batches, :func:`encode_message_set` and the embedded
+broker's :func:`assign_offsets` all build with it.
+
 Sans-I/O: bytes in, objects out; stdlib plus :mod:`kiel.compression`. Every
 decoding failure is a :class:`kiel.exc.ProtocolError` subclass, never
 ``struct.error``, ``IndexError`` or a huge allocation: every length is checked
@@ -27,7 +31,7 @@ against the buffer before anything is sliced.
 import struct
 import zlib
 from functools import partial
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import kiel.compression as _compression
 from kiel.exc import (
@@ -44,7 +48,11 @@ __all__ = [
     "CODEC_GZIP",
     "CODEC_SNAPPY",
     "CODEC_LZ4",
+    "LOG_OVERHEAD",
     "MAX_NESTING",
+    "MESSAGE_OVERHEAD",
+    "MESSAGE_V0_HEADER",
+    "MessageSetBuilder",
     "Record",
     "DecodeResult",
     "MessageBoundary",
@@ -73,14 +81,11 @@ _CRC_START = 16  # the CRC covers from the magic byte: offset + size + crc
 _MIN_SIZE = {0: 14, 1: 22}  # MessageSize of an empty message: crc .. value length
 _MIN_V0 = 14
 _NO_MIN_OFFSET = -(2**63)
-_INT32_MAX = 2**31 - 1
 
 _OFFSET_SIZE = struct.Struct(">qi")
 _CRC_MAGIC_ATTRS = struct.Struct(">Ibb")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
-_HEADER = struct.Struct(">qiI")  # offset, size, crc (encode)
-_MAGIC_ATTRS_KLEN = struct.Struct(">bbi")  # encode
 
 _crc32 = zlib.crc32
 
@@ -487,7 +492,36 @@ def find_position(buf: Buffer, offset: int) -> Optional[int]:
 
 
 # ---------------------------------------------------------------------------
-# Encoding
+# Encoding: the one message-set builder
+
+#: Bytes in front of every message of a set: its offset (int64) and size (int32).
+LOG_OVERHEAD = 12
+#: Bytes of a magic-0 message around its key and value: crc (4), magic (1),
+#: attributes (1), key length (4), value length (4).
+MESSAGE_V0_HEADER = 14
+#: Bytes one magic-0 message adds to its key and value in a message set (26).
+#: A broker's ``message.max.bytes`` counts them too.
+MESSAGE_OVERHEAD = LOG_OVERHEAD + MESSAGE_V0_HEADER
+
+_LOG_HEADER = struct.Struct(">qiI")  # offset, size, crc
+_BODY_HEAD = struct.Struct(">bbi")  # magic, attributes, key length (the key follows)
+_NULL_KEY_BODY_HEAD = struct.Struct(">bbii")  # magic, attributes, key length -1, value length
+_NULL_KEY_MESSAGE = struct.Struct(">qiIbbii")  # _LOG_HEADER then _NULL_KEY_BODY_HEAD
+
+#: CRC32 of a null-key message's bytes before its value, by value length
+#: (lengths below this bound only, so the cache stays small).
+_CRC_CACHE_LIMIT = 1 << 16
+_null_key_crcs: Dict[int, int] = {}
+
+_TOO_LONG = "a message key or value is longer than an int32 length can say"
+
+
+def _null_key_crc(vlen: int) -> int:
+    """CRC32 of magic, attributes, key length -1 and value length ``vlen``."""
+    crc = _crc32(_NULL_KEY_BODY_HEAD.pack(0, 0, -1, vlen))
+    if vlen < _CRC_CACHE_LIMIT:
+        _null_key_crcs[vlen] = crc
+    return crc
 
 
 def _check_bytes(item: Any, what: str) -> Optional[bytes]:
@@ -498,28 +532,6 @@ def _check_bytes(item: Any, what: str) -> Optional[bytes]:
     raise LocalProtocolError(
         f"message {what}s must be bytes (or None), not {type(item).__name__}"
     )
-
-
-def _encode_body(key: Any, value: Any, attrs: int = 0) -> bytes:
-    """A magic-0 message from the magic byte on (general path, validating)."""
-    key = _check_bytes(key, "key")
-    value = _check_bytes(value, "value")
-    klen = -1 if key is None else len(key)
-    vlen = -1 if value is None else len(value)
-    if klen > _INT32_MAX or vlen > _INT32_MAX:
-        raise LocalProtocolError("a message key or value is longer than an int32 length can say")
-    return b"".join(
-        (_MAGIC_ATTRS_KLEN.pack(0, attrs, klen), key or b"", _INT32.pack(vlen), value or b"")
-    )
-
-
-def _encode_message(offset: int, key: Any, value: Any, attrs: int = 0) -> bytes:
-    """One magic-0 message with its offset and size prefix."""
-    body = _encode_body(key, value, attrs)
-    return _HEADER.pack(offset, len(body) + 4, _crc32(body)) + body
-
-
-_NULL_KEY_PREFIX = _MAGIC_ATTRS_KLEN.pack(0, 0, -1)
 
 
 def _as_pair(m: Any) -> Tuple[Any, Any]:
@@ -534,32 +546,215 @@ def _as_pair(m: Any) -> Tuple[Any, Any]:
     return key, value
 
 
-def _encode_plain(messages: Any) -> bytes:
-    parts: List[bytes] = []
-    append = parts.append
-    header = _HEADER.pack
-    mak = _MAGIC_ATTRS_KLEN.pack
-    i32 = _INT32.pack
-    crc32 = _crc32
-    null_prefix = _NULL_KEY_PREFIX
-    offset = 0
-    # Strategy: the common case (pairs of a bytes-or-None key and a bytes
-    # value) builds each message body with one concatenation and CRCs it in
-    # one call, with no per-message function call. A length over int32 makes
-    # ``i32`` raise ``struct.error``, caught below; other types take the
-    # validating ``_encode_body``.
-    for key, value in messages:
-        if type(value) is bytes and (key is None or type(key) is bytes):
-            if key is None:
-                body = null_prefix + i32(len(value)) + value
-            else:
-                body = mak(0, 0, len(key)) + key + i32(len(value)) + value
-        else:
-            body = _encode_body(key, value)
-        append(header(offset, len(body) + 4, crc32(body)))
-        append(body)
-        offset += 1
-    return b"".join(parts)
+def _codec_for(codec: Union[int, _compression.Codec, None],
+               compresslevel: Optional[int]) -> Optional[_compression.Codec]:
+    """The compressor for a builder: ``None`` for no compression."""
+    if codec is None or isinstance(codec, _compression.Codec):
+        return None if codec is None or codec.codec_id == CODEC_NONE else codec
+    if codec == CODEC_NONE:
+        return None
+    if compresslevel is not None and codec == CODEC_GZIP:
+        return _compression.get_codec(codec, level=compresslevel)
+    return _compression.get_codec(codec)
+
+
+class MessageSetBuilder:
+    """Builds one magic-0 message set, a message at a time.
+
+    The only message encoder in kiel: the producer encodes each batch with
+    one, :func:`encode_message_set` and the embedded broker use it too.
+    :attr:`size` is the exact size of the uncompressed set so far: a message
+    takes :data:`MESSAGE_OVERHEAD` bytes plus its key and value, so a batch
+    can tell it is full before anything is encoded.
+
+    Example::
+
+        builder = MessageSetBuilder(CODEC_GZIP)
+        builder.append(None, b"hello")
+        builder.append(b"key", b"world")
+        data = builder.build()  # one gzip wrapper holding both messages
+
+    Args:
+        codec: a codec id (:data:`CODEC_NONE`, :data:`CODEC_GZIP`,
+            :data:`CODEC_SNAPPY`, :data:`CODEC_LZ4`) or a
+            :class:`kiel.compression.Codec`. With compression,
+            :meth:`build` returns one wrapper message (null key) whose value is
+            the whole set, compressed once.
+        compresslevel: gzip level for a codec given by id (``None``: the
+            default of :mod:`kiel.compression`).
+        base_offset: the offset field of the first message (then one more per
+            message) and of the wrapper. A producer writes 0: the broker
+            assigns the real offsets.
+
+    Raises:
+        UnsupportedCodecError: an unknown codec id.
+        MissingDependencyError: snappy or lz4 without cramjam.
+    """
+
+    __slots__ = ("_parts", "_codec", "_base_offset", "_next_offset", "_size", "_counted")
+
+    def __init__(
+        self,
+        codec: Union[int, _compression.Codec, None] = CODEC_NONE,
+        *,
+        compresslevel: Optional[int] = None,
+        base_offset: int = 0,
+    ) -> None:
+        self._codec = _codec_for(codec, compresslevel)
+        # Strategy: the encoded pieces (headers, keys, values) are kept as a
+        # list and joined once by build(): cheaper than growing a bytearray
+        # and copying it out, and the values are not copied until then.
+        self._parts: List[bytes] = []
+        self._base_offset = base_offset
+        self._next_offset = base_offset
+        self._size = 0  # bytes of the first _counted parts
+        self._counted = 0
+
+    def __len__(self) -> int:
+        """How many messages were appended."""
+        return self._next_offset - self._base_offset
+
+    @property
+    def size(self) -> int:
+        """Bytes of the uncompressed set so far (the sum of what :meth:`append` returned)."""
+        # Strategy: counted when asked, not per message: appending stays cheap
+        # and the parts added since the last call are summed once.
+        parts = self._parts
+        if self._counted != len(parts):
+            self._size += sum(map(len, parts[self._counted:]))
+            self._counted = len(parts)
+        return self._size
+
+    def append(self, key: Optional[bytes], value: Optional[bytes], attributes: int = 0) -> int:
+        """Encode one message at the end of the set.
+
+        Args:
+            key: the key (``bytes``-like) or ``None``.
+            value: the value (``bytes``-like) or ``None`` for a null value.
+            attributes: the attributes byte (the codec id of a wrapper
+                message that holds a compressed set; 0 otherwise).
+
+        Returns:
+            the bytes the message takes in the set:
+            ``MESSAGE_OVERHEAD + len(key) + len(value)`` (a null counts 0).
+
+        Raises:
+            LocalProtocolError: a key or value that is not bytes-like, or
+                longer than an int32 length can say.
+        """
+        try:
+            size = self._append_checked(self._next_offset, key, value, attributes)
+        except struct.error as e:
+            raise LocalProtocolError(_TOO_LONG) from e
+        self._next_offset += 1
+        return size
+
+    def _append_checked(self, offset: int, key: Any, value: Any, attributes: int) -> int:
+        """Encode any one message at ``offset``, validating key and value."""
+        key = _check_bytes(key, "key")
+        value = _check_bytes(value, "value")
+        body = b"".join((
+            _BODY_HEAD.pack(0, attributes, -1 if key is None else len(key)),
+            key or b"",
+            _INT32.pack(-1 if value is None else len(value)),
+            value or b"",
+        ))
+        self._parts.append(_LOG_HEADER.pack(offset, len(body) + 4, _crc32(body)))
+        self._parts.append(body)
+        return LOG_OVERHEAD + 4 + len(body)
+
+    def extend(self, messages: Iterable[Union[Tuple[Any, Any], Record]]) -> None:
+        """Append many messages: what :meth:`append` does for each, in one loop.
+
+        The fast way to encode: a producer's batch is encoded with one call.
+
+        Args:
+            messages: ``(key, value)`` pairs or :class:`~kiel.structs.Record`
+                objects.
+
+        Raises:
+            LocalProtocolError: an item that is not a pair or a Record, or a
+                key or value :meth:`append` refuses; nothing is appended then.
+        """
+        if not isinstance(messages, (list, tuple)):
+            messages = list(messages)
+        start = len(self._parts)
+        offset = self._next_offset
+        try:
+            try:
+                self._extend_pairs(messages)
+            except (TypeError, ValueError):
+                # Not all plain pairs (Records, or bad items): start again
+                # with every item as a pair.
+                del self._parts[start:]
+                self._next_offset = offset
+                self._extend_pairs([_as_pair(m) for m in messages])
+        except (LocalProtocolError, struct.error) as e:
+            del self._parts[start:]
+            self._next_offset = offset
+            if isinstance(e, LocalProtocolError):
+                raise
+            raise LocalProtocolError(_TOO_LONG) from e
+
+    def _extend_pairs(self, pairs: Sequence[Any]) -> None:
+        parts = self._parts
+        add = parts.append
+        offset = self._next_offset
+        head = _LOG_HEADER.pack
+        body_head = _BODY_HEAD.pack
+        null_key_message = _NULL_KEY_MESSAGE.pack
+        i32 = _INT32.pack
+        crc32 = _crc32
+        crcs = _null_key_crcs
+        # Strategy: the common pairs (a bytes value, a bytes key or none)
+        # are encoded inline with no call per message: a null key with one
+        # pack and one CRC over the value, seeded with the cached CRC of the
+        # 10 bytes in front of it; a key with one concatenation and one CRC.
+        # Anything else goes through the validating _append_checked.
+        for key, value in pairs:
+            if type(value) is bytes:
+                if key is None:
+                    vlen = len(value)
+                    crc = crcs.get(vlen)
+                    if crc is None:
+                        crc = _null_key_crc(vlen)
+                    add(null_key_message(
+                        offset, MESSAGE_V0_HEADER + vlen, crc32(value, crc), 0, 0, -1, vlen
+                    ))
+                    add(value)
+                    offset += 1
+                    continue
+                if type(key) is bytes:
+                    body = body_head(0, 0, len(key)) + key + i32(len(value)) + value
+                    add(head(offset, len(body) + 4, crc32(body)))
+                    add(body)
+                    offset += 1
+                    continue
+            self._append_checked(offset, key, value, 0)
+            offset += 1
+        self._next_offset = offset
+
+    def build(self) -> bytes:
+        """The message set: the messages as appended, or with a codec one
+        wrapper message (null key, offset ``base_offset``) holding them
+        compressed. Empty if nothing was appended.
+
+        Raises:
+            CompressionError: the codec failed.
+        """
+        data = b"".join(self._parts)
+        if self._codec is None or not data:
+            return data
+        return _wrapper(self._codec, data, self._base_offset)
+
+
+def _wrapper(codec: _compression.Codec, inner: Buffer, offset: int) -> bytes:
+    """One wrapper message at ``offset`` whose value is the set ``inner``, compressed."""
+    compressed = codec.compress(inner)
+    builder = MessageSetBuilder(base_offset=offset)
+    builder.append(None, compressed if type(compressed) is bytes else bytes(compressed),
+                   codec.codec_id)
+    return builder.build()
 
 
 def encode_message_set(
@@ -576,6 +771,7 @@ def encode_message_set(
     ``LegacyRecordBatchBuilder(magic=0)`` builds from the same input, except
     that a gzip stream's 10-byte header differs (kiel writes mtime 0, so its
     output is reproducible) and kiel's default gzip level is 6, not 9.
+    A :class:`MessageSetBuilder` does the work.
 
     Args:
         messages: ``(key, value)`` pairs or :class:`Record` objects; keys and
@@ -592,31 +788,9 @@ def encode_message_set(
         UnsupportedCodecError: an unknown codec.
         CompressionError: the codec failed.
     """
-    if not isinstance(messages, (list, tuple)):
-        messages = list(messages)
-    try:
-        try:
-            plain = _encode_plain(messages)
-        except (TypeError, ValueError):
-            # Not all plain pairs (Records, or bad items): normalize and retry.
-            plain = _encode_plain([_as_pair(m) for m in messages])
-    except struct.error as e:
-        raise LocalProtocolError(
-            "a message key or value is longer than an int32 length can say"
-        ) from e
-    if not codec:
-        return plain
-    if not plain:
-        return b""
-    return _encode_message(0, None, _compress(codec, plain, compresslevel), codec)
-
-
-def _compress(codec: int, data: bytes, compresslevel: Optional[int]) -> bytes:
-    if compresslevel is not None and codec == CODEC_GZIP:
-        out = _compression.compress(codec, data, level=compresslevel)
-    else:
-        out = _compression.compress(codec, data)
-    return out if type(out) is bytes else bytes(out)
+    builder = MessageSetBuilder(codec, compresslevel=compresslevel)
+    builder.extend(messages)
+    return builder.build()
 
 
 # ---------------------------------------------------------------------------
@@ -730,7 +904,6 @@ def assign_offsets(
         _patch_offset(inner_set, pos, base_offset + i)
         pos += len(piece)
     count = len(pieces)
-    wrapper = _encode_message(
-        base_offset + count - 1, None, _compress(codec, bytes(inner_set), compresslevel), codec
-    )
-    return wrapper, count
+    compressor = _codec_for(codec, compresslevel)
+    assert compressor is not None  # codec is not CODEC_NONE here
+    return _wrapper(compressor, inner_set, base_offset + count - 1), count

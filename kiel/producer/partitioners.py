@@ -9,7 +9,7 @@ A partitioner is any callable ``partitioner(key, partitions) -> partition``:
   parked on a partition that cannot take them.
 
 It returns one of ``partitions``. :class:`DefaultPartitioner` (what
-:class:`~kiel.clients.Producer` uses unless told otherwise) places keyed
+:class:`~kiel.producer.Producer` uses unless told otherwise) places keyed
 records exactly as the Java client and kafka-python's ``DefaultPartitioner``
 do -- ``(murmur2(key) & 0x7fffffff) % len(partitions)`` -- so records with
 the same key land on the same partition whichever of these clients produced

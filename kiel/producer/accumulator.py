@@ -1,0 +1,343 @@
+"""Records waiting to be sent, in per-partition batches: pure bookkeeping.
+
+No I/O, no tasks, no event loop: time comes in as numbers (``now``, and a
+``clock`` read when a batch opens), leaders as a function, and each record
+carries an opaque *payload* (the producer's future) that comes back when its
+batch is settled. That is what makes it testable with a fake clock.
+
+The life of a batch::
+
+    append() -> the partition's open batch (a new one when the open one is
+    full) -> drain(): the batch closes when full, when ``linger`` has passed
+    or when a send is forced -> taken with the partition's other closed
+    batches (one request's worth) while no request of that partition is in
+    flight -> complete() (acknowledged or failed for good), or requeue() at
+    the front of the partition (a retry: order kept).
+
+Back-pressure: :attr:`RecordAccumulator.pending_bytes` counts every record
+from :meth:`~RecordAccumulator.append` until its batch completes.
+"""
+
+import collections
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Set, Tuple
+
+from kiel.compression import Codec
+from kiel.protocol.messages import MessageSetBuilder
+from kiel.structs import TopicPartition
+
+__all__ = ["Drained", "PartitionQueue", "ProducerBatch", "RecordAccumulator"]
+
+#: A timer may fire up to one clock resolution early: a batch whose linger
+#: ends within this many seconds counts as due.
+CLOCK_SLACK = 0.001
+
+
+class ProducerBatch:
+    """Records of one partition that travel together: one message set (or
+    one compressed wrapper message) in one Produce request.
+
+    Attributes:
+        records: ``(key, value)`` pairs in produce order, until encoded.
+        payloads: one opaque payload per record, in the same order.
+        size: bytes of the encoded (uncompressed) set: what counts against
+            ``batch_size`` and ``max_pending_bytes``.
+        created: when the batch opened (the accumulator's clock).
+        failures: failed attempts so far (the retry state).
+        seq: creation order, across partitions.
+    """
+
+    __slots__ = ("records", "payloads", "size", "created", "failures", "seq", "_data")
+
+    def __init__(self, created: float, seq: int) -> None:
+        self.records: List[Tuple[Optional[bytes], Optional[bytes]]] = []
+        self.payloads: List[Any] = []
+        self.size = 0
+        self.created = created
+        self.failures = 0
+        self.seq = seq
+        self._data: Optional[bytes] = None
+
+    def encode(self, codec: Optional[Codec]) -> bytes:
+        """The batch's message set, encoded (and compressed) once: a retry
+        sends the same bytes.
+
+        Args:
+            codec: the compression codec, or ``None``.
+
+        Returns:
+            the message set bytes.
+        """
+        data = self._data
+        if data is None:
+            builder = MessageSetBuilder(codec)
+            builder.extend(self.records)
+            data = self._data = builder.build()
+            self.records = []  # the encoded set replaces them
+        return data
+
+
+class PartitionQueue:
+    """One partition's batches: the one being filled, closed ones waiting to
+    go (retries at the front), and whether a request is in flight."""
+
+    __slots__ = ("tp", "open", "ready", "in_flight", "retry_at", "stale")
+
+    def __init__(self, tp: TopicPartition) -> None:
+        self.tp = tp
+        self.open: Optional[ProducerBatch] = None
+        self.ready: Deque[ProducerBatch] = collections.deque()
+        self.in_flight = False
+        #: no send before this time (a retry's backoff)
+        self.retry_at = 0.0
+        #: no send until the metadata refresh under way ends
+        self.stale = False
+
+
+#: What a partition's share of a request is: its queue and the batches taken.
+Taken = Tuple[PartitionQueue, List[ProducerBatch]]
+
+
+class Drained(NamedTuple):
+    """What :meth:`RecordAccumulator.drain` took out."""
+
+    #: Batches to send now, by leader broker id; their queues are in flight.
+    ready: Dict[int, List[Taken]]
+    #: Batches of partitions without a usable leader (to retry or fail).
+    unroutable: List[Taken]
+    #: When something not sendable now becomes sendable (a linger or a
+    #: backoff ends), or ``None``.
+    next_due: Optional[float]
+
+
+class RecordAccumulator:
+    """Per-partition batches of records, and the bytes they hold.
+
+    Args:
+        batch_size: a batch closes when its records reach this many bytes (a
+            larger record travels alone).
+        linger: seconds a batch that is not full may wait for more records.
+        max_request_size: bytes of one partition's batches taken together.
+        max_pending_bytes: the back-pressure limit :meth:`has_room` applies.
+        codec: the compression codec batches are encoded with, or ``None``.
+        clock: the current time in seconds, read when a batch opens.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        linger: float,
+        max_request_size: int,
+        max_pending_bytes: int,
+        codec: Optional[Codec],
+        clock: Callable[[], float],
+    ) -> None:
+        self.batch_size = batch_size
+        self.linger = linger
+        self.max_request_size = max_request_size
+        self.max_pending_bytes = max_pending_bytes
+        self.codec = codec
+        self._clock = clock
+        #: Bytes of records appended and not yet completed.
+        self.pending_bytes = 0
+        self._queues: Dict[TopicPartition, PartitionQueue] = {}
+        self._active: Set[PartitionQueue] = set()  # with an open or a closed batch
+        # Insertion order is creation order: the first key is the oldest.
+        self._unfinished: Dict[ProducerBatch, None] = {}
+        self._seq = 0
+        self._flushes = 0
+
+    # ------------------------------------------------------------------
+    # filling
+
+    def queue(self, tp: TopicPartition) -> PartitionQueue:
+        """The queue of partition ``tp`` (made on first use)."""
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = PartitionQueue(tp)
+        return queue
+
+    def has_room(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit under ``max_pending_bytes`` (a
+        record larger than the limit fits when nothing else is pending)."""
+        return self.pending_bytes + size <= self.max_pending_bytes or not self.pending_bytes
+
+    def append(
+        self,
+        queue: PartitionQueue,
+        key: Optional[bytes],
+        value: Optional[bytes],
+        size: int,
+        payload: Any,
+    ) -> Optional[float]:
+        """Add a record to its partition's open batch.
+
+        Args:
+            queue: the partition's queue.
+            key: the serialized key, or ``None``.
+            value: the serialized value, or ``None``.
+            size: the record's encoded size, ``MESSAGE_OVERHEAD + len(key) +
+                len(value)``.
+            payload: returned by :meth:`complete` with the batch.
+
+        Returns:
+            ``None``, or when a batch was opened, the time at which the
+            sender should next drain (now if a full batch closed or there is
+            no linger).
+        """
+        batch = queue.open
+        due = None
+        if batch is None or batch.size + size > self.batch_size:
+            due = self._open(queue)
+            batch = queue.open
+            assert batch is not None
+        batch.records.append((key, value))
+        batch.payloads.append(payload)
+        batch.size += size
+        self.pending_bytes += size
+        return due
+
+    def _open(self, queue: PartitionQueue) -> float:
+        now = self._clock()
+        full = queue.open
+        if full is not None:
+            queue.ready.append(full)
+        self._seq += 1
+        batch = queue.open = ProducerBatch(now, self._seq)
+        self._unfinished[batch] = None
+        self._active.add(queue)
+        return now if full is not None or not self.linger else now + self.linger
+
+    # ------------------------------------------------------------------
+    # draining
+
+    def drain(
+        self, now: float, leader_of: Callable[[TopicPartition], Optional[int]], force: bool = False
+    ) -> Drained:
+        """Close the batches that are due and take what can be sent now.
+
+        A partition is skipped while a request of it is in flight, during
+        its backoff and while it waits for fresh metadata. Its open batch
+        closes when ``linger`` has passed (or always with ``force``, during
+        a flush, or once closed); its closed batches are taken, the first
+        always, then more while they fit in ``max_request_size``.
+
+        Args:
+            now: the current time (the accumulator's clock).
+            leader_of: a partition's leader broker id, or ``None`` if it has
+                no usable leader.
+            force: close open batches whatever their linger.
+
+        Returns:
+            a :class:`Drained`.
+        """
+        force = force or self._flushes > 0
+        due = now - self.linger + CLOCK_SLACK
+        ready: Dict[int, List[Taken]] = {}
+        unroutable: List[Taken] = []
+        next_due: Optional[float] = None
+        for queue in list(self._active):
+            if queue.in_flight or queue.stale:
+                continue
+            if queue.retry_at > now + CLOCK_SLACK:
+                next_due = _earliest(next_due, queue.retry_at)
+                continue
+            batch = queue.open
+            if batch is not None:
+                if force or batch.created <= due:
+                    queue.ready.append(batch)
+                    queue.open = None
+                else:
+                    next_due = _earliest(next_due, batch.created + self.linger)
+            if not queue.ready:
+                if queue.open is None:
+                    self._active.discard(queue)
+                continue
+            leader = leader_of(queue.tp)
+            if leader is None:
+                unroutable.append((queue, list(queue.ready)))
+                queue.ready.clear()
+                continue
+            queue.in_flight = True
+            ready.setdefault(leader, []).append((queue, self._take(queue)))
+        return Drained(ready, unroutable, next_due)
+
+    def _take(self, queue: PartitionQueue) -> List[ProducerBatch]:
+        batches = queue.ready
+        taken = [batches.popleft()]
+        total = taken[0].size
+        while batches and total + batches[0].size <= self.max_request_size:
+            batch = batches.popleft()
+            total += batch.size
+            taken.append(batch)
+        return taken
+
+    # ------------------------------------------------------------------
+    # settling
+
+    def requeue(self, queue: PartitionQueue, batches: List[ProducerBatch], retry_at: float) -> None:
+        """Put batches back at the front of their partition, in their order,
+        not to be sent before ``retry_at``."""
+        queue.ready.extendleft(reversed(batches))
+        queue.retry_at = retry_at
+        self._active.add(queue)
+
+    def complete(self, batch: ProducerBatch) -> List[Any]:
+        """Forget a batch that was acknowledged or failed for good.
+
+        Returns:
+            its payloads, in record order (empty if it was completed before).
+        """
+        if self._unfinished.pop(batch, False) is False:
+            return []
+        self.pending_bytes -= batch.size
+        payloads = batch.payloads
+        batch.payloads = []
+        batch.records = []
+        batch._data = None
+        return payloads
+
+    def mark_stale(self, queue: PartitionQueue) -> None:
+        """Hold a partition back until :meth:`clear_stale` (a metadata refresh)."""
+        queue.stale = True
+        self._active.add(queue)
+
+    def clear_stale(self) -> None:
+        """Release every partition held back by :meth:`mark_stale`."""
+        for queue in self._queues.values():
+            queue.stale = False
+
+    # ------------------------------------------------------------------
+    # flush and close
+
+    def begin_flush(self) -> None:
+        """Until :meth:`end_flush`, :meth:`drain` closes every open batch."""
+        self._flushes += 1
+
+    def end_flush(self) -> None:
+        """Undo one :meth:`begin_flush`."""
+        self._flushes -= 1
+
+    @property
+    def last_seq(self) -> int:
+        """The ``seq`` of the newest batch (0 before the first)."""
+        return self._seq
+
+    def oldest_unfinished(self) -> Optional[int]:
+        """The ``seq`` of the oldest batch not completed yet, or ``None``."""
+        for batch in self._unfinished:
+            return batch.seq
+        return None
+
+    def unfinished(self) -> List[ProducerBatch]:
+        """Every batch not completed yet, oldest first."""
+        return list(self._unfinished)
+
+    @property
+    def pending_records(self) -> int:
+        """Records appended and not yet completed."""
+        return sum(len(batch.payloads) for batch in self._unfinished)
+
+
+def _earliest(current: Optional[float], candidate: float) -> float:
+    return candidate if current is None or candidate < current else current

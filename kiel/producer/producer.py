@@ -1,0 +1,544 @@
+"""The producer: batches records per partition and sends them to partition leaders.
+
+Flow of one record::
+
+    produce() -> serialize, check size -> pick a partition (routing.py) ->
+    append to that partition's open batch (accumulator.py) -> the batch
+    closes when full (batch_size) or after linger -> the sender (sender.py)
+    groups closed batches by leader: one ProduceRequest per leader covering
+    every partition that has batches to send -> response: resolve each
+    record's future with (topic, partition, offset), or retry the batch
+    (same order, same partition) after a backoff, or fail its futures with
+    the typed error.
+
+A record that cannot be batched at once (its topic's metadata is not loaded
+yet, or the buffer is full) waits in order in admission.py.
+
+Everything runs on the IOLoop; nothing blocks it. ``produce()`` itself is a
+plain function that returns an :class:`asyncio.Future`, so it is cheap to
+call many times without awaiting, and the future can be awaited, yielded
+from a ``tornado.gen.coroutine``, gathered or given callbacks.
+"""
+
+import asyncio
+import warnings
+from typing import Any, Callable, Optional, Sequence, Union
+
+from kiel import compression as codecs
+from kiel._aio import Tasks
+from kiel.client import Client
+from kiel.exc import (
+    ClientClosedError,
+    ConfigError,
+    MessageSizeTooLargeError,
+    SerializationError,
+    UnknownPartitionError,
+)
+from kiel.producer.accumulator import RecordAccumulator
+from kiel.producer.admission import Admission, PreparedRecord
+from kiel.producer.partitioners import Partitioner
+from kiel.producer.routing import Router, TopicRoute
+from kiel.producer.sender import Sender
+from kiel.protocol.messages import MESSAGE_OVERHEAD
+from kiel.structs import RecordMetadata
+
+__all__ = ["Producer", "compression_id"]
+
+_Future = asyncio.Future
+
+
+class Producer(Client):
+    """Produce records to Kafka 0.8.x topics from Tornado (asyncio) code.
+
+    Example::
+
+        producer = Producer(["kafka1:9092", "kafka2:9092"], compression="snappy")
+        await producer.connect()
+        topic, partition, offset = await producer.produce("events", b"hello")
+        await producer.close()
+
+    Args:
+        brokers: bootstrap list, ``["host", "host:port", ...]`` or a
+            comma-separated string.
+        required_acks: ``1`` (the leader wrote it), ``-1`` (every in-sync
+            replica has it) or ``0`` (do not wait: futures resolve once the
+            request is written, with offset -1, and broker errors are never
+            seen).
+        ack_timeout: seconds the broker may wait for replicas with
+            ``required_acks=-1`` before answering RequestTimedOut (a
+            retriable error); it must be shorter than ``request_timeout``.
+            Default: half of ``request_timeout``.
+        compression: ``None``/``"none"``, ``"gzip"``, ``"snappy"`` or
+            ``"lz4"`` (0.8.2+ brokers; framed for magic 0); each batch is
+            compressed once into one wrapper message.
+        gzip_level: deflate level for gzip, 1 to 9 (default 6: several
+            times faster than 9 for output a few percent larger).
+        batch_size: a partition's batch closes when its records reach this
+            many bytes (a larger record travels alone).
+        linger: seconds a batch that is not full may wait for more records.
+            0 (the default) sends on the next IOLoop iteration, which still
+            batches everything produced in the same callback and everything
+            produced while the partition's previous request is in flight.
+        linger_ms: deprecated: ``linger`` in milliseconds (a
+            :class:`DeprecationWarning`; giving both is a
+            :class:`~kiel.exc.ConfigError`).
+        max_request_size: largest sum of batches sent for one partition in one
+            request (several closed batches of a partition go together).
+        max_message_size: a record whose encoded message (key + value +
+            :data:`~kiel.protocol.messages.MESSAGE_OVERHEAD` bytes) is larger
+            is refused by :meth:`produce`; match the broker's
+            ``message.max.bytes``.
+        max_pending_bytes: bytes of records produced and not yet acknowledged
+            (or failed), at most; further records wait for room (see
+            :meth:`produce` and :meth:`enqueue`).
+        buffer_timeout: seconds a record may wait for room before its future
+            fails with :class:`~kiel.exc.BufferFullError`; ``None`` waits as
+            long as it takes.
+        partitioner: ``partitioner(key, partitions) -> partition``; the
+            default hashes keys as the Java client does (murmur2) and spreads
+            unkeyed records round-robin over partitions that have a leader.
+        key_maker: ``key_maker(value) -> key``, called with the value (before
+            serialization) when :meth:`produce` gets no key.
+        serializer: ``serializer(value) -> bytes`` for values; without one,
+            values must be ``bytes`` (or ``bytearray``/``memoryview``) or
+            ``None``.
+        key_serializer: the same for keys.
+        client_id: sent in request headers.
+        connect_timeout: seconds per connection attempt.
+        request_timeout: seconds to wait for each response; a broker that
+            does not answer in time fails the attempt with
+            :class:`~kiel.exc.RequestTimeoutError` (retriable) and its
+            connection is closed.
+        metadata_max_age: refresh metadata at least this often (seconds).
+        retry_backoff: first retry delay (seconds), doubling up to
+            ``max_backoff``, jittered.
+        max_backoff: largest retry delay (seconds).
+        retries: how many times a batch is retried after a retriable error
+            (leader moved, connection lost, timeout...) before its records
+            fail with that error.
+        ssl_options: an ``ssl.SSLContext`` for TLS.
+
+    Raises:
+        ConfigError: a bad setting.
+        MissingDependencyError: snappy or lz4 compression without cramjam.
+    """
+
+    def __init__(
+        self,
+        brokers: Union[str, Sequence[str]],
+        *,
+        required_acks: int = -1,
+        ack_timeout: Optional[float] = None,
+        compression: Optional[str] = None,
+        gzip_level: int = codecs.DEFAULT_GZIP_LEVEL,
+        batch_size: int = 16384,
+        linger: Optional[float] = None,
+        linger_ms: Optional[float] = None,
+        max_request_size: int = 1048576,
+        max_message_size: int = 1000000,
+        max_pending_bytes: int = 32 * 1024 * 1024,
+        buffer_timeout: Optional[float] = None,
+        partitioner: Optional[Partitioner] = None,
+        key_maker: Optional[Callable[[Any], Any]] = None,
+        serializer: Optional[Callable[[Any], bytes]] = None,
+        key_serializer: Optional[Callable[[Any], bytes]] = None,
+        **client_options: Any,
+    ) -> None:
+        super().__init__(brokers, **client_options)
+        request_timeout = self.cluster.request_timeout
+        self.required_acks = _check_acks(required_acks)
+        self.ack_timeout = _check_ack_timeout(ack_timeout, required_acks, request_timeout)
+        self.batch_size = _positive_int("batch_size", batch_size)
+        self.max_request_size = _positive_int("max_request_size", max_request_size)
+        self.max_message_size = _positive_int("max_message_size", max_message_size)
+        self.max_pending_bytes = _positive_int("max_pending_bytes", max_pending_bytes)
+        self.linger = _linger_seconds(linger, linger_ms)
+        if buffer_timeout is not None and (
+            not isinstance(buffer_timeout, (int, float)) or buffer_timeout < 0
+        ):
+            raise ConfigError(f"buffer_timeout must be None or >= 0, got {buffer_timeout!r}")
+        self.buffer_timeout = buffer_timeout
+        for name, func in (
+            ("partitioner", partitioner),
+            ("key_maker", key_maker),
+            ("serializer", serializer),
+            ("key_serializer", key_serializer),
+        ):
+            if func is not None and not callable(func):
+                raise ConfigError(f"{name} must be callable, got {func!r}")
+        self.key_maker = key_maker
+        self.serializer = serializer
+        self.key_serializer = key_serializer
+        # The inlined fast path of produce() applies without these.
+        self._plain = not (partitioner or key_maker or serializer)
+        self.codec_id = compression_id(compression)
+        self.codec = _make_codec(self.codec_id, gzip_level)
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._closing = False
+        self._wire(partitioner, request_timeout)
+
+    def _wire(self, partitioner: Optional[Partitioner], request_timeout: float) -> None:
+        """Make the parts: accumulator, router, sender, admission."""
+        self._tasks = Tasks("kiel-producer")
+        self._accumulator = accumulator = RecordAccumulator(
+            batch_size=self.batch_size,
+            linger=self.linger,
+            max_request_size=self.max_request_size,
+            max_pending_bytes=self.max_pending_bytes,
+            codec=self.codec,
+            clock=lambda: asyncio.get_running_loop().time(),
+        )
+        self._router = Router(self.cluster, accumulator, partitioner)
+        self.partitioner: Partitioner = self._router.partitioner
+        self._routes = self._router.routes
+        self._sender = Sender(
+            self.cluster,
+            accumulator,
+            required_acks=self.required_acks,
+            ack_timeout=self.ack_timeout,
+            request_timeout=request_timeout,
+            topics=lambda: self._routes,
+            settled=lambda: self._admission.freed(),
+            closed=lambda: self.closed,
+            tasks=self._tasks,
+        )
+        self._admission = Admission(
+            cluster=self.cluster,
+            router=self._router,
+            accumulator=accumulator,
+            place=self._append,
+            expedite=lambda: self._sender.wake(force=True),
+            tasks=self._tasks,
+            buffer_timeout=self.buffer_timeout,
+        )
+        self._parked = self._admission.parked
+
+    # ------------------------------------------------------------------
+    # public API
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of records produced and not yet acknowledged or failed."""
+        return self._accumulator.pending_bytes
+
+    @property
+    def pending_records(self) -> int:
+        """Records produced and not yet acknowledged or failed (parked ones included)."""
+        return self._accumulator.pending_records + len(self._parked)
+
+    def produce(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: Optional[int] = None,
+    ) -> "asyncio.Future[RecordMetadata]":
+        """Queue one record; the returned future resolves once it is acknowledged.
+
+        This is a plain function: it never blocks and never waits. When the
+        buffer is full (``max_pending_bytes``) or the topic's metadata is not
+        loaded yet, the record waits, in order, before it is batched; its
+        future covers that wait too (and fails with
+        :class:`~kiel.exc.BufferFullError` after ``buffer_timeout``). Use
+        :meth:`enqueue` in a loop that should itself slow down instead.
+
+        Records of one partition are written in the order :meth:`produce`
+        was called, retries included.
+
+        Args:
+            topic: the topic.
+            value: ``bytes`` (or ``bytearray``/``memoryview``, copied), or
+                ``None`` for a null value; anything when a ``serializer`` is
+                set (``None`` is never serialized).
+            key: the key, likewise (``key_serializer``); when ``None`` and a
+                ``key_maker`` is set, ``key_maker(value)`` makes it.
+            partition: write to this partition instead of asking the
+                partitioner.
+
+        Returns:
+            a future of :class:`~kiel.structs.RecordMetadata` ``(topic,
+            partition, offset)``; ``offset`` is -1 with ``required_acks=0``.
+            The future fails with the typed error that stopped the record: a
+            :class:`~kiel.exc.BrokerError` subclass (e.g.
+            ``MessageSizeTooLargeError``, ``NotLeaderForPartitionError`` once
+            retries ran out), :class:`~kiel.exc.UnknownTopicError`,
+            :class:`~kiel.exc.UnknownPartitionError`,
+            :class:`~kiel.exc.RequestTimeoutError`,
+            :class:`~kiel.exc.KielConnectionError`,
+            :class:`~kiel.exc.NoBrokersError`,
+            :class:`~kiel.exc.BufferFullError`. Cancelling it does not
+            withdraw a record that is already batched.
+
+        Raises:
+            ClientClosedError: the producer is closing or closed.
+            SerializationError: the value or key is not bytes (and no
+                serializer is set), or the serializer failed.
+            MessageSizeTooLargeError: the encoded message is larger than
+                ``max_message_size``; nothing was sent.
+            ConfigError: ``topic`` is not a non-empty string or
+                ``partition`` is not a non-negative int.
+            RuntimeError: called with no running event loop.
+        """
+        # Strategy: one inlined path for the common record (bytes value, no
+        # key, default partitioner, room in the buffer, metadata loaded):
+        # about a microsecond. Everything else takes the general path below.
+        if key is None and partition is None and self._plain and type(value) is bytes:
+            route = self._routes.get(topic)
+            if (
+                route is not None
+                and route.snapshot is self.cluster.partitions.get(topic)
+                and not self._parked
+                and not self._closing
+            ):
+                size = MESSAGE_OVERHEAD + len(value)
+                accumulator = self._accumulator
+                if size <= self.max_message_size and (
+                    accumulator.pending_bytes + size <= self.max_pending_bytes
+                ):
+                    rr = route.rr_queues
+                    queue = rr[route.rr % len(rr)]
+                    route.rr += 1
+                    future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
+                    due = accumulator.append(queue, None, value, size, future)
+                    if due is not None:
+                        self._sender.wake_at(due)
+                    return future
+        return self._submit(self._prepare(topic, value, key, partition))
+
+    async def enqueue(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: Optional[int] = None,
+    ) -> "asyncio.Future[RecordMetadata]":
+        """Wait for room in the buffer, then :meth:`produce`.
+
+        The back-pressured form for loops that produce many records::
+
+            futures = [await producer.enqueue("events", v) for v in values]
+            await producer.flush()
+
+        Args:
+            topic: as for :meth:`produce`.
+            value: as for :meth:`produce`.
+            key: as for :meth:`produce`.
+            partition: as for :meth:`produce`.
+
+        Returns:
+            the record's future, as :meth:`produce` returns it (awaiting it
+            waits for the acknowledgement).
+
+        Raises:
+            BufferFullError: no room within ``buffer_timeout``.
+            ClientClosedError: the producer is closing or closed.
+            SerializationError: as for :meth:`produce`.
+            MessageSizeTooLargeError: as for :meth:`produce`.
+            ConfigError: as for :meth:`produce`.
+        """
+        record = self._prepare(topic, value, key, partition)
+        if self._parked or not self._accumulator.has_room(record.size):
+            await self._admission.wait_for_room(topic, record.size)
+            if self._closing:
+                raise ClientClosedError("the producer is closed", topic=topic)
+        return self._submit(record)
+
+    async def flush(self) -> None:
+        """Send everything produced so far now, and wait until each record
+        is acknowledged or has failed.
+
+        Batches are sent without waiting for ``linger``. Failures are not
+        raised here: they are on each record's future.
+        """
+        if self._loop is None:
+            return
+        accumulator = self._accumulator
+        accumulator.begin_flush()
+        try:
+            # Strategy: no callback per record. First wait until every record
+            # parked before this call has left the queue (it is FIFO), then
+            # for the batches that exist at that point, which hold every
+            # record admitted so far (batches complete in any order; the
+            # oldest unfinished one tells).
+            await self._admission.wait_admitted()
+            target = accumulator.last_seq
+            self._sender.wake()
+            oldest = accumulator.oldest_unfinished()
+            while oldest is not None and oldest <= target:
+                await self._admission.progress.wait()
+                oldest = accumulator.oldest_unfinished()
+        finally:
+            accumulator.end_flush()
+
+    async def close(self) -> None:
+        """Flush, then close every connection.
+
+        Records produced before ``close()`` are delivered (or fail with
+        their error) first; :meth:`produce` after it raises
+        :class:`~kiel.exc.ClientClosedError`. Closing twice is harmless.
+        """
+        if self.closed:
+            return
+        self._closing = True
+        try:
+            await self.flush()
+        finally:
+            # Whatever is left (after a flush, nothing) fails.
+            error = ClientClosedError("the producer closed before the record was sent")
+            self._admission.fail_all(error)
+            await self._sender.stop(error)
+            await super().close()
+
+    # ------------------------------------------------------------------
+    # record intake
+
+    def _prepare(
+        self, topic: str, value: Any, key: Any, partition: Optional[int]
+    ) -> PreparedRecord:
+        """Check and serialize a record."""
+        if self._closing:
+            raise ClientClosedError("the producer is closed", topic=topic)
+        if type(topic) is not str or not topic:
+            raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
+        if self.key_maker is not None and key is None:
+            key = _call(self.key_maker, value, "key_maker", topic)
+        if value is not None:
+            if self.serializer is not None:
+                value = _call(self.serializer, value, "serializer", topic)
+            if type(value) is not bytes:
+                value = _as_bytes(value, "value", topic)
+        if key is not None:
+            if self.key_serializer is not None:
+                key = _call(self.key_serializer, key, "key_serializer", topic)
+            if type(key) is not bytes:
+                key = _as_bytes(key, "key", topic)
+        size = MESSAGE_OVERHEAD + (0 if value is None else len(value)) + (
+            0 if key is None else len(key)
+        )
+        if size > self.max_message_size:
+            raise MessageSizeTooLargeError(
+                f"message of {size} bytes is larger than max_message_size "
+                f"({self.max_message_size}); not sent",
+                topic=topic,
+            )
+        if partition is not None and (type(partition) is not int or partition < 0):
+            raise ConfigError(f"partition must be a non-negative int, got {partition!r}")
+        return PreparedRecord(topic, key, value, partition, size)
+
+    def _submit(self, record: PreparedRecord) -> "asyncio.Future[RecordMetadata]":
+        """Batch a prepared record now, or park it until metadata and room allow."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[RecordMetadata] = loop.create_future()
+        if not self._parked and self._accumulator.has_room(record.size):
+            route = self._router.route(record.topic)
+            if route is not None:
+                self._append(route, record, future)
+                return future
+        self._admission.park(record, future)
+        return future
+
+    def _append(self, route: TopicRoute, record: PreparedRecord,
+                future: "asyncio.Future[RecordMetadata]") -> None:
+        """Batch a record on its topic's route (now, or once admitted)."""
+        try:
+            queue = self._router.pick(route, record.key, record.partition)
+        except (ConfigError, UnknownPartitionError) as e:
+            future.set_exception(e)
+            return
+        due = self._accumulator.append(queue, record.key, record.value, record.size, future)
+        if due is not None:
+            self._sender.wake_at(due)
+
+
+def compression_id(name: Optional[str]) -> int:
+    """Map a ``compression=`` setting to a codec id.
+
+    Args:
+        name: ``None``, ``"none"``, ``"gzip"``, ``"snappy"`` or ``"lz4"``.
+
+    Returns:
+        the codec id.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    if name is None:
+        return codecs.NONE
+    if not isinstance(name, str):
+        raise ConfigError(f"compression must be a codec name or None, got {name!r}")
+    return codecs.codec_id_for(name)
+
+
+def _make_codec(codec_id: int, gzip_level: int) -> Optional[codecs.Codec]:
+    if codec_id == codecs.GZIP:
+        return codecs.get_codec(codec_id, level=gzip_level)
+    if codec_id == codecs.LZ4:
+        return codecs.get_codec(codec_id, magic=0)
+    if codec_id != codecs.NONE:
+        return codecs.get_codec(codec_id)
+    return None
+
+
+def _check_acks(required_acks: int) -> int:
+    if required_acks not in (-1, 0, 1) or isinstance(required_acks, bool):
+        raise ConfigError(f"required_acks must be -1, 0 or 1, got {required_acks!r}")
+    return required_acks
+
+
+def _check_ack_timeout(ack_timeout: Optional[float], required_acks: int,
+                       request_timeout: float) -> float:
+    if ack_timeout is None:
+        ack_timeout = request_timeout / 2
+    if not isinstance(ack_timeout, (int, float)) or not 0 <= ack_timeout * 1000 < 2**31:
+        raise ConfigError(f"ack_timeout must be seconds >= 0, got {ack_timeout!r}")
+    if required_acks == -1 and ack_timeout >= request_timeout:
+        raise ConfigError(
+            f"ack_timeout ({ack_timeout}s) must be shorter than request_timeout "
+            f"({request_timeout}s): the broker may take that long to answer"
+        )
+    return ack_timeout
+
+
+def _positive_int(name: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _linger_seconds(linger: Optional[float], linger_ms: Optional[float]) -> float:
+    """``linger`` in seconds, from ``linger`` or the deprecated ``linger_ms``."""
+    if linger is not None and linger_ms is not None:
+        raise ConfigError("give linger (seconds) or the deprecated linger_ms, not both")
+    name, value = ("linger", linger) if linger_ms is None else ("linger_ms", linger_ms)
+    if value is None:
+        return 0.0
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"{name} must be >= 0, got {value!r}")
+    if name == "linger":
+        return float(value)
+    warnings.warn(
+        "linger_ms is deprecated: give linger in seconds (linger_ms=5 is linger=0.005)",
+        DeprecationWarning,
+        stacklevel=3,  # the caller of Producer()
+    )
+    return value / 1000.0
+
+
+def _call(func: Callable[[Any], Any], arg: Any, name: str, topic: str) -> Any:
+    try:
+        return func(arg)
+    except Exception as e:  # user code: any failure becomes our typed error
+        raise SerializationError(f"{name} failed: {e!r}", topic=topic) from e
+
+
+def _as_bytes(data: Any, what: str, topic: str) -> bytes:
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    if isinstance(data, bytes):  # a bytes subclass
+        return bytes(data)
+    hint = " (set serializer=...)" if what == "value" else " (set key_serializer=...)"
+    raise SerializationError(
+        f"{what} must be bytes, got {type(data).__name__}{hint}", topic=topic
+    )

@@ -1,0 +1,115 @@
+"""Which partition a record goes to: a topic's partitions as the metadata
+shows them, and the partitioner.
+
+Unkeyed records under the default partitioner go round-robin over the
+partitions that have a leader right now (all of them if none has), so that
+they are not queued on a partition that cannot take them; keyed records and
+custom partitioners see every partition.
+"""
+
+import random
+from typing import Any, Dict, List, Optional
+
+from kiel.cluster import Cluster
+from kiel.exc import ConfigError, UnknownPartitionError
+from kiel.producer.accumulator import PartitionQueue, RecordAccumulator
+from kiel.producer.partitioners import DefaultPartitioner, Partitioner
+from kiel.structs import TopicPartition
+
+__all__ = ["Router", "TopicRoute"]
+
+
+class TopicRoute:
+    """A topic's partitions as of one metadata snapshot, and their queues.
+
+    Attributes:
+        snapshot: the cluster's partition map this route was built from (the
+            route is current while the cluster holds this very object).
+        all: every partition id, sorted.
+        available: the ids of the partitions that have a leader.
+        queues: each partition's queue in the accumulator.
+        rr_queues: the queues unkeyed records go to, round-robin.
+        rr: the round-robin counter.
+    """
+
+    __slots__ = ("name", "snapshot", "all", "available", "queues", "rr_queues", "rr")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.snapshot: Any = None
+        self.all: List[int] = []
+        self.available: List[int] = []
+        self.queues: Dict[int, PartitionQueue] = {}
+        self.rr_queues: List[PartitionQueue] = []
+        # A random start, so that producers started together do not all
+        # begin with partition 0.
+        self.rr = random.randrange(1 << 16)
+
+
+class Router:
+    """Maps records to partition queues.
+
+    Args:
+        cluster: the metadata source.
+        accumulator: owns the partition queues.
+        partitioner: ``partitioner(key, partitions) -> partition``, or
+            ``None`` for murmur2 of keys and round-robin for unkeyed records.
+    """
+
+    def __init__(
+        self, cluster: Cluster, accumulator: RecordAccumulator, partitioner: Optional[Partitioner]
+    ) -> None:
+        self._cluster = cluster
+        self._accumulator = accumulator
+        self.partitioner: Partitioner = partitioner or DefaultPartitioner()
+        #: Unkeyed records go round-robin without asking the partitioner.
+        self.round_robin = partitioner is None
+        #: Every topic seen, by name (what a metadata refresh asks about).
+        self.routes: Dict[str, TopicRoute] = {}
+
+    def route(self, topic: str) -> Optional[TopicRoute]:
+        """The topic's route as of the current metadata, or ``None`` if its
+        metadata is not loaded."""
+        snapshot = self._cluster.partitions.get(topic)
+        if snapshot is None:
+            return None
+        route = self.routes.get(topic)
+        if route is None:
+            route = self.routes[topic] = TopicRoute(topic)
+        if route.snapshot is not snapshot:
+            route.snapshot = snapshot
+            route.all = sorted(snapshot)
+            route.available = [p for p in route.all if snapshot[p].leader >= 0]
+            for p in route.all:
+                if p not in route.queues:
+                    route.queues[p] = self._accumulator.queue(TopicPartition(topic, p))
+            route.rr_queues = [route.queues[p] for p in (route.available or route.all)]
+        return route
+
+    def pick(
+        self, route: TopicRoute, key: Optional[bytes], partition: Optional[int]
+    ) -> PartitionQueue:
+        """The queue of the record's partition: ``partition`` if given, else
+        the partitioner's choice.
+
+        Raises:
+            ConfigError: the partitioner failed.
+            UnknownPartitionError: the partition is not one of the topic's.
+        """
+        if partition is None:
+            if key is None and self.round_robin:
+                rr = route.rr_queues
+                queue = rr[route.rr % len(rr)]
+                route.rr += 1
+                return queue
+            candidates = route.all if key is not None else (route.available or route.all)
+            try:
+                partition = self.partitioner(key, candidates)
+            except Exception as e:  # user code: surface it on the record
+                raise ConfigError(f"partitioner failed: {e!r}", topic=route.name) from e
+        found = route.queues.get(partition)
+        if found is None:
+            raise UnknownPartitionError(
+                f"the topic has partitions {route.all}", topic=route.name, partition=partition
+            )
+        return found

@@ -1,0 +1,370 @@
+"""The producer's I/O: Produce requests from drained batches, and every
+record's future settled.
+
+One drain runs per IOLoop iteration at most (or when a linger or a backoff
+ends): it takes from the accumulator what can go now, groups it into one
+ProduceRequest per leader (split at ``max_request_size``) and sends each in
+its own task. The answer settles each partition's batches: acknowledged
+(futures resolve with their offsets), retried (back at the front of the
+partition after a backoff, after a metadata refresh if the error says the
+metadata is stale), or failed with the typed error.
+"""
+
+import asyncio
+import copy
+import logging
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+
+from kiel._aio import Tasks
+from kiel.cluster import Cluster
+from kiel.exc import (
+    ClientClosedError,
+    KielError,
+    LeaderNotAvailableError,
+    ProtocolError,
+    UnknownPartitionError,
+    UnknownTopicError,
+    UnknownTopicOrPartitionError,
+    for_code,
+)
+from kiel.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, Taken
+from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
+from kiel.structs import RecordMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Sender", "copy_error"]
+
+_new_metadata = tuple.__new__
+
+
+class Sender:
+    """Sends what the accumulator holds and settles the records' futures.
+
+    Args:
+        cluster: the brokers and their metadata.
+        accumulator: where the batches wait; each record's payload is its
+            :class:`asyncio.Future` of :class:`~kiel.structs.RecordMetadata`.
+        required_acks: -1, 0 or 1.
+        ack_timeout: seconds the broker may wait for replicas.
+        request_timeout: seconds to wait for each response.
+        topics: the topics a metadata refresh asks about.
+        settled: called after batches were acknowledged or failed.
+        closed: whether the producer is closing (retries stop).
+        tasks: where requests and metadata refreshes run.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        accumulator: RecordAccumulator,
+        *,
+        required_acks: int,
+        ack_timeout: float,
+        request_timeout: float,
+        topics: Callable[[], Iterable[str]],
+        settled: Callable[[], None],
+        closed: Callable[[], bool],
+        tasks: Tasks,
+    ) -> None:
+        self._cluster = cluster
+        self._accumulator = accumulator
+        self._required_acks = required_acks
+        self._ack_timeout_ms = int(ack_timeout * 1000)
+        self._request_timeout = request_timeout
+        self._topics = topics
+        self._settled = settled
+        self._closed = closed
+        self._tasks = tasks
+        self._drain_handle: Optional[asyncio.Handle] = None
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._timer_due = 0.0
+        self._force = False
+        self._refreshing: Optional[asyncio.Task[None]] = None
+        self._metadata_error: Optional[KielError] = None
+
+    # ------------------------------------------------------------------
+    # when to drain
+
+    def wake(self, force: bool = False) -> None:
+        """Drain on the next IOLoop iteration.
+
+        Args:
+            force: close the open batches whatever their linger (once).
+        """
+        if force:
+            self._force = True
+        if self._drain_handle is None:
+            self._drain_handle = asyncio.get_running_loop().call_soon(self._drain)
+
+    def wake_at(self, when: float) -> None:
+        """Drain at ``when`` at the latest.
+
+        Strategy: one timer for the earliest time anything becomes due; each
+        drain reports the next such time (see
+        :class:`~kiel.producer.accumulator.Drained`), so a batch
+        or a backoff needs no timer of its own.
+
+        Args:
+            when: a time on the event loop's clock.
+        """
+        if self._drain_handle is not None:
+            return  # a drain is coming, and it looks at everything
+        loop = asyncio.get_running_loop()
+        if when <= loop.time():
+            self._drain_handle = loop.call_soon(self._drain)
+            return
+        timer = self._timer
+        if timer is not None:
+            if self._timer_due <= when:
+                return
+            timer.cancel()
+        self._timer_due = when
+        self._timer = loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.wake()
+
+    def _drain(self) -> None:
+        """Send everything sendable, one request per leader (or more, split
+        at ``max_request_size``)."""
+        self._drain_handle = None
+        force, self._force = self._force, False
+        accumulator = self._accumulator
+        drained = accumulator.drain(asyncio.get_running_loop().time(), self._leader_of, force)
+        for queue, batches in drained.unroutable:
+            self._retry_or_fail(queue, batches, self._unroutable_error(queue.tp))
+        for leader, items in drained.ready.items():
+            for chunk in _requests(items, accumulator.max_request_size):
+                self._tasks.spawn(self._send(leader, chunk), "produce")
+        if drained.next_due is not None:
+            self.wake_at(drained.next_due)
+        cluster = self._cluster
+        if cluster.metadata_age > cluster.metadata_max_age:
+            self.refresh_metadata()
+
+    def _leader_of(self, tp: TopicPartition) -> Optional[int]:
+        try:
+            leader = self._cluster.leader(tp.topic, tp.partition)
+        except (UnknownTopicError, UnknownPartitionError):
+            return None
+        return leader if leader >= 0 and leader in self._cluster.brokers else None
+
+    def _unroutable_error(self, tp: TopicPartition) -> KielError:
+        if self._metadata_error is not None:
+            # Not dropped: the refresh failure is why there is no leader.
+            return copy_error(self._metadata_error)
+        try:
+            leader = self._cluster.leader(tp.topic, tp.partition)
+        except (UnknownTopicError, UnknownPartitionError):
+            leader = 0
+        if leader < 0:
+            return LeaderNotAvailableError("the partition has no leader")
+        return UnknownTopicOrPartitionError("the partition is not in the cluster metadata")
+
+    # ------------------------------------------------------------------
+    # one request
+
+    async def _send(self, leader: int, chunk: List[Taken]) -> None:
+        """Send one ProduceRequest and settle every batch in it."""
+        try:
+            request = self._request(chunk)
+            response = await self._cluster.send(leader, request, timeout=self._request_timeout)
+        except KielError as e:
+            for queue, batches in chunk:
+                queue.in_flight = False
+                self._retry_or_fail(queue, batches, copy_error(e, broker_id=leader))
+        except Exception as e:  # a bug: fail the records loudly rather than strand them
+            log.exception("producer: unexpected error sending to broker %s", leader)
+            for queue, batches in chunk:
+                queue.in_flight = False
+                self._fail(batches, e)
+        else:
+            self._settle(leader, chunk, response)
+        self.wake()
+
+    def _request(self, chunk: List[Taken]) -> ProduceRequest:
+        codec = self._accumulator.codec
+        topics: Dict[str, List[ProducePartitionData]] = {}
+        for queue, batches in chunk:
+            if len(batches) == 1:
+                data = batches[0].encode(codec)
+            else:
+                data = b"".join([batch.encode(codec) for batch in batches])
+            topics.setdefault(queue.tp.topic, []).append(
+                ProducePartitionData(queue.tp.partition, data)
+            )
+        return ProduceRequest(
+            self._required_acks,
+            self._ack_timeout_ms,
+            [ProduceTopicData(topic, parts) for topic, parts in topics.items()],
+        )
+
+    def _settle(self, leader: int, chunk: List[Taken], response: Any) -> None:
+        """Each partition's answer: its offset, or its error code as a class."""
+        if response is None:  # required_acks=0: written, nothing more to learn
+            for queue, batches in chunk:
+                queue.in_flight = False
+                self._complete(queue, batches, -1)
+            return
+        results = {
+            (topic.topic, p.partition): (p.error_code, p.offset)
+            for topic in response.topics
+            for p in topic.partitions
+        }
+        for queue, batches in chunk:
+            queue.in_flight = False
+            tp = queue.tp
+            result = results.get(tp)
+            if result is None:
+                self._fail(batches, ProtocolError(
+                    "the ProduceResponse has no status for this partition",
+                    topic=tp.topic, partition=tp.partition, broker_id=leader,
+                ))
+                continue
+            code, offset = result
+            error_class = for_code(code)
+            if error_class is None:
+                self._complete(queue, batches, offset)
+            else:
+                self._retry_or_fail(queue, batches, error_class(
+                    errno=code, topic=tp.topic, partition=tp.partition, broker_id=leader
+                ))
+
+    # ------------------------------------------------------------------
+    # settling batches
+
+    def _complete(self, queue: PartitionQueue, batches: List[ProducerBatch], base: int) -> None:
+        """Resolve the futures of acknowledged batches; ``base`` is the first
+        record's offset (-1 without acknowledgements)."""
+        topic, partition = queue.tp
+        offset = base
+        for batch in batches:
+            futures = self._accumulator.complete(batch)
+            if base < 0:
+                meta = _new_metadata(RecordMetadata, (topic, partition, -1))
+                for future in futures:
+                    if not future.done():
+                        future.set_result(meta)
+                continue
+            try:
+                # Strategy: no done() check per record; a future its owner
+                # cancelled makes set_result raise, and then the careful
+                # loop below takes over.
+                for i, future in enumerate(futures, offset):
+                    future.set_result(_new_metadata(RecordMetadata, (topic, partition, i)))
+            except asyncio.InvalidStateError:
+                for i, future in enumerate(futures, offset):
+                    if not future.done():
+                        future.set_result(_new_metadata(RecordMetadata, (topic, partition, i)))
+            offset += len(futures)
+        self._settled()
+
+    def _fail(self, batches: List[ProducerBatch], error: BaseException) -> None:
+        """Fail every record of ``batches`` with ``error``."""
+        for batch in batches:
+            for future in self._accumulator.complete(batch):
+                if not future.done():
+                    future.set_exception(error)
+        self._settled()
+
+    def _retry_or_fail(self, queue: PartitionQueue, batches: List[ProducerBatch],
+                       error: KielError) -> None:
+        """Put retriable batches back at the front of their partition (order
+        kept) after a backoff; fail the others, and those out of retries."""
+        error.with_context(topic=queue.tp.topic, partition=queue.tp.partition)
+        if not error.retriable or self._closed():
+            self._fail(batches, error)
+            return
+        backoff = self._cluster.backoff
+        retry: List[ProducerBatch] = []
+        delay = 0.0
+        for batch in batches:
+            batch.failures += 1
+            if backoff.retries is not None and batch.failures > backoff.retries:
+                self._fail([batch], error)
+            else:
+                retry.append(batch)
+                delay = max(delay, backoff.delay(batch.failures))
+        if not retry:
+            return
+        log.debug("producer: retrying %d batch(es) of %s in %.3fs after %s",
+                  len(retry), queue.tp, delay, error)
+        retry_at = asyncio.get_running_loop().time() + delay
+        self._accumulator.requeue(queue, retry, retry_at)
+        self.wake_at(retry_at)
+        if error.invalid_metadata and self.refresh_metadata():
+            self._accumulator.mark_stale(queue)
+
+    # ------------------------------------------------------------------
+    # metadata
+
+    def refresh_metadata(self) -> bool:
+        """Start a metadata refresh unless one is under way (or the producer closes).
+
+        Returns:
+            whether a refresh is under way now.
+        """
+        if self._refreshing is None and not self._closed():
+            self._refreshing = self._tasks.spawn(self._refresh(), "refresh")
+        return self._refreshing is not None
+
+    async def _refresh(self) -> None:
+        try:
+            # Name our topics: the cluster refreshes only the topics it was
+            # asked about, and another client may have asked about others.
+            await self._cluster.refresh_metadata(list(self._topics()))
+            self._metadata_error = None
+        except KielError as e:
+            # Not dropped: batches that cannot find a leader fail with it
+            # once their retries run out.
+            self._metadata_error = e
+        finally:
+            self._refreshing = None
+            self._accumulator.clear_stale()
+            self.wake()
+
+    # ------------------------------------------------------------------
+    # close
+
+    async def stop(self, error: ClientClosedError) -> None:
+        """Stop sending: cancel the tasks and timers, fail every batch left
+        (after a flush, none).
+
+        Args:
+            error: what the records left fail with.
+        """
+        await self._tasks.cancel(self._request_timeout)
+        for handle in (self._timer, self._drain_handle):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._drain_handle = None
+        self._fail(self._accumulator.unfinished(), error)
+
+
+def _requests(items: List[Taken], max_request_size: int) -> Iterator[List[Taken]]:
+    """Split a leader's partitions into requests of at most
+    ``max_request_size`` bytes (each partition's share is already bounded)."""
+    chunk: List[Taken] = []
+    chunk_size = 0
+    for item in items:
+        item_size = sum(batch.size for batch in item[1])
+        if chunk and chunk_size + item_size > max_request_size:
+            yield chunk
+            chunk, chunk_size = [], 0
+        chunk.append(item)
+        chunk_size += item_size
+    if chunk:
+        yield chunk
+
+
+def copy_error(err: KielError, **context: Any) -> KielError:
+    """A copy of ``err`` with more context (an error shared by many
+    partitions must not collect one partition's context)."""
+    new = copy.copy(err)
+    new.context = dict(err.context)
+    if hasattr(err, "errno"):
+        new.errno = err.errno  # type: ignore[attr-defined]
+    new.__cause__ = err.__cause__
+    return new.with_context(**context)
