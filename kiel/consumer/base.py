@@ -84,6 +84,22 @@ def _check_fetch_options(
         raise ConfigError(f"decode_budget must be seconds >= 0, got {decode_budget!r}")
 
 
+#: Records a ``stream()`` loop takes per round when ``max_records`` is not set.
+STREAM_RECORDS = 500
+
+
+def check_max_records(max_records: Any) -> None:
+    """Refuse a ``max_records`` that is neither ``None`` nor a positive int.
+
+    Raises:
+        ConfigError: a bad value.
+    """
+    if max_records is None:
+        return
+    if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
+        raise ConfigError(f"max_records must be an int >= 1 or None, got {max_records!r}")
+
+
 class _Loan:
     """One partition's records lent to a ``stream()`` loop.
 
@@ -120,6 +136,10 @@ class _BaseConsumer(Client):
         key_deserializer: the same for keys (default: raw ``bytes``).
         decode_budget: seconds of decoding after which the consumer yields to
             the IOLoop (bounds how long decoding a big fetch stalls the loop).
+        max_records: the most records one ``consume()`` returns unless it is
+            given its own ``max_records`` (default ``None``: all a round
+            brought); ``stream()`` takes this many (default
+            ``STREAM_RECORDS``) at a time. The rest stay buffered.
         **client_options: the :class:`~kiel.client.Client` settings
             (``client_id``, ``connect_timeout``, ``request_timeout``,
             ``retry_backoff``, ``max_backoff``, ``retries``, ...).
@@ -140,13 +160,17 @@ class _BaseConsumer(Client):
         deserializer: Optional[Deserializer] = None,
         key_deserializer: Optional[Deserializer] = None,
         decode_budget: float = 0.002,
+        max_records: Optional[int] = None,
         **client_options: Any,
     ) -> None:
         _check_fetch_options(
             max_wait_time, min_bytes, max_bytes, max_fetch_size, offset_reset, decode_budget
         )
+        check_max_records(max_records)
         super().__init__(brokers, **client_options)
         self.offset_reset = offset_reset
+        #: The default bound of one consume() (None: unbounded).
+        self.max_records = max_records
         changed = Wakeup()
         #: The partitions this consumer fetches, and their state.
         self.subscription = Subscription(max_bytes, on_change=changed.fire)
@@ -176,6 +200,20 @@ class _BaseConsumer(Client):
 
     # ------------------------------------------------------------------
     # handing records out
+
+    def _limit(self, max_records: Optional[int]) -> Optional[int]:
+        """The bound of one ``consume()``: its own, else the consumer's.
+
+        Raises:
+            ConfigError: a bad ``max_records``.
+        """
+        check_max_records(max_records)
+        return self.max_records if max_records is None else max_records
+
+    @property
+    def _stream_records(self) -> int:
+        """How many records a ``stream()`` loop takes per round."""
+        return self.max_records or STREAM_RECORDS
 
     @staticmethod
     def _flatten(batches: ConsumedBatches) -> List[ConsumedRecord]:

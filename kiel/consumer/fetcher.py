@@ -117,7 +117,10 @@ class Fetcher:
     # ------------------------------------------------------------------
     # one fetch round
 
-    async def fetch(self, partitions: Optional[Iterable[TopicPartition]] = None) -> Batches:
+    async def fetch(
+        self, partitions: Optional[Iterable[TopicPartition]] = None,
+        max_records: Optional[int] = None,
+    ) -> Batches:
         """Hand out what one fetch round brought for ``partitions``.
 
         Records buffered by an earlier request are returned at once. Otherwise
@@ -130,6 +133,8 @@ class Fetcher:
         Args:
             partitions: which assigned partitions to fetch and return
                 (default: all). Unassigned ones are ignored.
+            max_records: at most this many records (``None``: all buffered);
+                the rest stay buffered for the next call.
 
         Returns:
             records per partition, in offset order; partitions without records
@@ -148,7 +153,7 @@ class Fetcher:
         deadline = time.monotonic() + self.max_wait_time
         subscription = self.subscription
         while True:
-            out = self._collect(subscription.wanted(partitions))
+            out = self._collect(subscription.wanted(partitions), max_records)
             if out:
                 return out
             # Wait for any leader's answer (one for other partitions may free
@@ -176,11 +181,11 @@ class Fetcher:
                     # A healthy answer: the round is over if it brought records
                     # or ``max_wait_time`` is spent (answers dropped after a
                     # seek, or cut short, get another round until then).
-                    out = self._collect(wanted)
+                    out = self._collect(wanted, max_records)
                     if out or (time.monotonic() >= deadline and subscription.all_answered(wanted)):
                         return out
 
-    def _collect(self, wanted: Set[TopicPartition]) -> Batches:
+    def _collect(self, wanted: Set[TopicPartition], max_records: Optional[int] = None) -> Batches:
         """Drain what is buffered for ``wanted`` and send the fetches that can go.
 
         Raises:
@@ -189,7 +194,7 @@ class Fetcher:
         """
         if self._closed:
             raise ClientClosedError("the consumer is closed")
-        out = self.subscription.drain(wanted)
+        out = self.subscription.drain(wanted, max_records)
         self._kick(wanted)
         if not out:
             if self._errors:
