@@ -236,6 +236,40 @@ def test_leaving_a_stream_loses_nothing(kafka_cluster, topic_factory):
     run(main())
 
 
+def test_max_records_bounds_each_consume_and_loses_nothing(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=2)
+    for p in (0, 1):
+        produce_raw(kafka_cluster, topic, p, values(300, f"p{p}-"))
+
+    async def main():
+        with pytest.raises(ConfigError):
+            consumer_for(kafka_cluster, max_records=0)
+        async with consumer_for(kafka_cluster, max_records=70) as consumer:
+            with pytest.raises(ConfigError):
+                await consumer.consume(topic, start=BEGINNING, max_records=-1)
+            got: List[Record] = []
+            sizes = []
+            for _ in range(200):
+                if len(got) >= 600:
+                    break
+                batch = await consumer.consume(topic, start=BEGINNING)
+                sizes.append(len(batch))
+                got.extend(batch)
+            # Each call is bounded by the consumer-wide default ...
+            assert max(sizes) <= 70 and len(got) == 600
+            parts = by_partition(got)
+            for p in (0, 1):
+                assert [r.offset for r in parts[p]] == list(range(300))
+                assert consumer.position(topic, p) == 300
+            # ... and by the call's own bound, which wins.
+            consumer.seek(topic, 0, 0)
+            one = await consumer.consume(topic, max_records=1)
+            assert [(r.partition, r.offset) for r in one] == [(0, 0)]
+            assert consumer.position(topic, 0) == 1
+
+    run(main())
+
+
 def test_usable_from_tornado_gen_coroutine(kafka_cluster, topic_factory):
     topic = topic_factory(partitions=1)
     produce_raw(kafka_cluster, topic, 0, values(10))
