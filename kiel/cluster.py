@@ -32,6 +32,7 @@ from kiel.protocol import (
     MetadataRequest,
     MetadataResponse,
 )
+from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from kiel.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class Cluster:
             typed error is raised.
         ssl_options: an ``ssl.SSLContext`` for TLS connections.
         max_in_flight: pipelined requests per connection.
+        max_frame_size: the largest response a connection accepts (bytes).
 
     Raises:
         ConfigError: a bad setting.
@@ -119,6 +121,7 @@ class Cluster:
         retries: int = 5,
         ssl_options: Any = None,
         max_in_flight: int = 64,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> None:
         self.bootstrap = parse_brokers(brokers)
         for name, value in (
@@ -130,6 +133,8 @@ class Cluster:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
         if max_in_flight < 1:
             raise ConfigError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        if not isinstance(max_frame_size, int) or max_frame_size < 1024:
+            raise ConfigError(f"max_frame_size must be an int >= 1024, got {max_frame_size!r}")
         self.client_id = client_id
         self.connect_timeout = connect_timeout
         self.request_timeout = request_timeout
@@ -137,6 +142,7 @@ class Cluster:
         self.backoff = Backoff(retry_backoff, max_backoff, retries)
         self.ssl_options = ssl_options
         self.max_in_flight = max_in_flight
+        self.max_frame_size = max_frame_size
         self.brokers: Dict[int, BrokerInfo] = {}
         self.partitions: Dict[str, Dict[int, PartitionInfo]] = {}
         self.topic_errors: Dict[str, int] = {}
@@ -159,6 +165,7 @@ class Cluster:
             request_timeout=self.request_timeout,
             max_in_flight=self.max_in_flight,
             ssl_options=self.ssl_options,
+            max_frame_size=self.max_frame_size,
         )
 
     def _check_open(self) -> None:

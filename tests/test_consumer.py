@@ -270,6 +270,30 @@ def test_max_records_bounds_each_consume_and_loses_nothing(kafka_cluster, topic_
     run(main())
 
 
+def test_fetches_split_over_requests_to_fit_the_frame_cap(kafka_cluster, topic_factory):
+    """Each leader holds 2-3 partitions asked 20 KiB each: over a 40 KiB frame
+    cap, so they go over several requests, and all drain."""
+    topic = topic_factory(partitions=8, replication=1)
+    body = b"x" * 1000
+    for p in range(8):
+        produce_raw(kafka_cluster, topic, p, [(None, body)] * 40)
+    frame = 40 * 1024
+    with pytest.raises(ConfigError):
+        consumer_for(kafka_cluster, max_frame_size=frame, max_bytes=20 * 1024,
+                     max_fetch_size=frame)
+
+    async def main():
+        async with consumer_for(
+            kafka_cluster, max_frame_size=frame, max_bytes=20 * 1024, max_fetch_size=20 * 1024
+        ) as consumer:
+            got = by_partition(await consume_n(consumer, topic, 320))
+            assert sorted(got) == list(range(8))
+            for p in range(8):
+                assert [r.offset for r in got[p]] == list(range(40))
+
+    run(main())
+
+
 def test_usable_from_tornado_gen_coroutine(kafka_cluster, topic_factory):
     topic = topic_factory(partitions=1)
     produce_raw(kafka_cluster, topic, 0, values(10))

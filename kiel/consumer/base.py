@@ -30,7 +30,12 @@ from typing import (
 from kiel._aio import Tasks, Wakeup
 from kiel.client import Client
 from kiel.consumer.decoder import Decoder
-from kiel.consumer.fetcher import OFFSET_RESET_POLICIES, Fetcher
+from kiel.consumer.fetcher import (
+    FETCH_ANSWER_OVERHEAD,
+    OFFSET_RESET_POLICIES,
+    PARTITION_ANSWER_OVERHEAD,
+    Fetcher,
+)
 from kiel.consumer.positions import lag_of
 from kiel.consumer.subscription import Subscription
 from kiel.exc import ClientClosedError, ConfigError
@@ -126,7 +131,8 @@ class _BaseConsumer(Client):
         max_bytes: bytes fetched per partition per request.
         max_fetch_size: a message larger than ``max_bytes`` doubles that
             partition's fetch size, up to this cap; a message larger still
-            raises :class:`~kiel.exc.MessageTooLargeError`.
+            raises :class:`~kiel.exc.MessageTooLargeError`. It must fit in the
+            client's ``max_frame_size`` with room for the answer's headers.
         offset_reset: when the broker answers OffsetOutOfRange (the position
             was deleted by retention, or lies past the end): ``"earliest"``,
             ``"latest"``, or ``"raise"`` to raise
@@ -168,6 +174,13 @@ class _BaseConsumer(Client):
         )
         check_max_records(max_records)
         super().__init__(brokers, **client_options)
+        frame_cap = self.cluster.max_frame_size
+        headers = FETCH_ANSWER_OVERHEAD + PARTITION_ANSWER_OVERHEAD + 255
+        if max_fetch_size + headers > frame_cap:
+            raise ConfigError(
+                f"max_fetch_size ({max_fetch_size}) plus {headers} bytes of "
+                f"headers must fit max_frame_size ({frame_cap})"
+            )
         self.offset_reset = offset_reset
         #: The default bound of one consume() (None: unbounded).
         self.max_records = max_records

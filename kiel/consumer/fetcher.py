@@ -59,6 +59,13 @@ OFFSET_RESET_POLICIES = ("earliest", "latest", "raise")
 #: and fetch size when the request left.
 _Asked = Tuple[PartitionState, int, int, int]
 
+#: Room kept in a frame for a Fetch answer's headers (correlation id, a
+#: one-topic header; a topic name is at most 255 bytes).
+FETCH_ANSWER_OVERHEAD = 1024
+#: A partition's answer headers besides its topic's name (partition, error
+#: code, high watermark, message set size, the topic's own header).
+PARTITION_ANSWER_OVERHEAD = 64
+
 
 class Fetcher:
     """Fetches the partitions of a subscription; the I/O of kiel's consumers.
@@ -103,6 +110,8 @@ class Fetcher:
         self._changed = changed
         self._tasks = Tasks("kiel-fetcher")
         self._inflight: Dict[int, asyncio.Task[Set[TopicPartition]]] = {}
+        #: Per leader, where the next request starts taking partitions.
+        self._turns: Dict[int, int] = {}
         self._refresh: Optional[asyncio.Task[None]] = None
         self._errors: List[BaseException] = []
         self._closed = False
@@ -240,12 +249,36 @@ class Fetcher:
         for leader, states in by_leader.items():
             if leader in self._inflight or leader in busy:
                 continue
-            asked = [(st, st.position, st.epoch, st.fetch_size) for st in states]
+            asked = self._within_frame(leader, states)
+            states = [st for st, _offset, _epoch, _size in asked]
             for st in states:
                 st.in_flight = True
             task = self._tasks.spawn(self._fetch_from(leader, asked), f"fetch from {leader}")
             self._inflight[leader] = task
             task.add_done_callback(functools.partial(self._fetch_done, leader))
+
+    def _within_frame(self, leader: int, states: List[PartitionState]) -> List[_Asked]:
+        """The partitions of ``states`` whose answers fit one frame together.
+
+        Strategy: a broker answers each partition with up to its fetch size,
+        so the sizes asked (plus headers) must fit the connection's frame
+        cap or the whole answer is refused. The partitions are taken in
+        order from a point that turns with every request, so the ones left
+        out go first next time and every partition is fetched in turn.
+        """
+        states.sort(key=lambda st: st.tp)
+        turn = self._turns.get(leader, 0) % len(states)
+        ordered = states[turn:] + states[:turn]
+        room = self.cluster.max_frame_size - FETCH_ANSWER_OVERHEAD
+        asked: List[_Asked] = []
+        for st in ordered:
+            cost = st.fetch_size + PARTITION_ANSWER_OVERHEAD + len(st.tp.topic)
+            if asked and cost > room:
+                break
+            room -= cost
+            asked.append((st, st.position, st.epoch, st.fetch_size))
+        self._turns[leader] = turn + len(asked)
+        return asked
 
     def _fetch_done(self, leader: int, task: "asyncio.Task[Set[TopicPartition]]") -> None:
         if self._inflight.get(leader) is task:
