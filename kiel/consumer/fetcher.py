@@ -366,7 +366,8 @@ class Fetcher:
         return healthy
 
     async def _reset(self, st: PartitionState, offset: int, epoch: int) -> bool:
-        """OffsetOutOfRange at ``offset``: move as ``offset_reset`` says.
+        """OffsetOutOfRange at ``offset``: past the log end, go to the end;
+        below it (deleted by retention), move as ``offset_reset`` says.
 
         Returns:
             whether the partition moved (a healthy round).
@@ -380,23 +381,33 @@ class Fetcher:
                 offset=offset,
             )
             return False
-        timestamp = EARLIEST if self.offset_reset == "earliest" else LATEST
+        # Strategy: the broker does not say on which side the position fell,
+        # so ask for the log end first. Past the end (a log truncated after
+        # an unclean election) there is nothing to replay: go to the end
+        # whatever the policy. Below the end the records were deleted by
+        # retention: the policy decides, and the loss is logged.
         try:
-            new = (await list_offsets(self.cluster, {tp: timestamp}))[tp]
+            end = (await list_offsets(self.cluster, {tp: LATEST}))[tp]
+            new = end
+            if offset < end and self.offset_reset == "earliest":
+                new = (await list_offsets(self.cluster, {tp: EARLIEST}))[tp]
         except KielError as e:
             if st.current(offset, epoch):
                 self._failed(st, e)
             return False
         if not st.current(offset, epoch):
             return False
-        log.warning(
-            "offset %d out of range for %s/%d: reset to %s offset %d",
-            offset,
-            tp.topic,
-            tp.partition,
-            self.offset_reset,
-            new,
-        )
+        if offset >= end:
+            log.warning(
+                "offset %d past the log end of %s/%d: moved to the end, offset %d",
+                offset, tp.topic, tp.partition, end,
+            )
+        else:
+            log.warning(
+                "offset %d out of range for %s/%d (deleted by retention): reset to %s "
+                "offset %d; %d records lost",
+                offset, tp.topic, tp.partition, self.offset_reset, new, max(0, new - offset),
+            )
         st.seek(new)
         return True
 
