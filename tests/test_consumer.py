@@ -23,6 +23,7 @@ from tornado.ioloop import IOLoop
 from kiel.consumer import BEGINNING, END, SingleConsumer
 from kiel.exc import (
     ClientClosedError,
+    CompressionError,
     ConfigError,
     ConnectionClosedError,
     DeserializationError,
@@ -290,6 +291,29 @@ def test_fetches_split_over_requests_to_fit_the_frame_cap(kafka_cluster, topic_f
             assert sorted(got) == list(range(8))
             for p in range(8):
                 assert [r.offset for r in got[p]] == list(range(40))
+
+    run(main())
+
+
+def test_decompression_bomb_is_refused_within_the_decoded_budget(kafka_cluster, topic_factory):
+    """A few hundred bytes of gzip that expand to 600 KB, over a 400 KB
+    budget: consume() raises a typed error (again, until a seek), never stalls."""
+    topic = topic_factory(partitions=1)
+    produce_raw(kafka_cluster, topic, 0, [(None, b"\0" * 300_000)] * 2, codec=CODEC_GZIP)
+    produce_raw(kafka_cluster, topic, 0, values(1, "after"))
+
+    async def main():
+        async with consumer_for(kafka_cluster, max_decoded=400_000) as consumer:
+            with pytest.raises(CompressionError) as info:
+                await consume_n(consumer, topic, 1)
+            assert info.value.offset is not None
+            with pytest.raises(CompressionError):
+                await consumer.consume(topic)
+            consumer.seek(topic, 0, 2)
+            got = await consume_n(consumer, topic, 1, start=None)
+            assert [r.value for r in got] == [b"after0"]
+        async with consumer_for(kafka_cluster, max_decoded=700_000) as consumer:
+            assert len(await consume_n(consumer, topic, 3)) == 3
 
     run(main())
 

@@ -93,6 +93,23 @@ def _check_fetch_options(
 STREAM_RECORDS = 500
 
 
+#: The default decoded-bytes bound is this many times ``max_bytes``.
+DECODED_PER_FETCHED = 32
+
+
+def decoded_bytes_bound(max_bytes: int, max_decoded: Any) -> int:
+    """The decoded-bytes bound: ``max_decoded``, or one derived from ``max_bytes``.
+
+    Raises:
+        ConfigError: ``max_decoded`` is neither ``None`` nor a positive int.
+    """
+    if max_decoded is None:
+        return max(DECODED_PER_FETCHED * max_bytes, 16 * 1024 * 1024)
+    if not isinstance(max_decoded, int) or isinstance(max_decoded, bool) or max_decoded < 1:
+        raise ConfigError(f"max_decoded must be an int >= 1 or None, got {max_decoded!r}")
+    return max_decoded
+
+
 def check_max_records(max_records: Any) -> None:
     """Refuse a ``max_records`` that is neither ``None`` nor a positive int.
 
@@ -146,6 +163,10 @@ class _BaseConsumer(Client):
             given its own ``max_records`` (default ``None``: all a round
             brought); ``stream()`` takes this many (default
             ``STREAM_RECORDS``) at a time. The rest stay buffered.
+        max_decoded: the most bytes compressed messages decoded at once may
+            expand to, every wrapper and nesting level together (default:
+            ``DECODED_PER_FETCHED`` times ``max_bytes``, at least 16 MiB); more
+            raises :class:`~kiel.exc.CompressionError`.
         **client_options: the :class:`~kiel.client.Client` settings
             (``client_id``, ``connect_timeout``, ``request_timeout``,
             ``retry_backoff``, ``max_backoff``, ``retries``, ...).
@@ -167,6 +188,7 @@ class _BaseConsumer(Client):
         key_deserializer: Optional[Deserializer] = None,
         decode_budget: float = 0.002,
         max_records: Optional[int] = None,
+        max_decoded: Optional[int] = None,
         **client_options: Any,
     ) -> None:
         _check_fetch_options(
@@ -193,6 +215,7 @@ class _BaseConsumer(Client):
             deserializer=deserializer,
             key_deserializer=key_deserializer,
             decode_budget=decode_budget,
+            max_decoded=decoded_bytes_bound(max_bytes, max_decoded),
         )
         #: Sends the Fetch requests.
         self.fetcher = Fetcher(
