@@ -2,6 +2,7 @@
 from typing import Any, Optional, Sequence, Type, TypeVar, Union
 
 from kiel.cluster import Cluster
+from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 C = TypeVar("C", bound="Client")
 
@@ -21,6 +22,8 @@ class Client:
         max_backoff: largest retry delay (s).
         retries: retriable failures are retried this many times, then raised.
         ssl_options: an ``ssl.SSLContext`` to connect with TLS.
+        max_frame_size: the largest response accepted from a broker (bytes);
+            a consumer's ``max_fetch_size`` must fit in it.
 
     Raises:
         ConfigError: a bad setting.
@@ -38,6 +41,7 @@ class Client:
         max_backoff: float = 5.0,
         retries: int = 5,
         ssl_options: Any = None,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> None:
         self.cluster = Cluster(
             brokers,
@@ -49,6 +53,7 @@ class Client:
             max_backoff=max_backoff,
             retries=retries,
             ssl_options=ssl_options,
+            max_frame_size=max_frame_size,
         )
         self.closed = False
 

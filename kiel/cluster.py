@@ -34,6 +34,7 @@ from kiel.protocol import (
     MetadataRequest,
     MetadataResponse,
 )
+from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from kiel.retry import Attempt, Backoff, attempts
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ class Cluster:
         max_backoff: largest backoff delay (seconds).
         retries: how many times a retriable failure is retried before its
             typed error is raised.
+        max_frame_size: the largest response a connection accepts (bytes).
 
     Raises:
         ConfigError: a bad setting (durations are seconds, and positive).
@@ -122,6 +124,7 @@ class Cluster:
         retry_backoff: float = 0.1,
         max_backoff: float = 5.0,
         retries: int = 5,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
     ) -> None:
         self.bootstrap = parse_brokers(brokers)
         for name, value in (
@@ -133,9 +136,11 @@ class Cluster:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
         if max_in_flight < 1:
             raise ConfigError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        if not isinstance(max_frame_size, int) or max_frame_size < 1024:
+            raise ConfigError(f"max_frame_size must be an int >= 1024, got {max_frame_size!r}")
         self.client_id, self.ssl_options = client_id, ssl_options
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
-        self.max_in_flight = max_in_flight
+        self.max_in_flight, self.max_frame_size = max_in_flight, max_frame_size
         self.metadata_max_age = metadata_max_age
         self.backoff = Backoff(retry_backoff, max_backoff, retries)
         self.brokers: Dict[int, BrokerInfo] = {}
@@ -164,6 +169,7 @@ class Cluster:
             request_timeout=self.request_timeout,
             max_in_flight=self.max_in_flight,
             ssl_options=self.ssl_options,
+            max_frame_size=self.max_frame_size,
         )
 
     @property

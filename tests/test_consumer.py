@@ -23,6 +23,7 @@ from tornado.ioloop import IOLoop
 from kiel.consumer import BEGINNING, END, SingleConsumer
 from kiel.exc import (
     ClientClosedError,
+    CompressionError,
     ConfigError,
     ConnectionClosedError,
     DeserializationError,
@@ -229,6 +230,87 @@ def test_leaving_a_stream_loses_nothing(kafka_cluster, topic_factory):
             again = by_partition(await consume_n(consumer, topic, 99, start=None))
             assert [r.offset for r in again[record.partition]] == list(range(51, 100))
             assert [r.offset for r in again[other]] == list(range(50, 100))
+
+    run(main())
+
+
+def test_max_records_bounds_each_consume_and_loses_nothing(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=2)
+    for p in (0, 1):
+        produce_raw(kafka_cluster, topic, p, values(300, f"p{p}-"))
+
+    async def main():
+        with pytest.raises(ConfigError):
+            consumer_for(kafka_cluster, max_records=0)
+        async with consumer_for(kafka_cluster, max_records=70) as consumer:
+            with pytest.raises(ConfigError):
+                await consumer.consume(topic, start=BEGINNING, max_records=-1)
+            got: List[Record] = []
+            sizes = []
+            for _ in range(200):
+                if len(got) >= 600:
+                    break
+                batch = await consumer.consume(topic, start=BEGINNING)
+                sizes.append(len(batch))
+                got.extend(batch)
+            # Each call is bounded by the consumer-wide default ...
+            assert max(sizes) <= 70 and len(got) == 600
+            parts = by_partition(got)
+            for p in (0, 1):
+                assert [r.offset for r in parts[p]] == list(range(300))
+                assert consumer.position(topic, p) == 300
+            # ... and by the call's own bound, which wins.
+            consumer.seek(topic, 0, 0)
+            one = await consumer.consume(topic, max_records=1)
+            assert [(r.partition, r.offset) for r in one] == [(0, 0)]
+            assert consumer.position(topic, 0) == 1
+
+    run(main())
+
+
+def test_fetches_split_over_requests_to_fit_the_frame_cap(kafka_cluster, topic_factory):
+    """Each leader holds 2-3 partitions asked 20 KiB each: over a 40 KiB frame
+    cap, so they go over several requests, and all drain."""
+    topic = topic_factory(partitions=8, replication=1)
+    body = b"x" * 1000
+    for p in range(8):
+        produce_raw(kafka_cluster, topic, p, [(None, body)] * 40)
+    frame = 40 * 1024
+    with pytest.raises(ConfigError):
+        consumer_for(kafka_cluster, max_frame_size=frame, max_bytes=20 * 1024,
+                     max_fetch_size=frame)
+
+    async def main():
+        async with consumer_for(
+            kafka_cluster, max_frame_size=frame, max_bytes=20 * 1024, max_fetch_size=20 * 1024
+        ) as consumer:
+            got = by_partition(await consume_n(consumer, topic, 320))
+            assert sorted(got) == list(range(8))
+            for p in range(8):
+                assert [r.offset for r in got[p]] == list(range(40))
+
+    run(main())
+
+
+def test_decompression_bomb_is_refused_within_the_decoded_budget(kafka_cluster, topic_factory):
+    """A few hundred bytes of gzip that expand to 600 KB, over a 400 KB
+    budget: consume() raises a typed error (again, until a seek), never stalls."""
+    topic = topic_factory(partitions=1)
+    produce_raw(kafka_cluster, topic, 0, [(None, b"\0" * 300_000)] * 2, codec=CODEC_GZIP)
+    produce_raw(kafka_cluster, topic, 0, values(1, "after"))
+
+    async def main():
+        async with consumer_for(kafka_cluster, max_decoded=400_000) as consumer:
+            with pytest.raises(CompressionError) as info:
+                await consume_n(consumer, topic, 1)
+            assert info.value.offset is not None
+            with pytest.raises(CompressionError):
+                await consumer.consume(topic)
+            consumer.seek(topic, 0, 2)
+            got = await consume_n(consumer, topic, 1, start=None)
+            assert [r.value for r in got] == [b"after0"]
+        async with consumer_for(kafka_cluster, max_decoded=700_000) as consumer:
+            assert len(await consume_n(consumer, topic, 3)) == 3
 
     run(main())
 
@@ -445,12 +527,16 @@ def test_offset_reset_policies(kafka_cluster, topic_factory, policy):
                 consumer.seek(topic, 0, 29)
                 assert [r.offset for r in await consumer.consume(topic)] == [29]
                 return
-            if policy == "earliest":
-                got = await consume_n(consumer, topic, 30, start=None)
-                assert [r.offset for r in got] == list(range(30))
-            else:
-                assert await consumer.consume(topic) == []
-                assert consumer.position(topic, 0) == 30
+            # Past the log end there is nothing to replay: every policy but
+            # "raise" goes to the end (below the log start, see the retention
+            # test: "earliest" replays from the log start).
+            assert await consumer.consume(topic) == []
+            assert consumer.position(topic, 0) == 30
+            await asyncio.get_running_loop().run_in_executor(
+                None, produce_raw, kafka_cluster, topic, 0, values(1, "after")
+            )
+            got = await consume_n(consumer, topic, 1, start=None)
+            assert [(r.offset, r.value) for r in got] == [(30, b"after0")]
 
     run(main())
 

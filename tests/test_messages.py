@@ -346,6 +346,18 @@ def test_nesting_deeper_than_the_bound_is_corrupt():
         decode_message_set(wrapper(data, GZIP))
 
 
+def test_decoded_bytes_budget_spans_every_wrapper_and_nesting_level():
+    # Each level decompresses to under the budget on its own (a per-call cap
+    # lets this through); together the levels exceed it and are refused.
+    bottom = b"".join(raw_message(i, b"\0" * 30_000) for i in range(2))  # ~60 KB
+    middle = wrapper(bottom, GZIP, offset=1)
+    top = wrapper(middle + wrapper(bottom, GZIP, offset=3), GZIP, offset=3)
+    assert len(decode_message_set(top).records) == 4
+    assert len(decode_message_set(top, max_decoded=200_000).records) == 4
+    with pytest.raises(CompressionError):
+        decode_message_set(top, max_decoded=100_000)
+
+
 def test_magic1_message_inside_magic0_wrapper_is_corrupt():
     inner = raw_message(0, b"v", magic=1, timestamp=5)
     with pytest.raises(CorruptMessageError):

@@ -30,7 +30,12 @@ from typing import (
 from kiel._aio import Tasks, Wakeup
 from kiel.client import Client
 from kiel.consumer.decoder import Decoder
-from kiel.consumer.fetcher import OFFSET_RESET_POLICIES, Fetcher
+from kiel.consumer.fetcher import (
+    FETCH_ANSWER_OVERHEAD,
+    OFFSET_RESET_POLICIES,
+    PARTITION_ANSWER_OVERHEAD,
+    Fetcher,
+)
 from kiel.consumer.positions import lag_of
 from kiel.consumer.subscription import Subscription
 from kiel.exc import ClientClosedError, ConfigError
@@ -97,6 +102,39 @@ def _check_fetch_options(
         raise ConfigError(f"decode_budget must be seconds >= 0, got {decode_budget!r}")
 
 
+#: Records a ``stream()`` loop takes per round when ``max_records`` is not set.
+STREAM_RECORDS = 500
+
+
+#: The default decoded-bytes bound is this many times ``max_bytes``.
+DECODED_PER_FETCHED = 32
+
+
+def decoded_bytes_bound(max_bytes: int, max_decoded: Any) -> int:
+    """The decoded-bytes bound: ``max_decoded``, or one derived from ``max_bytes``.
+
+    Raises:
+        ConfigError: ``max_decoded`` is neither ``None`` nor a positive int.
+    """
+    if max_decoded is None:
+        return max(DECODED_PER_FETCHED * max_bytes, 16 * 1024 * 1024)
+    if not isinstance(max_decoded, int) or isinstance(max_decoded, bool) or max_decoded < 1:
+        raise ConfigError(f"max_decoded must be an int >= 1 or None, got {max_decoded!r}")
+    return max_decoded
+
+
+def check_max_records(max_records: Any) -> None:
+    """Refuse a ``max_records`` that is neither ``None`` nor a positive int.
+
+    Raises:
+        ConfigError: a bad value.
+    """
+    if max_records is None:
+        return
+    if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
+        raise ConfigError(f"max_records must be an int >= 1 or None, got {max_records!r}")
+
+
 class _Loan:
     """One partition's records lent to a ``stream()`` loop.
 
@@ -123,7 +161,8 @@ class _BaseConsumer(Client):
         max_bytes: bytes fetched per partition per request.
         max_fetch_size: a message larger than ``max_bytes`` doubles that
             partition's fetch size, up to this cap; a message larger still
-            raises :class:`~kiel.exc.MessageTooLargeError`.
+            raises :class:`~kiel.exc.MessageTooLargeError`. It must fit in the
+            client's ``max_frame_size`` with room for the answer's headers.
         offset_reset: when the broker answers OffsetOutOfRange (the position
             was deleted by retention, or lies past the end): ``"earliest"``,
             ``"latest"``, or ``"raise"`` to raise
@@ -133,6 +172,14 @@ class _BaseConsumer(Client):
         key_deserializer: the same for keys (default: raw ``bytes``).
         decode_budget: seconds of decoding after which the consumer yields to
             the IOLoop (bounds how long decoding a big fetch stalls the loop).
+        max_records: the most records one ``consume()`` returns unless it is
+            given its own ``max_records`` (default ``None``: all a round
+            brought); ``stream()`` takes this many (default
+            ``STREAM_RECORDS``) at a time. The rest stay buffered.
+        max_decoded: the most bytes compressed messages decoded at once may
+            expand to, every wrapper and nesting level together (default:
+            ``DECODED_PER_FETCHED`` times ``max_bytes``, at least 16 MiB); more
+            raises :class:`~kiel.exc.CompressionError`.
         **client_options: the :class:`~kiel.client.Client` settings
             (``client_id``, ``connect_timeout``, ``request_timeout``,
             ``retry_backoff``, ``max_backoff``, ``retries``, ...).
@@ -153,13 +200,25 @@ class _BaseConsumer(Client):
         deserializer: Optional[Deserializer] = None,
         key_deserializer: Optional[Deserializer] = None,
         decode_budget: float = 0.002,
+        max_records: Optional[int] = None,
+        max_decoded: Optional[int] = None,
         **client_options: Any,
     ) -> None:
         _check_fetch_options(
             max_wait_time, min_bytes, max_bytes, max_fetch_size, offset_reset, decode_budget
         )
+        check_max_records(max_records)
         super().__init__(brokers, **client_options)
+        frame_cap = self.cluster.max_frame_size
+        headers = FETCH_ANSWER_OVERHEAD + PARTITION_ANSWER_OVERHEAD + 255
+        if max_fetch_size + headers > frame_cap:
+            raise ConfigError(
+                f"max_fetch_size ({max_fetch_size}) plus {headers} bytes of "
+                f"headers must fit max_frame_size ({frame_cap})"
+            )
         self.offset_reset = offset_reset
+        #: The default bound of one consume() (None: unbounded).
+        self.max_records = max_records
         changed = Wakeup()
         #: The partitions this consumer fetches, and their state.
         self.subscription = Subscription(max_bytes, on_change=changed.fire)
@@ -169,6 +228,7 @@ class _BaseConsumer(Client):
             deserializer=deserializer,
             key_deserializer=key_deserializer,
             decode_budget=decode_budget,
+            max_decoded=decoded_bytes_bound(max_bytes, max_decoded),
         )
         #: Sends the Fetch requests.
         self.fetcher = Fetcher(
@@ -189,6 +249,20 @@ class _BaseConsumer(Client):
 
     # ------------------------------------------------------------------
     # handing records out
+
+    def _limit(self, max_records: Optional[int]) -> Optional[int]:
+        """The bound of one ``consume()``: its own, else the consumer's.
+
+        Raises:
+            ConfigError: a bad ``max_records``.
+        """
+        check_max_records(max_records)
+        return self.max_records if max_records is None else max_records
+
+    @property
+    def _stream_records(self) -> int:
+        """How many records a ``stream()`` loop takes per round."""
+        return self.max_records or STREAM_RECORDS
 
     @staticmethod
     def _flatten(batches: ConsumedBatches) -> List[ConsumedRecord]:

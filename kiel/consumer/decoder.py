@@ -56,8 +56,12 @@ class Decoder:
         deserializer: Optional[Deserializer] = None,
         key_deserializer: Optional[Deserializer] = None,
         decode_budget: float = 0.002,
+        max_decoded: int = 128 * 1024 * 1024,
     ) -> None:
         self.max_fetch_size = max_fetch_size
+        #: Bytes the compressed wrappers of one decoded slice may expand to,
+        #: all nesting levels together.
+        self.max_decoded = max_decoded
         self.deserializer = deserializer
         self.key_deserializer = key_deserializer
         self.decode_budget = decode_budget
@@ -158,7 +162,9 @@ class Decoder:
             end = min(size, pos + chunk)
             piece = data if pos == 0 and end == size else data[pos:end]
             started = clock()
-            result = decode_message_set(piece, topic, partition, min_offset=offset)
+            result = decode_message_set(
+                piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded
+            )
             if result.first_message_too_large:
                 if end < size:  # the message is larger than a slice: widen it
                     chunk = max(2 * chunk, result.first_message_size or 0)

@@ -59,6 +59,13 @@ OFFSET_RESET_POLICIES = ("earliest", "latest", "raise")
 #: and fetch size when the request left.
 _Asked = Tuple[PartitionState, int, int, int]
 
+#: Room kept in a frame for a Fetch answer's headers (correlation id, a
+#: one-topic header; a topic name is at most 255 bytes).
+FETCH_ANSWER_OVERHEAD = 1024
+#: A partition's answer headers besides its topic's name (partition, error
+#: code, high watermark, message set size, the topic's own header).
+PARTITION_ANSWER_OVERHEAD = 64
+
 
 class Fetcher:
     """Fetches the partitions of a subscription; the I/O of kiel's consumers.
@@ -103,6 +110,8 @@ class Fetcher:
         self._changed = changed
         self._tasks = Tasks("kiel-fetcher")
         self._inflight: Dict[int, asyncio.Task[Set[TopicPartition]]] = {}
+        #: Per leader, where the next request starts taking partitions.
+        self._turns: Dict[int, int] = {}
         self._refresh: Optional[asyncio.Task[None]] = None
         self._errors: List[BaseException] = []
         self._closed = False
@@ -117,7 +126,10 @@ class Fetcher:
     # ------------------------------------------------------------------
     # one fetch round
 
-    async def fetch(self, partitions: Optional[Iterable[TopicPartition]] = None) -> Batches:
+    async def fetch(
+        self, partitions: Optional[Iterable[TopicPartition]] = None,
+        max_records: Optional[int] = None,
+    ) -> Batches:
         """Hand out what one fetch round brought for ``partitions``.
 
         Records buffered by an earlier request are returned at once. Otherwise
@@ -130,6 +142,8 @@ class Fetcher:
         Args:
             partitions: which assigned partitions to fetch and return
                 (default: all). Unassigned ones are ignored.
+            max_records: at most this many records (``None``: all buffered);
+                the rest stay buffered for the next call.
 
         Returns:
             records per partition, in offset order; partitions without records
@@ -148,7 +162,7 @@ class Fetcher:
         deadline = time.monotonic() + self.max_wait_time
         subscription = self.subscription
         while True:
-            out = self._collect(subscription.wanted(partitions))
+            out = self._collect(subscription.wanted(partitions), max_records)
             if out:
                 return out
             # Wait for any leader's answer (one for other partitions may free
@@ -176,11 +190,11 @@ class Fetcher:
                     # A healthy answer: the round is over if it brought records
                     # or ``max_wait_time`` is spent (answers dropped after a
                     # seek, or cut short, get another round until then).
-                    out = self._collect(wanted)
+                    out = self._collect(wanted, max_records)
                     if out or (time.monotonic() >= deadline and subscription.all_answered(wanted)):
                         return out
 
-    def _collect(self, wanted: Set[TopicPartition]) -> Batches:
+    def _collect(self, wanted: Set[TopicPartition], max_records: Optional[int] = None) -> Batches:
         """Drain what is buffered for ``wanted`` and send the fetches that can go.
 
         Raises:
@@ -189,7 +203,7 @@ class Fetcher:
         """
         if self._closed:
             raise ClientClosedError("the consumer is closed")
-        out = self.subscription.drain(wanted)
+        out = self.subscription.drain(wanted, max_records)
         self._kick(wanted)
         if not out:
             if self._errors:
@@ -235,12 +249,36 @@ class Fetcher:
         for leader, states in by_leader.items():
             if leader in self._inflight or leader in busy:
                 continue
-            asked = [(st, st.position, st.epoch, st.fetch_size) for st in states]
+            asked = self._within_frame(leader, states)
+            states = [st for st, _offset, _epoch, _size in asked]
             for st in states:
                 st.in_flight = True
             task = self._tasks.spawn(self._fetch_from(leader, asked), f"fetch from {leader}")
             self._inflight[leader] = task
             task.add_done_callback(functools.partial(self._fetch_done, leader))
+
+    def _within_frame(self, leader: int, states: List[PartitionState]) -> List[_Asked]:
+        """The partitions of ``states`` whose answers fit one frame together.
+
+        Strategy: a broker answers each partition with up to its fetch size,
+        so the sizes asked (plus headers) must fit the connection's frame
+        cap or the whole answer is refused. The partitions are taken in
+        order from a point that turns with every request, so the ones left
+        out go first next time and every partition is fetched in turn.
+        """
+        states.sort(key=lambda st: st.tp)
+        turn = self._turns.get(leader, 0) % len(states)
+        ordered = states[turn:] + states[:turn]
+        room = self.cluster.max_frame_size - FETCH_ANSWER_OVERHEAD
+        asked: List[_Asked] = []
+        for st in ordered:
+            cost = st.fetch_size + PARTITION_ANSWER_OVERHEAD + len(st.tp.topic)
+            if asked and cost > room:
+                break
+            room -= cost
+            asked.append((st, st.position, st.epoch, st.fetch_size))
+        self._turns[leader] = turn + len(asked)
+        return asked
 
     def _fetch_done(self, leader: int, task: "asyncio.Task[Set[TopicPartition]]") -> None:
         if self._inflight.get(leader) is task:
@@ -328,7 +366,8 @@ class Fetcher:
         return healthy
 
     async def _reset(self, st: PartitionState, offset: int, epoch: int) -> bool:
-        """OffsetOutOfRange at ``offset``: move as ``offset_reset`` says.
+        """OffsetOutOfRange at ``offset``: past the log end, go to the end;
+        below it (deleted by retention), move as ``offset_reset`` says.
 
         Returns:
             whether the partition moved (a healthy round).
@@ -342,23 +381,33 @@ class Fetcher:
                 offset=offset,
             )
             return False
-        timestamp = EARLIEST if self.offset_reset == "earliest" else LATEST
+        # Strategy: the broker does not say on which side the position fell,
+        # so ask for the log end first. Past the end (a log truncated after
+        # an unclean election) there is nothing to replay: go to the end
+        # whatever the policy. Below the end the records were deleted by
+        # retention: the policy decides, and the loss is logged.
         try:
-            new = (await list_offsets(self.cluster, {tp: timestamp}))[tp]
+            end = (await list_offsets(self.cluster, {tp: LATEST}))[tp]
+            new = end
+            if offset < end and self.offset_reset == "earliest":
+                new = (await list_offsets(self.cluster, {tp: EARLIEST}))[tp]
         except KielError as e:
             if st.current(offset, epoch):
                 self._failed(st, e)
             return False
         if not st.current(offset, epoch):
             return False
-        log.warning(
-            "offset %d out of range for %s/%d: reset to %s offset %d",
-            offset,
-            tp.topic,
-            tp.partition,
-            self.offset_reset,
-            new,
-        )
+        if offset >= end:
+            log.warning(
+                "offset %d past the log end of %s/%d: moved to the end, offset %d",
+                offset, tp.topic, tp.partition, end,
+            )
+        else:
+            log.warning(
+                "offset %d out of range for %s/%d (deleted by retention): reset to %s "
+                "offset %d; %d records lost",
+                offset, tp.topic, tp.partition, self.offset_reset, new, max(0, new - offset),
+            )
         st.seek(new)
         return True
 

@@ -34,6 +34,7 @@ import re
 from typing import (
     Any,
     AsyncIterator,
+    Awaitable,
     Callable,
     Dict,
     List,
@@ -262,7 +263,9 @@ class GroupedConsumer(_BaseConsumer):
         """The partitions being fetched right now (owned, started, not suspended)."""
         return self.subscription.with_status(Status.FETCHING)
 
-    async def consume(self, topics: Optional[Topics] = None) -> List[ConsumedRecord]:
+    async def consume(
+        self, topics: Optional[Topics] = None, *, max_records: Optional[int] = None
+    ) -> List[ConsumedRecord]:
         """Return the records one fetch round brought for the owned partitions.
 
         With ``auto_finish``, calling this finishes every record returned
@@ -270,6 +273,8 @@ class GroupedConsumer(_BaseConsumer):
 
         Args:
             topics: only these subscribed topics (default: all).
+            max_records: at most this many records (default: the consumer's
+                ``max_records``); the rest are returned by the next calls.
 
         Returns:
             records ordered by offset within each partition; empty when none
@@ -285,7 +290,7 @@ class GroupedConsumer(_BaseConsumer):
                 :meth:`kiel.consumer.SingleConsumer.consume`.
             ClientClosedError: the consumer is closed.
         """
-        return self._flatten(await self._fetch(topics))
+        return self._flatten(await self._fetch(topics, self._limit(max_records)))
 
     async def stream(self, topics: Optional[Topics] = None) -> AsyncIterator[ConsumedRecord]:
         """Iterate over the owned partitions' records, for ever (until closed).
@@ -299,10 +304,15 @@ class GroupedConsumer(_BaseConsumer):
         Yields:
             records, in offset order within each partition.
         """
-        async for record in self._stream(lambda: self._fetch(topics, hand_out=False)):
+        def one_round() -> Awaitable[ConsumedBatches]:
+            return self._fetch(topics, self._stream_records, hand_out=False)
+
+        async for record in self._stream(one_round):
             yield record
 
-    async def _fetch(self, topics: Optional[Topics], hand_out: bool = True) -> ConsumedBatches:
+    async def _fetch(
+        self, topics: Optional[Topics], max_records: Optional[int], hand_out: bool = True
+    ) -> ConsumedBatches:
         self._check_open()
         if self.auto_finish:
             self._commits.finish_all()
@@ -317,7 +327,7 @@ class GroupedConsumer(_BaseConsumer):
         if topics is not None:
             names = topic_list(topics)
             wanted = [tp for tp in held if tp.topic in names]
-        batches = await self.fetcher.fetch(wanted)
+        batches = await self.fetcher.fetch(wanted, max_records)
         # Same task step as the fetcher's drain: no rebalance ran in between.
         for tp, records in list(batches.items()):
             hands = held.get(tp)

@@ -61,7 +61,9 @@ class SingleConsumer(_BaseConsumer):
     # ------------------------------------------------------------------
     # consuming
 
-    async def consume(self, topics: Topics, start: Start = END) -> List[ConsumedRecord]:
+    async def consume(
+        self, topics: Topics, start: Start = END, *, max_records: Optional[int] = None
+    ) -> List[ConsumedRecord]:
         """Return the records one fetch round brought for ``topics``.
 
         The first call for a topic resolves ``start`` for each of its
@@ -76,6 +78,8 @@ class SingleConsumer(_BaseConsumer):
                 partitions), a ``datetime`` (naive means UTC) or a
                 ``timedelta`` (that long ago). Times resolve at log-segment
                 granularity on a 0.8 broker: expect to start somewhat earlier.
+            max_records: at most this many records (default: the consumer's
+                ``max_records``); the rest are returned by the next calls.
 
         Returns:
             records ordered by offset within each partition; empty when no
@@ -94,7 +98,7 @@ class SingleConsumer(_BaseConsumer):
                 next call tries again.
             ClientClosedError: the consumer is closed.
         """
-        return self._flatten(await self._fetch(topics, start))
+        return self._flatten(await self._fetch(topics, start, self._limit(max_records)))
 
     async def stream(self, topics: Topics, start: Start = END) -> AsyncIterator[ConsumedRecord]:
         """Iterate over the records of ``topics``, one at a time, for ever.
@@ -111,10 +115,12 @@ class SingleConsumer(_BaseConsumer):
         Yields:
             the records, in offset order within each partition.
         """
-        async for record in self._stream(lambda: self._fetch(topics, start)):
+        async for record in self._stream(lambda: self._fetch(topics, start, self._stream_records)):
             yield record
 
-    async def _fetch(self, topics: Topics, start: Start) -> ConsumedBatches:
+    async def _fetch(
+        self, topics: Topics, start: Start, max_records: Optional[int]
+    ) -> ConsumedBatches:
         names = topic_list(topics)
         self._check_open()
         await self.cluster.maybe_refresh()
@@ -122,7 +128,7 @@ class SingleConsumer(_BaseConsumer):
             await self._add_topic(topic, start)
         wanted = [tp for tp in self.subscription.assignment() if tp.topic in names]
         self._reclaim(wanted)
-        return await self.fetcher.fetch(wanted)
+        return await self.fetcher.fetch(wanted, max_records)
 
     # ------------------------------------------------------------------
     # topics and start positions

@@ -305,8 +305,12 @@ class Subscription:
             if tp in parts and parts[tp].status is not Status.AWAITING_RESET
         }
 
-    def drain(self, wanted: Iterable[TopicPartition]) -> Batches:
+    def drain(self, wanted: Iterable[TopicPartition], max_records: Optional[int] = None) -> Batches:
         """Hand out the buffered records of the fetching partitions of ``wanted``.
+
+        Args:
+            wanted: the partitions to hand out.
+            max_records: at most this many records in all (``None``: all).
 
         Returns:
             records per partition; each partition's position moves past them.
@@ -314,12 +318,26 @@ class Subscription:
         out: Batches = {}
         parts = self._parts
         fetching = Status.FETCHING
-        for tp in wanted:
+        # Strategy: partitions in sorted order so a bounded hand-out is
+        # deterministic; what does not fit stays buffered with the position at
+        # its first record, and a buffered partition is not fetched again
+        # (PartitionState.current), so nothing more is held per partition.
+        left = max_records
+        for tp in sorted(wanted):
             st = parts[tp]
-            if st.buffer and st.status is fetching:
-                out[tp] = st.buffer
-                st.buffer = []
-                st.position = st.next_offset
+            if not st.buffer or st.status is not fetching:
+                continue
+            if left is not None and left < len(st.buffer):
+                if left <= 0:
+                    break
+                out[tp], st.buffer = st.buffer[:left], st.buffer[left:]
+                st.position = st.buffer[0].offset
+                break
+            out[tp] = st.buffer
+            st.buffer = []
+            st.position = st.next_offset
+            if left is not None:
+                left -= len(out[tp])
         return out
 
     def take_error(self, wanted: Iterable[TopicPartition]) -> Optional[KielError]:

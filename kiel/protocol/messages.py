@@ -158,9 +158,24 @@ def _spec(klen: int) -> Tuple[Any, int]:
     return entry
 
 
-def _decompress(codec: int, value: bytes, offset: int) -> bytes:
+#: Default bound of :func:`decode_message_set`'s decompressed bytes, all
+#: wrappers and nesting levels together (128 MiB).
+DEFAULT_MAX_DECODED = 128 * 1024 * 1024
+
+
+def _decompress(
+    codec: int, value: bytes, offset: int, budget: Optional[List[int]] = None
+) -> bytes:
+    """Decompress one wrapper's value within what is left of ``budget[0]``.
+
+    Strategy: the budget is shared by every wrapper and nesting level of one
+    decode (a one-element list, decremented here), so nesting cannot multiply
+    the bound as a per-call cap would. Without a budget: the codec's own cap.
+    """
+    if budget is None:
+        budget = [DEFAULT_MAX_DECODED]
     try:
-        inner = _compression.decompress(codec, value)
+        inner = _compression.decompress(codec, value, max_output_size=max(budget[0], 1))
     except KielError as e:
         raise e.with_context(offset=offset)  # noqa: B904 (the same error, more context)
     except (ValueError, OSError, EOFError, zlib.error, struct.error, IndexError) as e:
@@ -169,6 +184,7 @@ def _decompress(codec: int, value: bytes, offset: int) -> bytes:
         raise CorruptMessageError(
             f"compressed message (codec {codec}) does not decompress: {e!r}", offset=offset
         ) from e
+    budget[0] -= len(inner)
     return inner if type(inner) is bytes else bytes(inner)
 
 
@@ -186,6 +202,7 @@ def _decode_into(
     inner_magic: Optional[int],
     delta: int,
     ts_override: Optional[int],
+    budget: List[int],
 ) -> Tuple[int, Optional[int], Optional[int]]:
     """Decode the messages of ``data[pos:end]`` into ``out``.
 
@@ -238,7 +255,7 @@ def _decode_into(
                 break
         pos_after, last_one, spec_klen = _decode_one(
             out, data, mv, pos, end, topic, partition, check, min_offset, depth,
-            inner_magic, delta, ts_override,
+            inner_magic, delta, ts_override, budget,
         )
         if pos_after < 0:
             # A partial message; -pos_after - 1 is its full size if known.
@@ -269,6 +286,7 @@ def _decode_one(
     inner_magic: Optional[int],
     delta: int,
     ts_override: Optional[int],
+    budget: List[int],
 ) -> Tuple[int, Optional[int], Optional[int]]:
     """Decode the one message at ``pos``, whatever it is, validating everything.
 
@@ -342,7 +360,7 @@ def _decode_one(
         raise _corrupt("compressed message has a null value", offset)
     if depth >= MAX_NESTING:
         raise _corrupt(f"compressed messages nested more than {MAX_NESTING} deep", offset)
-    inner = _decompress(codec, value, offset)
+    inner = _decompress(codec, value, offset, budget)
     inner_delta = 0
     inner_ts = None
     if magic == 1:
@@ -359,7 +377,7 @@ def _decode_one(
             inner_ts = timestamp
     _, inner_last, _ = _decode_into(
         out, inner, memoryview(inner), 0, len(inner), topic, partition, check, min_offset,
-        depth + 1, magic, inner_delta, inner_ts,
+        depth + 1, magic, inner_delta, inner_ts, budget,
     )
     return mend, (inner_last if inner_last is not None else offset), None
 
@@ -371,6 +389,7 @@ def decode_message_set(
     *,
     min_offset: Optional[int] = None,
     check_crcs: bool = True,
+    max_decoded: int = DEFAULT_MAX_DECODED,
 ) -> DecodeResult:
     """Decode a message set (the ``MessageSet`` of a fetch response partition).
 
@@ -388,6 +407,8 @@ def decode_message_set(
         min_offset: drop records with an offset below this (the fetch offset:
             a compressed wrapper can hold messages before it).
         check_crcs: verify each message's CRC32.
+        max_decoded: the most bytes all compressed wrappers of ``buf`` may
+            decompress to, together, at every nesting level.
 
     Returns:
         a :class:`DecodeResult`.
@@ -396,7 +417,8 @@ def decode_message_set(
         CorruptMessageError: a CRC mismatch (``offset`` in its context), or
             inconsistent framing (sizes, lengths, truncation inside a wrapper).
         UnsupportedVersionError: a magic byte other than 0 or 1.
-        CompressionError: a compressed value does not decompress.
+        CompressionError: a compressed value does not decompress, or the
+            wrappers decompress to more than ``max_decoded`` bytes.
         UnsupportedCodecError: an unknown compression codec.
         ConfigError: ``buf`` is not bytes-like.
     """
@@ -411,7 +433,7 @@ def decode_message_set(
     records: List[Record] = []
     pos, last, needed = _decode_into(
         records, data, memoryview(data), 0, end, topic, partition, bool(check_crcs),
-        _NO_MIN_OFFSET if min_offset is None else min_offset, 0, None, 0, None,
+        _NO_MIN_OFFSET if min_offset is None else min_offset, 0, None, 0, None, [max_decoded],
     )
     truncated = pos < end
     too_large = truncated and pos == 0
