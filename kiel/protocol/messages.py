@@ -188,21 +188,37 @@ def _decompress(
     return inner if type(inner) is bytes else bytes(inner)
 
 
+class _Scope:
+    """What one :func:`decode_message_set` call shares across nesting levels."""
+
+    __slots__ = ("out", "topic", "partition", "check", "min_offset", "budget")
+
+    def __init__(
+        self, topic: str, partition: int, check: bool, min_offset: int, max_decoded: int
+    ) -> None:
+        self.out: List[Record] = []
+        self.topic, self.partition = topic, partition
+        self.check, self.min_offset = check, min_offset
+        #: Decompressed bytes still allowed, one cell shared by every wrapper.
+        self.budget = [max_decoded]
+
+
+class _Level(NamedTuple):
+    """One nesting level: the message set being read and how to read it."""
+
+    data: bytes
+    mv: memoryview
+    depth: int
+    #: Magic of the wrapper this set is inside; ``None`` at the top level.
+    inner_magic: Optional[int]
+    #: Added to every offset (a magic-1 wrapper's base).
+    delta: int
+    #: Timestamp of every message (a magic-1 wrapper with log-append time).
+    ts_override: Optional[int]
+
+
 def _decode_into(
-    out: List[Record],
-    data: bytes,
-    mv: memoryview,
-    pos: int,
-    end: int,
-    topic: str,
-    partition: int,
-    check: bool,
-    min_offset: int,
-    depth: int,
-    inner_magic: Optional[int],
-    delta: int,
-    ts_override: Optional[int],
-    budget: List[int],
+    scope: _Scope, level: _Level, pos: int, end: int
 ) -> Tuple[int, Optional[int], Optional[int]]:
     """Decode the messages of ``data[pos:end]`` into ``out``.
 
@@ -212,7 +228,10 @@ def _decode_into(
     ``needed`` the full size of the partial message if its prefix was readable.
     Inside a wrapper (``inner_magic`` set) a partial message is corrupt.
     """
-    append = out.append
+    data, mv, inner_magic = level.data, level.mv, level.inner_magic
+    topic, partition = scope.topic, scope.partition
+    check, min_offset = scope.check, scope.min_offset
+    append = scope.out.append
     new = _new_record
     crc32 = _crc32
     last: Optional[int] = None
@@ -253,10 +272,7 @@ def _decode_into(
                 pos = mend
             if pos >= end:
                 break
-        pos_after, last_one, spec_klen = _decode_one(
-            out, data, mv, pos, end, topic, partition, check, min_offset, depth,
-            inner_magic, delta, ts_override, budget,
-        )
+        pos_after, last_one, spec_klen = _decode_one(scope, level, pos, end)
         if pos_after < 0:
             # A partial message; -pos_after - 1 is its full size if known.
             if inner_magic is not None:
@@ -273,20 +289,7 @@ def _decode_into(
 
 
 def _decode_one(
-    out: List[Record],
-    data: bytes,
-    mv: memoryview,
-    pos: int,
-    end: int,
-    topic: str,
-    partition: int,
-    check: bool,
-    min_offset: int,
-    depth: int,
-    inner_magic: Optional[int],
-    delta: int,
-    ts_override: Optional[int],
-    budget: List[int],
+    scope: _Scope, level: _Level, pos: int, end: int
 ) -> Tuple[int, Optional[int], Optional[int]]:
     """Decode the one message at ``pos``, whatever it is, validating everything.
 
@@ -294,6 +297,7 @@ def _decode_one(
     partial message ``(-(needed + 1), None, None)`` where ``needed`` is its full
     size, or 0 if not even the 12-byte prefix is there.
     """
+    data, mv, depth, inner_magic, delta, ts_override = level
     if end - pos < _LOG_OVERHEAD:
         return -1, None, None
     offset, size = _OFFSET_SIZE.unpack_from(data, pos)
@@ -306,7 +310,7 @@ def _decode_one(
     # The CRC first: a Fetch v0 answer only ever holds magic 0 or 1 (newer
     # brokers convert down), so another magic byte is more likely a flipped
     # bit than a new format, and the CRC says which.
-    if check:
+    if scope.check:
         computed = _crc32(mv[pos + _CRC_START : mend])
         if computed != crc:
             raise _crc_error(crc, computed, offset)
@@ -351,8 +355,10 @@ def _decode_one(
         timestamp = ts_override
     codec = attrs & _CODEC_MASK
     if not codec:
-        if offset >= min_offset:
-            out.append(_new_record((topic, partition, offset, key, value, timestamp)))
+        if offset >= scope.min_offset:
+            scope.out.append(
+                _new_record((scope.topic, scope.partition, offset, key, value, timestamp))
+            )
         return mend, offset, (klen if magic == 0 else None)
 
     # A wrapper: its value is a whole message set, compressed.
@@ -360,7 +366,7 @@ def _decode_one(
         raise _corrupt("compressed message has a null value", offset)
     if depth >= MAX_NESTING:
         raise _corrupt(f"compressed messages nested more than {MAX_NESTING} deep", offset)
-    inner = _decompress(codec, value, offset, budget)
+    inner = _decompress(codec, value, offset, scope.budget)
     inner_delta = 0
     inner_ts = None
     if magic == 1:
@@ -375,10 +381,8 @@ def _decode_one(
                 inner_delta = base
         if attrs & _TIMESTAMP_TYPE_MASK:
             inner_ts = timestamp
-    _, inner_last, _ = _decode_into(
-        out, inner, memoryview(inner), 0, len(inner), topic, partition, check, min_offset,
-        depth + 1, magic, inner_delta, inner_ts, budget,
-    )
+    inner_level = _Level(inner, memoryview(inner), depth + 1, magic, inner_delta, inner_ts)
+    _, inner_last, _ = _decode_into(scope, inner_level, 0, len(inner))
     return mend, (inner_last if inner_last is not None else offset), None
 
 
@@ -430,11 +434,13 @@ def decode_message_set(
         except TypeError as e:
             raise ConfigError(f"a message set must be bytes-like, not {type(buf).__name__}") from e
     end = len(data)
-    records: List[Record] = []
-    pos, last, needed = _decode_into(
-        records, data, memoryview(data), 0, end, topic, partition, bool(check_crcs),
-        _NO_MIN_OFFSET if min_offset is None else min_offset, 0, None, 0, None, [max_decoded],
+    scope = _Scope(
+        topic, partition, bool(check_crcs),
+        _NO_MIN_OFFSET if min_offset is None else min_offset, max_decoded,
     )
+    top = _Level(data, memoryview(data), 0, None, 0, None)
+    pos, last, needed = _decode_into(scope, top, 0, end)
+    records = scope.out
     truncated = pos < end
     too_large = truncated and pos == 0
     return DecodeResult(
