@@ -40,35 +40,17 @@ class GzipCodec(Codec):
         self.level = level
 
     def compress(self, data: BytesLike) -> bytes:
-        """Compress ``data`` into one gzip member.
-
-        Args:
-            data: the uncompressed bytes.
-
-        Returns:
-            the gzip stream.
-
-        Raises:
-            LocalProtocolError: ``data`` is not bytes-like.
-        """
+        """Compress ``data`` into one gzip member (see :meth:`Codec.compress`)."""
         view = as_view(data)
         compressor = zlib.compressobj(self.level, zlib.DEFLATED, _GZIP_WBITS)
         return compressor.compress(view) + compressor.flush()
 
     def decompress(self, data: BytesLike) -> bytes:
-        """Decompress one or more concatenated gzip members.
+        """Decompress one or more concatenated gzip members (see :meth:`Codec.decompress`).
 
-        Args:
-            data: the gzip stream (untrusted).
-
-        Returns:
-            the concatenated contents of every member.
-
-        Raises:
-            CompressionError: bad header, corrupt deflate data, CRC or length
-                mismatch, a truncated member, trailing garbage, or more than
-                ``max_output_size`` bytes of output.
-            LocalProtocolError: ``data`` is not bytes-like.
+        The output is the concatenated contents of every member. A bad header,
+        corrupt deflate data, a CRC or length mismatch, a truncated member,
+        trailing garbage or too much output raise :class:`CompressionError`.
         """
         pending: BytesLike = as_view(data)
         limit = self.max_output_size

@@ -110,16 +110,8 @@ class LZ4Codec(Codec):
         """Compress ``data`` into one LZ4 frame the way Kafka's own encoder does.
 
         Independent 64 KiB blocks, a block that does not shrink is stored
-        uncompressed, no content size, no checksums but the header's.
-
-        Args:
-            data: the uncompressed bytes.
-
-        Returns:
-            the LZ4 frame.
-
-        Raises:
-            LocalProtocolError: ``data`` is not bytes-like.
+        uncompressed, no content size, no checksums but the header's (see
+        :meth:`Codec.compress`).
         """
         view = as_view(data)
         parts: List[BytesLike] = [_HEADERS[self.magic]]
@@ -138,17 +130,9 @@ class LZ4Codec(Codec):
     def decompress(self, data: BytesLike) -> bytes:
         """Decompress one LZ4 frame, with either header checksum variant.
 
-        Args:
-            data: the LZ4 frame (untrusted).
-
-        Returns:
-            the decompressed bytes.
-
-        Raises:
-            CompressionError: a bad magic, version, flag or header checksum, a
-                truncated frame, a corrupt block, bytes after the frame, or
-                more than ``max_output_size`` bytes of output.
-            LocalProtocolError: ``data`` is not bytes-like.
+        A bad magic, version, flag or header checksum, a truncated frame, a
+        corrupt block, bytes after the frame or too much output raise
+        :class:`CompressionError` (see :meth:`Codec.decompress`).
         """
         view = as_view(data)
         end = len(view)

@@ -80,15 +80,9 @@ class SnappyCodec(Codec):
     def compress(self, data: BytesLike) -> bytes:
         """Compress ``data``, xerial-framed unless the codec was built with ``xerial=False``.
 
-        Args:
-            data: the uncompressed bytes.
-
-        Returns:
-            the xerial stream (16-byte header, then length-prefixed blocks; just
-            the header for empty input) or one raw snappy block.
-
-        Raises:
-            LocalProtocolError: ``data`` is not bytes-like.
+        The output is the xerial stream (16-byte header, then length-prefixed
+        blocks; just the header for empty input) or one raw snappy block (see
+        :meth:`Codec.compress`).
         """
         view = as_view(data)
         if not self.xerial:
@@ -104,17 +98,9 @@ class SnappyCodec(Codec):
     def decompress(self, data: BytesLike) -> bytes:
         """Decompress a xerial-framed stream or a raw snappy block.
 
-        Args:
-            data: the compressed bytes (untrusted).
-
-        Returns:
-            the decompressed bytes.
-
-        Raises:
-            CompressionError: a truncated header, a block length that is not
-                positive or runs past the end, a corrupt snappy block, or more
-                than ``max_output_size`` bytes of output.
-            LocalProtocolError: ``data`` is not bytes-like.
+        A truncated header, a block length that is not positive or runs past
+        the end, a corrupt snappy block or too much output raise
+        :class:`CompressionError` (see :meth:`Codec.decompress`).
         """
         view = as_view(data)
         if view[:8] != XERIAL_MAGIC:
