@@ -45,6 +45,20 @@ def _retrieve(future: "asyncio.Future[Any]") -> None:
         future.exception()
 
 
+def _shielded(future: "asyncio.Future[Any]") -> "asyncio.Future[Any]":
+    """``asyncio.shield(future)`` whose outer future never reports its error.
+
+    Strategy: when the caller awaiting the outer future is cancelled, the
+    outer future lives on and receives the inner one's error later, with
+    nobody left to read it; asyncio would then log "Future exception was
+    never retrieved". The error is not lost: whoever still waits on the inner
+    future (or the connection's close error) reports it.
+    """
+    outer = asyncio.shield(future)
+    outer.add_done_callback(_retrieve)
+    return outer
+
+
 class CloseReason(enum.Enum):
     """Why a connection closed; carried as ``reason`` in the errors it raises."""
 
@@ -133,7 +147,7 @@ class Connection:
         if self._connecting is None:
             # Its callers receive its typed error (quiet: not logged twice).
             self._connecting = self._tasks.spawn(self._connect(), "connect", quiet=(KielError,))
-        await asyncio.shield(self._connecting)
+        await _shielded(self._connecting)
 
     async def _connect(self) -> None:
         try:
@@ -214,7 +228,7 @@ class Connection:
                 # right after a timeout; Tornado would log that at ERROR.
                 return await gen.with_timeout(
                     IOLoop.current().time() + wait,
-                    asyncio.shield(future),
+                    _shielded(future),
                     quiet_exceptions=(KielError,),
                 )
             except asyncio.CancelledError:

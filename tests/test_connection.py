@@ -6,6 +6,7 @@ connection-level faults need a peer that misbehaves on cue. Broker semantics
 are tested against the embedded broker elsewhere.
 """
 import asyncio
+import gc
 import socket
 from typing import Any, Callable, List, Optional
 
@@ -311,5 +312,33 @@ def test_partitions_for_raises_a_non_retriable_topic_error_at_once() -> None:
         assert len(peer.requests) - asked == 1  # no retry
         cluster.close()
         peer.stop()
+
+    run(main())
+
+
+def test_a_cancelled_caller_leaves_no_unretrieved_error_behind() -> None:
+    """A caller cancelled mid-request, then the connection fails: the error
+    that arrives for nobody must not surface as "Future exception was never
+    retrieved" (the demo printed it about one run in four)."""
+
+    async def main() -> None:
+        loop = asyncio.get_event_loop()
+        reported: List[Any] = []
+        loop.set_exception_handler(lambda _loop, context: reported.append(context))
+        peer = Peer(lambda h, r, s: None)  # reads, never answers
+        conn = Connection("127.0.0.1", peer.port, broker_id=1)
+        caller = asyncio.ensure_future(conn.send(MetadataRequest([])))
+        await until(lambda: conn.in_flight == 1, what="the request on the wire")
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        conn.close()  # the pending future fails with ConnectionClosedError
+        peer.stop()
+        del caller
+        for _ in range(3):
+            await asyncio.sleep(0)
+        gc.collect()  # an unretrieved exception is reported when its future dies
+        await asyncio.sleep(0)
+        assert [c.get("message") for c in reported] == []
 
     run(main())
