@@ -22,7 +22,7 @@ pytestmark = pytest.mark.zookeeper
 
 async def produce(cluster: Any, topic: str, values: List[bytes],
                   partition: Optional[int] = None) -> None:
-    producer = Producer(cluster.bootstrap, linger_ms=5)
+    producer = Producer(cluster.bootstrap, linger=0.005)
     await producer.connect()
     try:
         futures = [producer.produce(topic, v, partition=partition) for v in values]
@@ -391,7 +391,7 @@ class Checker:
 
 
 async def feed(cluster: Any, topic: str, total: int, chunk: int, pause: float) -> None:
-    producer = Producer(cluster.bootstrap, linger_ms=5)
+    producer = Producer(cluster.bootstrap, linger=0.005)
     await producer.connect()
     try:
         for start in range(0, total, chunk):

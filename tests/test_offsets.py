@@ -39,7 +39,7 @@ async def cluster_for(kafka_cluster: Any, **options: Any) -> Cluster:
 
 
 async def produce(kafka_cluster: Any, topic: str, values: List[bytes], partition: int) -> None:
-    async with Producer(kafka_cluster.bootstrap, linger_ms=5) as producer:
+    async with Producer(kafka_cluster.bootstrap, linger=0.005) as producer:
         await asyncio.gather(*(producer.produce(topic, v, partition=partition) for v in values))
 
 

@@ -58,7 +58,7 @@ def produce(cluster, topic, n, prefix="m", keyed=True):
     """Produce n records; return their (partition, offset, key, value)."""
 
     async def run():
-        producer = Producer(cluster.bootstrap, linger_ms=2)
+        producer = Producer(cluster.bootstrap, linger=0.002)
         await producer.connect()
         keys = [f"{prefix}-k{i % 17}".encode() if keyed else None for i in range(n)]
         values = [f"{prefix}-{i}".encode() for i in range(n)]

@@ -118,7 +118,7 @@ def test_mapped_settings_reach_kiels_clients():
                                                                 "kafka.compression.type")})
     producer_kwargs = write.producer_options()
     assert producer_kwargs == {
-        **kwargs, "required_acks": -1, "compression": None, "linger_ms": 20,
+        **kwargs, "required_acks": -1, "compression": None, "linger": 0.02,
         "batch_size": 32768, "max_request_size": 2 * 1024 * 1024,
         "max_pending_bytes": 64 * 1024 * 1024, "buffer_timeout": 1.5,
     }
@@ -134,7 +134,7 @@ def test_defaults_leave_kiels_own():
     write = sink(topic="t")
     assert write.producer_options() == {
         "client_id": "kiel-spark", "request_timeout": 30.0, "required_acks": -1,
-        "compression": None, "linger_ms": 5, "batch_size": 64 * 1024,
+        "compression": None, "linger": 0.005, "batch_size": 64 * 1024,
     }
 
 

@@ -378,7 +378,7 @@ def _bytes(value: Any, column: str) -> Optional[bytes]:
 
 def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> int:
     """Produce rows (``value``, optional ``key``, ``topic``, ``partition``
-    fields) through one kiel :class:`~kiel.clients.producer.Producer`, and
+    fields) through one kiel :class:`~kiel.producer.Producer`, and
     wait until every record is acknowledged.
 
     Returns:

@@ -660,17 +660,15 @@ class SinkOptions(_ClientOptions):
         return cls(**values)
 
     def producer_options(self) -> Dict[str, Any]:
-        """Keyword arguments for the :class:`~kiel.clients.producer.Producer` of a write task."""
+        """Keyword arguments for the :class:`~kiel.producer.Producer` of a write task."""
         optional = {"max_request_size": self.max_request_size,
                     "max_pending_bytes": self.max_pending_bytes,
                     "buffer_timeout": self.buffer_timeout}
         return {
             "required_acks": self.acks,
             "compression": self.compression,
-            # The Producer is moving to ``linger`` in seconds (``linger_ms``
-            # stays as a deprecated alias): pass ``linger=self.linger_ms / 1000``
-            # once it has landed.
-            "linger_ms": self.linger_ms,
+            # Spark and Kafka spell it in milliseconds; the Producer takes seconds.
+            "linger": self.linger_ms / 1000,
             "batch_size": self.batch_size,
             **{k: v for k, v in optional.items() if v is not None},
             **self.client_options(),
