@@ -26,6 +26,7 @@ from kiel.exc import (
     CompressionError,
     ConfigError,
     ConnectionClosedError,
+    CorruptMessageError,
     DeserializationError,
     KielConnectionError,
     KielError,
@@ -311,6 +312,127 @@ def test_decompression_bomb_is_refused_within_the_decoded_budget(kafka_cluster, 
             assert [r.value for r in got] == [b"after0"]
         async with consumer_for(kafka_cluster, max_decoded=700_000) as consumer:
             assert len(await consume_n(consumer, topic, 3)) == 3
+
+    run(main())
+
+
+def test_a_nested_wrapper_through_the_broker_is_refused_never_a_stall(
+    kafka_cluster, topic_factory
+):
+    """A producer's nested wrapper keeps the producer's inner offsets (the
+    broker numbers one level): consume() raises a typed error at it, whether
+    those offsets run past the log's or lie before the position, and goes on
+    after a seek past it. Nothing is handed out with offsets the log lacks."""
+    inner = encode_message_set(values(5, "inner"), CODEC_GZIP)  # offsets 0..4
+    nested = wrapper_message(inner)
+    cases = []
+    for before in (0, 7):
+        topic = topic_factory(partitions=1)
+        produce_raw(kafka_cluster, topic, 0, values(before, "plain"))
+        send_raw(kafka_cluster, topic, 0, nested)
+        produce_raw(kafka_cluster, topic, 0, values(1, "after"))
+        cases.append((topic, before))
+
+    async def main():
+        async with consumer_for(kafka_cluster) as consumer:
+            for topic, before in cases:
+                got = []
+                with pytest.raises(CorruptMessageError) as info:
+                    for _ in range(50):
+                        got.extend(await consumer.consume(topic, start=BEGINNING))
+                assert info.value.topic == topic and info.value.offset == before
+                assert [r.offset for r in got] == list(range(before))
+                consumer.seek(topic, 0, before + 1)
+                after = await consume_n(consumer, topic, 1, start=None)
+                assert [(r.offset, r.value) for r in after] == [(before + 1, b"after0")]
+
+    run(main())
+
+
+def wrapper_message(inner_set: bytes) -> bytes:
+    """One gzip wrapper message (offset 0) around ``inner_set``, by hand."""
+    import struct
+    import zlib
+
+    from kiel.compression import compress
+
+    body = struct.pack(">bb", 0, CODEC_GZIP) + struct.pack(">i", -1)
+    value = compress(CODEC_GZIP, inner_set)
+    body += struct.pack(">i", len(value)) + value
+    return struct.pack(">qiI", 0, len(body) + 4, zlib.crc32(body)) + body
+
+
+def send_raw(cluster: Any, topic: str, partition: int, message_set: bytes) -> None:
+    with RawClient(cluster.address(cluster.leader(topic, partition))) as client:
+        response = client.request(ProduceRequest(1, 10000, [
+            ProduceTopicData(topic, [ProducePartitionData(partition, message_set)])
+        ]))
+        assert response.topics[0].partitions[0].error_code == 0
+
+
+def test_prefetch_bound_holds_and_loses_nothing(kafka_cluster, topic_factory):
+    """Six partitions answered 8 KiB at a time, at most two answers' worth
+    held or asked for at once: every sample stays under the bound, and every
+    message arrives once, in order."""
+    topic = topic_factory(partitions=6)
+    body = b"y" * 200
+    for p in range(6):
+        produce_raw(kafka_cluster, topic, p, [(None, body + b"%d" % i) for i in range(300)])
+    bound = 2 * 8 * 1024
+    with pytest.raises(ConfigError):
+        consumer_for(kafka_cluster, max_bytes=8 * 1024, max_prefetch_bytes=4 * 1024)
+
+    async def main():
+        consumer = consumer_for(
+            kafka_cluster, max_bytes=8 * 1024, max_fetch_size=8 * 1024, max_prefetch_bytes=bound
+        )
+        async with consumer:
+            peaks = []
+            done = []
+
+            def sample():
+                peaks.append(consumer.fetcher.prefetched)
+                if not done:
+                    IOLoop.current().call_later(0.001, sample)
+
+            sample()
+            try:
+                got = await consume_n(consumer, topic, 1800)
+            finally:
+                done.append(True)
+            parts = by_partition(got)
+            for p in range(6):
+                assert [r.value for r in parts[p]] == [body + b"%d" % i for i in range(300)]
+            assert 0 < max(peaks) <= bound
+
+    run(main())
+
+
+@pytest.mark.slow
+def test_many_backlogged_partitions_on_one_broker_drain(kafka_cluster_factory):
+    """120 partitions with 1.1 MiB of backlog each on one broker: asked all
+    at once they overflow a 100 MiB frame; they drain completely with the
+    default settings."""
+    cluster = kafka_cluster_factory(brokers=1)
+    topic = "backlog"
+    cluster.create_topic(topic, partitions=120, replication=1)
+    body = b"z" * 1000
+    per_partition = 1100
+    for p in range(120):
+        produce_raw(cluster, topic, p, [(None, body)] * per_partition, batch=550)
+
+    async def main():
+        async with consumer_for(cluster) as consumer:
+            counts: Dict[int, int] = {}
+            total = 0
+            for _ in range(20_000):
+                if total >= 120 * per_partition:
+                    break
+                for r in await consumer.consume(topic, start=BEGINNING):
+                    assert r.offset == counts.get(r.partition, 0)
+                    counts[r.partition] = r.offset + 1
+                    total += 1
+            assert counts == {p: per_partition for p in range(120)}
 
     run(main())
 

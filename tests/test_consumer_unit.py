@@ -70,9 +70,30 @@ def log_of(messages, codec=0, base=0):
     return data
 
 
-def decode(decoder, state, data):
-    """Decode ``data`` as the answer to a fetch at the state's position."""
-    return asyncio.run(decoder.decode(state, state.position, state.epoch, data))
+def decode(decoder, state, data, want=10**9):
+    """Decode ``data`` as the answer to a fetch at the state's position.
+
+    Returns whether the fetcher would count it a healthy round (records, or
+    an empty set; not a fetch to grow, a dropped answer or an error).
+    """
+    Decoder.received(state, data)
+    asyncio.run(decoder.decode(state, want))
+    return state.answered and state.error is None
+
+
+def drain_all(decoder, state, want):
+    """Decode and hand out ``want`` records at a time until the raw answer is gone."""
+    out = []
+    rounds = 0
+    while True:
+        asyncio.run(decoder.decode(state, want))
+        if not state.buffer:
+            assert state.raw is None
+            return out, rounds
+        rounds += 1
+        out.extend(state.buffer)
+        state.buffer = []
+        state.position = state.next_offset
 
 
 # --------------------------------------------------------------------------
@@ -103,10 +124,18 @@ def test_a_position_inside_a_compressed_wrapper():
     data = log_of([(None, b"m%d" % i) for i in range(10)], codec=CODEC_GZIP, base=100)
     assert decode(decoder, state, data)
     assert [r.offset for r in state.buffer] == list(range(105, 110))
-    # All before the position: the position moves past the wrapper.
-    state.seek(110)
+    # Before the position, with progress: the position moves past them.
+    state.seek(103)
+    data = log_of([(None, b"m%d" % i) for i in range(3)], codec=CODEC_GZIP, base=100)
+    data += log_of([(None, b"n")], base=103)
     assert decode(decoder, state, data)
-    assert state.buffer == [] and state.position == 110
+    assert [r.offset for r in state.buffer] == [103]
+    # Only messages before the position and no progress (no broker answers
+    # so): a typed error, never the same fetch again and again in silence.
+    state.seek(110)
+    assert not decode(decoder, state, log_of([(None, b"old")], base=100))
+    assert isinstance(state.error, CorruptMessageError) and state.error.offset == 110
+    assert state.buffer == [] and state.position == 110 and state.raw is None
 
 
 def test_fetch_size_doubles_then_message_too_large():
@@ -143,7 +172,8 @@ def test_a_corrupt_message_is_kept_as_the_partition_error():
     data = bytearray(log_of([(None, b"good"), (None, b"evil")]))
     data[-1] ^= 0xFF
     assert not decode(decoder, state, bytes(data))
-    assert state.buffer == []
+    # The good message before it is handed out; the error waits at its own offset.
+    assert [r.value for r in state.buffer] == [b"good"] and state.raw is None
     assert isinstance(state.error, CorruptMessageError)
     assert (state.error.topic, state.error.partition, state.error.offset) == ("t", 0, 1)
 
@@ -167,13 +197,14 @@ def test_results_of_a_sought_partition_are_dropped():
     data = log_of([(None, b"v" * 100)] * 3000)
 
     async def go():
-        task = asyncio.ensure_future(decoder.decode(state, 0, state.epoch, data))
+        Decoder.received(state, data)
+        task = asyncio.ensure_future(decoder.decode(state))
         await asyncio.sleep(0)  # the decoder yields after its first slice
         state.seek(42)
-        assert await task is False
+        await task
 
     asyncio.run(go())
-    assert state.buffer == [] and state.position == 42
+    assert state.buffer == [] and state.position == 42 and state.raw is None
 
 
 def test_an_answer_for_an_unassigned_partition_is_dropped():
@@ -181,10 +212,10 @@ def test_an_answer_for_an_unassigned_partition_is_dropped():
     subscription = Subscription(1 << 20)
     subscription.assign(TP, 0)
     state = subscription.state(TP)
-    epoch = state.epoch
+    Decoder.received(state, log_of([(None, b"v")]))
     subscription.unassign(TP)
-    assert state.status is Status.UNASSIGNED
-    assert asyncio.run(decoder.decode(state, 0, epoch, log_of([(None, b"v")]))) is False
+    assert state.status is Status.UNASSIGNED and state.raw is None
+    asyncio.run(decoder.decode(state))
     assert state.buffer == []
 
 
@@ -213,12 +244,84 @@ def test_sliced_decode_equals_whole_decode(sizes, keys, cut, chunk, position):
         for name, value in zip(names, saved):
             setattr(decoder_module, name, value)
     assert state.buffer == expected.records
+    stuck = not expected.records and expected.next_offset is not None \
+        and expected.next_offset <= position
     if expected.first_message_too_large:
         assert not healthy
+    elif stuck:  # only messages before the position: an error, not a silent retry
+        assert not healthy and isinstance(state.error, CorruptMessageError)
     else:
         assert healthy
         if expected.records:
             assert state.next_offset == expected.records[-1].offset + 1
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(0, 300), min_size=1, max_size=60),
+    cut=st.integers(0, 100),
+    chunk=st.integers(16, 900),
+    want=st.integers(1, 25),
+    gzip_every=st.integers(0, 7),
+)
+def test_decoding_on_demand_hands_out_the_whole_answer_in_bounded_rounds(
+    sizes, cut, chunk, want, gzip_every
+):
+    """An answer decoded ``want`` records at a time, drained between rounds,
+    gives exactly what decoding it whole gives; no round holds more than
+    ``want`` records plus one slice."""
+    pieces = []
+    base = 0
+    for start in range(0, len(sizes), 5):
+        group = [(None, bytes([(start + i) % 251]) * n)
+                 for i, n in enumerate(sizes[start:start + 5])]
+        codec = CODEC_GZIP if gzip_every and (start // 5) % gzip_every == 0 else 0
+        pieces.append(log_of(group, codec=codec, base=base))
+        base += len(group)
+    data = b"".join(pieces)
+    data = data[: max(0, len(data) - cut)]
+    expected = decode_message_set(data, "t", 0)
+    names = ("_DECODE_CHUNK", "_MIN_DECODE_CHUNK", "_MAX_DECODE_CHUNK")
+    saved = [getattr(decoder_module, name) for name in names]
+    for name in names:
+        setattr(decoder_module, name, chunk)
+    try:
+        decoder, state = make(decode_budget=0)
+        Decoder.received(state, data)
+        records, rounds = drain_all(decoder, state, want)
+    finally:
+        for name, value in zip(names, saved):
+            setattr(decoder_module, name, value)
+    # A rest that is only a message cut at the fetch size is no error: it is
+    # fetched again from the position.
+    assert state.error is None
+    if expected.first_message_too_large:
+        assert records == []
+        return
+    assert records == expected.records
+    # A slice is ``chunk`` bytes, or widened to twice the largest message:
+    # at most that over 26 (the smallest message) plain messages, plus a
+    # gzip wrapper of five cut in.
+    slice_bytes = max(chunk, 2 * (max(sizes) + 64))
+    assert decoder.peak_records <= want + slice_bytes // 26 + 5
+    assert rounds >= len(expected.records) / (want + slice_bytes // 26 + 5)
+
+
+def test_an_answer_is_decoded_only_as_far_as_asked():
+    decoder, state = make()
+    data = log_of([(None, b"v" * 100)] * 20000)  # ~2.5 MB: many slices
+    Decoder.received(state, data)
+    asyncio.run(decoder.decode(state, 100))
+    assert 100 <= len(state.buffer) < 20000 and state.raw is data
+    assert [r.offset for r in state.buffer] == list(range(len(state.buffer)))
+    records, rounds = drain_all(decoder, state, 100)
+    assert [r.offset for r in records] == list(range(20000))
+    assert rounds >= 20000 / (100 + _MAX_SLICE_RECORDS)
+    assert decoder.peak_records <= 100 + _MAX_SLICE_RECORDS
+
+
+#: Records of 126 bytes (100-byte values) in the largest slice (1 MiB).
+_MAX_SLICE_RECORDS = 1024 * 1024 // 126 + 1
 
 
 # --------------------------------------------------------------------------

@@ -337,6 +337,21 @@ def test_nested_wrappers_are_unwrapped():
     assert result.records[-1].value == b"plain"
 
 
+def test_nested_offsets_that_are_not_the_logs_are_corrupt():
+    """A broker numbers one level: a producer's nested set keeps offsets
+    that run past its wrapper's or go backwards; neither is handed out."""
+    inner = kp_encode(sample(3), offsets=[0, 1, 2])
+    with pytest.raises(CorruptMessageError, match="past its own offset"):
+        decode_message_set(wrapper(wrapper(inner, GZIP, offset=0), GZIP, offset=0))
+    before = raw_message(6, b"six")
+    with pytest.raises(CorruptMessageError, match="go backwards"):
+        decode_message_set(wrapper(before + wrapper(inner, GZIP, offset=7), GZIP, offset=7))
+    # The same nesting with the log's offsets is unwrapped.
+    good = kp_encode(sample(3), offsets=[7, 8, 9])
+    result = decode_message_set(wrapper(before + wrapper(good, GZIP, offset=9), GZIP, offset=9))
+    assert [r.offset for r in result.records] == [6, 7, 8, 9]
+
+
 def test_nesting_deeper_than_the_bound_is_corrupt():
     data = raw_message(0, b"bottom")
     for _ in range(MAX_NESTING):
@@ -350,8 +365,9 @@ def test_decoded_bytes_budget_spans_every_wrapper_and_nesting_level():
     # Each level decompresses to under the budget on its own (a per-call cap
     # lets this through); together the levels exceed it and are refused.
     bottom = b"".join(raw_message(i, b"\0" * 30_000) for i in range(2))  # ~60 KB
+    bottom2 = b"".join(raw_message(i, b"\0" * 30_000) for i in range(2, 4))
     middle = wrapper(bottom, GZIP, offset=1)
-    top = wrapper(middle + wrapper(bottom, GZIP, offset=3), GZIP, offset=3)
+    top = wrapper(middle + wrapper(bottom2, GZIP, offset=3), GZIP, offset=3)
     assert len(decode_message_set(top).records) == 4
     assert len(decode_message_set(top, max_decoded=200_000).records) == 4
     with pytest.raises(CompressionError):

@@ -123,6 +123,29 @@ def decoded_bytes_bound(max_bytes: int, max_decoded: Any) -> int:
     return max_decoded
 
 
+#: The default prefetch bound is this many times ``max_bytes``.
+PREFETCH_PER_FETCHED = 16
+
+
+def prefetch_bytes_bound(max_bytes: int, max_prefetch_bytes: Any) -> int:
+    """The prefetch bound: ``max_prefetch_bytes``, or one derived from ``max_bytes``.
+
+    Raises:
+        ConfigError: neither ``None`` nor an int >= ``max_bytes``.
+    """
+    if max_prefetch_bytes is None:
+        return max(PREFETCH_PER_FETCHED * max_bytes, 64 * 1024 * 1024)
+    if (
+        not isinstance(max_prefetch_bytes, int) or isinstance(max_prefetch_bytes, bool)
+        or max_prefetch_bytes < max_bytes
+    ):
+        raise ConfigError(
+            f"max_prefetch_bytes must be an int >= max_bytes ({max_bytes}), "
+            f"got {max_prefetch_bytes!r}"
+        )
+    return max_prefetch_bytes
+
+
 def check_max_records(max_records: Any) -> None:
     """Refuse a ``max_records`` that is neither ``None`` nor a positive int.
 
@@ -173,13 +196,21 @@ class _BaseConsumer(Client):
         decode_budget: seconds of decoding after which the consumer yields to
             the IOLoop (bounds how long decoding a big fetch stalls the loop).
         max_records: the most records one ``consume()`` returns unless it is
-            given its own ``max_records`` (default ``None``: all a round
-            brought); ``stream()`` takes this many (default
-            ``STREAM_RECORDS``) at a time. The rest stay buffered.
+            given its own ``max_records`` (default ``None``: what one round
+            decoded, about ``DECODE_RECORDS`` plus one decode slice);
+            ``stream()`` takes this many (default ``STREAM_RECORDS``) at a
+            time. Records are decoded only as they are handed out; the rest of
+            a fetched answer stays raw.
         max_decoded: the most bytes compressed messages decoded at once may
             expand to, every wrapper and nesting level together (default:
             ``DECODED_PER_FETCHED`` times ``max_bytes``, at least 16 MiB); more
             raises :class:`~kiel.exc.CompressionError`.
+        max_prefetch_bytes: the most bytes of fetched answers held and asked
+            for in flight, all partitions together (default:
+            ``PREFETCH_PER_FETCHED`` times ``max_bytes``, at least 64 MiB);
+            fetching pauses while they are at the bound. One partition is
+            always fetched when nothing is held, so a message up to
+            ``max_fetch_size`` still gets through.
         **client_options: the :class:`~kiel.client.Client` settings
             (``client_id``, ``connect_timeout``, ``request_timeout``,
             ``retry_backoff``, ``max_backoff``, ``retries``, ...).
@@ -202,6 +233,7 @@ class _BaseConsumer(Client):
         decode_budget: float = 0.002,
         max_records: Optional[int] = None,
         max_decoded: Optional[int] = None,
+        max_prefetch_bytes: Optional[int] = None,
         **client_options: Any,
     ) -> None:
         _check_fetch_options(
@@ -239,6 +271,7 @@ class _BaseConsumer(Client):
             max_wait_time=max_wait_time,
             min_bytes=min_bytes,
             offset_reset=offset_reset,
+            max_prefetch_bytes=prefetch_bytes_bound(max_bytes, max_prefetch_bytes),
         )
         self._tasks = Tasks(f"kiel-{type(self).__name__}")
         #: Records lent to stream() loops and not yielded yet, per partition.

@@ -1,11 +1,15 @@
-"""Turn one partition's fetched message set into records, without stalling the IOLoop.
+"""Turn a partition's fetched message set into records, without stalling the IOLoop.
 
-The :class:`Decoder` runs :func:`kiel.protocol.messages.decode_message_set`
-over a partition's answer a slice at a time, yields to the IOLoop whenever
-its time budget is spent, grows the partition's fetch size when not even one
-message fit, and runs the deserializers. It writes its result into the
-partition's :class:`~kiel.consumer.subscription.PartitionState`: the records
-to hand out, or the error to raise. No I/O.
+A fetched answer is kept raw (:meth:`Decoder.received`) and decoded only when
+its records are about to be handed out, a bounded number at a time
+(:meth:`Decoder.decode`): the records alive at once stay proportional to what
+the application asks for, not to ``max_bytes`` times the partitions. The
+:class:`Decoder` runs :func:`kiel.protocol.messages.decode_message_set` a
+slice at a time, yields to the IOLoop whenever its time budget is spent,
+grows the partition's fetch size when not even one message fit, and runs
+the deserializers. It writes its result into the partition's
+:class:`~kiel.consumer.subscription.PartitionState`: the records to hand
+out and where the raw answer goes on, or the error to raise. No I/O.
 """
 
 import asyncio
@@ -13,13 +17,18 @@ import logging
 import time
 from typing import Any, List, Optional, Tuple
 
-from kiel.consumer.subscription import PartitionState
-from kiel.exc import DeserializationError, MessageTooLargeError, ProtocolError
-from kiel.protocol.messages import decode_message_set
+from kiel.consumer.subscription import PartitionState, Status
+from kiel.exc import (
+    CorruptMessageError,
+    DeserializationError,
+    MessageTooLargeError,
+    ProtocolError,
+)
+from kiel.protocol.messages import decode_message_set, iter_message_boundaries
 from kiel.serializers import Deserializer
 from kiel.structs import Record
 
-__all__ = ["Decoder"]
+__all__ = ["DECODE_RECORDS", "Decoder"]
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +41,13 @@ _MAX_DECODE_CHUNK = 1024 * 1024
 #: Shortest time a slice aims at (with a decode budget of 0).
 _MIN_SLICE_TIME = 0.0005
 
+#: Records one :meth:`Decoder.decode` aims at when the caller sets no bound.
+DECODE_RECORDS = 1000
+
 #: What the slicing pass found: records, the offset after the last complete
-#: message, the bytes of complete messages, and the size the first message needs.
-_Sliced = Tuple[List[Record], Optional[int], int, Optional[int]]
+#: message, where decoding stopped, the size the first message needs, and
+#: whether complete messages are left after that point.
+_Sliced = Tuple[List[Record], Optional[int], int, Optional[int], bool]
 
 
 class Decoder:
@@ -69,24 +82,43 @@ class Decoder:
         self.yields = 0
         self._step_started = 0.0
         self._chunk = _DECODE_CHUNK
+        self._peak = self._peak_slice = 0
         # One decoder at a time: a loop iteration then runs at most one
         # decode budget, not one per leader answering at once.
         self._lock = asyncio.Lock()
 
     def resumed(self) -> None:
-        """A task resumed by the network starts a new loop step (see :meth:`_breathe`)."""
+        """A task resumed by the network starts a new loop step (see :meth:`breathe`)."""
         self._step_started = time.monotonic()
 
-    async def decode(self, st: PartitionState, offset: int, epoch: int, data: bytes) -> bool:
-        """Decode ``data``, fetched for ``st`` at ``offset``, into its buffer.
+    @staticmethod
+    def received(st: PartitionState, data: bytes) -> None:
+        """Keep ``data``, a fetch answer at ``st``'s position, to decode on demand."""
+        if data:
+            st.raw, st.raw_pos = data, 0
+        else:
+            st.raw = None
+            st.failures = 0
+            st.answered = True
 
-        Waits its turn behind another partition's decoding; an answer that
-        stopped being current meanwhile (a seek, an unassignment) is dropped.
+    @property
+    def peak_records(self) -> int:
+        """The most records one :meth:`decode` call materialised (for tests and benchmarks)."""
+        return self._peak
 
-        Returns:
-            True when the answer counts as a healthy round (records, or an
-            empty set); False when the fetch must be retried with a larger
-            size, the answer was dropped, or an error was kept in ``st.error``.
+    @property
+    def peak_slice(self) -> int:
+        """The most records one slice held (what a call may decode past its ``want``)."""
+        return self._peak_slice
+
+    async def decode(self, st: PartitionState, want: int = DECODE_RECORDS) -> None:
+        """Decode about ``want`` records of ``st``'s raw answer into its buffer.
+
+        Decoding stops at the first slice boundary past ``want`` records, so a
+        call materialises at most ``want`` records plus one slice (slices are
+        sized to take about half of ``decode_budget``). Waits its turn behind
+        another partition's decoding; nothing happens if ``st`` has records
+        buffered, no raw answer, or stopped fetching meanwhile.
         """
         lock = self._lock
         if lock.locked():
@@ -95,46 +127,74 @@ class Decoder:
         else:
             await lock.acquire()  # free: returns without suspending
         try:
-            return st.current(offset, epoch) and await self._decode(st, offset, epoch, data)
+            if st.raw is not None and not st.buffer and st.status is Status.FETCHING:
+                await self._decode(st, st.position, st.epoch, st.raw, st.raw_pos, want)
         finally:
             lock.release()
 
-    async def _decode(self, st: PartitionState, offset: int, epoch: int, data: bytes) -> bool:
+    async def _decode(
+        self, st: PartitionState, offset: int, epoch: int, data: bytes, start: int, want: int
+    ) -> None:
         tp = st.tp
         try:
-            sliced = await self._slices(st, offset, epoch, data)
+            sliced = await self._slices(st, offset, epoch, data, start, want)
         except ProtocolError as e:
             e.with_context(api="Fetch", topic=tp.topic, partition=tp.partition)
             if e.offset is None:
                 e.with_context(offset=offset)
             st.error = e
-            return False
+            st.raw = None
+            return
         if sliced is None:
-            return False
-        records, next_offset, valid, needed = sliced
-        if valid == 0 and data:
-            return self._grow(st, offset, needed)
+            return  # sought or unassigned meanwhile: the raw answer is gone too
+        records, next_offset, pos, needed, more = sliced
+        st.raw_pos = pos
+        if not more:
+            st.raw = None
+        if pos == start and not records:
+            if start == 0:
+                # Not one complete message: the first one is larger than the fetch size.
+                self._grow(st, offset, needed)
+            # Else the rest is a message the broker cut at the fetch size: it
+            # is fetched again from the position.
+            return
+        if not records and (next_offset is None or next_offset <= offset):
+            # Complete messages, none at or after the position, and no
+            # progress: fetching again would bring the same answer for ever.
+            st.raw = None
+            st.error = CorruptMessageError(
+                f"the answer at offset {offset} holds only messages before it "
+                f"(up to {None if next_offset is None else next_offset - 1}): "
+                "the log's offsets do not increase",
+                api="Fetch", topic=tp.topic, partition=tp.partition, offset=offset,
+            )
+            return
         st.failures = 0
         st.answered = True
+        self._peak = max(self._peak, len(records))
         if records and (self.deserializer is not None or self.key_deserializer is not None):
             deserialized = await self._deserialize(st, offset, epoch, records)
             if deserialized is None:
-                return False
+                return
+            if st.error is not None:
+                # Strategy: the records after the failed one are decoded again
+                # from the broker once the application seeks or retries.
+                st.raw = None
             records = deserialized
         if not st.current(offset, epoch):
-            return False
+            return
         if records:
             st.buffer = records
             st.next_offset = records[-1].offset + 1
-        elif next_offset is not None and next_offset > offset:
-            # Only messages before the position (inside a compressed wrapper).
+        elif next_offset is not None:
+            # Only messages before the position (inside a compressed wrapper),
+            # then the position moves past them.
             st.position = st.next_offset = next_offset
-        return True
 
     async def _slices(
-        self, st: PartitionState, offset: int, epoch: int, data: bytes
+        self, st: PartitionState, offset: int, epoch: int, data: bytes, start: int, want: int
     ) -> Optional[_Sliced]:
-        """Decode ``data`` slice by slice.
+        """Decode ``data`` from ``start`` slice by slice, until ``want`` records.
 
         Returns:
             what was decoded, or ``None`` when ``st`` stopped being current
@@ -148,7 +208,7 @@ class Decoder:
         next_offset: Optional[int] = None
         needed: Optional[int] = None
         size = len(data)
-        pos = 0
+        pos = start
         chunk = self._chunk
         # Strategy: decode a slice at a time (a slice ends wherever a message
         # is cut; ``valid_bytes`` says where the next one starts) and hand the
@@ -162,9 +222,20 @@ class Decoder:
             end = min(size, pos + chunk)
             piece = data if pos == 0 and end == size else data[pos:end]
             started = clock()
-            result = decode_message_set(
-                piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded
-            )
+            try:
+                result = decode_message_set(
+                    piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded
+                )
+            except ProtocolError as e:
+                good = self._good_prefix(piece, topic, partition, offset)
+                if not records and not good:
+                    raise
+                # Hand out the complete messages before the bad one; its
+                # error comes with the next call, at its own offset.
+                records.extend(good)
+                e.with_context(api="Fetch", topic=topic, partition=partition)
+                st.error = e
+                return records, None, pos, None, False
             if result.first_message_too_large:
                 if end < size:  # the message is larger than a slice: widen it
                     chunk = max(2 * chunk, result.first_message_size or 0)
@@ -182,13 +253,34 @@ class Decoder:
                 next_offset = result.next_offset
             if result.records:
                 records.extend(result.records)
+                if len(result.records) > self._peak_slice:
+                    self._peak_slice = len(result.records)
             if result.truncated and end >= size:
                 break  # the broker cut the last message at max_bytes
-            if await self._breathe() and not st.current(offset, epoch):
+            if len(records) >= want and pos < size:
+                return records, next_offset, pos, needed, True
+            if await self.breathe() and not st.current(offset, epoch):
                 return None
-        return records, next_offset, pos, needed
+        return records, next_offset, pos, needed, False
 
-    async def _breathe(self) -> bool:
+    def _good_prefix(self, piece: bytes, topic: str, partition: int, offset: int) -> List[Record]:
+        """The records of ``piece``'s top-level messages before the first
+        that does not decode (the error path only: each is decoded alone)."""
+        good: List[Record] = []
+        try:
+            for bound in iter_message_boundaries(piece, strict=False):
+                one = decode_message_set(
+                    piece[bound.start:bound.end], topic, partition,
+                    min_offset=offset, max_decoded=self.max_decoded,
+                ).records
+                if one and good and one[0].offset <= good[-1].offset:
+                    break  # decoded alone, it lost what made it bad: its order
+                good.extend(one)
+        except ProtocolError:
+            pass  # the first bad message: what came before it is the prefix
+        return good
+
+    async def breathe(self) -> bool:
         """Yield to the IOLoop if this step of the loop has used up ``decode_budget``.
 
         Strategy: the clock is the decoder's, not one decode call's: it starts
@@ -206,11 +298,10 @@ class Decoder:
         self._step_started = time.monotonic()
         return True
 
-    def _grow(self, st: PartitionState, offset: int, needed: Optional[int]) -> bool:
+    def _grow(self, st: PartitionState, offset: int, needed: Optional[int]) -> None:
         """The first message did not fit: double the fetch size, or give up at the cap.
 
-        Returns:
-            False (the partition is fetched again, or its error raised).
+        The partition is fetched again, or its error raised.
         """
         tp = st.tp
         if st.fetch_size >= self.max_fetch_size or (needed or 0) > self.max_fetch_size:
@@ -221,7 +312,7 @@ class Decoder:
                 partition=tp.partition,
                 offset=offset,
             )
-            return False
+            return
         size = st.fetch_size
         while size < (needed or 0) or size == st.fetch_size:
             size *= 2
@@ -233,7 +324,6 @@ class Decoder:
             offset,
             st.fetch_size,
         )
-        return False
 
     async def _deserialize(
         self, st: PartitionState, offset: int, epoch: int, records: List[Record]
@@ -258,7 +348,7 @@ class Decoder:
                 if value_fn is not None and value is not None:
                     value = value_fn(value)
                 append(new(Record, (topic, partition, roff, key, value, ts)))
-                if not i & 1023 and await self._breathe():
+                if not i & 1023 and await self.breathe():
                     if not st.current(offset, epoch):
                         return None
         except Exception as e:  # noqa: BLE001 -- the application's code: wrap it, keep the cause

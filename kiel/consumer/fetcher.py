@@ -11,13 +11,17 @@ an OffsetOutOfRange answer is reset with ListOffsets
 
 Flow of one partition::
 
-    position known --(leader fetch)--> answer --(decoder, yielding)--> buffer
-         ^                                                               |
-         +-------------- drained by fetch(): position = next offset <----+
+    position known --(leader fetch)--> raw answer --(fetch(): decoder, a
+         ^                                  bounded number of records)--> buffer
+         |                                                                  |
+         +------------ drained by fetch(): position = next offset <---------+
 
-A partition is fetched again only once its buffer was drained, so at most one
-decoded batch per partition waits in memory; the next request leaves as soon
-as a batch is handed out, while the application works on it (prefetch).
+A partition is fetched again only once its raw answer was decoded and its
+buffer drained, so at most one answer per partition waits in memory, and its
+records are decoded only as they are handed out; the next request leaves as
+soon as the last of them is handed out, while the application works on them
+(prefetch). All partitions' raw answers and requests in flight together stay
+under ``max_prefetch_bytes``: fetching pauses while they are at the bound.
 Failures are retried per partition with the cluster's backoff
 (:meth:`kiel.retry.Backoff.delay`), refreshing metadata when it is stale.
 """
@@ -30,7 +34,7 @@ from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from kiel._aio import Tasks, Wakeup
 from kiel.cluster import Cluster
-from kiel.consumer.decoder import Decoder
+from kiel.consumer.decoder import DECODE_RECORDS, Decoder
 from kiel.consumer.offsets import list_offsets
 from kiel.consumer.subscription import Batches, PartitionState, Status, Subscription
 from kiel.exc import (
@@ -84,6 +88,9 @@ class Fetcher:
             ``"earliest"``, ``"latest"`` or ``"raise"``.
         request_timeout: seconds to wait for a fetch beyond ``max_wait_time``
             (default: the cluster's ``request_timeout``).
+        max_prefetch_bytes: the most bytes of raw answers held and fetch
+            sizes asked in flight, all partitions together; one partition is
+            always fetched when nothing is held.
     """
 
     def __init__(
@@ -97,6 +104,7 @@ class Fetcher:
         min_bytes: int = 1,
         offset_reset: str = "earliest",
         request_timeout: Optional[float] = None,
+        max_prefetch_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         self.cluster = cluster
         self.subscription = subscription
@@ -104,6 +112,7 @@ class Fetcher:
         self.max_wait_time = max_wait_time
         self.min_bytes = min_bytes
         self.offset_reset = offset_reset
+        self.max_prefetch_bytes = max_prefetch_bytes
         self.request_timeout = (
             cluster.request_timeout if request_timeout is None else request_timeout
         )
@@ -112,11 +121,23 @@ class Fetcher:
         self._inflight: Dict[int, asyncio.Task[Set[TopicPartition]]] = {}
         #: Per leader, where the next request starts taking partitions.
         self._turns: Dict[int, int] = {}
+        #: Per leader in flight, the fetch sizes its request asked for.
+        self._asked: Dict[int, int] = {}
+        #: Leaders the prefetch bound left out, first come first.
+        self._waiting: List[int] = []
+        #: Where the next round starts decoding (turns, so no partition starves).
+        self._decode_turn = 0
         self._refresh: Optional[asyncio.Task[None]] = None
         self._errors: List[BaseException] = []
         self._closed = False
         #: The latest failure that was retried (for logs, metrics and tests).
         self.last_error: Optional[KielError] = None
+
+    @property
+    def prefetched(self) -> int:
+        """Bytes of raw answers held plus fetch sizes asked in flight (under
+        ``max_prefetch_bytes``, or one partition's answer when alone)."""
+        return self.subscription.held()[0] + sum(self._asked.values())
 
     @property
     def in_flight(self) -> int:
@@ -162,7 +183,7 @@ class Fetcher:
         deadline = time.monotonic() + self.max_wait_time
         subscription = self.subscription
         while True:
-            out = self._collect(subscription.wanted(partitions), max_records)
+            out = await self._round(partitions, max_records)
             if out:
                 return out
             # Wait for any leader's answer (one for other partitions may free
@@ -190,9 +211,45 @@ class Fetcher:
                     # A healthy answer: the round is over if it brought records
                     # or ``max_wait_time`` is spent (answers dropped after a
                     # seek, or cut short, get another round until then).
-                    out = self._collect(wanted, max_records)
-                    if out or (time.monotonic() >= deadline and subscription.all_answered(wanted)):
+                    out = await self._round(partitions, max_records)
+                    if out or (
+                        time.monotonic() >= deadline
+                        and subscription.all_answered(subscription.wanted(partitions))
+                    ):
                         return out
+
+    async def _round(
+        self, partitions: Optional[Iterable[TopicPartition]], max_records: Optional[int]
+    ) -> Batches:
+        """Decode what is about to be handed out, then :meth:`_collect` it."""
+        await self._decode_wanted(self.subscription.wanted(partitions), max_records)
+        return self._collect(self.subscription.wanted(partitions), max_records)
+
+    async def _decode_wanted(self, wanted: Set[TopicPartition], max_records: Optional[int]) -> None:
+        """Decode raw answers of ``wanted`` until about ``max_records`` records are buffered.
+
+        Strategy: records come to life only here, right before they are
+        handed out, so the records alive stay proportional to what the
+        application asks for. The partitions are taken from a point that
+        turns every round, so a partition with a large raw answer does not
+        keep the others waiting.
+        """
+        # A consume() loop that always finds records ready never suspends by
+        # itself: the decoder's step clock runs across its calls and hands
+        # the loop back once a budget is spent.
+        await self.decoder.breathe()
+        pending = self.subscription.to_decode(wanted)
+        if not pending:
+            return
+        want = max_records or DECODE_RECORDS
+        have = sum(len(st.buffer) for st in (self.subscription.state(tp) for tp in wanted))
+        turn = self._decode_turn % len(pending)
+        self._decode_turn += 1
+        for st in pending[turn:] + pending[:turn]:
+            if have >= want:
+                break
+            await self.decoder.decode(st, want - have)
+            have += len(st.buffer)
 
     def _collect(self, wanted: Set[TopicPartition], max_records: Optional[int] = None) -> Batches:
         """Drain what is buffered for ``wanted`` and send the fetches that can go.
@@ -229,7 +286,7 @@ class Fetcher:
                 leader = cluster.leader(tp.topic, tp.partition)
             except (UnknownTopicError, UnknownPartitionError):
                 leader = -1
-            if st.buffer:
+            if st.buffer or st.raw is not None:
                 busy.add(leader)  # fetch the leader's partitions together, once drained
                 continue
             if st.retry_at > now:
@@ -246,10 +303,35 @@ class Fetcher:
                 )
                 continue
             by_leader.setdefault(leader, []).append(st)
-        for leader, states in by_leader.items():
-            if leader in self._inflight or leader in busy:
-                continue
-            asked = self._within_frame(leader, states)
+        held, _records = self.subscription.held()
+        in_flight = sum(self._asked.values())
+        room = self.max_prefetch_bytes - held - in_flight
+        # Strategy: a leader left out by the prefetch bound goes first next
+        # time, and nobody overtakes it meanwhile: otherwise the leaders
+        # whose long polls keep coming back empty would take the room for
+        # ever from the one that has data.
+        waiting = self._waiting
+        def turn(leader: int) -> Tuple[int, int]:
+            return (waiting.index(leader) if leader in waiting else len(waiting), leader)
+
+        ready = sorted(
+            (leader for leader in by_leader if leader not in self._inflight and leader not in busy),
+            key=turn,
+        )
+        for i, leader in enumerate(ready):
+            states = by_leader[leader]
+            # The prefetch bound: fetching pauses while the answers held and
+            # asked for fill it; with nothing held one partition always goes.
+            asked = self._within_frame(leader, states, room, alone=not (held or in_flight))
+            if not asked:
+                waiting.extend(left for left in ready[i:] if left not in waiting)
+                break
+            if leader in waiting:
+                waiting.remove(leader)
+            asked_bytes = sum(size for _st, _offset, _epoch, size in asked)
+            room -= asked_bytes
+            in_flight += asked_bytes
+            self._asked[leader] = asked_bytes
             states = [st for st, _offset, _epoch, _size in asked]
             for st in states:
                 st.in_flight = True
@@ -257,32 +339,40 @@ class Fetcher:
             self._inflight[leader] = task
             task.add_done_callback(functools.partial(self._fetch_done, leader))
 
-    def _within_frame(self, leader: int, states: List[PartitionState]) -> List[_Asked]:
-        """The partitions of ``states`` whose answers fit one frame together.
+    def _within_frame(
+        self, leader: int, states: List[PartitionState], room: int, alone: bool
+    ) -> List[_Asked]:
+        """The partitions of ``states`` whose answers fit one frame, and ``room``, together.
 
         Strategy: a broker answers each partition with up to its fetch size,
         so the sizes asked (plus headers) must fit the connection's frame
-        cap or the whole answer is refused. The partitions are taken in
-        order from a point that turns with every request, so the ones left
-        out go first next time and every partition is fetched in turn.
+        cap or the whole answer is refused; they must also fit ``room``, what
+        is left of the prefetch bound. The first partition goes whatever its
+        size when the consumer holds and awaits nothing else (``alone``).
+        The partitions are taken in order from a point that turns with every
+        request, so the ones left out go first next time and every partition
+        is fetched in turn.
         """
         states.sort(key=lambda st: st.tp)
         turn = self._turns.get(leader, 0) % len(states)
         ordered = states[turn:] + states[:turn]
-        room = self.cluster.max_frame_size - FETCH_ANSWER_OVERHEAD
+        frame_room = self.cluster.max_frame_size - FETCH_ANSWER_OVERHEAD
         asked: List[_Asked] = []
         for st in ordered:
             cost = st.fetch_size + PARTITION_ANSWER_OVERHEAD + len(st.tp.topic)
-            if asked and cost > room:
+            if (asked or not alone) and (cost > frame_room or st.fetch_size > room):
                 break
-            room -= cost
+            frame_room -= cost
+            room -= st.fetch_size
             asked.append((st, st.position, st.epoch, st.fetch_size))
-        self._turns[leader] = turn + len(asked)
+        if asked:
+            self._turns[leader] = turn + len(asked)
         return asked
 
     def _fetch_done(self, leader: int, task: "asyncio.Task[Set[TopicPartition]]") -> None:
         if self._inflight.get(leader) is task:
             del self._inflight[leader]
+            self._asked.pop(leader, None)
         if not task.cancelled() and task.exception() is not None:
             # Surfaced by the next fetch() (or the one awaiting this task).
             self._errors.append(task.exception())  # type: ignore[arg-type]
@@ -303,12 +393,15 @@ class Fetcher:
                     leader, self._request(asked), timeout=self.request_timeout + self.max_wait_time
                 )
             except KielError as e:
+                self._asked.pop(leader, None)
                 if not self._closed:
                     now = time.monotonic()
                     for st, offset, epoch, _size in asked:
                         if st.current(offset, epoch):
                             self._failed(st, _copy(e), now)
                 return set()
+            # The bytes asked for are in hand now: they count as held answers.
+            self._asked.pop(leader, None)
             self.decoder.resumed()  # resumed by the network: a new step of the loop
             return await self._take(leader, asked, response)
         finally:
@@ -346,8 +439,8 @@ class Fetcher:
                 error = for_code(part.error_code)
                 if error is None:
                     st.highwater = part.high_watermark
-                    if await self.decoder.decode(st, offset, epoch, part.message_set):
-                        healthy.add(st.tp)
+                    self.decoder.received(st, part.message_set)
+                    healthy.add(st.tp)
                 elif error is OffsetOutOfRangeError:
                     resets.append(entry)
                 else:

@@ -14,11 +14,14 @@ Each assigned partition has one :class:`Status`::
 Besides its status a partition carries its position (the offset of the next
 record to hand out), the high watermark of its latest fetch, its fetch size
 (grown for large messages), a failure count with the time of the next retry,
-and the records fetched but not handed out yet (at most one batch).
+and what was fetched but not handed out yet: the raw answer (at most one per
+partition) with a cursor into it, and the records decoded from it so far.
+Records are decoded from the raw answer only when they are about to be
+handed out, a bounded number at a time (see :mod:`kiel.consumer.decoder`).
 """
 
 import enum
-from typing import Callable, Dict, Iterable, List, Optional, Set
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from kiel.consumer.positions import check_offset
 from kiel.exc import KielError, UnknownPartitionError
@@ -62,6 +65,8 @@ class PartitionState:
         "highwater",
         "fetch_size",
         "buffer",
+        "raw",
+        "raw_pos",
         "next_offset",
         "epoch",
         "error",
@@ -82,6 +87,10 @@ class PartitionState:
         #: Decoded records not handed out yet, and the offset that follows them.
         self.buffer: List[Record] = []
         self.next_offset = position
+        #: The fetched message set still to decode (``None``: none), and
+        #: where in it decoding goes on.
+        self.raw: Optional[bytes] = None
+        self.raw_pos = 0
         #: Bumped on every seek: an answer for an older epoch is dropped.
         self.epoch = 0
         #: An error to raise to the application (then cleared).
@@ -112,6 +121,7 @@ class PartitionState:
         self.answered = False
         self.position = self.next_offset = offset
         self.buffer = []
+        self.raw = None
         self.error = None
         self.failures = 0
         self.retry_at = 0.0
@@ -227,6 +237,7 @@ class Subscription:
         for st in self._parts.values():
             st.epoch += 1
             st.buffer = []
+            st.raw = None
         self._on_change()
 
     @staticmethod
@@ -234,6 +245,7 @@ class Subscription:
         st.status = Status.UNASSIGNED
         st.epoch += 1
         st.buffer = []
+        st.raw = None
 
     # ------------------------------------------------------------------
     # reading
@@ -339,6 +351,25 @@ class Subscription:
             if left is not None:
                 left -= len(out[tp])
         return out
+
+    def to_decode(self, wanted: Iterable[TopicPartition]) -> List[PartitionState]:
+        """The fetching partitions of ``wanted`` with a raw answer and no
+        decoded record left, in order: what to decode before handing out."""
+        parts = self._parts
+        fetching = Status.FETCHING
+        return [
+            st for st in (parts[tp] for tp in sorted(wanted))
+            if st.raw is not None and not st.buffer and st.status is fetching
+        ]
+
+    def held(self) -> Tuple[int, int]:
+        """What the consumer holds: ``(raw bytes, decoded records)``, all partitions."""
+        raw = records = 0
+        for st in self._parts.values():
+            if st.raw is not None:
+                raw += len(st.raw)
+            records += len(st.buffer)
+        return raw, records
 
     def take_error(self, wanted: Iterable[TopicPartition]) -> Optional[KielError]:
         """Take the first kept error of a partition of ``wanted`` that is not paused."""

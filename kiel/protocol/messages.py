@@ -382,8 +382,43 @@ def _decode_one(
         if attrs & _TIMESTAMP_TYPE_MASK:
             inner_ts = timestamp
     inner_level = _Level(inner, memoryview(inner), depth + 1, magic, inner_delta, inner_ts)
+    first_new = len(scope.out)
     _, inner_last, _ = _decode_into(scope, inner_level, 0, len(inner))
+    if depth:
+        _check_nested_offsets(scope.out, first_new, inner_last, offset)
     return mend, (inner_last if inner_last is not None else offset), None
+
+
+def _check_nested_offsets(
+    out: List[Record], first_new: int, inner_last: Optional[int], offset: int
+) -> None:
+    """Refuse a nested wrapper whose offsets are not the log's.
+
+    Strategy: a broker numbers one level only (it writes no nested
+    wrappers), so a producer's nested set keeps the producer's offsets.
+    Handed out, they would move the position past messages never seen, or
+    back over messages already handed out; a typed error instead. Checked
+    for nested wrappers only, so what brokers write costs nothing.
+
+    Raises:
+        CorruptMessageError: an offset past the wrapper's own, or one that
+            does not increase.
+    """
+    if inner_last is not None and inner_last > offset:
+        raise _corrupt(
+            f"a compressed message nested in another holds offset {inner_last}, past its own "
+            f"offset {offset}: nested wrappers' offsets are not the log's",
+            offset,
+        )
+    previous = out[first_new - 1].offset if first_new else -1
+    for record in out[first_new:]:
+        if record.offset <= previous:
+            raise _corrupt(
+                f"offsets go backwards inside a nested compressed message ({previous} then "
+                f"{record.offset}): nested wrappers' offsets are not the log's",
+                offset,
+            )
+        previous = record.offset
 
 
 def decode_message_set(
