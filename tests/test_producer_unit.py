@@ -15,13 +15,14 @@ from kiel.exc import (
 from kiel.producer import Producer, RecordMetadata
 from kiel.producer.accumulator import ProducerBatch
 from kiel.protocol.messages import decode_message_set, encode_message_set
+from kiel.structs import TopicPartition
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", None])
 def test_batch_payload_matches_encode_message_set(codec):
     messages = [(None, b"v%d" % i) for i in range(50)] + [(b"k", b"keyed"), (b"", None)]
     producer = Producer("127.0.0.1:1", compression=codec)
-    batch = ProducerBatch(0.0, 1)
+    batch = ProducerBatch(TopicPartition("t", 0), 0.0, 1)
     batch.records.extend(messages)
     payload = batch.encode(producer.codec)
     assert payload == encode_message_set(messages, compression.codec_id_for(codec or "none"))
