@@ -7,6 +7,8 @@ import pytest
 
 from kiel.exc import (
     BufferFullError,
+    ClientClosedError,
+    DeliveryUnknownError,
     KielConnectionError,
     KielError,
     MessageSizeTooLargeError,
@@ -15,7 +17,9 @@ from kiel.exc import (
     RequestTimeoutError,
 )
 from kiel.producer import Producer, RecordMetadata
+from kiel.structs import TopicPartition
 from tests.test_producer import read_back, run
+from tests.waiting import until
 
 
 async def in_thread(func: Any, *args: Any) -> Any:
@@ -181,6 +185,76 @@ def test_hanging_broker_fails_with_request_timeout(kafka_cluster, topic_factory)
 
     meta = run(main(), timeout=60)
     assert meta.partition == 0
+
+
+# --------------------------------------------------------------------------
+# close cut short
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancel"])
+def test_close_cut_short_tells_unanswered_records_from_unsent_ones(
+    kafka_cluster, topic_factory, how
+):
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        p = Producer(kafka_cluster.bootstrap, request_timeout=60)
+        await p.produce(topic, b"warm-up")
+        # The leader sits on the next Produce request: its records are out,
+        # unanswered. The records after them wait for it (one request per
+        # partition in flight), so they are never sent.
+        await in_thread(kafka_cluster.set_latency, 30.0, "Produce", leader)
+        out = [p.produce(topic, b"out-%d" % i) for i in range(5)]
+        queue = p._accumulator.queue(TopicPartition(topic, 0))
+        await until(lambda: queue.in_flight, what="the request is out")
+        unsent = [p.produce(topic, b"unsent-%d" % i) for i in range(5)]
+        await asyncio.sleep(0)  # the sender looks: the partition is busy
+        if how == "timeout":
+            await p.close(timeout=0.5)
+        else:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(p.close(), 0.5)  # the flush in close() is cancelled
+        assert p.closed and p.pending_bytes == 0 and p.pending_records == 0
+        await in_thread(kafka_cluster.clear_faults)
+        return out, unsent
+
+    out, unsent = run(main(), timeout=60)
+    for future in out:
+        error = future.exception()
+        assert isinstance(error, DeliveryUnknownError), error
+        assert not isinstance(error, ClientClosedError)
+        assert error.topic == topic and error.partition == 0
+        assert "may or may not" in str(error)
+    for future in unsent:
+        error = future.exception()
+        assert type(error) is ClientClosedError, error
+        assert error.topic == topic and error.partition == 0
+
+
+def test_close_during_a_retry_backoff_after_a_timeout_is_delivery_unknown(
+    kafka_cluster, topic_factory
+):
+    # The first attempt timed out (the broker may have written it); its
+    # retry waits out a long backoff when close() gives up.
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        p = Producer(kafka_cluster.bootstrap, request_timeout=0.5, ack_timeout=0.2,
+                     retry_backoff=10, max_backoff=10)
+        await p.produce(topic, b"warm-up")
+        await in_thread(kafka_cluster.set_latency, 30.0, "Produce", leader)
+        futures = [p.produce(topic, b"timed-out-%d" % i) for i in range(3)]
+        queue = p._accumulator.queue(TopicPartition(topic, 0))
+        await until(lambda: queue.ready and queue.ready[0].failures == 1 and not queue.in_flight,
+                    what="the batch waits for its retry")
+        await p.close(timeout=0)
+        await in_thread(kafka_cluster.clear_faults)
+        return futures
+
+    for future in run(main(), timeout=60):
+        assert isinstance(future.exception(), DeliveryUnknownError), future.exception()
 
 
 # --------------------------------------------------------------------------

@@ -370,20 +370,45 @@ class Producer(Client):
         finally:
             accumulator.end_flush()
 
-    async def close(self) -> None:
+    async def close(self, timeout: Optional[float] = None) -> None:
         """Flush, then close every connection.
 
         Records produced before ``close()`` are delivered (or fail with
         their error) first; :meth:`produce` after it raises
         :class:`~kiel.exc.ClientClosedError`. Closing twice is harmless.
+
+        When the flush is cut short (``timeout`` passed, or the task running
+        ``close()`` was cancelled, e.g. by ``asyncio.wait_for``), the records
+        left fail: those in a request that is out and unanswered with
+        :class:`~kiel.exc.DeliveryUnknownError` (the broker may have written
+        them), the others with :class:`~kiel.exc.ClientClosedError` (they
+        were not written).
+
+        Args:
+            timeout: seconds the flush may take, at most; ``None`` (the
+                default) waits until every record is settled, which takes at
+                most about ``(retries + 1) * request_timeout`` plus backoffs.
+
+        Raises:
+            ConfigError: ``timeout`` is not ``None`` or a number >= 0.
         """
+        if timeout is not None and (
+            not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout < 0
+        ):
+            raise ConfigError(f"timeout must be None or seconds >= 0, got {timeout!r}")
         if self.closed:
             return
         self._closing = True
         try:
-            await self.flush()
+            if timeout is None:
+                await self.flush()
+            else:
+                try:
+                    await asyncio.wait_for(self.flush(), timeout)
+                except asyncio.TimeoutError:
+                    pass  # not an error of close(): what is left fails below
         finally:
-            # Whatever is left (after a flush, nothing) fails.
+            # Whatever is left (after a complete flush, nothing) fails.
             error = ClientClosedError("the producer closed before the record was sent")
             self._admission.fail_all(error)
             await self._sender.stop(error)

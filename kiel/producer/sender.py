@@ -17,8 +17,11 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 from kiel._aio import Tasks
 from kiel.cluster import Cluster
+from kiel.connection import CloseReason
 from kiel.exc import (
     ClientClosedError,
+    ConnectTimeoutError,
+    DeliveryUnknownError,
     KielError,
     LeaderNotAvailableError,
     ProtocolError,
@@ -168,10 +171,21 @@ class Sender:
 
     async def _send(self, leader: int, chunk: List[Taken]) -> None:
         """Send one ProduceRequest and settle every batch in it."""
+        # Strategy: each batch counts its attempts that are out without an
+        # answer. An answer (or a failure to even connect) settles the
+        # attempt; a timeout, a broken connection or a cancellation (close)
+        # leaves it counted: the broker may have written the batch, which
+        # stop() must not report as "not sent".
+        sent: List[ProducerBatch] = []
         try:
             request = self._request(chunk)
+            sent = [batch for _, batches in chunk for batch in batches]
+            for batch in sent:
+                batch.unanswered += 1
             response = await self._cluster.send(leader, request, timeout=self._request_timeout)
         except KielError as e:
+            if _never_written(e):
+                _answered(sent)
             for queue, batches in chunk:
                 queue.in_flight = False
                 self._retry_or_fail(queue, batches, copy_error(e, broker_id=leader))
@@ -181,6 +195,7 @@ class Sender:
                 queue.in_flight = False
                 self._fail(batches, e)
         else:
+            _answered(sent)
             self._settle(leader, chunk, response)
         self.wake()
 
@@ -330,17 +345,49 @@ class Sender:
 
     async def stop(self, error: ClientClosedError) -> None:
         """Stop sending: cancel the tasks and timers, fail every batch left
-        (after a flush, none).
+        (after a flush that ran to its end, none).
+
+        A batch with an attempt out and unanswered (in flight when the tasks
+        were cancelled, or waiting to be retried after a timeout) fails with
+        :class:`~kiel.exc.DeliveryUnknownError`: the broker may have written
+        it. The others were certainly not written and fail with ``error``.
 
         Args:
-            error: what the records left fail with.
+            error: what the records never sent fail with (a copy per
+                partition, with its topic and partition).
         """
         await self._tasks.cancel(self._request_timeout)
         for handle in (self._timer, self._drain_handle):
             if handle is not None:
                 handle.cancel()
         self._timer = self._drain_handle = None
-        self._fail(self._accumulator.unfinished(), error)
+        for batch in self._accumulator.unfinished():
+            topic, partition = batch.tp
+            if batch.unanswered:
+                reason: KielError = DeliveryUnknownError(
+                    "the producer closed while a request carrying the record was "
+                    "unanswered: the broker may or may not have written it (producing "
+                    "it again may write it twice)",
+                    topic=topic, partition=partition,
+                )
+            else:
+                reason = copy_error(error, topic=topic, partition=partition)
+            self._fail([batch], reason)
+
+
+def _answered(batches: List[ProducerBatch]) -> None:
+    """The attempt that carried ``batches`` is settled: answered, or never written."""
+    for batch in batches:
+        batch.unanswered -= 1
+
+
+def _never_written(error: KielError) -> bool:
+    """Whether an attempt that failed with ``error`` certainly wrote nothing:
+    the connection could not even be made (anything later may have gone
+    out; it counts as unanswered)."""
+    return isinstance(error, ConnectTimeoutError) or (
+        error.context.get("reason") == CloseReason.CONNECT_FAILED.value
+    )
 
 
 def _requests(items: List[Taken], max_request_size: int) -> Iterator[List[Taken]]:
