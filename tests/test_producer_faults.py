@@ -257,6 +257,34 @@ def test_close_during_a_retry_backoff_after_a_timeout_is_delivery_unknown(
         assert isinstance(future.exception(), DeliveryUnknownError), future.exception()
 
 
+def test_a_timed_out_request_answered_late_settles_its_records_once(
+    kafka_cluster, topic_factory
+):
+    # The broker holds the request past request_timeout, then answers it
+    # (on a connection the client closed at the timeout) while the retry is
+    # under way: each record settles once, and nothing stays counted.
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, request_timeout=0.5, ack_timeout=0.2,
+                            retry_backoff=0.05, max_backoff=0.05) as p:
+            await p.produce(topic, b"warm-up")
+            await in_thread(kafka_cluster.hang_broker, leader)
+            futures = [p.produce(topic, b"late-%d" % i) for i in range(3)]
+            [batch] = p._accumulator.unfinished()
+            await until(lambda: batch.failures >= 1, what="the first attempt timed out")
+            await in_thread(kafka_cluster.resume_broker, leader)
+            results = await asyncio.gather(*futures)
+            assert batch.done and batch.unanswered >= 1  # the first attempt: never answered
+            assert p.pending_bytes == 0 and p.pending_records == 0
+            return results
+
+    results = run(main(), timeout=60)
+    offsets = [meta.offset for meta in results]
+    assert offsets == list(range(offsets[0], offsets[0] + 3))
+
+
 # --------------------------------------------------------------------------
 # error codes
 
