@@ -15,6 +15,7 @@ from kiel.exc import (
     NotLeaderForPartitionError,
     RequestTimedOutError,
     RequestTimeoutError,
+    UnknownPartitionError,
 )
 from kiel.producer import Producer, RecordMetadata
 from kiel.structs import TopicPartition
@@ -337,6 +338,40 @@ def test_non_retriable_error_code_fails_at_once(kafka_cluster, topic_factory):
             return await p.produce(topic, b"accepted")
 
     assert run(main()).offset == 0
+
+
+def test_flush_reports_deliveries_and_failures_since_the_last_flush(
+    kafka_cluster, topic_factory
+):
+    topic = topic_factory(partitions=2)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap) as p:
+            await p.connect()
+            first = await p.flush()
+            assert first == (0, 0, [])
+            good = [p.produce(topic, b"g%d" % i) for i in range(500)]
+            no_partition = p.produce(topic, b"nowhere", partition=7)
+            report = await p.flush()
+            assert report.delivered == 500 and report.failed == 1
+            [failure] = report.failures
+            assert failure.future is no_partition and failure.topic == topic
+            assert failure.partition == 7
+            assert isinstance(failure.error, UnknownPartitionError)
+            assert failure.error is no_partition.exception()
+            assert all(f.done() and not f.exception() for f in good)
+            # The broker refuses the next request: each of its records is
+            # listed with the broker's error and its partition.
+            await in_thread(kafka_cluster.inject_error, "Produce", 10, 1)
+            refused = [p.produce(topic, b"r%d" % i, partition=1) for i in range(3)]
+            report = await p.flush()
+            assert report.delivered == 0 and report.failed == 3
+            assert [f.future for f in report.failures] == refused
+            assert {(f.topic, f.partition) for f in report.failures} == {(topic, 1)}
+            assert all(isinstance(f.error, MessageSizeTooLargeError) for f in report.failures)
+            return await p.flush()
+
+    assert run(main()) == (0, 0, [])
 
 
 def test_order_is_kept_across_retries(kafka_cluster, topic_factory):

@@ -14,6 +14,7 @@ from kiel.exc import (
 )
 from kiel.producer import Producer, RecordMetadata
 from kiel.producer.accumulator import ProducerBatch
+from kiel.producer.outcomes import FailedRecord, FlushResult, Outcomes
 from kiel.protocol.messages import decode_message_set, encode_message_set
 from kiel.structs import TopicPartition
 
@@ -116,3 +117,23 @@ def test_record_metadata_is_a_tuple():
     meta = RecordMetadata("t", 1, 42)
     topic, partition, offset = meta
     assert (topic, partition, offset) == ("t", 1, 42) == meta
+
+
+def test_outcomes_fail_futures_and_report_a_bounded_list():
+    async def main():
+        loop = asyncio.get_running_loop()
+        outcomes = Outcomes(max_listed=2)
+        futures = [loop.create_future() for _ in range(4)]
+        futures[3].cancel()  # its owner gave up: not failed, not reported
+        errors = [ConfigError(f"e{i}") for i in range(4)]
+        for future, error in zip(futures, errors):
+            outcomes.fail(future, error, "t", 0)
+        outcomes.delivered += 5
+        report = outcomes.take()
+        assert report.delivered == 5 and report.failed == 3
+        assert report.failures == [FailedRecord("t", 0, futures[0], errors[0]),
+                                   FailedRecord("t", 0, futures[1], errors[1])]
+        assert futures[2].exception() is errors[2]  # counted, not listed: on its future
+        assert outcomes.take() == FlushResult(0, 0, [])
+
+    asyncio.run(main())

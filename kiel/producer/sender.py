@@ -31,6 +31,7 @@ from kiel.exc import (
     for_code,
 )
 from kiel.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, Taken
+from kiel.producer.outcomes import Outcomes
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
 from kiel.structs import RecordMetadata, TopicPartition
 
@@ -55,6 +56,7 @@ class Sender:
         settled: called after batches were acknowledged or failed.
         closed: whether the producer is closing (retries stop).
         tasks: where requests and metadata refreshes run.
+        outcomes: counts delivered records and fails futures.
     """
 
     def __init__(
@@ -69,8 +71,10 @@ class Sender:
         settled: Callable[[], None],
         closed: Callable[[], bool],
         tasks: Tasks,
+        outcomes: Outcomes,
     ) -> None:
         self._cluster = cluster
+        self._outcomes = outcomes
         self._accumulator = accumulator
         self._required_acks = required_acks
         self._ack_timeout_ms = int(ack_timeout * 1000)
@@ -255,8 +259,10 @@ class Sender:
         record's offset (-1 without acknowledgements)."""
         topic, partition = queue.tp
         offset = base
+        outcomes = self._outcomes
         for batch in batches:
             futures = self._accumulator.complete(batch)
+            outcomes.delivered += len(futures)
             if base < 0:
                 meta = _new_metadata(RecordMetadata, (topic, partition, -1))
                 for future in futures:
@@ -278,10 +284,11 @@ class Sender:
 
     def _fail(self, batches: List[ProducerBatch], error: BaseException) -> None:
         """Fail every record of ``batches`` with ``error``."""
+        fail = self._outcomes.fail
         for batch in batches:
+            topic, partition = batch.tp
             for future in self._accumulator.complete(batch):
-                if not future.done():
-                    future.set_exception(error)
+                fail(future, error, topic, partition)
         self._settled()
 
     def _retry_or_fail(self, queue: PartitionQueue, batches: List[ProducerBatch],
