@@ -16,12 +16,17 @@ loads metadata and opens connections.
   ``broker.version.fallback=0.8.2.2``: ``produce()`` per message (with
   ``poll(0)`` to serve delivery reports), then ``flush()``.
 
+A last row compares two ways for kiel to wait for ``--wait-messages``
+records (default 200,000) produced as above, keeping every future:
+``asyncio.gather(*futures)`` against ``await producer.flush()`` and its
+report (counts and failures), with the ratio of their client CPU time.
+
 Prints a table and the ratios; never fails (a client that is not installed
 or errors out is reported and skipped)::
 
     .venv/bin/python benchmarks/bench_produce.py [--messages N] [--compression gzip]
                                                  [--clients kiel,kafka-python,confluent]
-                                                 [--profile]
+                                                 [--wait-messages N] [--profile]
 """
 import argparse
 import asyncio
@@ -32,7 +37,7 @@ import sys
 import time
 import traceback
 import uuid
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 from kiel.producer import Producer
 from kiel.testing.broker import ClusterProcess
@@ -78,6 +83,63 @@ def bench_kiel(bootstrap: str, topic: str, n: int, compression: Optional[str],
         return elapsed
 
     return asyncio.run(main())
+
+
+def bench_kiel_wait(bootstrap: str, topic: str, n: int, how: str) -> Tuple[float, float]:
+    """Produce ``n`` records keeping their futures, then wait for all of them
+    with ``asyncio.gather`` (``how="gather"``) or ``flush()`` (``"flush"``).
+
+    Returns:
+        (seconds from the first produce to the last acknowledgement, seconds
+        of client CPU spent waiting once the last record was produced).
+    """
+    async def main() -> Tuple[float, float]:
+        async with Producer(bootstrap, required_acks=1, linger=0.005) as producer:
+            await producer.produce(topic, b"warm-up")
+            await producer.flush()  # the report starts after the warm-up
+            produce, enqueue = producer.produce, producer.enqueue
+            roomy = producer.max_pending_bytes - 65536
+            futures = []
+            start = time.perf_counter()
+            for i in range(n):
+                if producer.pending_bytes < roomy:
+                    futures.append(produce(topic, VALUE))
+                else:
+                    futures.append(await enqueue(topic, VALUE))
+                if not i % YIELD_EVERY:
+                    await asyncio.sleep(0)
+            cpu = time.process_time()
+            if how == "gather":
+                delivered = len(await asyncio.gather(*futures))
+            else:
+                report = await producer.flush()
+                delivered = report.delivered if not report.failed else -report.failed
+            cpu = time.process_time() - cpu
+            elapsed = time.perf_counter() - start
+            if delivered != n:
+                raise RuntimeError(f"{how}: {delivered} of {n} records delivered")
+            return elapsed, cpu
+
+    return asyncio.run(main())
+
+
+def wait_row(cluster: ClusterProcess, n: int) -> None:
+    """The row comparing gather with flush() (printed; never raises)."""
+    cpus: Dict[str, float] = {}
+    for how in ("gather", "flush"):
+        topic = f"bench-wait-{how}-{uuid.uuid4().hex[:6]}"
+        cluster.create_topic(topic, PARTITIONS)
+        try:
+            elapsed, cpu = bench_kiel_wait(cluster.bootstrap, topic, n, how)
+        except Exception:  # a benchmark never fails: report and go on
+            print(f"  kiel + {how}: failed")
+            traceback.print_exc(file=sys.stdout)
+            return
+        cpus[how] = cpu
+        label = "asyncio.gather(*futures)" if how == "gather" else "await producer.flush()"
+        print(f"  kiel {n:,} + {label:<24} {n / elapsed:>10,.0f} msgs/s  ({elapsed:.2f} s, "
+              f"client CPU waiting {cpu:.2f} s)")
+    print(f"  waiting CPU gather / flush(): {cpus['gather'] / max(cpus['flush'], 1e-6):.1f}x")
 
 
 def bench_kafka_python(bootstrap: str, topic: str, n: int, compression: Optional[str],
@@ -175,6 +237,8 @@ def main() -> None:
     parser.add_argument("--compression", default=None, choices=[None, "gzip", "snappy"])
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--profile", action="store_true", help="cProfile kiel's run")
+    parser.add_argument("--wait-messages", type=int, default=200_000,
+                        help="records for the gather vs flush() row (0: skip it)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     n = args.messages
@@ -203,6 +267,8 @@ def main() -> None:
             results[name] = n / elapsed
             print(f"  {name:<14} {n / elapsed:>12,.0f} msgs/s  ({elapsed:.2f} s, "
                   f"client CPU {cpu:.2f} s)")
+        if args.wait_messages > 0 and "kiel" in args.clients:
+            wait_row(cluster, args.wait_messages)
     if "kiel" in results:
         for name, rate in results.items():
             if name != "kiel":

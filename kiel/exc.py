@@ -195,6 +195,17 @@ class ClientClosedError(KielError):
     """The client was closed; the operation cannot proceed."""
 
 
+class DeliveryUnknownError(KielError):
+    """The producer closed while a request carrying the record was out and
+    unanswered: the broker may or may not have written it.
+
+    Not a :class:`ClientClosedError` (which says the record was certainly
+    not written, so sending it again is safe): sending this record again
+    may write it twice. Check the topic (or accept a duplicate) before
+    producing it again. ``topic`` and ``partition`` say where it went.
+    """
+
+
 class BufferFullError(KielError):
     """The producer's pending bytes are at ``max_pending_bytes`` and waiting timed out."""
 

@@ -177,6 +177,44 @@ def test_pending_bytes_and_payloads():
     assert acc.pending_bytes == 0 and acc.pending_records == 0 and acc.has_room(10**9)
 
 
+def test_a_batch_finishes_once_whoever_finishes_it_again():
+    # A timeout requeues a batch, then the first attempt's answer arrives
+    # late and completes it: the retry must not send it again, and a second
+    # completion (the retry's answer, a close) frees nothing twice.
+    clock = Clock()
+    acc = make(clock)
+    add(acc, T0, b"a", payload="a")
+    [(queue, [batch])] = acc.drain(100, leaders({T0: 1})).ready[1]
+    queue.in_flight = False
+    acc.requeue(queue, [batch], retry_at=100.0)
+    add(acc, T0, b"b", payload="b")
+    assert acc.complete(batch) == ["a"]  # the late answer
+    assert acc.pending_bytes == MESSAGE_OVERHEAD + 1
+    assert acc.complete(batch) == [] and acc.pending_bytes == MESSAGE_OVERHEAD + 1
+    [(queue, taken)] = acc.drain(100, leaders({T0: 1})).ready[1]
+    assert batch not in taken and values(taken) == [b"b"]  # "a" is not sent again
+    queue.in_flight = False
+    acc.requeue(queue, [batch], retry_at=100.0)  # a stale retry of it
+    assert acc.drain(100, leaders({T0: None})).unroutable == []
+    [later] = taken
+    assert acc.complete(later) == ["b"] and acc.complete(later) == []
+    assert acc.pending_bytes == 0 and acc.unfinished() == []
+
+
+def test_a_finished_open_batch_takes_no_more_records():
+    # close() fails every unfinished batch, the open ones too: a record
+    # appended afterwards opens a new batch, and its bytes stay counted.
+    clock = Clock()
+    acc = make(clock, linger=60)
+    add(acc, T0, b"a", payload="a")
+    [open_batch] = acc.unfinished()
+    assert acc.complete(open_batch) == ["a"] and acc.pending_bytes == 0
+    add(acc, T0, b"b", payload="b")
+    [fresh] = acc.unfinished()
+    assert fresh is not open_batch and acc.pending_bytes == MESSAGE_OVERHEAD + 1
+    assert acc.complete(fresh) == ["b"] and acc.pending_bytes == 0
+
+
 def test_flush_bookkeeping_oldest_unfinished():
     clock = Clock()
     acc = make(clock)
@@ -206,15 +244,20 @@ def test_a_batch_encodes_once_as_encode_message_set():
 
 
 # ---------------------------------------------------------------------------
-# A property: whatever the interleaving of appends, drains, acknowledgements
-# and retries, every record is sent, each partition's records go out in
-# append order (retries included), and pending bytes add up.
+# A property: whatever the interleaving of appends, drains, acknowledgements,
+# retries, late answers (an attempt that timed out and was retried is
+# answered after all) and repeated completions, every record is delivered
+# once, each partition's records in append order (retries included), and
+# pending bytes are never negative: always the sizes of the unfinished
+# batches.
 
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.sampled_from([T0, T1]), st.integers(0, 60)),
         st.tuples(st.just("drain"), st.floats(0, 0.3), st.booleans()),
         st.tuples(st.just("settle"), st.booleans(), st.floats(0, 0.2)),
+        st.tuples(st.just("late"), st.integers(0, 10)),
+        st.tuples(st.just("again"), st.integers(0, 10)),
     ),
     max_size=80,
 )
@@ -231,16 +274,23 @@ def test_every_record_goes_out_once_in_order(script, batch_size, linger, one_bat
     appended: Dict[TopicPartition, List[int]] = {T0: [], T1: []}
     delivered: Dict[TopicPartition, List[int]] = {T0: [], T1: []}
     in_flight: List[Tuple] = []
+    retried: List[Tuple] = []  # attempts that failed and may still be answered
+    finished: List = []
     n = 0
+
+    def complete(tp: TopicPartition, batches) -> None:
+        for batch in batches:
+            delivered[tp].extend(acc.complete(batch))
+            finished.append(batch)
 
     def settle(ok: bool, backoff: float) -> None:
         queue, batches = in_flight.pop(0)
         queue.in_flight = False
         if ok:
-            for batch in batches:
-                delivered[queue.tp].extend(acc.complete(batch))
+            complete(queue.tp, batches)
         else:
             acc.requeue(queue, batches, clock.now + backoff)
+            retried.append((queue, batches))
 
     for step in script:
         if step[0] == "append":
@@ -252,9 +302,20 @@ def test_every_record_goes_out_once_in_order(script, batch_size, linger, one_bat
             clock.now += step[1]
             for items in acc.drain(clock.now, leader_of, force=step[2]).ready.values():
                 in_flight.extend(items)
-        elif in_flight:
-            settle(step[1], step[2])
-        expected = sum(MESSAGE_OVERHEAD + len(r[1]) for b in acc.unfinished() for r in b.records)
+        elif step[0] == "settle":
+            if in_flight:
+                settle(step[1], step[2])
+        elif step[0] == "late":
+            if retried:
+                queue, batches = retried.pop(step[1] % len(retried))
+                complete(queue.tp, batches)
+        elif finished:  # "again": a batch completed a second time
+            batch = finished[step[1] % len(finished)]
+            assert acc.complete(batch) == []
+        unfinished = acc.unfinished()
+        assert not any(batch.done for batch in unfinished)
+        assert acc.pending_bytes == sum(batch.size for batch in unfinished) >= 0
+        expected = sum(MESSAGE_OVERHEAD + len(r[1]) for b in unfinished for r in b.records)
         assert acc.pending_bytes == expected
     acc.begin_flush()
     while acc.unfinished():

@@ -7,15 +7,20 @@ import pytest
 
 from kiel.exc import (
     BufferFullError,
+    ClientClosedError,
+    DeliveryUnknownError,
     KielConnectionError,
     KielError,
     MessageSizeTooLargeError,
     NotLeaderForPartitionError,
     RequestTimedOutError,
     RequestTimeoutError,
+    UnknownPartitionError,
 )
 from kiel.producer import Producer, RecordMetadata
+from kiel.structs import TopicPartition
 from tests.test_producer import read_back, run
+from tests.waiting import until
 
 
 async def in_thread(func: Any, *args: Any) -> Any:
@@ -184,6 +189,104 @@ def test_hanging_broker_fails_with_request_timeout(kafka_cluster, topic_factory)
 
 
 # --------------------------------------------------------------------------
+# close cut short
+
+
+@pytest.mark.parametrize("how", ["timeout", "cancel"])
+def test_close_cut_short_tells_unanswered_records_from_unsent_ones(
+    kafka_cluster, topic_factory, how
+):
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        p = Producer(kafka_cluster.bootstrap, request_timeout=60)
+        await p.produce(topic, b"warm-up")
+        # The leader sits on the next Produce request: its records are out,
+        # unanswered. The records after them wait for it (one request per
+        # partition in flight), so they are never sent.
+        await in_thread(kafka_cluster.set_latency, 30.0, "Produce", leader)
+        out = [p.produce(topic, b"out-%d" % i) for i in range(5)]
+        queue = p._accumulator.queue(TopicPartition(topic, 0))
+        await until(lambda: queue.in_flight, what="the request is out")
+        unsent = [p.produce(topic, b"unsent-%d" % i) for i in range(5)]
+        await asyncio.sleep(0)  # the sender looks: the partition is busy
+        if how == "timeout":
+            await p.close(timeout=0.5)
+        else:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(p.close(), 0.5)  # the flush in close() is cancelled
+        assert p.closed and p.pending_bytes == 0 and p.pending_records == 0
+        await in_thread(kafka_cluster.clear_faults)
+        return out, unsent
+
+    out, unsent = run(main(), timeout=60)
+    for future in out:
+        error = future.exception()
+        assert isinstance(error, DeliveryUnknownError), error
+        assert not isinstance(error, ClientClosedError)
+        assert error.topic == topic and error.partition == 0
+        assert "may or may not" in str(error)
+    for future in unsent:
+        error = future.exception()
+        assert type(error) is ClientClosedError, error
+        assert error.topic == topic and error.partition == 0
+
+
+def test_close_during_a_retry_backoff_after_a_timeout_is_delivery_unknown(
+    kafka_cluster, topic_factory
+):
+    # The first attempt timed out (the broker may have written it); its
+    # retry waits out a long backoff when close() gives up.
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        p = Producer(kafka_cluster.bootstrap, request_timeout=0.5, ack_timeout=0.2,
+                     retry_backoff=10, max_backoff=10)
+        await p.produce(topic, b"warm-up")
+        await in_thread(kafka_cluster.set_latency, 30.0, "Produce", leader)
+        futures = [p.produce(topic, b"timed-out-%d" % i) for i in range(3)]
+        queue = p._accumulator.queue(TopicPartition(topic, 0))
+        await until(lambda: queue.ready and queue.ready[0].failures == 1 and not queue.in_flight,
+                    what="the batch waits for its retry")
+        await p.close(timeout=0)
+        await in_thread(kafka_cluster.clear_faults)
+        return futures
+
+    for future in run(main(), timeout=60):
+        assert isinstance(future.exception(), DeliveryUnknownError), future.exception()
+
+
+def test_a_timed_out_request_answered_late_settles_its_records_once(
+    kafka_cluster, topic_factory
+):
+    # The broker holds the request past request_timeout, then answers it
+    # (on a connection the client closed at the timeout) while the retry is
+    # under way: each record settles once, and nothing stays counted.
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, request_timeout=0.5, ack_timeout=0.2,
+                            retry_backoff=0.05, max_backoff=0.05) as p:
+            await p.produce(topic, b"warm-up")
+            await in_thread(kafka_cluster.hang_broker, leader)
+            futures = [p.produce(topic, b"late-%d" % i) for i in range(3)]
+            [batch] = p._accumulator.unfinished()
+            await until(lambda: batch.failures >= 1, what="the first attempt timed out")
+            await in_thread(kafka_cluster.resume_broker, leader)
+            results = await asyncio.gather(*futures)
+            assert batch.done and batch.unanswered >= 1  # the first attempt: never answered
+            assert p.pending_bytes == 0 and p.pending_records == 0
+            return results
+
+    results = run(main(), timeout=60)
+    offsets = [meta.offset for meta in results]
+    assert offsets == list(range(offsets[0], offsets[0] + 3))
+
+
+# --------------------------------------------------------------------------
 # error codes
 
 
@@ -235,6 +338,40 @@ def test_non_retriable_error_code_fails_at_once(kafka_cluster, topic_factory):
             return await p.produce(topic, b"accepted")
 
     assert run(main()).offset == 0
+
+
+def test_flush_reports_deliveries_and_failures_since_the_last_flush(
+    kafka_cluster, topic_factory
+):
+    topic = topic_factory(partitions=2)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap) as p:
+            await p.connect()
+            first = await p.flush()
+            assert first == (0, 0, [])
+            good = [p.produce(topic, b"g%d" % i) for i in range(500)]
+            no_partition = p.produce(topic, b"nowhere", partition=7)
+            report = await p.flush()
+            assert report.delivered == 500 and report.failed == 1
+            [failure] = report.failures
+            assert failure.future is no_partition and failure.topic == topic
+            assert failure.partition == 7
+            assert isinstance(failure.error, UnknownPartitionError)
+            assert failure.error is no_partition.exception()
+            assert all(f.done() and not f.exception() for f in good)
+            # The broker refuses the next request: each of its records is
+            # listed with the broker's error and its partition.
+            await in_thread(kafka_cluster.inject_error, "Produce", 10, 1)
+            refused = [p.produce(topic, b"r%d" % i, partition=1) for i in range(3)]
+            report = await p.flush()
+            assert report.delivered == 0 and report.failed == 3
+            assert [f.future for f in report.failures] == refused
+            assert {(f.topic, f.partition) for f in report.failures} == {(topic, 1)}
+            assert all(isinstance(f.error, MessageSizeTooLargeError) for f in report.failures)
+            return await p.flush()
+
+    assert run(main()) == (0, 0, [])
 
 
 def test_order_is_kept_across_retries(kafka_cluster, topic_factory):

@@ -14,14 +14,16 @@ from kiel.exc import (
 )
 from kiel.producer import Producer, RecordMetadata
 from kiel.producer.accumulator import ProducerBatch
+from kiel.producer.outcomes import FailedRecord, FlushResult, Outcomes
 from kiel.protocol.messages import decode_message_set, encode_message_set
+from kiel.structs import TopicPartition
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", None])
 def test_batch_payload_matches_encode_message_set(codec):
     messages = [(None, b"v%d" % i) for i in range(50)] + [(b"k", b"keyed"), (b"", None)]
     producer = Producer("127.0.0.1:1", compression=codec)
-    batch = ProducerBatch(0.0, 1)
+    batch = ProducerBatch(TopicPartition("t", 0), 0.0, 1)
     batch.records.extend(messages)
     payload = batch.encode(producer.codec)
     assert payload == encode_message_set(messages, compression.codec_id_for(codec or "none"))
@@ -115,3 +117,23 @@ def test_record_metadata_is_a_tuple():
     meta = RecordMetadata("t", 1, 42)
     topic, partition, offset = meta
     assert (topic, partition, offset) == ("t", 1, 42) == meta
+
+
+def test_outcomes_fail_futures_and_report_a_bounded_list():
+    async def main():
+        loop = asyncio.get_running_loop()
+        outcomes = Outcomes(max_listed=2)
+        futures = [loop.create_future() for _ in range(4)]
+        futures[3].cancel()  # its owner gave up: not failed, not reported
+        errors = [ConfigError(f"e{i}") for i in range(4)]
+        for future, error in zip(futures, errors):
+            outcomes.fail(future, error, "t", 0)
+        outcomes.delivered += 5
+        report = outcomes.take()
+        assert report.delivered == 5 and report.failed == 3
+        assert report.failures == [FailedRecord("t", 0, futures[0], errors[0]),
+                                   FailedRecord("t", 0, futures[1], errors[1])]
+        assert futures[2].exception() is errors[2]  # counted, not listed: on its future
+        assert outcomes.take() == FlushResult(0, 0, [])
+
+    asyncio.run(main())

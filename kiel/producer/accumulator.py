@@ -14,8 +14,14 @@ The life of a batch::
     flight -> complete() (acknowledged or failed for good), or requeue() at
     the front of the partition (a retry: order kept).
 
+A batch finishes once: :meth:`~RecordAccumulator.complete` a second time
+(a late answer after a timeout, a failure then a retry's answer, a close
+failing what is left) returns no payloads and frees no bytes, and a
+finished batch is never requeued, taken or filled again.
+
 Back-pressure: :attr:`RecordAccumulator.pending_bytes` counts every record
-from :meth:`~RecordAccumulator.append` until its batch completes.
+from :meth:`~RecordAccumulator.append` until its batch completes; it is
+always the sum of the sizes of the unfinished batches, so never negative.
 """
 
 import collections
@@ -37,6 +43,7 @@ class ProducerBatch:
     one compressed wrapper message) in one Produce request.
 
     Attributes:
+        tp: its partition.
         records: ``(key, value)`` pairs in produce order, until encoded.
         payloads: one opaque payload per record, in the same order.
         size: bytes of the encoded (uncompressed) set: what counts against
@@ -44,17 +51,24 @@ class ProducerBatch:
         created: when the batch opened (the accumulator's clock).
         failures: failed attempts so far (the retry state).
         seq: creation order, across partitions.
+        done: it was completed (acknowledged or failed for good).
+        unanswered: attempts sent whose answer never came (timed out, cut,
+            cancelled): while above 0 the broker may have written the batch.
     """
 
-    __slots__ = ("records", "payloads", "size", "created", "failures", "seq", "_data")
+    __slots__ = ("tp", "records", "payloads", "size", "created", "failures", "seq", "done",
+                 "unanswered", "_data")
 
-    def __init__(self, created: float, seq: int) -> None:
+    def __init__(self, tp: TopicPartition, created: float, seq: int) -> None:
+        self.tp = tp
         self.records: List[Tuple[Optional[bytes], Optional[bytes]]] = []
         self.payloads: List[Any] = []
         self.size = 0
         self.created = created
         self.failures = 0
         self.seq = seq
+        self.done = False
+        self.unanswered = 0
         self._data: Optional[bytes] = None
 
     def encode(self, codec: Optional[Codec]) -> bytes:
@@ -203,7 +217,7 @@ class RecordAccumulator:
         if full is not None:
             queue.ready.append(full)
         self._seq += 1
-        batch = queue.open = ProducerBatch(now, self._seq)
+        batch = queue.open = ProducerBatch(queue.tp, now, self._seq)
         self._unfinished[batch] = None
         self._active.add(queue)
         return now if full is not None or not self.linger else now + self.linger
@@ -255,21 +269,39 @@ class RecordAccumulator:
                 continue
             leader = leader_of(queue.tp)
             if leader is None:
-                unroutable.append((queue, list(queue.ready)))
+                stuck = [batch for batch in queue.ready if not batch.done]
                 queue.ready.clear()
+                if stuck:
+                    unroutable.append((queue, stuck))
+                continue
+            taken = self._take(queue)
+            if not taken:  # only finished batches were waiting
+                if queue.open is None:
+                    self._active.discard(queue)
                 continue
             queue.in_flight = True
-            ready.setdefault(leader, []).append((queue, self._take(queue)))
+            ready.setdefault(leader, []).append((queue, taken))
         return Drained(ready, unroutable, next_due)
 
     def _take(self, queue: PartitionQueue) -> List[ProducerBatch]:
+        """The first unfinished batch of ``queue.ready``, then more while they
+        fit in ``max_request_size``; finished ones met on the way are dropped.
+
+        Strategy: a batch completed while it waited (a late answer, a close)
+        stays in the deque (removing it from the middle costs a scan); it is
+        skipped here, where the deque is consumed from the front anyway.
+        """
         batches = queue.ready
-        taken = [batches.popleft()]
-        total = taken[0].size
-        while batches and total + batches[0].size <= self.max_request_size:
-            batch = batches.popleft()
-            total += batch.size
-            taken.append(batch)
+        taken: List[ProducerBatch] = []
+        total = 0
+        while batches:
+            batch = batches[0]
+            if not batch.done:
+                if taken and total + batch.size > self.max_request_size:
+                    break
+                taken.append(batch)
+                total += batch.size
+            batches.popleft()
         return taken
 
     # ------------------------------------------------------------------
@@ -277,20 +309,31 @@ class RecordAccumulator:
 
     def requeue(self, queue: PartitionQueue, batches: List[ProducerBatch], retry_at: float) -> None:
         """Put batches back at the front of their partition, in their order,
-        not to be sent before ``retry_at``."""
-        queue.ready.extendleft(reversed(batches))
+        not to be sent before ``retry_at``; finished ones are left out (a
+        finished batch is never sent again)."""
+        live = [batch for batch in batches if not batch.done]
+        if not live:
+            return
+        queue.ready.extendleft(reversed(live))
         queue.retry_at = retry_at
         self._active.add(queue)
 
     def complete(self, batch: ProducerBatch) -> List[Any]:
         """Forget a batch that was acknowledged or failed for good.
 
+        Idempotent: a batch finishes once, whatever calls this again.
+
         Returns:
             its payloads, in record order (empty if it was completed before).
         """
-        if self._unfinished.pop(batch, False) is False:
+        if batch.done:
             return []
+        batch.done = True
+        del self._unfinished[batch]
         self.pending_bytes -= batch.size
+        queue = self._queues.get(batch.tp)
+        if queue is not None and queue.open is batch:
+            queue.open = None  # a finished batch takes no more records
         payloads = batch.payloads
         batch.payloads = []
         batch.records = []

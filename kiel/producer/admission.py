@@ -18,6 +18,7 @@ from kiel._aio import Tasks, Wakeup
 from kiel.cluster import Cluster
 from kiel.exc import BufferFullError, KielError
 from kiel.producer.accumulator import RecordAccumulator
+from kiel.producer.outcomes import Outcomes
 from kiel.producer.routing import Router, TopicRoute
 from kiel.producer.sender import copy_error
 from kiel.structs import RecordMetadata
@@ -62,6 +63,7 @@ class Admission:
             batches completing).
         tasks: where the admitting task runs.
         buffer_timeout: seconds a record may wait for room, or ``None``.
+        outcomes: fails the futures of records that cannot be batched.
     """
 
     def __init__(
@@ -74,8 +76,10 @@ class Admission:
         expedite: Callable[[], None],
         tasks: Tasks,
         buffer_timeout: Optional[float],
+        outcomes: Outcomes,
     ) -> None:
         self._cluster = cluster
+        self._outcomes = outcomes
         self._router = router
         self._accumulator = accumulator
         self._place = place
@@ -198,8 +202,7 @@ class Admission:
                                      parked=True)
         except KielError as e:
             self.parked.popleft()
-            if not first.future.done():
-                first.future.set_exception(e)
+            self._outcomes.fail(first.future, e, first.record.topic, first.record.partition)
 
     def _fail_topic(self, topic: str, error: Exception) -> None:
         """Fail every parked record of ``topic`` (its metadata cannot be had)."""
@@ -207,9 +210,11 @@ class Admission:
         for item in self.parked:
             if item.record.topic != topic:
                 keep.append(item)
-            elif not item.future.done():
-                item.future.set_exception(
-                    copy_error(error, topic=topic) if isinstance(error, KielError) else error
+            else:
+                self._outcomes.fail(
+                    item.future,
+                    copy_error(error, topic=topic) if isinstance(error, KielError) else error,
+                    topic, item.record.partition,
                 )
         self.parked.clear()
         self.parked.extend(keep)
@@ -225,7 +230,8 @@ class Admission:
         if self._admitting is not None:
             self._admitting.cancel()
         for item in self.parked:
-            if not item.future.done():
-                item.future.set_exception(copy_error(error, topic=item.record.topic))
+            topic = item.record.topic
+            self._outcomes.fail(item.future, copy_error(error, topic=topic), topic,
+                                item.record.partition)
         self.parked.clear()
         self.freed()

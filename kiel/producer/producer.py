@@ -36,6 +36,7 @@ from kiel.exc import (
 )
 from kiel.producer.accumulator import RecordAccumulator
 from kiel.producer.admission import Admission, PreparedRecord
+from kiel.producer.outcomes import FlushResult, Outcomes
 from kiel.producer.partitioners import Partitioner
 from kiel.producer.routing import Router, TopicRoute
 from kiel.producer.sender import Sender
@@ -180,6 +181,7 @@ class Producer(Client):
     def _wire(self, partitioner: Optional[Partitioner], request_timeout: float) -> None:
         """Make the parts: accumulator, router, sender, admission."""
         self._tasks = Tasks("kiel-producer")
+        self._outcomes = Outcomes()
         self._accumulator = accumulator = RecordAccumulator(
             batch_size=self.batch_size,
             linger=self.linger,
@@ -201,6 +203,7 @@ class Producer(Client):
             settled=lambda: self._admission.freed(),
             closed=lambda: self.closed,
             tasks=self._tasks,
+            outcomes=self._outcomes,
         )
         self._admission = Admission(
             cluster=self.cluster,
@@ -210,6 +213,7 @@ class Producer(Client):
             expedite=lambda: self._sender.wake(force=True),
             tasks=self._tasks,
             buffer_timeout=self.buffer_timeout,
+            outcomes=self._outcomes,
         )
         self._parked = self._admission.parked
 
@@ -343,13 +347,38 @@ class Producer(Client):
                 raise ClientClosedError("the producer is closed", topic=topic)
         return self._submit(record)
 
-    async def flush(self) -> None:
-        """Send everything produced so far now, and wait until each record
-        is acknowledged or has failed.
+    async def flush(self) -> FlushResult:
+        """Send everything produced so far now, wait until each record is
+        acknowledged or has failed, and report what happened since the
+        previous report.
 
         Batches are sent without waiting for ``linger``. Failures are not
-        raised here: they are on each record's future.
+        raised here: they are on each record's future, and listed in the
+        result. Waiting for many records this way costs next to nothing,
+        where awaiting (or gathering) a future per record costs more than
+        producing it::
+
+            for value in values:
+                producer.produce("events", value)   # futures not kept
+            result = await producer.flush()
+            if result.failed:
+                for failure in result.failures:
+                    log.error("not written to %s: %s", failure.topic, failure.error)
+
+        Returns:
+            a :class:`~kiel.producer.outcomes.FlushResult`: how many records
+            were delivered and which failed since the previous ``flush()``
+            returned (records of every caller, including records produced
+            while this call waited); at most
+            :data:`~kiel.producer.outcomes.MAX_LISTED_FAILURES` failures are
+            listed, all are counted. A cancelled ``flush()`` reports
+            nothing; the next one reports its records.
         """
+        await self._settle_all()
+        return self._outcomes.take()
+
+    async def _settle_all(self) -> None:
+        """Wait until every record produced so far is settled (sent now, without linger)."""
         if self._loop is None:
             return
         accumulator = self._accumulator
@@ -370,20 +399,46 @@ class Producer(Client):
         finally:
             accumulator.end_flush()
 
-    async def close(self) -> None:
+    async def close(self, timeout: Optional[float] = None) -> None:
         """Flush, then close every connection.
 
         Records produced before ``close()`` are delivered (or fail with
         their error) first; :meth:`produce` after it raises
         :class:`~kiel.exc.ClientClosedError`. Closing twice is harmless.
+
+        When the flush is cut short (``timeout`` passed, or the task running
+        ``close()`` was cancelled, e.g. by ``asyncio.wait_for``), the records
+        left fail: those in a request that is out and unanswered with
+        :class:`~kiel.exc.DeliveryUnknownError` (the broker may have written
+        them), the others with :class:`~kiel.exc.ClientClosedError` (they
+        were not written).
+
+        Args:
+            timeout: seconds the flush may take, at most; ``None`` (the
+                default) waits until every record is settled, which takes at
+                most about ``(retries + 1) * request_timeout`` plus backoffs.
+
+        Raises:
+            ConfigError: ``timeout`` is not ``None`` or a number >= 0.
         """
+        if timeout is not None and (
+            not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout < 0
+        ):
+            raise ConfigError(f"timeout must be None or seconds >= 0, got {timeout!r}")
         if self.closed:
             return
         self._closing = True
         try:
-            await self.flush()
+            # Not flush(): the report stays for a flush() after close().
+            if timeout is None:
+                await self._settle_all()
+            else:
+                try:
+                    await asyncio.wait_for(self._settle_all(), timeout)
+                except asyncio.TimeoutError:
+                    pass  # not an error of close(): what is left fails below
         finally:
-            # Whatever is left (after a flush, nothing) fails.
+            # Whatever is left (after a complete flush, nothing) fails.
             error = ClientClosedError("the producer closed before the record was sent")
             self._admission.fail_all(error)
             await self._sender.stop(error)
@@ -445,7 +500,7 @@ class Producer(Client):
         try:
             queue = self._router.pick(route, record.key, record.partition)
         except (ConfigError, UnknownPartitionError) as e:
-            future.set_exception(e)
+            self._outcomes.fail(future, e, record.topic, record.partition)
             return
         due = self._accumulator.append(queue, record.key, record.value, record.size, future)
         if due is not None:

@@ -17,8 +17,11 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 from kiel._aio import Tasks
 from kiel.cluster import Cluster
+from kiel.connection import CloseReason
 from kiel.exc import (
     ClientClosedError,
+    ConnectTimeoutError,
+    DeliveryUnknownError,
     KielError,
     LeaderNotAvailableError,
     ProtocolError,
@@ -28,6 +31,7 @@ from kiel.exc import (
     for_code,
 )
 from kiel.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, Taken
+from kiel.producer.outcomes import Outcomes
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
 from kiel.structs import RecordMetadata, TopicPartition
 
@@ -52,6 +56,7 @@ class Sender:
         settled: called after batches were acknowledged or failed.
         closed: whether the producer is closing (retries stop).
         tasks: where requests and metadata refreshes run.
+        outcomes: counts delivered records and fails futures.
     """
 
     def __init__(
@@ -66,8 +71,10 @@ class Sender:
         settled: Callable[[], None],
         closed: Callable[[], bool],
         tasks: Tasks,
+        outcomes: Outcomes,
     ) -> None:
         self._cluster = cluster
+        self._outcomes = outcomes
         self._accumulator = accumulator
         self._required_acks = required_acks
         self._ack_timeout_ms = int(ack_timeout * 1000)
@@ -168,10 +175,21 @@ class Sender:
 
     async def _send(self, leader: int, chunk: List[Taken]) -> None:
         """Send one ProduceRequest and settle every batch in it."""
+        # Strategy: each batch counts its attempts that are out without an
+        # answer. An answer (or a failure to even connect) settles the
+        # attempt; a timeout, a broken connection or a cancellation (close)
+        # leaves it counted: the broker may have written the batch, which
+        # stop() must not report as "not sent".
+        sent: List[ProducerBatch] = []
         try:
             request = self._request(chunk)
+            sent = [batch for _, batches in chunk for batch in batches]
+            for batch in sent:
+                batch.unanswered += 1
             response = await self._cluster.send(leader, request, timeout=self._request_timeout)
         except KielError as e:
+            if _never_written(e):
+                _answered(sent)
             for queue, batches in chunk:
                 queue.in_flight = False
                 self._retry_or_fail(queue, batches, copy_error(e, broker_id=leader))
@@ -181,6 +199,7 @@ class Sender:
                 queue.in_flight = False
                 self._fail(batches, e)
         else:
+            _answered(sent)
             self._settle(leader, chunk, response)
         self.wake()
 
@@ -240,8 +259,10 @@ class Sender:
         record's offset (-1 without acknowledgements)."""
         topic, partition = queue.tp
         offset = base
+        outcomes = self._outcomes
         for batch in batches:
             futures = self._accumulator.complete(batch)
+            outcomes.delivered += len(futures)
             if base < 0:
                 meta = _new_metadata(RecordMetadata, (topic, partition, -1))
                 for future in futures:
@@ -263,10 +284,11 @@ class Sender:
 
     def _fail(self, batches: List[ProducerBatch], error: BaseException) -> None:
         """Fail every record of ``batches`` with ``error``."""
+        fail = self._outcomes.fail
         for batch in batches:
+            topic, partition = batch.tp
             for future in self._accumulator.complete(batch):
-                if not future.done():
-                    future.set_exception(error)
+                fail(future, error, topic, partition)
         self._settled()
 
     def _retry_or_fail(self, queue: PartitionQueue, batches: List[ProducerBatch],
@@ -330,17 +352,49 @@ class Sender:
 
     async def stop(self, error: ClientClosedError) -> None:
         """Stop sending: cancel the tasks and timers, fail every batch left
-        (after a flush, none).
+        (after a flush that ran to its end, none).
+
+        A batch with an attempt out and unanswered (in flight when the tasks
+        were cancelled, or waiting to be retried after a timeout) fails with
+        :class:`~kiel.exc.DeliveryUnknownError`: the broker may have written
+        it. The others were certainly not written and fail with ``error``.
 
         Args:
-            error: what the records left fail with.
+            error: what the records never sent fail with (a copy per
+                partition, with its topic and partition).
         """
         await self._tasks.cancel(self._request_timeout)
         for handle in (self._timer, self._drain_handle):
             if handle is not None:
                 handle.cancel()
         self._timer = self._drain_handle = None
-        self._fail(self._accumulator.unfinished(), error)
+        for batch in self._accumulator.unfinished():
+            topic, partition = batch.tp
+            if batch.unanswered:
+                reason: KielError = DeliveryUnknownError(
+                    "the producer closed while a request carrying the record was "
+                    "unanswered: the broker may or may not have written it (producing "
+                    "it again may write it twice)",
+                    topic=topic, partition=partition,
+                )
+            else:
+                reason = copy_error(error, topic=topic, partition=partition)
+            self._fail([batch], reason)
+
+
+def _answered(batches: List[ProducerBatch]) -> None:
+    """The attempt that carried ``batches`` is settled: answered, or never written."""
+    for batch in batches:
+        batch.unanswered -= 1
+
+
+def _never_written(error: KielError) -> bool:
+    """Whether an attempt that failed with ``error`` certainly wrote nothing:
+    the connection could not even be made (anything later may have gone
+    out; it counts as unanswered)."""
+    return isinstance(error, ConnectTimeoutError) or (
+        error.context.get("reason") == CloseReason.CONNECT_FAILED.value
+    )
 
 
 def _requests(items: List[Taken], max_request_size: int) -> Iterator[List[Taken]]:
