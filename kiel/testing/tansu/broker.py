@@ -216,6 +216,40 @@ class TansuBroker:
         if self._own_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
+    def create_topic(self, name: str, partitions: int = 1, timeout: float = 30.0) -> str:
+        """Create a topic with Tansu's own ``tansu topic create`` command.
+
+        Args:
+            name: the topic.
+            partitions: how many partitions.
+            timeout: seconds the command may take.
+
+        Returns:
+            ``name``.
+
+        Raises:
+            ConfigError: ``partitions`` is not a positive int.
+            HarnessError: the broker is not running, or refused (the topic
+                exists, a bad name) or did not answer in time; the message
+                has the command's output.
+        """
+        if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+            raise ConfigError(f"partitions must be a positive int, got {partitions!r}")
+        if not self.is_running:
+            raise self._error("is not running: cannot create a topic")
+        command = [self._executable(), "topic", "create", name, "--broker",
+                   f"tcp://{self.address}", "--partitions", str(partitions)]
+        try:
+            result = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True,
+                                    timeout=timeout, cwd=self.work_dir, env=self._environment())
+        except subprocess.TimeoutExpired as e:
+            raise self._error(f"did not create topic {name!r} within {timeout} s") from e
+        if result.returncode:
+            output = (result.stdout + result.stderr).decode("utf-8", "replace").strip()
+            raise HarnessError(f"Tansu could not create topic {name!r}: {output}",
+                               host=self.host, port=self.port, topic=name)
+        return name
+
     # -- queries ----------------------------------------------------------
 
     def api_versions(self, version: int = 0, timeout: float = 5.0) -> Dict[int, ApiVersionRange]:
@@ -258,12 +292,16 @@ class TansuBroker:
             os.chmod(copy, 0o755)
         return copy
 
+    @staticmethod
+    def _environment() -> Dict[str, str]:
+        return {k: v for k, v in os.environ.items() if k not in _TANSU_ENVIRONMENT}
+
     def _spawn(self) -> None:
         url = f"tcp://{self.host}:{self.port}"
         command = [self._executable(), "broker", "--listener-url", url,
                    "--advertised-listener-url", url, "--storage-engine", "memory://tansu/",
                    "--cluster-id", self.cluster_id]
-        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENVIRONMENT}
+        env = self._environment()
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
             log.flush()
