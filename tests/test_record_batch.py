@@ -399,7 +399,11 @@ def test_batches_in_a_fetch_response() -> None:
     result = decode_record_batches(first + second, "events", 7)
     assert [r.offset for r in result.records] == list(range(100, 108))
     assert {(r.topic, r.partition) for r in result.records} == {("events", 7)}
-    assert result.records[0] == Record("events", 7, 100, None, b"", TS)
+    # Each record carries its timestamp type and headers (CreateTime here).
+    assert result.records[0] == Record("events", 7, 100, None, b"", TS, 0,
+                                       (("trace", b"t0"), ("\u00e9t\u00e9", None)))
+    assert result.records[1].headers == () and result.records[1].timestamp_type == 0
+    assert [r.headers for r in result.records] == result.headers
     assert result.next_offset == 108 and result.valid_bytes == len(first + second)
     assert [b.base_offset for b in result.batches] == [100, 105]
     assert [b.record_count for b in result.batches] == [5, 3]
@@ -418,7 +422,7 @@ def test_records_are_plain_records() -> None:
     data = kiel_batch([(b"k", b"v", TS, [])])
     [record] = decode_record_batches(data, "t", 1).records
     assert type(record) is Record
-    assert record == Record("t", 1, 0, b"k", b"v", TS)
+    assert record == Record("t", 1, 0, b"k", b"v", TS, 0, ())
     assert type(record.key) is bytes and type(record.value) is bytes
 
 
@@ -613,7 +617,7 @@ def test_hand_built_record_is_read() -> None:
                    encode_varint(3) + b"abc", encode_varint(1),
                    encode_varint(1) + b"h", encode_varint(-1))
     result = decode_record_batches(_one_record_batch(body))
-    assert result.records == [Record("", -1, 0, None, b"abc", TS - 5)]
+    assert result.records == [Record("", -1, 0, None, b"abc", TS - 5, 0, (("h", None),))]
     assert result.headers == [(("h", None),)]
 
 

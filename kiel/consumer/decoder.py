@@ -246,12 +246,12 @@ class Decoder:
         record = records[0]
         try:
             for i, record in enumerate(records):
-                topic, partition, roff, key, value, ts = record
+                topic, partition, roff, key, value, ts, ts_type, headers = record
                 if key_fn is not None and key is not None:
                     key = key_fn(key)
                 if value_fn is not None and value is not None:
                     value = value_fn(value)
-                append(new(Record, (topic, partition, roff, key, value, ts)))
+                append(new(Record, (topic, partition, roff, key, value, ts, ts_type, headers)))
                 if not i & 1023 and await self._breathe():
                     if not st.current(offset, epoch):
                         return None

@@ -45,9 +45,9 @@ Sans-I/O: bytes in, objects out; stdlib plus :mod:`kiel.compression` and
 against the buffer before anything is sliced, and every failure is a
 :class:`kiel.exc.ProtocolError` subclass.
 
-Records come back as :class:`kiel.structs.Record` (which has no room for
-headers or the timestamp type): :class:`BatchDecodeResult` carries each
-record's headers and timestamp type in lists parallel to ``records``.
+Records come back as :class:`kiel.structs.Record` with their headers and
+timestamp type; :class:`BatchDecodeResult` also lists both in lists parallel
+to ``records`` (the shape callers of the first version used).
 """
 import struct
 import time
@@ -76,7 +76,7 @@ from kiel.exc import (
 from kiel.protocol.crc32c import crc32c
 from kiel.protocol.messages import decode_message_set
 from kiel.protocol.primitives import decode_varint, decode_varlong, encode_varint
-from kiel.structs import Record
+from kiel.structs import Header, Record
 
 __all__ = [
     "ABORT",
@@ -99,8 +99,6 @@ __all__ = [
 ]
 
 Buffer = Union[bytes, bytearray, memoryview]
-#: One record header: a text key and a bytes value (or ``None``).
-Header = Tuple[str, Optional[bytes]]
 
 CODEC_NONE = 0
 CODEC_GZIP = 1
@@ -288,6 +286,7 @@ def _read_records(
     if count < 0 or count * (_MIN_RECORD_BODY + 1) > end - p:
         raise _corrupt(f"record count {count} does not fit the batch", base_offset)
     log_append = batch.attributes & _TIMESTAMP_TYPE_BIT
+    ts_type = LOG_APPEND_TIME if log_append else CREATE_TIME
     base_ts = batch.base_timestamp
     min_offset = sink.min_offset
     keep = not batch.attributes & _CONTROL_BIT
@@ -354,7 +353,7 @@ def _read_records(
                 seen.append((offset, key))
             elif offset >= min_offset:
                 ts = batch.max_timestamp if log_append else base_ts + delta
-                append(new((topic, partition, offset, key, value, ts)))
+                append(new((topic, partition, offset, key, value, ts, ts_type, headers)))
                 append_headers(headers)
     except IndexError as e:
         raise _corrupt("record runs past the end of its batch", base_offset) from e
