@@ -21,6 +21,11 @@ class Client:
         max_backoff: largest retry delay (s).
         retries: retriable failures are retried this many times, then raised.
         ssl_options: an ``ssl.SSLContext`` to connect with TLS.
+        api_version: ``"auto"`` (default): ask each broker which protocol
+            versions it speaks (a Kafka 0.8 broker closes the connection on
+            the question and gets the 0.8.2 versions); or a broker release
+            such as ``(0, 8, 2)`` or ``(2, 8)``: speak that release's
+            versions without asking (kafka-python's meaning).
 
     Raises:
         ConfigError: a bad setting.
@@ -38,6 +43,7 @@ class Client:
         max_backoff: float = 5.0,
         retries: int = 5,
         ssl_options: Any = None,
+        api_version: Any = "auto",
     ) -> None:
         self.cluster = Cluster(
             brokers,
@@ -49,6 +55,7 @@ class Client:
             max_backoff=max_backoff,
             retries=retries,
             ssl_options=ssl_options,
+            api_version=api_version,
         )
         self.closed = False
 

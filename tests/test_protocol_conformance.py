@@ -1,4 +1,6 @@
-"""Byte-for-byte conformance of kiel.protocol with kafka-python: the seven v0 APIs, ApiVersions.
+"""Byte-for-byte conformance of kiel.protocol with kafka-python: the seven v0 APIs,
+ApiVersions, and the newer versions kiel negotiates (Produce v3, Fetch v4,
+ListOffsets v1, Metadata v1).
 
 For every request and response kiel speaks, the same values must encode to
 the same bytes as kafka-python's ``.encode()``, and kafka-python's bytes must
@@ -32,7 +34,9 @@ message sets        ``kafka.record.legacy_records.LegacyRecordBatchBuilder(magic
 
 kafka-python 2.x kept these at ``kafka.protocol.<module>`` with older names;
 this file needs the 3.x layout. ApiVersions (18) v0 to v2 is
-``kafka.protocol.old.api_versions.ApiVersionsRequest/Response`` ``[0]`` to ``[2]``.
+``kafka.protocol.old.api_versions.ApiVersionsRequest/Response`` ``[0]`` to ``[2]``;
+the newer versions are the same lists indexed by version (``ProduceRequest[3]``,
+``FetchRequest[4]``, ``ListOffsetsRequest[1]``, ``MetadataRequest[1]``).
 
 Note: kafka-python's ApiVersions v1+ response classes read *any* response
 with a non-zero error code as v0-shaped (KIP-511: a broker answers an
@@ -91,6 +95,7 @@ from kafka.record.memory_records import MemoryRecords
 from kiel.protocol import (
     EARLIEST,
     LATEST,
+    AbortedTransaction,
     ApiVersionRange,
     ApiVersionsRequestV0,
     ApiVersionsRequestV1,
@@ -99,22 +104,35 @@ from kiel.protocol import (
     ApiVersionsResponseV1,
     ApiVersionsResponseV2,
     BrokerMetadata,
+    BrokerMetadataV1,
     FetchPartitionData,
     FetchPartitionResponse,
+    FetchPartitionResponseV4,
     FetchRequest,
+    FetchRequestV4,
     FetchResponse,
+    FetchResponseV4,
     FetchTopicData,
     FetchTopicResponse,
+    FetchTopicResponseV4,
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
     ListOffsetsPartitionData,
+    ListOffsetsPartitionDataV1,
     ListOffsetsPartitionResponse,
+    ListOffsetsPartitionResponseV1,
     ListOffsetsRequest,
+    ListOffsetsRequestV1,
     ListOffsetsResponse,
+    ListOffsetsResponseV1,
     ListOffsetsTopicData,
+    ListOffsetsTopicDataV1,
     ListOffsetsTopicResponse,
+    ListOffsetsTopicResponseV1,
     MetadataRequest,
+    MetadataRequestV1,
     MetadataResponse,
+    MetadataResponseV1,
     OffsetCommitPartitionData,
     OffsetCommitPartitionResponse,
     OffsetCommitRequest,
@@ -129,13 +147,18 @@ from kiel.protocol import (
     PartitionMetadata,
     ProducePartitionData,
     ProducePartitionResponse,
+    ProducePartitionResponseV3,
     ProduceRequest,
+    ProduceRequestV3,
     ProduceResponse,
+    ProduceResponseV3,
     ProduceTopicData,
     ProduceTopicResponse,
+    ProduceTopicResponseV3,
     RequestHeader,
     ResponseHeader,
     TopicMetadata,
+    TopicMetadataV1,
 )
 from kiel.protocol.api import BY_REQUEST, BY_RESPONSE
 from kiel.protocol.framing import ClientFraming, ServerFraming
@@ -167,6 +190,14 @@ KP_CLASS: Dict[type, Any] = {
     ApiVersionsResponseV0: KpApiVersionsResponse[0],
     ApiVersionsResponseV1: KpApiVersionsResponse[1],
     ApiVersionsResponseV2: KpApiVersionsResponse[2],
+    ProduceRequestV3: KpProduceRequest[3],
+    ProduceResponseV3: KpProduceResponse[3],
+    FetchRequestV4: KpFetchRequest[4],
+    FetchResponseV4: KpFetchResponse[4],
+    ListOffsetsRequestV1: KpListOffsetsRequest[1],
+    ListOffsetsResponseV1: KpListOffsetsResponse[1],
+    MetadataRequestV1: KpMetadataRequest[1],
+    MetadataResponseV1: KpMetadataResponse[1],
 }
 
 # Where kafka-python 3.0.12 names a field differently from kiel (which follows
@@ -201,6 +232,19 @@ KP_NAMES: Dict[type, Dict[str, str]] = {
     OffsetFetchPartitionResponse: {"partition": "partition_index", "offset": "committed_offset"},
     GroupCoordinatorRequest: {"group_id": "key"},
     GroupCoordinatorResponse: {"coordinator_id": "node_id"},
+    ProduceRequestV3: {"required_acks": "acks", "timeout": "timeout_ms", "topics": "topic_data"},
+    ProduceResponseV3: {"topics": "responses"},
+    ProduceTopicResponseV3: {"topic": "name", "partitions": "partition_responses"},
+    ProducePartitionResponseV3: {"partition": "index", "offset": "base_offset",
+                                 "log_append_time": "log_append_time_ms"},
+    FetchRequestV4: {"max_wait_time": "max_wait_ms"},
+    FetchResponseV4: {"topics": "responses"},
+    FetchPartitionResponseV4: {"partition": "partition_index"},
+    ListOffsetsTopicDataV1: {"topic": "name"},
+    ListOffsetsPartitionDataV1: {"partition": "partition_index"},
+    ListOffsetsTopicResponseV1: {"topic": "name"},
+    ListOffsetsPartitionResponseV1: {"partition": "partition_index"},
+    TopicMetadataV1: {"topic": "name"},
 }
 
 
@@ -397,6 +441,43 @@ def _samples() -> List[Tuple[str, Any]]:
         ("api-versions-resp-v1", ApiVersionsResponseV1(0, [
             ApiVersionRange(I16[1], I16[0], I16[1]), ApiVersionRange(3, 0, 12)], I32[1])),
         ("api-versions-resp-v2", ApiVersionsResponseV2(0, [ApiVersionRange(2, 1, 9)], 0)),
+        # The newer versions. Their record batches are opaque bytes here
+        # (tests/test_record_batch.py compares those with kafka-python).
+        ("produce-v3", ProduceRequestV3(None, -1, 30000, [
+            ProduceTopicData("t", [ProducePartitionData(0, ms["none"]),
+                                   ProducePartitionData(I32[1], ms["empty"])])])),
+        ("produce-v3-transactional", ProduceRequestV3(UNICODE, 1, 0, [])),
+        ("produce-v3-acks0", ProduceRequestV3(None, 0, 0, [ProduceTopicData("t", [
+            ProducePartitionData(0, ms["gzip"])])])),
+        ("produce-v3-resp", ProduceResponseV3([ProduceTopicResponseV3("t", [
+            ProducePartitionResponseV3(0, 0, 42, -1),
+            ProducePartitionResponseV3(1, 6, -1, I64[1])])], I32[1])),
+        ("fetch-v4", FetchRequestV4(-1, 500, 1, 52428800, 0, [
+            FetchTopicData("t", [FetchPartitionData(0, 0, 1 << 20)]),
+            FetchTopicData(UNICODE, [])])),
+        ("fetch-v4-committed", FetchRequestV4(-1, 0, 0, I32[1], 1, [])),
+        ("fetch-v4-resp", FetchResponseV4(0, [FetchTopicResponseV4("t", [
+            FetchPartitionResponseV4(0, 0, 3, 3, [], ms["none"]),
+            FetchPartitionResponseV4(1, 0, 9, 5, [AbortedTransaction(7, 2),
+                                                  AbortedTransaction(I64[1], I64[0])],
+                                     ms["truncated"]),
+            FetchPartitionResponseV4(2, 1, -1, -1, [], ms["empty"])])])),
+        ("list-offsets-v1", ListOffsetsRequestV1(-1, [ListOffsetsTopicDataV1("t", [
+            ListOffsetsPartitionDataV1(0, LATEST), ListOffsetsPartitionDataV1(1, EARLIEST),
+            ListOffsetsPartitionDataV1(2, 1_700_000_000_000)])])),
+        ("list-offsets-v1-resp", ListOffsetsResponseV1([ListOffsetsTopicResponseV1("t", [
+            ListOffsetsPartitionResponseV1(0, 0, -1, 42),
+            ListOffsetsPartitionResponseV1(1, 0, 1_700_000_000_123, 7),
+            ListOffsetsPartitionResponseV1(2, 3, -1, -1)])])),
+        ("metadata-v1-some", MetadataRequestV1(["a", UNICODE])),
+        ("metadata-v1-none", MetadataRequestV1([])),
+        ("metadata-v1-resp", MetadataResponseV1(
+            [BrokerMetadataV1(0, "localhost", 9092, None),
+             BrokerMetadataV1(I32[1], "h\u00e9", 0, "rack-a")],
+            2,
+            [TopicMetadataV1(0, "a", False, [PartitionMetadata(0, 0, 1, [1, 2], [1])]),
+             TopicMetadataV1(0, "__consumer_offsets", True, []),
+             TopicMetadataV1(3, UNICODE, False, [])])),
     ]
     return out
 
@@ -545,3 +626,15 @@ def test_coalesced_kafka_python_frames_decode_in_order() -> None:
         chunk += kp_response_frame(response, cid)
         expected.append((cid, response))
     assert framing.receive_data(chunk) == expected
+
+
+def test_metadata_v1_null_topics_asks_for_all() -> None:
+    # v1 spells "every topic" as a null array (an empty one asks for none);
+    # kiel's arrays decode null as [], so this one is compared by bytes.
+    assert encode(MetadataRequestV1(None)) == KpMetadataRequest[1](None).encode()
+    assert encode(MetadataRequestV1(None)) == b"\xff\xff\xff\xff"
+
+
+def test_fetch_v4_records_read_under_the_v0_name() -> None:
+    part = FetchPartitionResponseV4(0, 0, 1, 1, [], b"abc")
+    assert part.message_set == part.records == b"abc"

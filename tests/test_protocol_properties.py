@@ -29,6 +29,7 @@ from kiel.protocol.api import BY_REQUEST, BY_RESPONSE, RequestHeader, ResponseHe
 from kiel.protocol.framing import ClientFraming, ServerFraming
 from kiel.protocol.primitives import (
     Array,
+    Boolean,
     Bytes,
     Int8,
     Int16,
@@ -68,9 +69,9 @@ def only_protocol_errors(fn: Callable[..., Any], *args: Any) -> Any:
 
 def test_every_struct_is_covered() -> None:
     # A guard on the generic walk itself: the seven v0 APIs, ApiVersions v0
-    # to v2, and their nesting.
-    assert len(ALL_APIS) == 10
-    assert len(ALL_STRUCTS) >= 30
+    # to v2, Produce v3, Fetch v4, ListOffsets v1, Metadata v1, and their nesting.
+    assert len(ALL_APIS) == 14
+    assert len(ALL_STRUCTS) >= 45
     for cls in ALL_STRUCTS:
         struct_type(cls)
 
@@ -334,6 +335,8 @@ def test_frame_size_2_31_minus_1_is_refused_at_once(make: Callable[[], Any]) -> 
 
 
 def _bad_values(wtype: Any) -> List[Any]:
+    if wtype is Boolean:
+        return [0, 1, None, "1", b"\x01"]
     if is_int(wtype):
         return [wtype.lo - 1, wtype.hi + 1, "1", 1.0, None, b"\x01"]
     if wtype is String:

@@ -84,6 +84,29 @@ Int32 = _Fixed("int32", "i", -(2**31), 2**31 - 1)
 Int64 = _Fixed("int64", "q", -(2**63), 2**63 - 1)
 UInt32 = _Fixed("uint32", "I", 0, 2**32 - 1)
 
+
+class _Boolean(WireType):
+    """One byte, 0 for false; any other byte decodes to True (as Kafka reads it).
+
+    Not a fixed-width integer on purpose: a struct never fuses it into a
+    ``struct.pack`` run, which would accept any value and pack its truth.
+    """
+
+    name = "boolean"
+
+    def encode(self, value: Any, out: Out) -> None:
+        if type(value) is not bool:
+            raise LocalProtocolError(f"{self.name} needs a bool, got {value!r:.80}")
+        out.append(b"\x01" if value else b"\x00")
+
+    def decode(self, buf: Buffer, offset: int) -> Tuple[bool, int]:
+        if offset >= len(buf):
+            raise TruncatedError(f"{self.name} runs past the end", offset=offset)
+        return buf[offset] != 0, offset + 1
+
+
+Boolean = _Boolean()
+
 _int16 = struct.Struct(">h")
 _int32 = struct.Struct(">i")
 _INT32_MAX = 2**31 - 1
