@@ -1,7 +1,10 @@
 """Turn one partition's fetched message set into records, without stalling the IOLoop.
 
 The :class:`Decoder` runs :func:`kiel.protocol.messages.decode_message_set`
-over a partition's answer a slice at a time, yields to the IOLoop whenever
+(a Fetch v0 answer: magic 0/1 message sets) or
+:func:`kiel.protocol.record_batch.decode_record_batches` (a Fetch v4 answer:
+record batches, magic 2, with any older entries) over a partition's answer a
+slice at a time, yields to the IOLoop whenever
 its time budget is spent, grows the partition's fetch size when not even one
 message fit, and runs the deserializers. It writes its result into the
 partition's :class:`~kiel.consumer.subscription.PartitionState`: the records
@@ -16,6 +19,7 @@ from typing import Any, List, Optional, Tuple
 from kiel.consumer.subscription import PartitionState
 from kiel.exc import DeserializationError, MessageTooLargeError, ProtocolError
 from kiel.protocol.messages import decode_message_set
+from kiel.protocol.record_batch import decode_record_batches
 from kiel.serializers import Deserializer
 from kiel.structs import Record
 
@@ -73,11 +77,21 @@ class Decoder:
         """A task resumed by the network starts a new loop step (see :meth:`_breathe`)."""
         self._step_started = time.monotonic()
 
-    async def decode(self, st: PartitionState, offset: int, epoch: int, data: bytes) -> bool:
+    async def decode(
+        self, st: PartitionState, offset: int, epoch: int, data: bytes,
+        *, record_batches: bool = False,
+    ) -> bool:
         """Decode ``data``, fetched for ``st`` at ``offset``, into its buffer.
 
         Waits its turn behind another partition's decoding; an answer that
         stopped being current meanwhile (a seek, an unassignment) is dropped.
+
+        Args:
+            st: the partition's state.
+            offset: the position the fetch asked for.
+            epoch: the partition's epoch when the fetch left.
+            data: the partition's message set or records.
+            record_batches: ``data`` is a Fetch v4 answer (record batches).
 
         Returns:
             True when the answer counts as a healthy round (records, or an
@@ -91,14 +105,18 @@ class Decoder:
         else:
             await lock.acquire()  # free: returns without suspending
         try:
-            return st.current(offset, epoch) and await self._decode(st, offset, epoch, data)
+            return st.current(offset, epoch) and await self._decode(
+                st, offset, epoch, data, record_batches
+            )
         finally:
             lock.release()
 
-    async def _decode(self, st: PartitionState, offset: int, epoch: int, data: bytes) -> bool:
+    async def _decode(
+        self, st: PartitionState, offset: int, epoch: int, data: bytes, record_batches: bool
+    ) -> bool:
         tp = st.tp
         try:
-            sliced = await self._slices(st, offset, epoch, data)
+            sliced = await self._slices(st, offset, epoch, data, record_batches)
         except ProtocolError as e:
             e.with_context(api="Fetch", topic=tp.topic, partition=tp.partition)
             if e.offset is None:
@@ -128,9 +146,10 @@ class Decoder:
         return True
 
     async def _slices(
-        self, st: PartitionState, offset: int, epoch: int, data: bytes
+        self, st: PartitionState, offset: int, epoch: int, data: bytes,
+        record_batches: bool = False,
     ) -> Optional[_Sliced]:
-        """Decode ``data`` slice by slice.
+        """Decode ``data`` slice by slice (message sets, or record batches).
 
         Returns:
             what was decoded, or ``None`` when ``st`` stopped being current
@@ -158,12 +177,20 @@ class Decoder:
             end = min(size, pos + chunk)
             piece = data if pos == 0 and end == size else data[pos:end]
             started = clock()
-            result = decode_message_set(piece, topic, partition, min_offset=offset)
-            if result.first_message_too_large:
+            # The magic-2 branch: the same slices and budget, a record batch
+            # being the unit that decodes whole (like a compressed wrapper).
+            if record_batches:
+                batches = decode_record_batches(piece, topic, partition, min_offset=offset)
+                too_large, first_size = batches.first_batch_too_large, batches.first_batch_size
+                result: Any = batches
+            else:
+                result = decode_message_set(piece, topic, partition, min_offset=offset)
+                too_large, first_size = result.first_message_too_large, result.first_message_size
+            if too_large:
                 if end < size:  # the message is larger than a slice: widen it
-                    chunk = max(2 * chunk, result.first_message_size or 0)
+                    chunk = max(2 * chunk, first_size or 0)
                     continue
-                needed = result.first_message_size
+                needed = first_size
                 break
             elapsed = clock() - started
             if result.valid_bytes and elapsed > 0:
