@@ -461,7 +461,8 @@ def _samples() -> List[Tuple[str, Any]]:
             FetchPartitionResponseV4(1, 0, 9, 5, [AbortedTransaction(7, 2),
                                                   AbortedTransaction(I64[1], I64[0])],
                                      ms["truncated"]),
-            FetchPartitionResponseV4(2, 1, -1, -1, [], ms["empty"])])])),
+            FetchPartitionResponseV4(2, 1, -1, -1, [], ms["empty"]),
+            FetchPartitionResponseV4(3, 1, -1, -1, [], None)])])),
         ("list-offsets-v1", ListOffsetsRequestV1(-1, [ListOffsetsTopicDataV1("t", [
             ListOffsetsPartitionDataV1(0, LATEST), ListOffsetsPartitionDataV1(1, EARLIEST),
             ListOffsetsPartitionDataV1(2, 1_700_000_000_000)])])),
@@ -638,3 +639,4 @@ def test_metadata_v1_null_topics_asks_for_all() -> None:
 def test_fetch_v4_records_read_under_the_v0_name() -> None:
     part = FetchPartitionResponseV4(0, 0, 1, 1, [], b"abc")
     assert part.message_set == part.records == b"abc"
+    assert FetchPartitionResponseV4(0, 0, 1, 1, [], None).message_set == b""

@@ -224,7 +224,12 @@ async def _list_from(
             continue
         error = for_code(part.error_code)
         if version >= 1:
-            offset: Optional[int] = part.offset if part.offset >= 0 else None
+            # Strategy: for a time, "no record that recent" is offset -1 and
+            # timestamp -1. A record found always has a timestamp at or after
+            # the time asked (>= 0), so a -1 timestamp alone says it too (some
+            # brokers answer offset 0 with it: Tansu does).
+            missing = part.offset < 0 or (timestamps[tp] >= 0 and part.timestamp < 0)
+            offset: Optional[int] = None if missing else part.offset
         else:
             offset = part.offsets[0] if part.offsets else None
         if error is not None:

@@ -26,15 +26,24 @@ Wire grammar (v4, Kafka 0.11+)::
 
 ``max_bytes`` bounds the whole response (each partition still has its own);
 ``isolation_level`` is :data:`READ_UNCOMMITTED` (0) or :data:`READ_COMMITTED`
-(1). ``records`` holds record batches (magic 2), possibly with older
+(1). ``records`` (null for nothing) holds record batches (magic 2), possibly with older
 magic-0/1 entries: decode it with
 :func:`kiel.protocol.record_batch.decode_record_batches`. The aborted
 transactions array is null (decoded as ``[]``) unless read_committed.
 """
-from typing import Annotated, List, NamedTuple
+from typing import Annotated, List, NamedTuple, Optional
 
 from kiel.protocol.api import Api, register
-from kiel.protocol.primitives import Array, Bytes, Int8, Int16, Int32, Int64, String
+from kiel.protocol.primitives import (
+    Array,
+    Bytes,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    NullableBytes,
+    String,
+)
 
 #: ``replica_id`` of an ordinary consumer.
 CONSUMER_REPLICA_ID = -1
@@ -100,12 +109,13 @@ class FetchPartitionResponseV4(NamedTuple):
     high_watermark: Annotated[int, Int64]
     last_stable_offset: Annotated[int, Int64]
     aborted_transactions: Annotated[List[AbortedTransaction], Array(AbortedTransaction)]
-    records: Annotated[bytes, Bytes]
+    records: Annotated[Optional[bytes], NullableBytes]
 
     @property
     def message_set(self) -> bytes:
-        """``records`` under its v0 name, so one reader handles every version."""
-        return self.records
+        """``records`` under its v0 name (``b""`` for null), so one reader
+        handles every version."""
+        return self.records or b""
 
 
 class FetchTopicResponseV4(NamedTuple):
