@@ -6,11 +6,10 @@
   fails with typed errors (a missing binary, a port already taken).
 * kafka-python (``api_version`` auto-detected) produces to it and reads back:
   the fixture is usable by a third-party client.
-* Raw Fetch v4 and Produce v3: their schemas are declared here with
-  :mod:`kiel.protocol.schema` (a few NamedTuples; kiel's clients do not speak
-  them yet, so they are not registered) and framed by hand. kiel's v2 decoder
-  reads the record batches Tansu serves, and Tansu accepts the batches kiel's
-  builder writes, every codec, which kafka-python then reads back.
+* Raw Fetch v4 and Produce v3 (kiel.protocol's registered schemas) framed by
+  hand: kiel's v2 decoder reads the record batches Tansu serves, and Tansu
+  accepts the batches kiel's builder writes, every codec, which kafka-python
+  then reads back. The clients on top are tests/test_modern_clients.py.
 """
 import json
 import os
@@ -22,7 +21,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 import cramjam
 import kafka.codec as kafka_codec
@@ -31,17 +30,18 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from kiel.exc import HarnessError, MissingDependencyError
-from kiel.protocol.api import RequestHeader
-from kiel.protocol.primitives import (
-    Array,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
-    NullableBytes,
-    NullableString,
-    String,
+from kiel.protocol import (
+    FetchPartitionData,
+    FetchPartitionResponseV4,
+    FetchRequestV4,
+    FetchResponseV4,
+    FetchTopicData,
+    ProducePartitionData,
+    ProduceRequestV3,
+    ProduceResponseV3,
+    ProduceTopicData,
 )
+from kiel.protocol.api import RequestHeader
 from kiel.protocol.record_batch import (
     CODEC_GZIP,
     CODEC_LZ4,
@@ -266,84 +266,6 @@ def test_kafka_python_produces_and_reads_back(tansu_broker: TansuBroker) -> None
 # Raw Fetch v4 and Produce v3 (see the module doc)
 
 
-class FetchPartitionV4(NamedTuple):
-    partition: Annotated[int, Int32]
-    fetch_offset: Annotated[int, Int64]
-    max_bytes: Annotated[int, Int32]
-
-
-class FetchTopicV4(NamedTuple):
-    topic: Annotated[str, String]
-    partitions: Annotated[List[FetchPartitionV4], Array(FetchPartitionV4)]
-
-
-class FetchRequestV4(NamedTuple):
-    replica_id: Annotated[int, Int32]
-    max_wait_time: Annotated[int, Int32]
-    min_bytes: Annotated[int, Int32]
-    max_bytes: Annotated[int, Int32]
-    isolation_level: Annotated[int, Int8]
-    topics: Annotated[List[FetchTopicV4], Array(FetchTopicV4)]
-
-
-class AbortedTransaction(NamedTuple):
-    producer_id: Annotated[int, Int64]
-    first_offset: Annotated[int, Int64]
-
-
-class FetchPartitionResponseV4(NamedTuple):
-    partition: Annotated[int, Int32]
-    error_code: Annotated[int, Int16]
-    high_watermark: Annotated[int, Int64]
-    last_stable_offset: Annotated[int, Int64]
-    aborted_transactions: Annotated[List[AbortedTransaction], Array(AbortedTransaction)]
-    records: Annotated[Optional[bytes], NullableBytes]
-
-
-class FetchTopicResponseV4(NamedTuple):
-    topic: Annotated[str, String]
-    partitions: Annotated[List[FetchPartitionResponseV4], Array(FetchPartitionResponseV4)]
-
-
-class FetchResponseV4(NamedTuple):
-    throttle_time_ms: Annotated[int, Int32]
-    topics: Annotated[List[FetchTopicResponseV4], Array(FetchTopicResponseV4)]
-
-
-class ProducePartitionV3(NamedTuple):
-    partition: Annotated[int, Int32]
-    records: Annotated[Optional[bytes], NullableBytes]
-
-
-class ProduceTopicV3(NamedTuple):
-    topic: Annotated[str, String]
-    partitions: Annotated[List[ProducePartitionV3], Array(ProducePartitionV3)]
-
-
-class ProduceRequestV3(NamedTuple):
-    transactional_id: Annotated[Optional[str], NullableString]
-    acks: Annotated[int, Int16]
-    timeout_ms: Annotated[int, Int32]
-    topics: Annotated[List[ProduceTopicV3], Array(ProduceTopicV3)]
-
-
-class ProducePartitionResponseV3(NamedTuple):
-    partition: Annotated[int, Int32]
-    error_code: Annotated[int, Int16]
-    base_offset: Annotated[int, Int64]
-    log_append_time: Annotated[int, Int64]
-
-
-class ProduceTopicResponseV3(NamedTuple):
-    topic: Annotated[str, String]
-    partitions: Annotated[List[ProducePartitionResponseV3], Array(ProducePartitionResponseV3)]
-
-
-class ProduceResponseV3(NamedTuple):
-    topics: Annotated[List[ProduceTopicResponseV3], Array(ProduceTopicResponseV3)]
-    throttle_time_ms: Annotated[int, Int32]
-
-
 def _read_exactly(sock: socket.socket, size: int) -> bytes:
     data = b""
     while len(data) < size:
@@ -369,7 +291,7 @@ def exchange(address: str, api_key: int, version: int, request: Any, response_cl
 
 def fetch_v4(address: str, topic: str, partition: int, offset: int) -> FetchPartitionResponseV4:
     request = FetchRequestV4(-1, 500, 1, 1 << 20, 0, [
-        FetchTopicV4(topic, [FetchPartitionV4(partition, offset, 1 << 20)])])
+        FetchTopicData(topic, [FetchPartitionData(partition, offset, 1 << 20)])])
     response = exchange(address, 1, 4, request, FetchResponseV4)
     [topic_response] = response.topics
     [partition_response] = topic_response.partitions
@@ -379,11 +301,11 @@ def fetch_v4(address: str, topic: str, partition: int, offset: int) -> FetchPart
 
 def produce_v3(address: str, topic: str, partition: int, batch: bytes) -> int:
     request = ProduceRequestV3(None, -1, 10_000, [
-        ProduceTopicV3(topic, [ProducePartitionV3(partition, batch)])])
+        ProduceTopicData(topic, [ProducePartitionData(partition, batch)])])
     response = exchange(address, 0, 3, request, ProduceResponseV3)
     [partition_response] = response.topics[0].partitions
     assert partition_response.error_code == 0, partition_response
-    return int(partition_response.base_offset)
+    return int(partition_response.offset)
 
 
 def fetch_all(address: str, topic: str, partition: int, end: int) -> Tuple[List[Any], Any]:
