@@ -34,6 +34,7 @@ from kiel.protocol.record_batch import CODEC_GZIP, RecordBatchBuilder
 from kiel.protocol.versions import FETCH, LEGACY, LIST_OFFSETS, METADATA, PRODUCE
 from kiel.structs import Record, TopicPartition
 from tests.conftest import run, unique
+from tests.test_consumer import consume_n
 from tests.waiting import until
 
 LEGACY_V0 = {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0}
@@ -79,16 +80,6 @@ def producer_for(target: Target, **options: Any) -> Producer:
 def consumer_for(target: Target, **options: Any) -> SingleConsumer:
     options.setdefault("max_wait_time", 0.2)
     return SingleConsumer(target.bootstrap, **options)
-
-
-async def consume_n(consumer: SingleConsumer, topic: str, n: int, start: Any = BEGINNING,
-                    rounds: int = 200) -> List[Record]:
-    got: List[Record] = []
-    for _ in range(rounds):
-        if len(got) >= n:
-            break
-        got.extend(await consumer.consume(topic, start=start))
-    return got
 
 
 async def one_by_one(producer: Producer, topic: str, values: List[bytes],
