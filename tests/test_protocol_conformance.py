@@ -1,6 +1,6 @@
 """Byte-for-byte conformance of kiel.protocol with kafka-python: the seven v0 APIs,
 ApiVersions, and the newer versions kiel negotiates (Produce v3, Fetch v4,
-ListOffsets v1, Metadata v1).
+ListOffsets v1, Metadata v1, OffsetCommit v2, OffsetFetch v1, FindCoordinator v1).
 
 For every request and response kiel speaks, the same values must encode to
 the same bytes as kafka-python's ``.encode()``, and kafka-python's bytes must
@@ -115,6 +115,8 @@ from kiel.protocol import (
     FetchTopicData,
     FetchTopicResponse,
     FetchTopicResponseV4,
+    FindCoordinatorRequestV1,
+    FindCoordinatorResponseV1,
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
     ListOffsetsPartitionData,
@@ -136,12 +138,16 @@ from kiel.protocol import (
     OffsetCommitPartitionData,
     OffsetCommitPartitionResponse,
     OffsetCommitRequest,
+    OffsetCommitRequestV2,
     OffsetCommitResponse,
+    OffsetCommitResponseV2,
     OffsetCommitTopicData,
     OffsetCommitTopicResponse,
     OffsetFetchPartitionResponse,
     OffsetFetchRequest,
+    OffsetFetchRequestV1,
     OffsetFetchResponse,
+    OffsetFetchResponseV1,
     OffsetFetchTopicData,
     OffsetFetchTopicResponse,
     PartitionMetadata,
@@ -198,6 +204,12 @@ KP_CLASS: Dict[type, Any] = {
     ListOffsetsResponseV1: KpListOffsetsResponse[1],
     MetadataRequestV1: KpMetadataRequest[1],
     MetadataResponseV1: KpMetadataResponse[1],
+    OffsetCommitRequestV2: KpOffsetCommitRequest[2],
+    OffsetCommitResponseV2: KpOffsetCommitResponse[2],
+    OffsetFetchRequestV1: KpOffsetFetchRequest[1],
+    OffsetFetchResponseV1: KpOffsetFetchResponse[1],
+    FindCoordinatorRequestV1: KpFindCoordinatorRequest[1],
+    FindCoordinatorResponseV1: KpFindCoordinatorResponse[1],
 }
 
 # Where kafka-python 3.0.12 names a field differently from kiel (which follows
@@ -245,6 +257,12 @@ KP_NAMES: Dict[type, Dict[str, str]] = {
     ListOffsetsTopicResponseV1: {"topic": "name"},
     ListOffsetsPartitionResponseV1: {"partition": "partition_index"},
     TopicMetadataV1: {"topic": "name"},
+    OffsetCommitRequestV2: {"generation_id": "generation_id_or_member_epoch",
+                            "retention_time": "retention_time_ms"},
+    OffsetCommitResponseV2: {},
+    OffsetFetchRequestV1: {},
+    OffsetFetchResponseV1: {},
+    FindCoordinatorResponseV1: {"coordinator_id": "node_id"},
 }
 
 
@@ -479,6 +497,22 @@ def _samples() -> List[Tuple[str, Any]]:
             [TopicMetadataV1(0, "a", False, [PartitionMetadata(0, 0, 1, [1, 2], [1])]),
              TopicMetadataV1(0, "__consumer_offsets", True, []),
              TopicMetadataV1(3, UNICODE, False, [])])),
+        ("offset-commit-v2", OffsetCommitRequestV2("group", -1, "", -1, [
+            OffsetCommitTopicData("t", [OffsetCommitPartitionData(0, 42, ""),
+                                        OffsetCommitPartitionData(1, I64[1], UNICODE)])])),
+        ("offset-commit-v2-member", OffsetCommitRequestV2(UNICODE, I32[1], "member-1",
+                                                          86_400_000, [])),
+        ("offset-commit-v2-resp", OffsetCommitResponseV2([OffsetCommitTopicResponse("t", [
+            OffsetCommitPartitionResponse(0, 0), OffsetCommitPartitionResponse(1, 25)])])),
+        ("offset-fetch-v1", OffsetFetchRequestV1("group", [OffsetFetchTopicData("t", [0, 1])])),
+        ("offset-fetch-v1-resp", OffsetFetchResponseV1([OffsetFetchTopicResponse("t", [
+            OffsetFetchPartitionResponse(0, 42, "meta", 0),
+            OffsetFetchPartitionResponse(1, -1, "", 0)])])),
+        ("find-coordinator-v1", FindCoordinatorRequestV1("group", 0)),
+        ("find-coordinator-v1-txn", FindCoordinatorRequestV1(UNICODE, 1)),
+        ("find-coordinator-v1-resp", FindCoordinatorResponseV1(0, 0, None, 111, "h", 9092)),
+        ("find-coordinator-v1-resp-err", FindCoordinatorResponseV1(
+            I32[1], 15, "coordinator not available", -1, "", -1)),
     ]
     return out
 

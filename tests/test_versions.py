@@ -25,6 +25,8 @@ from kiel.protocol.versions import (
 ALL_V0 = {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0, OFFSET_COMMIT: 0,
           OFFSET_FETCH: 0, GROUP_COORDINATOR: 0}
 MODERN = {PRODUCE: 3, FETCH: 4, LIST_OFFSETS: 1, METADATA: 1}
+#: Offsets stored by the broker (0.9+): OffsetCommit v2 with OffsetFetch v1.
+BROKER_OFFSETS = {OFFSET_COMMIT: 2, OFFSET_FETCH: 1}
 
 
 def ranges(by_key: dict) -> dict:
@@ -35,6 +37,8 @@ def test_kiel_implements_v0_of_everything_and_the_newer_versions() -> None:
     ours = supported()
     assert ours[PRODUCE] == (0, 3) and ours[FETCH] == (0, 4)
     assert ours[LIST_OFFSETS] == (0, 1) and ours[METADATA] == (0, 1)
+    assert ours[OFFSET_COMMIT] == (0, 2) and ours[OFFSET_FETCH] == (0, 1)
+    assert ours[GROUP_COORDINATOR] == (0, 1)
     assert all(ours[key][0] == 0 for key in ALL_V0)
 
 
@@ -44,7 +48,8 @@ def test_tansu_ranges_pick_the_newest_versions_kiel_has() -> None:
              10: (0, 6), 18: (0, 4)}
     versions = negotiate(ranges(tansu))
     assert {k: versions.of(k) for k in MODERN} == MODERN
-    assert versions.of(OFFSET_COMMIT) == 0 and versions.of(GROUP_COORDINATOR) == 0
+    assert versions.of(OFFSET_COMMIT) == 2 and versions.of(OFFSET_FETCH) == 1
+    assert versions.of(GROUP_COORDINATOR) == 1
     assert versions.source == "ApiVersions" and versions.broker is not None
 
 
@@ -70,12 +75,12 @@ def test_legacy_is_0_8_2() -> None:
     ((0, 8, 1), {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0, OFFSET_COMMIT: 0,
                  OFFSET_FETCH: 0}),
     ((0, 8, 2), ALL_V0),
-    ((0, 9), ALL_V0),
-    ((0, 10), {**ALL_V0, METADATA: 1, 18: 0}),
-    ((0, 10, 1), {**ALL_V0, METADATA: 1, LIST_OFFSETS: 1, 18: 0}),
-    ((0, 11), {**ALL_V0, **MODERN, 18: 1}),
-    ((2, 8), {**ALL_V0, **MODERN, 18: 1}),
-    ((3, 7, 1), {**ALL_V0, **MODERN, 18: 1}),
+    ((0, 9), {**ALL_V0, **BROKER_OFFSETS}),
+    ((0, 10), {**ALL_V0, **BROKER_OFFSETS, METADATA: 1, 18: 0}),
+    ((0, 10, 1), {**ALL_V0, **BROKER_OFFSETS, METADATA: 1, LIST_OFFSETS: 1, 18: 0}),
+    ((0, 11), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1}),
+    ((2, 8), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1}),
+    ((3, 7, 1), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1}),
 ])
 def test_pinned_release(release: tuple, expected: dict) -> None:
     versions = for_broker_version(release)
@@ -98,3 +103,18 @@ def test_bad_api_version_settings(bad: Any) -> None:
 def test_auto_is_none() -> None:
     assert check_api_version("auto") is None
     assert check_api_version((2, 8)) == (2, 8)
+
+
+def test_offset_fetch_stays_on_the_storage_offset_commit_writes() -> None:
+    # 0.8.2 serves OffsetFetch v1 (broker storage) but OffsetCommit only up
+    # to v1 (kiel has v0 and v2): commits go to ZooKeeper, so fetches must too.
+    pinned = for_broker_version((0, 8, 2))
+    assert (pinned.of(OFFSET_COMMIT), pinned.of(OFFSET_FETCH)) == (0, 0)
+    answered = negotiate(ranges({OFFSET_COMMIT: (0, 1), OFFSET_FETCH: (0, 1)}))
+    assert (answered.of(OFFSET_COMMIT), answered.of(OFFSET_FETCH)) == (0, 0)
+    # A broker without OffsetFetch v0 then has no usable OffsetFetch at all.
+    answered = negotiate(ranges({OFFSET_COMMIT: (0, 1), OFFSET_FETCH: (1, 3)}))
+    assert answered.get(OFFSET_FETCH) is None
+    # With OffsetCommit v2 both read and write the broker's storage.
+    answered = negotiate(ranges({OFFSET_COMMIT: (0, 9), OFFSET_FETCH: (0, 9)}))
+    assert (answered.of(OFFSET_COMMIT), answered.of(OFFSET_FETCH)) == (2, 1)

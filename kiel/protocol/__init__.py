@@ -2,8 +2,9 @@
 
 Importing this package registers every supported API: Produce (0), Fetch (1),
 ListOffsets (2), Metadata (3), OffsetCommit (8), OffsetFetch (9) and
-GroupCoordinator (10), all v0; Produce v3, Fetch v4, ListOffsets v1 and
-Metadata v1 for current brokers; and ApiVersions (18) v0 to v2.
+GroupCoordinator (10), all v0; Produce v3, Fetch v4, ListOffsets v1,
+Metadata v1, OffsetCommit v2, OffsetFetch v1 and FindCoordinator v1 for
+current brokers; and ApiVersions (18) v0 to v2.
 Record batches (magic 2) are in :mod:`kiel.protocol.record_batch`; which
 version to speak with a broker is :mod:`kiel.protocol.versions`.
 """
@@ -39,7 +40,10 @@ from kiel.protocol.fetch import (
     FetchTopicResponseV4,
 )
 from kiel.protocol.group_coordinator import (
+    FIND_COORDINATOR_V1,
     GROUP_COORDINATOR_V0,
+    FindCoordinatorRequestV1,
+    FindCoordinatorResponseV1,
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
 )
@@ -76,18 +80,24 @@ from kiel.protocol.metadata import (
 )
 from kiel.protocol.offset_commit import (
     OFFSET_COMMIT_V0,
+    OFFSET_COMMIT_V2,
     OffsetCommitPartitionData,
     OffsetCommitPartitionResponse,
     OffsetCommitRequest,
+    OffsetCommitRequestV2,
     OffsetCommitResponse,
+    OffsetCommitResponseV2,
     OffsetCommitTopicData,
     OffsetCommitTopicResponse,
 )
 from kiel.protocol.offset_fetch import (
     OFFSET_FETCH_V0,
+    OFFSET_FETCH_V1,
     OffsetFetchPartitionResponse,
     OffsetFetchRequest,
+    OffsetFetchRequestV1,
     OffsetFetchResponse,
+    OffsetFetchResponseV1,
     OffsetFetchTopicData,
     OffsetFetchTopicResponse,
 )

@@ -2,7 +2,8 @@
 
 kiel implements a few versions of each API (the registry in
 :mod:`kiel.protocol.api`): v0 of everything for Kafka 0.8, and for current
-brokers Produce v3 (record batches), Fetch v4, ListOffsets v1 and Metadata v1.
+brokers Produce v3 (record batches), Fetch v4, ListOffsets v1, Metadata v1,
+OffsetCommit v2, OffsetFetch v1 and FindCoordinator v1.
 With one broker it speaks, per API, the highest version both sides know:
 
 * from the broker's ApiVersions answer (Kafka 0.10+): :func:`negotiate`;
@@ -94,6 +95,24 @@ def supported() -> Dict[int, Tuple[int, ...]]:
     return out
 
 
+def _pair_offsets(chosen: Dict[int, int], fetch_v0: bool) -> Dict[int, int]:
+    """Keep OffsetFetch and OffsetCommit on the same offset storage.
+
+    Strategy: OffsetCommit v0 and OffsetFetch v0 use ZooKeeper storage on a
+    0.8.2 broker, OffsetCommit v2 and OffsetFetch v1 the broker's own; a
+    0.8.2 broker serves OffsetFetch v1 but not OffsetCommit v2, and reading
+    one storage after writing the other loses every commit. So OffsetFetch
+    v1 goes only with OffsetCommit v2; otherwise v0 (``fetch_v0``: the broker
+    serves it), or none.
+    """
+    if chosen.get(OFFSET_FETCH, 0) >= 1 and chosen.get(OFFSET_COMMIT, 0) < 2:
+        if fetch_v0:
+            chosen[OFFSET_FETCH] = 0
+        else:
+            del chosen[OFFSET_FETCH]
+    return chosen
+
+
 class Versions:
     """The version of each API to speak with one broker.
 
@@ -165,6 +184,8 @@ def negotiate(ranges: Mapping[int, ApiVersionRange]) -> Versions:
         usable = [v for v in ours if theirs.min_version <= v <= theirs.max_version]
         if usable:
             chosen[key] = usable[-1]
+    fetch = ranges.get(OFFSET_FETCH)
+    _pair_offsets(chosen, fetch is not None and fetch.min_version == 0)
     return Versions(chosen, "ApiVersions", ranges)
 
 
@@ -223,7 +244,7 @@ def for_broker_version(release: Tuple[int, ...]) -> Versions:
         usable = [v for v in ours if v <= highest]
         if usable:
             chosen[key] = usable[-1]
-    return Versions(chosen, "pinned")
+    return Versions(_pair_offsets(chosen, True), "pinned")
 
 
 #: What a broker that closes the connection on ApiVersions gets: Kafka 0.8.2's
