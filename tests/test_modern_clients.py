@@ -27,11 +27,26 @@ from kiel.connection import Connection
 from kiel.consumer import BEGINNING, END, SingleConsumer
 from kiel.consumer.decoder import Decoder
 from kiel.consumer.subscription import PartitionState
-from kiel.exc import ConfigError, UnsupportedFeatureError
+from kiel.exc import ConfigError, ConnectionClosedError, UnsupportedFeatureError
 from kiel.producer import Producer
-from kiel.protocol import MetadataRequest
+from kiel.protocol import (
+    FetchPartitionData,
+    FetchRequestV4,
+    FetchTopicData,
+    MetadataRequest,
+    ProducePartitionData,
+    ProduceRequestV3,
+    ProduceTopicData,
+)
 from kiel.protocol.record_batch import CODEC_GZIP, RecordBatchBuilder
-from kiel.protocol.versions import FETCH, LEGACY, LIST_OFFSETS, METADATA, PRODUCE
+from kiel.protocol.versions import (
+    FETCH,
+    LEGACY,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+    for_broker_version,
+)
 from kiel.structs import Record, TopicPartition
 from tests.conftest import run, unique
 from tests.test_consumer import consume_n
@@ -316,6 +331,31 @@ def test_pinned_api_version_skips_the_probe(kafka_cluster: Any, fault_proxy: Any
             assert proxy.stats().accepted == 4
             assert client.cluster.known_versions == {}
             assert client.cluster.highest_known(PRODUCE) == 0
+
+    run(main())
+
+
+@pytest.mark.zookeeper
+def test_the_embedded_broker_closes_on_versions_it_does_not_speak(kafka_cluster: Any) -> None:
+    # As 0.8.2 does: a client pinned to a newer release gets its connection
+    # closed, never an answer in the wrong shape.
+    host, port = kafka_cluster.brokers[0].rsplit(":", 1)
+    topic = unique("pinned-too-new")
+    kafka_cluster.create_topic(topic, 1)
+
+    async def main() -> None:
+        for request in (
+            ProduceRequestV3(None, 1, 1000, [ProduceTopicData(topic, [
+                ProducePartitionData(0, RecordBatchBuilder().build())])]),
+            FetchRequestV4(-1, 10, 1, 1 << 20, 0, [FetchTopicData(topic, [
+                FetchPartitionData(0, 0, 1 << 20)])]),
+        ):
+            conn = Connection(host, int(port), versions=for_broker_version((2, 8)))
+            try:
+                with pytest.raises(ConnectionClosedError):
+                    await conn.send(request)
+            finally:
+                conn.close()
 
     run(main())
 

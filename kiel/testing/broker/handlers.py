@@ -132,11 +132,12 @@ class RequestHandlers:
     async def handle(self, header: Any, api: Any, request: Any) -> Any:
         """Dispatch to the handler of ``api``.
 
-        An API kiel's protocol knows but 0.8.2 does not (ApiVersions) closes
-        the connection unanswered, as a 0.8.2 broker does.
+        An API or version kiel's protocol knows but this broker does not
+        implement (ApiVersions, Produce v3, Fetch v4...) closes the
+        connection unanswered, as a 0.8.2 broker does.
         """
         handler = self._by_key.get(api.key)
-        if handler is None:
+        if handler is None or api.version != 0:
             return self.CLOSE
         return await handler(header, request)
 
