@@ -249,6 +249,10 @@ class Cluster:
     async def versions(self, broker_id: int) -> Versions:
         """The API versions to speak with broker ``broker_id`` (connecting to it if needed).
 
+        Returns:
+            the connection's :class:`~kiel.protocol.versions.Versions`
+            (negotiated, remembered, or pinned).
+
         Raises:
             NoBrokersError: the broker is not in the metadata.
             KielConnectionError, ConnectTimeoutError: it cannot be reached.

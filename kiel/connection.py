@@ -113,6 +113,8 @@ class Connection:
         self.ssl_options = ssl_options
         self._framing = ClientFraming(client_id, max_frame_size=max_frame_size)
         self._stream: Optional[IOStream] = None
+        # The stream being negotiated on, before it becomes ``_stream``.
+        self._opening: Optional[IOStream] = None
         self._pending: Dict[int, asyncio.Future[Any]] = {}
         self._slots = Semaphore(max_in_flight)
         self._closed = False
@@ -230,6 +232,7 @@ class Connection:
             BrokerError: the broker answered with an error and no versions.
         """
         self.probed = True
+        self._opening = stream  # close() closes it too
         try:
             ranges = await asyncio.wait_for(self._ask_versions(stream), self.connect_timeout)
         except asyncio.TimeoutError as e:
@@ -244,6 +247,11 @@ class Connection:
             e.with_context(api="ApiVersions", **self._context())
             self._fail(CloseReason.OUT_OF_SYNC, e)
             raise
+        finally:
+            self._opening = None
+        if self._closed:  # closed while asking (which closed the stream too)
+            stream.close()
+            raise self._close_error or ConnectionClosedError("connection closed", **self._context())
         if ranges is None:
             log.info("%r closed the connection on ApiVersions: a Kafka 0.8/0.9 broker; "
                      "speaking its versions", self)
@@ -411,3 +419,5 @@ class Connection:
                 future.set_exception(error)
         if self._stream is not None:
             self._stream.close()
+        if self._opening is not None:
+            self._opening.close()

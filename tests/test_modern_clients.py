@@ -27,7 +27,13 @@ from kiel.connection import Connection
 from kiel.consumer import BEGINNING, END, SingleConsumer
 from kiel.consumer.decoder import Decoder
 from kiel.consumer.subscription import PartitionState
-from kiel.exc import ConfigError, ConnectionClosedError, UnsupportedFeatureError
+from kiel.exc import (
+    ConfigError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    ProtocolError,
+    UnsupportedFeatureError,
+)
 from kiel.producer import Producer
 from kiel.protocol import (
     FetchPartitionData,
@@ -356,6 +362,76 @@ def test_the_embedded_broker_closes_on_versions_it_does_not_speak(kafka_cluster:
                     await conn.send(request)
             finally:
                 conn.close()
+
+    run(main())
+
+
+class SilentPeer:
+    """A loopback server that accepts, reads, and answers ``reply`` (or nothing)."""
+
+    def __init__(self, reply: Optional[bytes] = None) -> None:
+        self.reply = reply
+        self.accepted = 0
+        self.server: Any = None
+
+    async def __aenter__(self) -> "SilentPeer":
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.accepted += 1
+            await reader.read(1024)
+            if self.reply is not None:
+                writer.write(self.reply)
+                await writer.drain()
+            await reader.read()  # until the client closes
+            writer.close()
+
+        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.server.close()
+
+    @property
+    def port(self) -> int:
+        return int(self.server.sockets[0].getsockname()[1])
+
+
+def test_a_broker_that_never_answers_the_probe_fails_in_time() -> None:
+    async def main() -> None:
+        async with SilentPeer() as peer:
+            known: Dict[Any, Any] = {}
+            conn = Connection("127.0.0.1", peer.port, connect_timeout=0.3, known_versions=known)
+            with pytest.raises(ConnectTimeoutError, match="ApiVersions"):
+                await conn.connect()
+            assert conn.closed and known == {}
+
+    run(main())
+
+
+def test_close_during_the_probe_ends_it() -> None:
+    async def main() -> None:
+        async with SilentPeer() as peer:
+            known: Dict[Any, Any] = {}
+            # A long connect timeout: only close() can end this connect.
+            conn = Connection("127.0.0.1", peer.port, connect_timeout=600, known_versions=known)
+            connecting = asyncio.ensure_future(conn.connect())
+            await until(lambda: peer.accepted == 1, what="the probe's connection")
+            conn.close()
+            with pytest.raises(ConnectionClosedError):
+                await asyncio.wait_for(connecting, 30)
+            # Not mistaken for a legacy broker, and no second connection.
+            assert known == {} and peer.accepted == 1
+
+    run(main())
+
+
+def test_garbage_for_an_answer_is_a_protocol_error() -> None:
+    async def main() -> None:
+        # A frame with the right correlation id and a body that does not parse.
+        async with SilentPeer(reply=b"\x00\x00\x00\x06\x00\x00\x00\x00\xff\xff") as peer:
+            conn = Connection("127.0.0.1", peer.port, connect_timeout=30)
+            with pytest.raises(ProtocolError):
+                await conn.connect()
+            assert conn.closed
 
     run(main())
 

@@ -135,6 +135,9 @@ class Versions:
     def of(self, api_key: int) -> int:
         """The version to build ``api_key``'s requests with.
 
+        Returns:
+            the version number.
+
         Raises:
             UnsupportedFeatureError: kiel and the broker share no version of it.
         """
