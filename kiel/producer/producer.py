@@ -51,7 +51,12 @@ _Future = asyncio.Future
 
 
 class Producer(Client):
-    """Produce records to Kafka 0.8.x topics from Tornado (asyncio) code.
+    """Produce records to Kafka topics from Tornado (asyncio) code.
+
+    On a Kafka 0.8 broker each batch travels as a magic-0 message set
+    (Produce v0); on a broker that speaks Produce v3 as a record batch, which
+    also carries each record's timestamp and headers (see
+    :doc:`/guides/current_brokers`).
 
     Example::
 
