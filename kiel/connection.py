@@ -226,7 +226,7 @@ class Connection:
             the stream to use (a new one after a legacy broker closed the first).
 
         Raises:
-            ConnectTimeoutError: no answer within ``connect_timeout``.
+            RequestTimeoutError: no answer within ``request_timeout``.
             KielConnectionError: the second connection failed.
             ProtocolError: the answer did not parse.
             BrokerError: the broker answered with an error and no versions.
@@ -234,13 +234,16 @@ class Connection:
         self.probed = True
         self._opening = stream  # close() closes it too
         try:
-            ranges = await asyncio.wait_for(self._ask_versions(stream), self.connect_timeout)
+            # A request like any other: bounded by request_timeout, and a
+            # broker that accepts but hangs fails as it would for any request.
+            ranges = await asyncio.wait_for(self._ask_versions(stream), self.request_timeout)
         except asyncio.TimeoutError as e:
             stream.close()
-            err: KielError = ConnectTimeoutError(
-                f"no ApiVersions answer within {self.connect_timeout}s", **self._context()
+            err: KielError = RequestTimeoutError(
+                f"no ApiVersions answer within {self.request_timeout}s",
+                api="ApiVersions", **self._context(),
             )
-            self._fail(CloseReason.CONNECT_FAILED, err)
+            self._fail(CloseReason.REQUEST_TIMEOUT, err)
             raise err from e
         except ProtocolError as e:
             stream.close()

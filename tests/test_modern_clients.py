@@ -30,8 +30,8 @@ from kiel.consumer.subscription import PartitionState
 from kiel.exc import (
     ConfigError,
     ConnectionClosedError,
-    ConnectTimeoutError,
     ProtocolError,
+    RequestTimeoutError,
     UnsupportedFeatureError,
 )
 from kiel.producer import Producer
@@ -399,8 +399,8 @@ def test_a_broker_that_never_answers_the_probe_fails_in_time() -> None:
     async def main() -> None:
         async with SilentPeer() as peer:
             known: Dict[Any, Any] = {}
-            conn = Connection("127.0.0.1", peer.port, connect_timeout=0.3, known_versions=known)
-            with pytest.raises(ConnectTimeoutError, match="ApiVersions"):
+            conn = Connection("127.0.0.1", peer.port, request_timeout=0.3, known_versions=known)
+            with pytest.raises(RequestTimeoutError, match="ApiVersions"):
                 await conn.connect()
             assert conn.closed and known == {}
 
@@ -411,8 +411,8 @@ def test_close_during_the_probe_ends_it() -> None:
     async def main() -> None:
         async with SilentPeer() as peer:
             known: Dict[Any, Any] = {}
-            # A long connect timeout: only close() can end this connect.
-            conn = Connection("127.0.0.1", peer.port, connect_timeout=600, known_versions=known)
+            # A long timeout: only close() can end this connect.
+            conn = Connection("127.0.0.1", peer.port, request_timeout=600, known_versions=known)
             connecting = asyncio.ensure_future(conn.connect())
             await until(lambda: peer.accepted == 1, what="the probe's connection")
             conn.close()
@@ -428,7 +428,7 @@ def test_garbage_for_an_answer_is_a_protocol_error() -> None:
     async def main() -> None:
         # A frame with the right correlation id and a body that does not parse.
         async with SilentPeer(reply=b"\x00\x00\x00\x06\x00\x00\x00\x00\xff\xff") as peer:
-            conn = Connection("127.0.0.1", peer.port, connect_timeout=30)
+            conn = Connection("127.0.0.1", peer.port, request_timeout=30)
             with pytest.raises(ProtocolError):
                 await conn.connect()
             assert conn.closed
