@@ -49,13 +49,21 @@ from kiel.exc import (
     for_code,
 )
 from kiel.protocol import (
+    FindCoordinatorRequestV1,
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
     MetadataRequest,
     MetadataRequestV1,
     MetadataResponse,
 )
-from kiel.protocol.versions import METADATA, Versions, check_api_version, for_broker_version
+from kiel.protocol.group_coordinator import KEY_TYPE_GROUP
+from kiel.protocol.versions import (
+    GROUP_COORDINATOR,
+    METADATA,
+    Versions,
+    check_api_version,
+    for_broker_version,
+)
 from kiel.retry import Attempt, Backoff, attempts
 
 log = logging.getLogger(__name__)
@@ -117,6 +125,13 @@ def _metadata_request(versions: Versions, topics: List[str]) -> Any:
         # v1 asks for every topic with a null array; an empty one asks for none.
         return MetadataRequestV1(topics or None)
     return MetadataRequest(topics)
+
+
+def _coordinator_request(versions: Versions, group: str) -> Any:
+    """The request that finds ``group``'s coordinator, in the broker's version."""
+    if (versions.get(GROUP_COORDINATOR) or 0) >= 1:
+        return FindCoordinatorRequestV1(group, KEY_TYPE_GROUP)
+    return GroupCoordinatorRequest(group)
 
 
 class Cluster:
@@ -477,7 +492,8 @@ class Cluster:
         return info.leader
 
     async def coordinator(self, group: str) -> int:
-        """The broker id of ``group``'s offset coordinator (GroupCoordinator v0).
+        """The broker id of ``group``'s offset coordinator (GroupCoordinator v0,
+        or FindCoordinator v1 with a broker that speaks it).
 
         0.8.1 brokers lack the API and close the connection; then, and when
         the coordinator is not available, any broker is returned, since a 0.8
@@ -487,7 +503,9 @@ class Cluster:
             NoBrokersError: no broker is known.
         """
         try:
-            response: GroupCoordinatorResponse = await self.send_any(GroupCoordinatorRequest(group))
+            response: GroupCoordinatorResponse = await self.send_any(
+                functools.partial(_coordinator_request, group=group)
+            )
         except KielError as e:
             log.info("GroupCoordinator for %r failed (%s); using any broker", group, e)
             response = None  # type: ignore[assignment]

@@ -14,6 +14,7 @@ staying within its time budget.
 """
 import asyncio
 import datetime
+import logging
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
@@ -47,6 +48,7 @@ from kiel.protocol import (
 from kiel.protocol.record_batch import CODEC_GZIP, RecordBatchBuilder
 from kiel.protocol.versions import (
     FETCH,
+    GROUP_COORDINATOR,
     LEGACY,
     LIST_OFFSETS,
     METADATA,
@@ -465,6 +467,22 @@ def test_pinned_modern_release_on_tansu(tansu_broker: Any) -> None:
     [record], negotiated = run(main())
     assert negotiated == [{}, {}]
     assert (record.value, record.timestamp, record.headers) == (b"v", TS, (("h", b"1"),))
+
+
+def test_group_coordinator(broker: Target, caplog: pytest.LogCaptureFixture) -> None:
+    # FindCoordinator v1 on Tansu, GroupCoordinator v0 on 0.8.2: answered
+    # (not the any-broker fallback), a broker of the metadata either way.
+    caplog.set_level(logging.INFO, logger="kiel.cluster")
+    async def main() -> Tuple[int, Dict[int, Any], Any]:
+        async with Client(broker.bootstrap) as client:
+            coordinator = await client.cluster.coordinator(unique("group"))
+            versions = await client.cluster.versions(coordinator)
+            return coordinator, dict(client.cluster.brokers), versions
+
+    coordinator, brokers, versions = run(main())
+    assert not [r for r in caplog.records if "using any broker" in r.getMessage()]
+    assert coordinator in brokers
+    assert versions.get(GROUP_COORDINATOR) == (1 if broker.modern else 0)
 
 
 @pytest.mark.interop
