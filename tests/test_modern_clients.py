@@ -41,10 +41,16 @@ from kiel.protocol import (
     FetchRequestV4,
     FetchTopicData,
     MetadataRequest,
+    OffsetCommitPartitionData,
+    OffsetCommitRequestV2,
+    OffsetCommitTopicData,
+    OffsetFetchRequestV1,
+    OffsetFetchTopicData,
     ProducePartitionData,
     ProduceRequestV3,
     ProduceTopicData,
 )
+from kiel.protocol.offset_commit import DEFAULT_RETENTION, STANDALONE_GENERATION
 from kiel.protocol.record_batch import CODEC_GZIP, RecordBatchBuilder
 from kiel.protocol.versions import (
     FETCH,
@@ -52,6 +58,8 @@ from kiel.protocol.versions import (
     LEGACY,
     LIST_OFFSETS,
     METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
     PRODUCE,
     for_broker_version,
 )
@@ -483,6 +491,35 @@ def test_group_coordinator(broker: Target, caplog: pytest.LogCaptureFixture) -> 
     assert not [r for r in caplog.records if "using any broker" in r.getMessage()]
     assert coordinator in brokers
     assert versions.get(GROUP_COORDINATOR) == (1 if broker.modern else 0)
+
+
+@pytest.mark.interop
+def test_standalone_offset_commit_v2_and_fetch_v1_on_tansu(tansu_broker: Any) -> None:
+    # The versions the grouped consumer will move to, judged by Tansu: a
+    # commit from outside any broker-side group (generation -1, no member id)
+    # reads back with OffsetFetch v1; v0 keeps working beside it. (Tansu does
+    # not keep the commit's metadata string: not compared.)
+    topic = tansu_broker.create_topic(unique("offsets"), 2)
+    group = unique("standalone")
+
+    async def main() -> Tuple[Any, Any, Any]:
+        async with Client(tansu_broker.bootstrap) as client:
+            cluster = client.cluster
+            coordinator = await cluster.coordinator(group)
+            versions = await cluster.versions(coordinator)
+            committed = await cluster.send(coordinator, OffsetCommitRequestV2(
+                group, STANDALONE_GENERATION, "", DEFAULT_RETENTION,
+                [OffsetCommitTopicData(topic, [OffsetCommitPartitionData(0, 42, "m"),
+                                               OffsetCommitPartitionData(1, 7, "")])]))
+            fetched = await cluster.send(coordinator, OffsetFetchRequestV1(
+                group, [OffsetFetchTopicData(topic, [0, 1])]))
+            return versions, committed, fetched
+
+    versions, committed, fetched = run(main())
+    assert (versions.of(OFFSET_COMMIT), versions.of(OFFSET_FETCH)) == (2, 1)
+    assert [p.error_code for p in committed.topics[0].partitions] == [0, 0]
+    assert [(p.partition, p.offset, p.error_code) for p in fetched.topics[0].partitions] == [
+        (0, 42, 0), (1, 7, 0)]
 
 
 @pytest.mark.interop
