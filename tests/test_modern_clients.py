@@ -606,6 +606,26 @@ def test_confluent_kafka_reads_what_kiel_writes(tansu_broker: Any) -> None:
                    for i in range(10)]
 
 
+@pytest.mark.interop
+def test_kiel_reads_what_confluent_kafka_writes(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("ck-to-kiel"), 1)
+    producer = confluent_kafka.Producer({"bootstrap.servers": tansu_broker.bootstrap,
+                                         "linger.ms": 10, "compression.type": "lz4"})
+    for i in range(20):
+        producer.produce(topic, value=b"v%d" % i, key=b"k%d" % i, partition=0,
+                         timestamp=TS + i, headers=[("i", b"%d" % i)])
+    assert producer.flush(30) == 0
+
+    async def main() -> List[Record]:
+        async with SingleConsumer(tansu_broker.bootstrap, max_wait_time=0.2) as consumer:
+            return await consume_n(consumer, topic, 20)
+
+    records = run(main())
+    assert [(r.offset, r.key, r.value, r.timestamp, r.timestamp_type, r.headers)
+            for r in records] == [
+        (i, b"k%d" % i, b"v%d" % i, TS + i, 0, (("i", b"%d" % i),)) for i in range(20)]
+
+
 # --------------------------------------------------------------------------
 # The decoder's magic-2 branch: bounded like the magic-0 one
 
