@@ -1,4 +1,4 @@
-"""Legacy message-set codec speed: kiel vs kafka-python vs aiokafka.
+"""Message-set and record-batch codec speed: kiel vs kafka-python vs aiokafka.
 
 Decodes and encodes 100,000 messages (10-byte keys, 100-byte values) as magic-0
 message sets, uncompressed, gzip and snappy, with:
@@ -15,6 +15,13 @@ everywhere (the level kafka-python and aiokafka hard-code). kafka-python's
 snappy needs python-snappy, which is not installed here: it is given a shim
 over cramjam's raw snappy (the same library kiel and aiokafka use).
 
+A second table does the same for record batches (magic 2): batches of 200
+records with fixed timestamps and base offsets assigned, as a broker serves
+them, every codec (kafka-python's lz4 and zstd need packages that are not
+installed: they show as errors). Decoding checks every batch's CRC-32C; kiel
+says which CRC-32C implementation it uses (google-crc32c, or its pure-Python
+fallback).
+
 Run: ``python benchmarks/bench_codec.py [--messages N] [--repeat R]``.
 It prints a table (best of R interleaved rounds); it never fails (a library
 that is missing or raises is reported as such). The cyclic GC stays on, as in an application.
@@ -29,11 +36,13 @@ import zlib
 from functools import partial
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from kiel.protocol import crc32c as kiel_crc32c
 from kiel.protocol.messages import (
     assign_offsets,
     decode_message_set,
     encode_message_set,
 )
+from kiel.protocol.record_batch import RecordBatchBuilder, decode_record_batches
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2}
 BATCH = 200
@@ -188,6 +197,98 @@ def _loop(data: Any, views: bool) -> int:
 
 
 # ---------------------------------------------------------------------------
+# Record batches (magic 2)
+
+V2_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+TIMESTAMP = 1_700_000_000_000
+
+
+def kiel_encode_v2(msg_batches: List[List[Tuple[bytes, bytes]]], codec: int,
+                   base_offsets: bool = False) -> Any:
+    parts = []
+    base = 0
+    level = GZIP_LEVEL if codec == 1 else None
+    for batch in msg_batches:
+        builder = RecordBatchBuilder(codec, compresslevel=level, base_offset=base)
+        for key, value in batch:
+            builder.append(key, value, timestamp=TIMESTAMP)
+        parts.append(builder.build())
+        if base_offsets:
+            base += len(batch)
+    return b"".join(parts) if base_offsets else sum(map(len, parts))
+
+
+def kiel_decode_v2(data: bytes) -> int:
+    return len(decode_record_batches(data, "topic", 0).records)
+
+
+def kafka_python_encode_v2(msg_batches: List[List[Tuple[bytes, bytes]]], codec: int) -> int:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    total = 0
+    for batch in msg_batches:
+        builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 30)
+        for i, (key, value) in enumerate(batch):
+            builder.append(i, TIMESTAMP, key, value, [])
+        total += len(builder.build())
+    return total
+
+
+def aiokafka_encode_v2(msg_batches: List[List[Tuple[bytes, bytes]]], codec: int) -> int:
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder
+
+    total = 0
+    for batch in msg_batches:
+        builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 30)
+        for i, (key, value) in enumerate(batch):
+            builder.append(i, TIMESTAMP, key, value, [])
+        total += len(builder.build())
+    return total
+
+
+def bench_record_batches(msgs: List[Tuple[bytes, bytes]], repeat: int) -> None:
+    """Print the record-batch table (kafka-python's and aiokafka's decoders are
+    the functions of the message-set table: their MemoryRecords reads both)."""
+    n = len(msgs)
+    msg_batches = batches(msgs, BATCH)
+    libs: Dict[str, Tuple[Callable[[bytes], int], Callable[[Any, int], int]]] = {
+        "kiel": (kiel_decode_v2, kiel_encode_v2),
+        "kafka-python": (kafka_python_decode, kafka_python_encode_v2),
+        "aiokafka (C)": (aiokafka_decode, aiokafka_encode_v2),
+    }
+    print(f"\nrecord batches (magic 2), {BATCH} records per batch; kiel's CRC-32C: "
+          f"{kiel_crc32c.IMPLEMENTATION}")
+    print(f"{'op':8} {'codec':7} " + " ".join(f"{name:>22}" for name in libs))
+    for op in ("decode", "encode"):
+        for cname, codec in V2_CODECS.items():
+            if op == "decode":
+                data = kiel_encode_v2(msg_batches, codec, base_offsets=True)
+                fns = {name: partial(f[0], data) for name, f in libs.items()}
+            else:
+                fns = {name: partial(f[1], msg_batches, codec) for name, f in libs.items()}
+            print_row(op, cname, n, best_times(fns, repeat))
+
+
+def print_row(op: str, cname: str, n: int, best: Dict[str, Any]) -> None:
+    """One table row: M msgs/s per library, kiel's speed ratio to each other one."""
+    rates = {name: n / t / 1e6 for name, t in best.items() if isinstance(t, float)}
+    kiel_rate = rates.get("kiel")
+    cells = []
+    for name in best:
+        rate = rates.get(name)
+        if rate is None:
+            cells.append(f"{'error':>22}")
+        elif name == "kiel" or kiel_rate is None:
+            cells.append(f"{rate:>22.3f}")
+        else:
+            cells.append(f"{rate:>12.3f} ({kiel_rate / rate:5.2f}x)")
+    print(f"{op:8} {cname:7} " + " ".join(cells))
+    for name, t in best.items():
+        if isinstance(t, str):
+            print(f"    {name}: {t}")
+
+
+# ---------------------------------------------------------------------------
 
 
 def best_times(fns: Dict[str, Callable[[], int]], repeat: int) -> Dict[str, Any]:
@@ -270,6 +371,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"\nkeys/values as bytes copies: {n / copies / 1e6:.3f} M msgs/s; "
               f"as memoryview slices: {n / views / 1e6:.3f} M msgs/s "
               f"(views take {views / copies:.2f}x the time of copies)")
+    bench_record_batches(msgs, args.repeat)
     return 0
 
 

@@ -24,6 +24,11 @@ class Client:
         ssl_options: an ``ssl.SSLContext`` to connect with TLS.
         max_frame_size: the largest response accepted from a broker (bytes);
             a consumer's ``max_fetch_size`` must fit in it.
+        api_version: ``"auto"`` (default): ask each broker which protocol
+            versions it speaks (a Kafka 0.8 broker closes the connection on
+            the question and gets the 0.8.2 versions); or a broker release
+            such as ``(0, 8, 2)`` or ``(2, 8)``: speak that release's
+            versions without asking (kafka-python's meaning).
 
     Raises:
         ConfigError: a bad setting.
@@ -42,6 +47,7 @@ class Client:
         retries: int = 5,
         ssl_options: Any = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        api_version: Any = "auto",
     ) -> None:
         self.cluster = Cluster(
             brokers,
@@ -54,6 +60,7 @@ class Client:
             retries=retries,
             ssl_options=ssl_options,
             max_frame_size=max_frame_size,
+            api_version=api_version,
         )
         self.closed = False
 

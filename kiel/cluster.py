@@ -1,18 +1,38 @@
 """Cluster metadata and the connection pool shared by kiel's clients.
 
 :class:`Cluster` bootstraps from a list of ``host[:port]`` strings, keeps a
-snapshot of the brokers and partition leaders (Metadata v0), routes requests
+snapshot of the brokers and partition leaders (Metadata v0, or v1 with a
+broker that speaks it), routes requests
 to leaders, refreshes metadata when an error says it is stale and every
 ``metadata_max_age`` seconds, and reconnects with exponential backoff and
 jitter. Retries are always bounded and end in a typed error.
+
+Each connection negotiates its API versions when it connects (see
+:mod:`kiel.connection`), unless ``api_version`` pins a broker release; the
+cluster remembers them per broker address, so reconnecting never asks again.
+:meth:`Cluster.versions` tells a caller which version to build a request
+with for one broker.
 """
 
 import asyncio
+import functools
 import logging
 import random
 import re
 from collections.abc import AsyncIterator
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
 from tornado.ioloop import IOLoop
 
@@ -29,12 +49,22 @@ from kiel.exc import (
     for_code,
 )
 from kiel.protocol import (
+    FindCoordinatorRequestV1,
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
     MetadataRequest,
+    MetadataRequestV1,
     MetadataResponse,
 )
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE
+from kiel.protocol.group_coordinator import KEY_TYPE_GROUP
+from kiel.protocol.versions import (
+    GROUP_COORDINATOR,
+    METADATA,
+    Versions,
+    check_api_version,
+    for_broker_version,
+)
 from kiel.retry import Attempt, Backoff, attempts
 
 log = logging.getLogger(__name__)
@@ -90,6 +120,21 @@ def parse_brokers(brokers: Union[str, Sequence[str]]) -> List[Tuple[str, int]]:
     return result
 
 
+def _metadata_request(versions: Versions, topics: List[str]) -> Any:
+    """The Metadata request for ``topics`` (``[]``: all) in the broker's version."""
+    if versions.of(METADATA) >= 1:
+        # v1 asks for every topic with a null array; an empty one asks for none.
+        return MetadataRequestV1(topics or None)
+    return MetadataRequest(topics)
+
+
+def _coordinator_request(versions: Versions, group: str) -> Any:
+    """The request that finds ``group``'s coordinator, in the broker's version."""
+    if (versions.get(GROUP_COORDINATOR) or 0) >= 1:
+        return FindCoordinatorRequestV1(group, KEY_TYPE_GROUP)
+    return GroupCoordinatorRequest(group)
+
+
 class Cluster:
     """Metadata, leader routing and one connection per broker.
 
@@ -106,6 +151,11 @@ class Cluster:
         retries: how many times a retriable failure is retried before its
             typed error is raised.
         max_frame_size: the largest response a connection accepts (bytes).
+        api_version: ``"auto"`` (default) asks each broker which versions
+            it speaks (ApiVersions; a 0.8 broker closes the connection and
+            gets the 0.8.2 versions); a broker release such as ``(0, 8, 2)``
+            or ``(2, 8)`` pins the versions of that release and asks nothing
+            (kafka-python's meaning).
 
     Raises:
         ConfigError: a bad setting (durations are seconds, and positive).
@@ -125,8 +175,17 @@ class Cluster:
         max_backoff: float = 5.0,
         retries: int = 5,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        api_version: Any = "auto",
     ) -> None:
         self.bootstrap = parse_brokers(brokers)
+        release = check_api_version(api_version)
+        self.api_version = api_version
+        #: The versions every connection speaks when ``api_version`` is pinned.
+        self.pinned_versions: Optional[Versions] = (
+            None if release is None else for_broker_version(release)
+        )
+        #: Negotiated versions by broker address ``(host, port)``.
+        self.known_versions: Dict[Tuple[str, int], Versions] = {}
         for name, value in (
             ("connect_timeout", connect_timeout),
             ("request_timeout", request_timeout),
@@ -170,6 +229,8 @@ class Cluster:
             max_in_flight=self.max_in_flight,
             ssl_options=self.ssl_options,
             max_frame_size=self.max_frame_size,
+            versions=self.pinned_versions,
+            known_versions=self.known_versions,
         )
 
     @property
@@ -206,6 +267,40 @@ class Cluster:
             )
         return conn
 
+    async def versions(self, broker_id: int) -> Versions:
+        """The API versions to speak with broker ``broker_id`` (connecting to it if needed).
+
+        Returns:
+            the connection's :class:`~kiel.protocol.versions.Versions`
+            (negotiated, remembered, or pinned).
+
+        Raises:
+            NoBrokersError: the broker is not in the metadata.
+            KielConnectionError, ConnectTimeoutError: it cannot be reached.
+        """
+        conn = self.connection(broker_id)
+        await conn.connect()
+        assert conn.versions is not None  # set by connect()
+        return conn.versions
+
+    def highest_known(self, api_key: int) -> Optional[int]:
+        """The highest version of ``api_key`` a broker of this cluster is known to speak.
+
+        Known without a request: the pinned ``api_version``, or the versions
+        negotiated so far (after :meth:`connect`, at least a bootstrap
+        broker's).
+
+        Returns:
+            the version, -1 when the known brokers share none with kiel, or
+            ``None`` when nothing is known yet.
+        """
+        known = [self.pinned_versions] if self.pinned_versions is not None else list(
+            self.known_versions.values()
+        )
+        if not known:
+            return None
+        return max((-1 if v.get(api_key) is None else v.of(api_key)) for v in known)
+
     async def send(self, broker_id: int, request: Any, timeout: Optional[float] = None) -> Any:
         """Send ``request`` to broker ``broker_id`` (one attempt).
 
@@ -215,8 +310,15 @@ class Cluster:
         """
         return await self.connection(broker_id).send(request, timeout=timeout)
 
-    async def send_any(self, request: Any, timeout: Optional[float] = None) -> Any:
+    async def send_any(
+        self, request: Union[Any, Callable[[Versions], Any]], timeout: Optional[float] = None
+    ) -> Any:
         """Send ``request`` to any reachable broker (known brokers, then bootstrap).
+
+        Args:
+            request: a request, or a function that builds it from the
+                versions of the broker it goes to.
+            timeout: seconds to wait for the response.
 
         Raises:
             NoBrokersError: every broker failed; the message lists why.
@@ -241,6 +343,10 @@ class Cluster:
             if conn is None or conn.closed:
                 conn = self._connections[key] = self._new_connection(host, port, broker_id)
             try:
+                if callable(request):
+                    await conn.connect()
+                    assert conn.versions is not None  # set by connect()
+                    return await conn.send(request(conn.versions), timeout=timeout)
                 return await conn.send(request, timeout=timeout)
             except KielError as e:
                 if not e.retriable:
@@ -288,7 +394,9 @@ class Cluster:
             # every topic we know about in the request so none goes stale.
             topics = sorted(self._topics | set(self.partitions)) if self._topics else []
             try:
-                response: MetadataResponse = await self.send_any(MetadataRequest(topics))
+                response: MetadataResponse = await self.send_any(
+                    functools.partial(_metadata_request, topics=topics)
+                )
             except NoBrokersError as e:
                 attempt.failed(e)
                 continue
@@ -390,7 +498,8 @@ class Cluster:
         return info.leader
 
     async def coordinator(self, group: str) -> int:
-        """The broker id of ``group``'s offset coordinator (GroupCoordinator v0).
+        """The broker id of ``group``'s offset coordinator (GroupCoordinator v0,
+        or FindCoordinator v1 with a broker that speaks it).
 
         0.8.1 brokers lack the API and close the connection; then, and when
         the coordinator is not available, any broker is returned, since a 0.8
@@ -400,7 +509,9 @@ class Cluster:
             NoBrokersError: no broker is known.
         """
         try:
-            response: GroupCoordinatorResponse = await self.send_any(GroupCoordinatorRequest(group))
+            response: GroupCoordinatorResponse = await self.send_any(
+                functools.partial(_coordinator_request, group=group)
+            )
         except KielError as e:
             log.info("GroupCoordinator for %r failed (%s); using any broker", group, e)
             response = None  # type: ignore[assignment]

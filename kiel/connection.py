@@ -10,13 +10,21 @@ Connecting uses :class:`tornado.tcpclient.TCPClient`, whose resolver runs in
 a thread pool: a host name never blocks the IOLoop. When the connection
 closes, for whatever reason, every pending future fails with a typed error
 that names the broker and the :class:`CloseReason`.
+
+Version negotiation happens while connecting, before any request: unless
+the versions are given (a pinned ``api_version``, or remembered from an
+earlier connection to the same address), the connection asks ApiVersions
+v0. A Kafka 0.8 or 0.9 broker closes the connection instead of answering:
+the connection then connects again and speaks the 0.8.2 versions
+(:data:`kiel.protocol.versions.LEGACY`). Either way the result is
+remembered per address, so a reconnect never asks again.
 """
 
 import asyncio
 import enum
 import logging
 import socket
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, MutableMapping, Optional, Tuple, Union
 
 from tornado import gen
 from tornado.ioloop import IOLoop
@@ -32,8 +40,11 @@ from kiel.exc import (
     KielError,
     ProtocolError,
     RequestTimeoutError,
+    for_code,
 )
+from kiel.protocol.api_versions import ApiVersionsRequestV0, version_ranges
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE, ClientFraming
+from kiel.protocol.versions import LEGACY, Versions, negotiate
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +95,11 @@ class Connection:
             :meth:`send` calls wait for a slot.
         ssl_options: an ``ssl.SSLContext`` (or Tornado's dict form) to use TLS.
         max_frame_size: largest response accepted.
+        versions: the API versions to speak (a pinned ``api_version``);
+            ``None`` negotiates them while connecting.
+        known_versions: versions negotiated before, by ``(host, port)``:
+            read before asking, and written after (shared by a cluster's
+            connections so that a reconnect does not ask again).
     """
 
     def __init__(
@@ -97,12 +113,22 @@ class Connection:
         max_in_flight: int = 64,
         ssl_options: Any = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        versions: Optional[Versions] = None,
+        known_versions: Optional[MutableMapping[Tuple[str, int], Versions]] = None,
     ) -> None:
         self.host, self.port, self.broker_id = host, port, broker_id
+        self.client_id, self.max_frame_size = client_id, max_frame_size
+        #: The API versions to speak; set once connected (or given).
+        self.versions: Optional[Versions] = versions
+        self._known = known_versions
+        #: Whether this connection asked the broker for its versions.
+        self.probed = False
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.ssl_options = ssl_options
         self._framing = ClientFraming(client_id, max_frame_size=max_frame_size)
         self._stream: Optional[IOStream] = None
+        # The stream being negotiated on, before it becomes ``_stream``.
+        self._opening: Optional[IOStream] = None
         self._pending: Dict[int, asyncio.Future[Any]] = {}
         self._slots = Semaphore(max_in_flight)
         self._closed = False
@@ -150,6 +176,33 @@ class Connection:
         await _shielded(self._connecting)
 
     async def _connect(self) -> None:
+        stream = await self._open()
+        if self.versions is None:
+            known = self._known.get((self.host, self.port)) if self._known is not None else None
+            if known is not None:
+                self.versions = known
+            else:
+                stream = await self._negotiate(stream)
+        if self._closed:  # closed while connecting
+            stream.close()
+            raise self._close_error or ConnectionClosedError("connection closed", **self._context())
+        try:
+            stream.set_nodelay(True)
+            sock = stream.socket
+            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        except OSError as e:  # the peer closed already; the reader will notice
+            log.debug("socket options on %r failed: %s", self, e)
+        self._stream = stream
+        self._tasks.spawn(self._read_loop(stream), "read")
+
+    async def _open(self) -> IOStream:
+        """One TCP (or TLS) connection to the broker.
+
+        Raises:
+            ConnectTimeoutError: not connected within ``connect_timeout``.
+            KielConnectionError: refused, unreachable, or closed meanwhile.
+        """
         try:
             stream = await TCPClient().connect(
                 self.host, self.port, ssl_options=self.ssl_options, timeout=self.connect_timeout
@@ -172,15 +225,93 @@ class Connection:
         if self._closed:  # closed while connecting
             stream.close()
             raise self._close_error or ConnectionClosedError("connection closed", **self._context())
+        return stream
+
+    async def _negotiate(self, stream: IOStream) -> IOStream:
+        """Ask ApiVersions on ``stream``; set :attr:`versions` and remember them.
+
+        Strategy: the question travels alone, framed by a framing object of
+        its own, and its answer is read here before the connection's reader
+        starts, so the connection's correlation ids begin in step. A broker
+        that closes the stream instead is a 0.8/0.9 broker: connect again
+        and speak the legacy versions.
+
+        Returns:
+            the stream to use (a new one after a legacy broker closed the first).
+
+        Raises:
+            RequestTimeoutError: no answer within ``request_timeout``.
+            KielConnectionError: the second connection failed.
+            ProtocolError: the answer did not parse.
+            BrokerError: the broker answered with an error and no versions.
+        """
+        self.probed = True
+        self._opening = stream  # close() closes it too
         try:
-            stream.set_nodelay(True)
-            sock = stream.socket
-            if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        except OSError as e:  # the peer closed already; the reader will notice
-            log.debug("socket options on %r failed: %s", self, e)
-        self._stream = stream
-        self._tasks.spawn(self._read_loop(stream), "read")
+            # A request like any other: bounded by request_timeout, and a
+            # broker that accepts but hangs fails as it would for any request.
+            ranges = await asyncio.wait_for(self._ask_versions(stream), self.request_timeout)
+        except asyncio.TimeoutError as e:
+            stream.close()
+            err: KielError = RequestTimeoutError(
+                f"no ApiVersions answer within {self.request_timeout}s",
+                api="ApiVersions", **self._context(),
+            )
+            self._fail(CloseReason.REQUEST_TIMEOUT, err)
+            raise err from e
+        except ProtocolError as e:
+            stream.close()
+            e.with_context(api="ApiVersions", **self._context())
+            self._fail(CloseReason.OUT_OF_SYNC, e)
+            raise
+        finally:
+            self._opening = None
+        if self._closed:  # closed while asking (which closed the stream too)
+            stream.close()
+            raise self._close_error or ConnectionClosedError("connection closed", **self._context())
+        if ranges is None:
+            log.info("%r closed the connection on ApiVersions: a Kafka 0.8/0.9 broker; "
+                     "speaking its versions", self)
+            stream.close()
+            versions = LEGACY
+            stream = await self._open()
+        else:
+            versions = negotiate(ranges)
+            log.debug("%r negotiated %r", self, versions)
+        self.versions = versions
+        if self._known is not None:
+            self._known[(self.host, self.port)] = versions
+        return stream
+
+    async def _ask_versions(self, stream: IOStream) -> Optional[Dict[int, Any]]:
+        """One ApiVersions v0 round trip on ``stream``.
+
+        Returns:
+            the broker's ranges, or ``None`` if it closed the connection.
+
+        Raises:
+            ProtocolError: the answer did not parse.
+            BrokerError: an error code and no ranges.
+        """
+        framing = ClientFraming(self.client_id, max_frame_size=self.max_frame_size)
+        _, frame, _ = framing.send_request(ApiVersionsRequestV0())
+        try:
+            await stream.write(frame)
+            while True:
+                data = await stream.read_bytes(_READ_CHUNK, partial=True)
+                answers = framing.receive_data(data)
+                if answers:
+                    break
+        except StreamClosedError:
+            return None
+        response = answers[0][1]
+        if len(answers) > 1 or framing.buffered:
+            raise ProtocolError("bytes after the ApiVersions answer, unasked for")
+        error = for_code(response.error_code)
+        # UNSUPPORTED_VERSION (35) still lists the ranges (KIP-511).
+        if error is not None and not response.api_keys:
+            raise error(errno=response.error_code, api="ApiVersions", **self._context())
+        return version_ranges(response)
 
     async def send(self, request: Any, timeout: Optional[float] = None) -> Any:
         """Send ``request`` and await its response.
@@ -305,3 +436,5 @@ class Connection:
                 future.set_exception(error)
         if self._stream is not None:
             self._stream.close()
+        if self._opening is not None:
+            self._opening.close()

@@ -144,6 +144,15 @@ class UnsupportedCodecError(ProtocolError):
     """A message uses a compression codec kiel does not know."""
 
 
+class UnsupportedFeatureError(KielError):
+    """The broker's protocol versions cannot do what was asked.
+
+    Record headers or timestamps for a broker that speaks only Produce v0
+    (Kafka 0.8), or an API kiel and the broker share no version of. Raised
+    before anything is sent: nothing is dropped silently.
+    """
+
+
 class MessageTooLargeError(KielError):
     """A single message is larger than the fetch size can ever hold.
 

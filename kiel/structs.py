@@ -12,14 +12,17 @@ The ``"topic:partition"`` strings of the allocator plug-in interface
 """
 
 import sys
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Optional, Tuple, TypeVar
 
-__all__ = ["K", "RawRecord", "Record", "RecordMetadata", "TopicPartition", "V"]
+__all__ = ["Header", "K", "RawRecord", "Record", "RecordMetadata", "TopicPartition", "V"]
 
 #: The type of a record's key once the consumer's key deserializer ran.
 K = TypeVar("K")
 #: The type of a record's value once the consumer's value deserializer ran.
 V = TypeVar("V")
+
+#: One record header (magic 2): a text key and a bytes value, or ``None``.
+Header = Tuple[str, Optional[bytes]]
 
 
 class TopicPartition(NamedTuple):
@@ -58,6 +61,10 @@ if sys.version_info >= (3, 11) or TYPE_CHECKING:
         buffer) or ``None`` for null, unless the consumer was given
         deserializers: then they are what those return. ``topic`` and
         ``partition`` are always set.
+
+        The fields after ``value`` have defaults, so code that builds a
+        ``Record`` positionally from its first five or six fields keeps
+        working; code that unpacks one must take all eight (or use names).
         """
 
         topic: str
@@ -67,6 +74,11 @@ if sys.version_info >= (3, 11) or TYPE_CHECKING:
         value: V
         #: Epoch milliseconds (magic 1 and later; ``None`` for magic-0 messages).
         timestamp: Optional[int] = None
+        #: 0 (CreateTime: set by the producer) or 1 (LogAppendTime: set by the
+        #: broker); ``None`` for magic-0 messages, which carry no timestamp.
+        timestamp_type: Optional[int] = None
+        #: The record's headers (magic 2), in order; ``()`` when it has none.
+        headers: Tuple[Header, ...] = ()
 
 else:  # pragma: no cover - Python < 3.11
 
@@ -77,6 +89,8 @@ else:  # pragma: no cover - Python < 3.11
         key: Any
         value: Any
         timestamp: Optional[int] = None
+        timestamp_type: Optional[int] = None
+        headers: Tuple[Header, ...] = ()
 
         def __class_getitem__(cls, item: Any) -> Any:
             return cls

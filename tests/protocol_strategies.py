@@ -14,6 +14,7 @@ import kiel.protocol  # noqa: F401  (registers every API)
 from kiel.protocol.api import BY_KEY, Api, RequestHeader, ResponseHeader
 from kiel.protocol.primitives import (
     Array,
+    Boolean,
     Bytes,
     NullableBytes,
     NullableString,
@@ -66,6 +67,8 @@ def for_wire_type(wtype: WireType, max_items: int = 3) -> st.SearchStrategy:
         return for_struct(wtype.cls, max_items)
     if isinstance(wtype, Array):
         return st.lists(for_wire_type(wtype.item, max_items), max_size=max_items)
+    if wtype is Boolean:
+        return st.booleans()
     if is_int(wtype):
         # Bias towards the edges, where sign and width bugs live.
         edges = st.sampled_from([wtype.lo, wtype.hi, -1, 0, 1])
@@ -97,6 +100,8 @@ def sample_value(wtype: WireType) -> Any:
         return wtype.cls(*(sample_value(t) for _, t in wtype.fields))
     if isinstance(wtype, Array):
         return [sample_value(wtype.item)]
+    if wtype is Boolean:
+        return True
     if is_int(wtype):
         return 1
     if wtype in (String, NullableString):

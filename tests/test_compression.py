@@ -21,10 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiel import compression
-from kiel.compression import GZIP, LZ4, NONE, SNAPPY
+from kiel.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kiel.compression._xxh32 import xxh32
 from kiel.compression.lz4 import LZ4_FRAME_MAGIC, header_checksum
 from kiel.compression.snappy import XERIAL_HEADER, XERIAL_MAGIC
+from kiel.compression.zstd import ZSTD_FRAME_MAGIC
 from kiel.exc import (
     CompressionError,
     ConfigError,
@@ -39,8 +40,10 @@ REPO = Path(__file__).resolve().parent.parent
 # The test extra installs cramjam: a missing one fails here, loudly.
 import cramjam  # noqa: E402
 
-CODECS = [NONE, GZIP, SNAPPY, LZ4]
+CODECS = [NONE, GZIP, SNAPPY, LZ4, ZSTD]
 COMPRESSED = [c for c in CODECS if c != NONE]
+#: What a message set (magic 0/1) may carry, so what kcat's legacy mode writes.
+MESSAGE_SET_CODECS = [GZIP, SNAPPY, LZ4]
 
 #: Codec options worth round-tripping, per codec.
 OPTIONS = {
@@ -48,6 +51,7 @@ OPTIONS = {
     GZIP: [{}, {"level": 0}, {"level": 1}, {"level": 9}],
     SNAPPY: [{}, {"xerial": False}, {"block_size": 7}, {"block_size": 1024}],
     LZ4: [{}, {"magic": 1}],
+    ZSTD: [{}, {"level": 1}, {"level": 19}],
 }
 
 
@@ -117,7 +121,7 @@ def kafka_codec(monkeypatch):
 
 
 def test_codec_ids_and_names():
-    assert (NONE, GZIP, SNAPPY, LZ4) == (0, 1, 2, 3)
+    assert (NONE, GZIP, SNAPPY, LZ4, ZSTD) == (0, 1, 2, 3, 4)
     assert compression.CODEC_MASK == 0x07
     assert compression.CODEC_NAMES == {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}
     for name, codec_id in compression.CODEC_NAMES.items():
@@ -130,7 +134,7 @@ def test_codec_ids_and_names():
         assert repr(codec).startswith("<")
 
 
-@pytest.mark.parametrize("bad", [4, 5, 7, -1, 8, 255, "gzip", None, 1.0, True])
+@pytest.mark.parametrize("bad", [5, 6, 7, -1, 8, 255, "gzip", None, 1.0, True])
 def test_unknown_codec_id(bad):
     with pytest.raises(UnsupportedCodecError) as info:
         compression.get_codec(bad)
@@ -145,8 +149,17 @@ def test_unknown_codec_id(bad):
 
 @pytest.mark.parametrize("name", ["zstd", "", "gzip9", None, 1])
 def test_unknown_codec_name(name):
+    # zstd exists for record batches only: a message set (magic 0/1) cannot carry it.
     with pytest.raises(ConfigError):
         compression.codec_id_for(name)
+
+
+def test_zstd_is_named_for_record_batches():
+    assert compression.codec_id_for("ZSTD", magic=2) == ZSTD
+    for name, codec_id in compression.CODEC_NAMES.items():
+        assert compression.codec_id_for(name, magic=2) == codec_id
+    with pytest.raises(ConfigError, match="zstd"):
+        compression.codec_id_for("brotli", magic=2)
 
 
 @pytest.mark.parametrize(
@@ -166,6 +179,9 @@ def test_unknown_codec_name(name):
         pytest.param(LZ4, {"magic": False}),
         pytest.param(LZ4, {"magic": 0.0}),
         pytest.param(LZ4, {"magic": [0]}),
+        pytest.param(ZSTD, {"level": 0}),
+        pytest.param(ZSTD, {"level": 23}),
+        pytest.param(ZSTD, {"level": "3"}),
     ],
 )
 def test_bad_options(codec_id, options):
@@ -500,7 +516,7 @@ def _inner_values(message_set):
     return values
 
 
-@pytest.mark.parametrize("codec_id", COMPRESSED)
+@pytest.mark.parametrize("codec_id", MESSAGE_SET_CODECS)
 def test_decodes_kcat_payloads(codec_id):
     value = base64.b64decode(KCAT_VALUES[codec_id])
     if codec_id == SNAPPY:
@@ -576,7 +592,7 @@ class _FakeLegacyBroker:
 
 
 @pytest.mark.interop
-@pytest.mark.parametrize("codec_id", COMPRESSED)
+@pytest.mark.parametrize("codec_id", MESSAGE_SET_CODECS)
 def test_kcat_live(codec_id):
     name = {GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4"}[codec_id]
     broker = _FakeLegacyBroker()
@@ -619,6 +635,9 @@ _PREFIXES = {
     GZIP: [b"", b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03"],
     SNAPPY: [b"", XERIAL_MAGIC, XERIAL_HEADER, XERIAL_HEADER + b"\x00\x00\x00\x05"],
     LZ4: [b"", LZ4_FRAME_MAGIC, bytes.fromhex("04224d1860401a"), bytes.fromhex("04224d18604082")],
+    # magic; + single segment with a 1-byte size; + a windowed frame; a skippable frame
+    ZSTD: [b"", ZSTD_FRAME_MAGIC, ZSTD_FRAME_MAGIC + b"\x20\x05", ZSTD_FRAME_MAGIC + b"\x00\x58",
+           b"\x50\x2a\x4d\x18\x02\x00\x00\x00xy"],
 }
 
 
@@ -772,6 +791,91 @@ def test_lz4_bomb_is_bounded():
         compression.decompress(LZ4, claims)
 
 
+def _zstd_stream(data: bytes) -> bytes:
+    """A zstd frame as a streaming compressor writes it: no content size."""
+    compressor = cramjam.zstd.Compressor(level=3)
+    compressor.compress(data)
+    return bytes(compressor.finish())
+
+
+def test_zstd_reads_frames_with_and_without_content_size():
+    data = sample(18, 300_000)
+    declared = compression.compress(ZSTD, data)
+    assert declared[:4] == ZSTD_FRAME_MAGIC and declared[4] & 0xC0  # a content size field
+    streamed = _zstd_stream(data)
+    assert not streamed[4] & 0xC0 and not streamed[4] & 0x20  # none: a windowed frame
+    for packed in (declared, streamed, bytes(cramjam.zstd.compress(data, level=19))):
+        assert compression.decompress(ZSTD, packed) == data
+    # Concatenated frames and skippable frames, as the format allows.
+    skippable = b"\x5f\x2a\x4d\x18" + struct.pack("<I", 3) + b"abc"
+    joined = declared + skippable + _zstd_stream(b"tail")
+    assert compression.decompress(ZSTD, joined) == data + b"tail"
+
+
+def test_zstd_bomb_is_bounded():
+    # Declared content sizes are refused before anything is allocated.
+    packed = compression.compress(ZSTD, bytes(64 << 20))
+    assert len(packed) < 10_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(CompressionError, match="67108864 bytes, over max_output_size"):
+            compression.decompress(ZSTD, packed, max_output_size=1 << 20)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+    # Without a declared size, the output is capped at max_output_size.
+    streamed = _zstd_stream(bytes(4 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(CompressionError, match="max_output_size"):
+            compression.decompress(ZSTD, streamed, max_output_size=1 << 20)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 << 20
+    assert compression.decompress(ZSTD, streamed, max_output_size=4 << 20) == bytes(4 << 20)
+    # exactly at the limit is fine, one byte over is not
+    packed = compression.compress(ZSTD, bytes(1000))
+    assert compression.decompress(ZSTD, packed, max_output_size=1000) == bytes(1000)
+    with pytest.raises(CompressionError, match="max_output_size"):
+        compression.decompress(ZSTD, packed, max_output_size=999)
+    # A frame header that claims 2**63 bytes over one empty block: its blocks
+    # bound it, nothing big is allocated, and the lie makes it corrupt.
+    claims = ZSTD_FRAME_MAGIC + b"\xe0" + struct.pack("<Q", 1 << 63) + b"\x01\x00\x00"
+    tracemalloc.start()
+    try:
+        with pytest.raises(CompressionError, match="corrupt frame"):
+            compression.decompress(ZSTD, claims)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+@pytest.mark.parametrize(
+    "frame, match",
+    [
+        (b"", "no bytes"),
+        (b"\x28\xb5\x2f", "trailing bytes"),
+        (b"\x28\xb5\x2f\xfe\x00", "bad frame magic"),
+        (ZSTD_FRAME_MAGIC, "truncated frame header"),
+        (ZSTD_FRAME_MAGIC + b"\x08\x58", "reserved frame header bit"),
+        (ZSTD_FRAME_MAGIC + b"\x01\x58\x07", "dictionary"),
+        (ZSTD_FRAME_MAGIC + b"\x20\x05\x01\x00", "truncated block header"),
+        (ZSTD_FRAME_MAGIC + b"\x20\x05" + b"\x07\x00\x00", "reserved block type"),
+        (ZSTD_FRAME_MAGIC + b"\x20\x05" + b"\x29\x00\x00abc", "truncated block"),
+        (ZSTD_FRAME_MAGIC + b"\x20\x05" + b"\x31\x00\x00" + b"x" * 6, "exceeds the maximum"),
+        (ZSTD_FRAME_MAGIC + b"\x24\x05" + b"\x29\x00\x00abcde", "truncated frame checksum"),
+        (ZSTD_FRAME_MAGIC + b"\x20\x05" + b"\x2d\x00\x00abcde", "corrupt frame"),
+        (b"\x50\x2a\x4d\x18\x09\x00\x00\x00xy", "truncated skippable frame"),
+    ],
+)
+def test_zstd_bad_framing(frame, match):
+    with pytest.raises(CompressionError, match=match):
+        compression.decompress(ZSTD, frame)
+
+
 @pytest.mark.parametrize(
     "frame, match",
     [
@@ -815,8 +919,9 @@ from kiel.exc import MissingDependencyError
 assert c.decompress(c.GZIP, c.compress(c.GZIP, b"still works")) == b"still works"
 assert c.is_available(c.GZIP) and c.is_available(c.NONE)
 assert not c.is_available(c.SNAPPY) and not c.is_available(c.LZ4)
-for cid, extra in ((c.SNAPPY, "snappy"), (c.LZ4, "lz4")):
-    codec_class = c.SnappyCodec if cid == c.SNAPPY else c.LZ4Codec
+assert not c.is_available(c.ZSTD)
+for cid, extra in ((c.SNAPPY, "snappy"), (c.LZ4, "lz4"), (c.ZSTD, "snappy")):
+    codec_class = {c.SNAPPY: c.SnappyCodec, c.LZ4: c.LZ4Codec, c.ZSTD: c.ZstdCodec}[cid]
     for call in (lambda: c.get_codec(cid), lambda: c.compress(cid, b"x"),
                  lambda: c.decompress(cid, b"x"), codec_class):
         try:
@@ -832,6 +937,7 @@ for cid, extra in ((c.SNAPPY, "snappy"), (c.LZ4, "lz4")):
     )
     assert "snappy compression needs the cramjam package: pip install kiel[snappy]" in out
     assert "lz4 compression needs the cramjam package: pip install kiel[lz4]" in out
+    assert "zstd compression needs the cramjam package: pip install kiel[snappy]" in out
 
 
 def test_import_does_not_load_cramjam():

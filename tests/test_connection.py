@@ -30,6 +30,7 @@ from kiel.exc import (
     UnknownTopicError,
 )
 from kiel.protocol import (
+    ApiVersionsRequestV0,
     BrokerMetadata,
     MetadataRequest,
     MetadataResponse,
@@ -48,13 +49,17 @@ Handler = Callable[[Any, Any, IOStream], Any]
 
 class Peer(TCPServer):
     """A scripted loopback peer: ``handler(header, request, stream)`` returns a
-    response struct, ``None`` (no answer), or bytes to write verbatim."""
+    response struct, ``None`` (no answer), or bytes to write verbatim.
+
+    Like a Kafka 0.8 broker, it closes a connection that asks ApiVersions
+    (counted in ``probes``; not a request the handler sees)."""
 
     def __init__(self, handler: Handler) -> None:
         super().__init__()
         self.handler = handler
         self.requests: List[Any] = []
         self.streams: List[IOStream] = []
+        self.probes = 0
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         sock.listen(16)
@@ -69,6 +74,11 @@ class Peer(TCPServer):
             while True:
                 data = await stream.read_bytes(65536, partial=True)
                 for header, _api, request in framing.receive_data(data):
+                    if isinstance(request, ApiVersionsRequestV0):
+                        self.probes += 1
+                        self.streams.remove(stream)
+                        stream.close()
+                        return
                     self.requests.append(request)
                     result = self.handler(header, request, stream)
                     if asyncio.iscoroutine(result):

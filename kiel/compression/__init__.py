@@ -1,14 +1,19 @@
-"""Compression codecs for Kafka message sets: none, gzip, snappy and lz4.
+"""Compression codecs for Kafka message sets and record batches: none, gzip, snappy, lz4, zstd.
 
-A Kafka 0.8 message keeps its codec id in the low 3 bits of its attributes
-byte (:data:`CODEC_MASK`): 0 none, 1 gzip, 2 snappy, 3 lz4. This package maps
-those ids to :class:`~kiel.compression.base.Codec` objects and knows nothing
-else about Kafka: bytes in, bytes out, no I/O.
+A Kafka message (or record batch) keeps its codec id in the low 3 bits of its
+attributes (:data:`CODEC_MASK`): 0 none, 1 gzip, 2 snappy, 3 lz4, and 4 zstd
+(record batches, magic 2, only). This package maps those ids to
+:class:`~kiel.compression.base.Codec` objects and knows nothing else about
+Kafka: bytes in, bytes out, no I/O.
 
-gzip uses the standard library. snappy and lz4 use cramjam, an optional
+gzip uses the standard library. snappy, lz4 and zstd use cramjam, an optional
 dependency (``pip install kiel[snappy]`` or ``kiel[lz4]``); without it, kiel
-imports fine and using either codec raises
+imports fine and using those codecs raises
 :class:`~kiel.exc.MissingDependencyError`.
+
+:data:`CODEC_NAMES` and :func:`codec_id_for` name the codecs a message set
+(magic 0 and 1) can carry; ``codec_id_for(name, magic=2)`` also knows
+``"zstd"``.
 
 Example::
 
@@ -24,6 +29,7 @@ from kiel.compression.base import DEFAULT_MAX_OUTPUT_SIZE, BytesLike, Codec, Non
 from kiel.compression.gzip import DEFAULT_GZIP_LEVEL, GzipCodec
 from kiel.compression.lz4 import LZ4Codec
 from kiel.compression.snappy import DEFAULT_XERIAL_BLOCK_SIZE, SnappyCodec
+from kiel.compression.zstd import DEFAULT_ZSTD_LEVEL, ZstdCodec
 from kiel.exc import ConfigError, MissingDependencyError, UnsupportedCodecError
 
 __all__ = [
@@ -32,16 +38,19 @@ __all__ = [
     "DEFAULT_GZIP_LEVEL",
     "DEFAULT_MAX_OUTPUT_SIZE",
     "DEFAULT_XERIAL_BLOCK_SIZE",
+    "DEFAULT_ZSTD_LEVEL",
     "GZIP",
     "LZ4",
     "NONE",
     "SNAPPY",
+    "ZSTD",
     "BytesLike",
     "Codec",
     "GzipCodec",
     "LZ4Codec",
     "NoneCodec",
     "SnappyCodec",
+    "ZstdCodec",
     "codec_id_for",
     "compress",
     "decompress",
@@ -54,6 +63,8 @@ NONE = 0
 GZIP = 1
 SNAPPY = 2
 LZ4 = 3
+#: Record batches (magic 2) only.
+ZSTD = 4
 #: The attribute bits that hold the codec id.
 CODEC_MASK = 0x07
 
@@ -62,18 +73,26 @@ _CODECS: Dict[int, Type[Codec]] = {
     GZIP: GzipCodec,
     SNAPPY: SnappyCodec,
     LZ4: LZ4Codec,
+    ZSTD: ZstdCodec,
 }
-#: Codec names (as in Kafka's ``compression.codec`` setting) to ids.
-CODEC_NAMES: Dict[str, int] = {cls.name: codec_id for codec_id, cls in _CODECS.items()}
+#: Codec names (as in Kafka's ``compression.codec`` setting) to ids, for
+#: message sets (magic 0 and 1): zstd is not among them.
+CODEC_NAMES: Dict[str, int] = {
+    cls.name: codec_id for codec_id, cls in _CODECS.items() if codec_id != ZSTD
+}
+_BATCH_CODEC_NAMES: Dict[str, int] = {cls.name: codec_id for codec_id, cls in _CODECS.items()}
 
 _defaults: Dict[int, Codec] = {}
 
 
-def codec_id_for(name: str) -> int:
+def codec_id_for(name: str, *, magic: int = 0) -> int:
     """Map a codec name to its id.
 
     Args:
-        name: ``"none"``, ``"gzip"``, ``"snappy"`` or ``"lz4"`` (any case).
+        name: ``"none"``, ``"gzip"``, ``"snappy"`` or ``"lz4"`` (any case),
+            and ``"zstd"`` when ``magic`` is 2.
+        magic: the message format the codec is for: 0 or 1 (message sets),
+            2 (record batches).
 
     Returns:
         the codec id.
@@ -81,11 +100,12 @@ def codec_id_for(name: str) -> int:
     Raises:
         ConfigError: the name is not one of those.
     """
+    names = _BATCH_CODEC_NAMES if magic >= 2 else CODEC_NAMES
     try:
-        return CODEC_NAMES[name.lower()]
+        return names[name.lower()]
     except (KeyError, AttributeError) as exc:
         raise ConfigError(
-            f"unknown compression codec {name!r}; expected one of {', '.join(CODEC_NAMES)}"
+            f"unknown compression codec {name!r}; expected one of {', '.join(names)}"
         ) from exc
 
 
@@ -94,11 +114,11 @@ def get_codec(codec_id: int, **options: Any) -> Codec:
 
     Without options the codec is a shared instance with default settings;
     with options a new one is built (e.g. ``level=9`` for gzip,
-    ``xerial=False`` for snappy, ``magic=1`` for lz4, ``max_output_size``
-    for any).
+    ``xerial=False`` for snappy, ``magic=1`` for lz4, ``level=19`` for
+    zstd, ``max_output_size`` for any).
 
     Args:
-        codec_id: the codec id (0 to 3).
+        codec_id: the codec id (0 to 4).
         **options: keyword arguments for the codec class.
 
     Returns:

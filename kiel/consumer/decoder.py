@@ -4,9 +4,12 @@ A fetched answer is kept raw (:meth:`Decoder.received`) and decoded only when
 its records are about to be handed out, a bounded number at a time
 (:meth:`Decoder.decode`): the records alive at once stay proportional to what
 the application asks for, not to ``max_bytes`` times the partitions. The
-:class:`Decoder` runs :func:`kiel.protocol.messages.decode_message_set` a
-slice at a time, yields to the IOLoop whenever its time budget is spent,
-grows the partition's fetch size when not even one message fit, and runs
+:class:`Decoder` runs :func:`kiel.protocol.messages.decode_message_set` (a
+Fetch v0 answer: magic 0/1 message sets) or
+:func:`kiel.protocol.record_batch.decode_record_batches` (a Fetch v4 answer:
+record batches, magic 2, with any older entries) a slice at a time,
+yields to the IOLoop whenever its time budget is spent, grows the
+partition's fetch size when not even one message fit, and runs
 the deserializers. It writes its result into the partition's
 :class:`~kiel.consumer.subscription.PartitionState`: the records to hand
 out and where the raw answer goes on, or the error to raise. No I/O.
@@ -25,6 +28,7 @@ from kiel.exc import (
     ProtocolError,
 )
 from kiel.protocol.messages import decode_message_set, iter_message_boundaries
+from kiel.protocol.record_batch import decode_record_batches
 from kiel.serializers import Deserializer
 from kiel.structs import Record
 
@@ -92,10 +96,13 @@ class Decoder:
         self._step_started = time.monotonic()
 
     @staticmethod
-    def received(st: PartitionState, data: bytes) -> None:
-        """Keep ``data``, a fetch answer at ``st``'s position, to decode on demand."""
+    def received(st: PartitionState, data: bytes, record_batches: bool = False) -> None:
+        """Keep ``data``, a fetch answer at ``st``'s position, to decode on demand.
+
+        ``record_batches``: ``data`` is a Fetch v4 answer (record batches).
+        """
         if data:
-            st.raw, st.raw_pos = data, 0
+            st.raw, st.raw_pos, st.raw_batches = data, 0, record_batches
         else:
             st.raw = None
             st.failures = 0
@@ -209,6 +216,7 @@ class Decoder:
         needed: Optional[int] = None
         size = len(data)
         pos = start
+        batches = st.raw_batches
         chunk = self._chunk
         # Strategy: decode a slice at a time (a slice ends wherever a message
         # is cut; ``valid_bytes`` says where the next one starts) and hand the
@@ -223,11 +231,20 @@ class Decoder:
             piece = data if pos == 0 and end == size else data[pos:end]
             started = clock()
             try:
-                result = decode_message_set(
-                    piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded
-                )
+                # The magic-2 branch: the same slices and budget, a record
+                # batch being the unit that decodes whole (like a wrapper).
+                if batches:
+                    result: Any = decode_record_batches(piece, topic, partition, min_offset=offset)
+                    too_large = result.first_batch_too_large
+                    first_size = result.first_batch_size
+                else:
+                    result = decode_message_set(
+                        piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded
+                    )
+                    too_large = result.first_message_too_large
+                    first_size = result.first_message_size
             except ProtocolError as e:
-                good = self._good_prefix(piece, topic, partition, offset)
+                good = [] if batches else self._good_prefix(piece, topic, partition, offset)
                 if not records and not good:
                     raise
                 # Hand out the complete messages before the bad one; its
@@ -236,11 +253,11 @@ class Decoder:
                 e.with_context(api="Fetch", topic=topic, partition=partition)
                 st.error = e
                 return records, None, pos, None, False
-            if result.first_message_too_large:
+            if too_large:
                 if end < size:  # the message is larger than a slice: widen it
-                    chunk = max(2 * chunk, result.first_message_size or 0)
+                    chunk = max(2 * chunk, first_size or 0)
                     continue
-                needed = result.first_message_size
+                needed = first_size
                 break
             elapsed = clock() - started
             if result.valid_bytes and elapsed > 0:
@@ -342,12 +359,12 @@ class Decoder:
         record = records[0]
         try:
             for i, record in enumerate(records):
-                topic, partition, roff, key, value, ts = record
+                topic, partition, roff, key, value, ts, ts_type, headers = record
                 if key_fn is not None and key is not None:
                     key = key_fn(key)
                 if value_fn is not None and value is not None:
                     value = value_fn(value)
-                append(new(Record, (topic, partition, roff, key, value, ts)))
+                append(new(Record, (topic, partition, roff, key, value, ts, ts_type, headers)))
                 if not i & 1023 and await self.breathe():
                     if not st.current(offset, epoch):
                         return None

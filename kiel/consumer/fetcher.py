@@ -1,4 +1,5 @@
-"""The consumers' I/O: Fetch v0 requests for the partitions of a subscription.
+"""The consumers' I/O: Fetch requests (v0, or v4 where the leader speaks it)
+for the partitions of a subscription.
 
 A :class:`Fetcher` turns the fetching partitions of a
 :class:`~kiel.consumer.subscription.Subscription` into Fetch v0 requests: one
@@ -47,9 +48,16 @@ from kiel.exc import (
     UnknownTopicError,
     for_code,
 )
-from kiel.protocol import FetchPartitionData, FetchRequest, FetchResponse, FetchTopicData
-from kiel.protocol.fetch import CONSUMER_REPLICA_ID
+from kiel.protocol import (
+    FetchPartitionData,
+    FetchRequest,
+    FetchRequestV4,
+    FetchResponse,
+    FetchTopicData,
+)
+from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
 from kiel.protocol.list_offsets import EARLIEST, LATEST
+from kiel.protocol.versions import FETCH
 from kiel.structs import TopicPartition
 
 __all__ = ["OFFSET_RESET_POLICIES", "Fetcher"]
@@ -389,8 +397,11 @@ class Fetcher:
         """
         try:
             try:
+                version = (await self.cluster.versions(leader)).of(FETCH)
                 response: FetchResponse = await self.cluster.send(
-                    leader, self._request(asked), timeout=self.request_timeout + self.max_wait_time
+                    leader,
+                    self._request(asked, version),
+                    timeout=self.request_timeout + self.max_wait_time,
                 )
             except KielError as e:
                 self._asked.pop(leader, None)
@@ -403,28 +414,39 @@ class Fetcher:
             # The bytes asked for are in hand now: they count as held answers.
             self._asked.pop(leader, None)
             self.decoder.resumed()  # resumed by the network: a new step of the loop
-            return await self._take(leader, asked, response)
+            return await self._take(leader, asked, response, version >= 4)
         finally:
             for st, _offset, _epoch, _size in asked:
                 st.in_flight = False
 
-    def _request(self, asked: List[_Asked]) -> FetchRequest:
+    def _request(self, asked: List[_Asked], version: int) -> Any:
+        """The Fetch request for ``asked``: v0, or v4 (record batches) when the leader speaks it."""
         by_topic: Dict[str, List[FetchPartitionData]] = {}
         for st, offset, _epoch, size in asked:
             by_topic.setdefault(st.tp.topic, []).append(
                 FetchPartitionData(st.tp.partition, offset, size)
             )
+        topics = [FetchTopicData(topic, parts) for topic, parts in by_topic.items()]
+        if version >= 4:
+            # The response bound is what v0 could answer at most: every
+            # partition's own bound (a broker still returns a first batch
+            # larger than that, so a large message is never stuck).
+            total = min(sum(size for _st, _offset, _epoch, size in asked), 2**31 - 1)
+            return FetchRequestV4(
+                CONSUMER_REPLICA_ID, int(self.max_wait_time * 1000), self.min_bytes, total,
+                READ_UNCOMMITTED, topics,
+            )
         return FetchRequest(
-            CONSUMER_REPLICA_ID,
-            int(self.max_wait_time * 1000),
-            self.min_bytes,
-            [FetchTopicData(topic, parts) for topic, parts in by_topic.items()],
+            CONSUMER_REPLICA_ID, int(self.max_wait_time * 1000), self.min_bytes, topics
         )
 
     async def _take(
-        self, leader: int, asked: List[_Asked], response: FetchResponse
+        self, leader: int, asked: List[_Asked], response: FetchResponse, batches: bool = False
     ) -> Set[TopicPartition]:
-        """Hand each partition's answer to the decoder, or count its error."""
+        """Hand each partition's answer to the decoder, or count its error.
+
+        ``batches``: the answer is Fetch v4's (record batches, magic 2).
+        """
         healthy: Set[TopicPartition] = set()
         expected = {st.tp: (st, offset, epoch) for st, offset, epoch, _size in asked}
         resets: List[Tuple[PartitionState, int, int]] = []
@@ -439,7 +461,7 @@ class Fetcher:
                 error = for_code(part.error_code)
                 if error is None:
                     st.highwater = part.high_watermark
-                    self.decoder.received(st, part.message_set)
+                    self.decoder.received(st, part.message_set, record_batches=batches)
                     healthy.add(st.tp)
                 elif error is OffsetOutOfRangeError:
                     resets.append(entry)

@@ -1,10 +1,12 @@
-"""Offsets requests: ListOffsets v0, and a group's OffsetCommit v0 / OffsetFetch v0.
+"""Offsets requests: ListOffsets v0/v1, and a group's OffsetCommit v0 / OffsetFetch v0.
 
 The one implementation of these requests in kiel: the consumers, the Spark
 data source (:mod:`kiel.spark.kafka`) and the admin tools use it.
 
 * :func:`list_offsets` resolves timestamps (``EARLIEST``, ``LATEST`` or
-  epoch milliseconds) to offsets, one request per partition leader.
+  epoch milliseconds) to offsets, one request per partition leader: v1
+  (exact, by record timestamp) where the leader speaks it, else v0 (by log
+  segment).
 * :class:`GroupOffsets` commits and fetches a group's offsets through the
   group's coordinator, looked up once and again after a coordinator error.
   A 0.8.2 broker keeps v0 offsets in ZooKeeper under
@@ -44,9 +46,11 @@ from kiel.exc import (
 )
 from kiel.protocol import (
     ListOffsetsPartitionData,
+    ListOffsetsPartitionDataV1,
     ListOffsetsRequest,
-    ListOffsetsResponse,
+    ListOffsetsRequestV1,
     ListOffsetsTopicData,
+    ListOffsetsTopicDataV1,
     OffsetCommitPartitionData,
     OffsetCommitRequest,
     OffsetCommitResponse,
@@ -57,6 +61,7 @@ from kiel.protocol import (
 )
 from kiel.protocol.fetch import CONSUMER_REPLICA_ID
 from kiel.protocol.list_offsets import EARLIEST, LATEST
+from kiel.protocol.versions import LIST_OFFSETS
 from kiel.retry import attempts
 from kiel.structs import TopicPartition
 
@@ -89,9 +94,14 @@ _NO_OFFSET_ERRORS: Tuple[Type[BrokerError], ...] = (UnknownTopicOrPartitionError
 async def list_offsets(
     cluster: Cluster, timestamps: Mapping[TopicPartition, int]
 ) -> Dict[TopicPartition, int]:
-    """Resolve ListOffsets v0 timestamps to offsets, one request per leader.
+    """Resolve timestamps to offsets, one ListOffsets request per leader.
 
-    A 0.8 broker answers a timestamp at log-segment granularity: the base
+    A leader that speaks ListOffsets v1 (Kafka 0.10.1+) answers exactly: the
+    first offset whose record timestamp is at or after the time, or, when no
+    record is that recent, nothing; that resolves to the latest offset (the
+    end of the log).
+
+    A 0.8 broker (v0) answers a timestamp at log-segment granularity: the base
     offset of the newest segment last written before that time (or the log end
     offset if the active segment qualifies). A time older than every segment
     answers nothing; that resolves to the earliest offset.
@@ -114,12 +124,10 @@ async def list_offsets(
     remaining = dict(timestamps)
     result: Dict[TopicPartition, int] = {}
     async for attempt in attempts(cluster.backoff):
-        found, errors = await _ask_leaders(cluster, remaining)
-        before = [tp for tp, offset in found.items() if offset is None]
-        if before:  # a time before every segment: ask at once for the earliest offset
-            for tp in before:
-                remaining[tp] = EARLIEST
-            again, more = await _ask_leaders(cluster, {tp: EARLIEST for tp in before})
+        found, fallback, errors = await _ask_leaders(cluster, remaining)
+        if fallback:  # a time outside every record: ask at once for an end of the log
+            remaining.update(fallback)
+            again, _, more = await _ask_leaders(cluster, fallback)
             found.update(again)
             errors.extend(more)
         for tp, offset in found.items():
@@ -138,15 +146,19 @@ async def list_offsets(
     return result
 
 
-async def _ask_leaders(
-    cluster: Cluster, timestamps: Mapping[TopicPartition, int]
-) -> Tuple[Dict[TopicPartition, Optional[int]], List[KielError]]:
+#: What :func:`_ask_leaders` and :func:`_list_from` find: offsets (``None``
+#: for a time outside every record), the end of the log to ask for those
+#: instead, and the errors met.
+_Found = Tuple[Dict[TopicPartition, Optional[int]], Dict[TopicPartition, int], List[KielError]]
+
+
+async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int]) -> _Found:
     """One ListOffsets round: a request per leader, all at once.
 
     Returns:
-        the offsets found (``None``: a time before every segment) and the
-        errors met (a partition without a leader, a failed request, a
-        partition's error code).
+        the offsets found (``None``: a time outside every record, with the
+        timestamp to ask instead in the second dict) and the errors met (a
+        partition without a leader, a failed request, a partition's error code).
     """
     by_leader: Dict[int, List[TopicPartition]] = {}
     errors: List[KielError] = []
@@ -160,10 +172,34 @@ async def _ask_leaders(
         *(_list_from(cluster, leader, tps, timestamps) for leader, tps in by_leader.items())
     )
     found: Dict[TopicPartition, Optional[int]] = {}
-    for offsets, errs in answers:
+    fallback: Dict[TopicPartition, int] = {}
+    for offsets, ends, errs in answers:
         found.update(offsets)
+        fallback.update(ends)
         errors.extend(errs)
-    return found, errors
+    return found, fallback, errors
+
+
+def _list_request(version: int, tps: List[TopicPartition],
+                  timestamps: Mapping[TopicPartition, int]) -> Any:
+    """The ListOffsets request for ``tps`` in ``version`` (0 or 1)."""
+    if version >= 1:
+        by_topic_v1: Dict[str, List[ListOffsetsPartitionDataV1]] = {}
+        for tp in tps:
+            by_topic_v1.setdefault(tp.topic, []).append(
+                ListOffsetsPartitionDataV1(tp.partition, timestamps[tp])
+            )
+        return ListOffsetsRequestV1(
+            CONSUMER_REPLICA_ID, [ListOffsetsTopicDataV1(t, ps) for t, ps in by_topic_v1.items()]
+        )
+    by_topic: Dict[str, List[ListOffsetsPartitionData]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(
+            ListOffsetsPartitionData(tp.partition, timestamps[tp], 1)
+        )
+    return ListOffsetsRequest(
+        CONSUMER_REPLICA_ID, [ListOffsetsTopicData(t, ps) for t, ps in by_topic.items()]
+    )
 
 
 async def _list_from(
@@ -171,35 +207,40 @@ async def _list_from(
     leader: int,
     tps: List[TopicPartition],
     timestamps: Mapping[TopicPartition, int],
-) -> Tuple[Dict[TopicPartition, Optional[int]], List[KielError]]:
-    by_topic: Dict[str, List[ListOffsetsPartitionData]] = {}
-    for tp in tps:
-        by_topic.setdefault(tp.topic, []).append(
-            ListOffsetsPartitionData(tp.partition, timestamps[tp], 1)
-        )
-    request = ListOffsetsRequest(
-        CONSUMER_REPLICA_ID, [ListOffsetsTopicData(t, ps) for t, ps in by_topic.items()]
-    )
+) -> _Found:
     found: Dict[TopicPartition, Optional[int]] = {}
+    fallback: Dict[TopicPartition, int] = {}
     errors: List[KielError] = []
     try:
-        response: ListOffsetsResponse = await cluster.send(leader, request)
+        version = (await cluster.versions(leader)).of(LIST_OFFSETS)
+        response: Any = await cluster.send(leader, _list_request(version, tps, timestamps))
     except KielError as e:
         if not e.retriable:
             raise
-        return found, [e]
+        return found, fallback, [e]
     wanted = set(tps)
     for tp, part in _answers(response):
         if tp not in wanted:
             continue
         error = for_code(part.error_code)
+        if version >= 1:
+            # Strategy: for a time, "no record that recent" is offset -1 and
+            # timestamp -1. A record found always has a timestamp at or after
+            # the time asked (>= 0), so a -1 timestamp alone says it too (some
+            # brokers answer offset 0 with it: Tansu does).
+            missing = part.offset < 0 or (timestamps[tp] >= 0 and part.timestamp < 0)
+            offset: Optional[int] = None if missing else part.offset
+        else:
+            offset = part.offsets[0] if part.offsets else None
         if error is not None:
             errors.append(error(api="ListOffsets", topic=tp.topic, partition=tp.partition,
                                 errno=part.error_code))
-        elif part.offsets:
-            found[tp] = part.offsets[0]
+        elif offset is not None:
+            found[tp] = offset
         elif timestamps[tp] >= 0:
             found[tp] = None
+            # v1: no record that recent (the end); v0: no segment that old (the start).
+            fallback[tp] = LATEST if version >= 1 else EARLIEST
         else:
             raise ProtocolError(
                 "the broker answered no offset for the earliest/latest position",
@@ -208,7 +249,7 @@ async def _list_from(
                 partition=tp.partition,
                 broker_id=leader,
             )
-    return found, errors
+    return found, fallback, errors
 
 
 def _answers(response: Any) -> Iterator[Tuple[TopicPartition, Any]]:

@@ -67,6 +67,7 @@ class PartitionState:
         "buffer",
         "raw",
         "raw_pos",
+        "raw_batches",
         "next_offset",
         "epoch",
         "error",
@@ -91,6 +92,8 @@ class PartitionState:
         #: where in it decoding goes on.
         self.raw: Optional[bytes] = None
         self.raw_pos = 0
+        #: ``raw`` holds record batches (a Fetch v4 answer), not message sets.
+        self.raw_batches = False
         #: Bumped on every seek: an answer for an older epoch is dropped.
         self.epoch = 0
         #: An error to raise to the application (then cleared).

@@ -25,11 +25,14 @@ always the sum of the sizes of the unfinished batches, so never negative.
 """
 
 import collections
+import time
 from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Set, Tuple
 
-from kiel.compression import Codec
+from kiel.compression import ZSTD, Codec
+from kiel.exc import UnsupportedFeatureError
 from kiel.protocol.messages import MessageSetBuilder
-from kiel.structs import TopicPartition
+from kiel.protocol.record_batch import RecordBatchBuilder
+from kiel.structs import Header, TopicPartition
 
 __all__ = ["Drained", "PartitionQueue", "ProducerBatch", "RecordAccumulator"]
 
@@ -40,15 +43,21 @@ CLOCK_SLACK = 0.001
 
 class ProducerBatch:
     """Records of one partition that travel together: one message set (or
-    one compressed wrapper message) in one Produce request.
+    one compressed wrapper message), or one record batch, in one Produce request.
 
     Attributes:
         tp: its partition.
-        records: ``(key, value)`` pairs in produce order, until encoded.
+        records: ``(key, value)`` pairs in produce order, kept until the
+            batch completes (a retry to a broker of another version encodes
+            them again).
+        extras: ``{index: (timestamp, headers)}`` for the records produced
+            with an explicit timestamp or headers (record batches only).
         payloads: one opaque payload per record, in the same order.
         size: bytes of the encoded (uncompressed) set: what counts against
             ``batch_size`` and ``max_pending_bytes``.
         created: when the batch opened (the accumulator's clock).
+        wall: when the batch opened, epoch milliseconds: the CreateTime of
+            its records that have no timestamp of their own.
         failures: failed attempts so far (the retry state).
         seq: creation order, across partitions.
         done: it was completed (acknowledged or failed for good).
@@ -56,38 +65,80 @@ class ProducerBatch:
             cancelled): while above 0 the broker may have written the batch.
     """
 
-    __slots__ = ("tp", "records", "payloads", "size", "created", "failures", "seq", "done",
-                 "unanswered", "_data")
+    __slots__ = ("tp", "records", "extras", "payloads", "size", "created", "wall", "failures",
+                 "seq", "done", "unanswered", "_data", "_format")
 
     def __init__(self, tp: TopicPartition, created: float, seq: int) -> None:
         self.tp = tp
         self.records: List[Tuple[Optional[bytes], Optional[bytes]]] = []
+        self.extras: Optional[Dict[int, Tuple[Optional[int], Tuple[Header, ...]]]] = None
         self.payloads: List[Any] = []
         self.size = 0
         self.created = created
+        self.wall = int(time.time() * 1000)
         self.failures = 0
         self.seq = seq
         self.done = False
         self.unanswered = 0
         self._data: Optional[bytes] = None
+        self._format = -1
 
-    def encode(self, codec: Optional[Codec]) -> bytes:
-        """The batch's message set, encoded (and compressed) once: a retry
-        sends the same bytes.
+    def encode(self, codec: Optional[Codec], record_batch: bool = False,
+               codec_id: int = 0, compresslevel: Optional[int] = None) -> bytes:
+        """The batch's bytes, encoded (and compressed) once per format: a
+        retry in the same format sends the same bytes.
 
         Args:
-            codec: the compression codec, or ``None``.
+            codec: the compression codec of a message set, or ``None``.
+            record_batch: build a record batch (magic 2, Produce v3+)
+                instead of a magic-0 message set (Produce v0).
+            codec_id: the codec id of a record batch.
+            compresslevel: the gzip or zstd level of a record batch.
 
         Returns:
-            the message set bytes.
+            the message set or record batch bytes.
+
+        Raises:
+            UnsupportedFeatureError: a message set was asked for records
+                with timestamps or headers, or with zstd compression: the
+                broker speaks only Produce v0.
         """
+        fmt = 2 if record_batch else 0
         data = self._data
-        if data is None:
-            builder = MessageSetBuilder(codec)
-            builder.extend(self.records)
-            data = self._data = builder.build()
-            self.records = []  # the encoded set replaces them
+        if data is None or self._format != fmt:
+            if record_batch:
+                data = self._record_batch(codec_id, compresslevel)
+            else:
+                if self.extras:
+                    raise UnsupportedFeatureError(
+                        "record timestamps and headers need Produce v3 (Kafka 0.11+); "
+                        "this broker speaks only v0"
+                    )
+                if codec is not None and codec.codec_id == ZSTD:
+                    raise UnsupportedFeatureError(
+                        "zstd compression needs Produce v3 (Kafka 2.1+); "
+                        "this broker speaks only v0"
+                    )
+                builder = MessageSetBuilder(codec)
+                builder.extend(self.records)
+                data = builder.build()
+            self._data, self._format = data, fmt
         return data
+
+    def _record_batch(self, codec_id: int, compresslevel: Optional[int]) -> bytes:
+        builder = RecordBatchBuilder(codec_id, compresslevel=compresslevel)
+        append = builder.append
+        wall = self.wall
+        extras = self.extras
+        if not extras:
+            for key, value in self.records:
+                append(key, value, timestamp=wall)
+            return builder.build()
+        for index, (key, value) in enumerate(self.records):
+            timestamp, headers = extras.get(index, (None, ()))
+            append(key, value, timestamp=wall if timestamp is None else timestamp,
+                   headers=headers)
+        return builder.build()
 
 
 class PartitionQueue:
@@ -132,8 +183,10 @@ class RecordAccumulator:
         linger: seconds a batch that is not full may wait for more records.
         max_request_size: bytes of one partition's batches taken together.
         max_pending_bytes: the back-pressure limit :meth:`has_room` applies.
-        codec: the compression codec batches are encoded with, or ``None``.
+        codec: the compression codec message sets are encoded with, or ``None``.
         clock: the current time in seconds, read when a batch opens.
+        codec_id: the codec id record batches are compressed with.
+        compresslevel: the gzip or zstd level of record batches.
     """
 
     def __init__(
@@ -145,8 +198,12 @@ class RecordAccumulator:
         max_pending_bytes: int,
         codec: Optional[Codec],
         clock: Callable[[], float],
+        codec_id: int = 0,
+        compresslevel: Optional[int] = None,
     ) -> None:
         self.batch_size = batch_size
+        self.codec_id = codec_id
+        self.compresslevel = compresslevel
         self.linger = linger
         self.max_request_size = max_request_size
         self.max_pending_bytes = max_pending_bytes
@@ -183,6 +240,8 @@ class RecordAccumulator:
         value: Optional[bytes],
         size: int,
         payload: Any,
+        timestamp: Optional[int] = None,
+        headers: Tuple[Header, ...] = (),
     ) -> Optional[float]:
         """Add a record to its partition's open batch.
 
@@ -191,8 +250,11 @@ class RecordAccumulator:
             key: the serialized key, or ``None``.
             value: the serialized value, or ``None``.
             size: the record's encoded size, ``MESSAGE_OVERHEAD + len(key) +
-                len(value)``.
+                len(value)`` (plus its headers).
             payload: returned by :meth:`complete` with the batch.
+            timestamp: the record's CreateTime (epoch ms), or ``None``: the
+                time its batch opened.
+            headers: the record's headers.
 
         Returns:
             ``None``, or when a batch was opened, the time at which the
@@ -205,6 +267,10 @@ class RecordAccumulator:
             due = self._open(queue)
             batch = queue.open
             assert batch is not None
+        if timestamp is not None or headers:
+            if batch.extras is None:
+                batch.extras = {}
+            batch.extras[len(batch.records)] = (timestamp, headers)
         batch.records.append((key, value))
         batch.payloads.append(payload)
         batch.size += size
@@ -337,6 +403,7 @@ class RecordAccumulator:
         payloads = batch.payloads
         batch.payloads = []
         batch.records = []
+        batch.extras = None
         batch._data = None
         return payloads
 

@@ -12,7 +12,7 @@ waits for room itself instead.
 import asyncio
 import collections
 import logging
-from typing import Callable, Deque, NamedTuple, Optional
+from typing import Callable, Deque, NamedTuple, Optional, Tuple
 
 from kiel._aio import Tasks, Wakeup
 from kiel.cluster import Cluster
@@ -21,7 +21,7 @@ from kiel.producer.accumulator import RecordAccumulator
 from kiel.producer.outcomes import Outcomes
 from kiel.producer.routing import Router, TopicRoute
 from kiel.producer.sender import copy_error
-from kiel.structs import RecordMetadata
+from kiel.structs import Header, RecordMetadata
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,12 @@ class PreparedRecord(NamedTuple):
     value: Optional[bytes]
     #: the partition asked for, or ``None`` for the partitioner's choice
     partition: Optional[int]
-    #: its encoded size (key + value + MESSAGE_OVERHEAD)
+    #: its encoded size (key + value + MESSAGE_OVERHEAD, plus its headers)
     size: int
+    #: its CreateTime (epoch ms), or ``None`` for the time its batch opens
+    timestamp: Optional[int] = None
+    #: its headers (record batches only)
+    headers: Tuple[Header, ...] = ()
 
 
 class Parked(NamedTuple):

@@ -21,8 +21,9 @@ from a ``tornado.gen.coroutine``, gathered or given callbacks.
 """
 
 import asyncio
+import datetime
 import warnings
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 from kiel import compression as codecs
 from kiel._aio import Tasks
@@ -33,6 +34,7 @@ from kiel.exc import (
     MessageSizeTooLargeError,
     SerializationError,
     UnknownPartitionError,
+    UnsupportedFeatureError,
 )
 from kiel.producer.accumulator import RecordAccumulator
 from kiel.producer.admission import Admission, PreparedRecord
@@ -41,7 +43,8 @@ from kiel.producer.partitioners import Partitioner
 from kiel.producer.routing import Router, TopicRoute
 from kiel.producer.sender import Sender
 from kiel.protocol.messages import MESSAGE_OVERHEAD
-from kiel.structs import RecordMetadata
+from kiel.protocol.versions import PRODUCE
+from kiel.structs import Header, RecordMetadata
 
 __all__ = ["Producer", "compression_id"]
 
@@ -49,7 +52,12 @@ _Future = asyncio.Future
 
 
 class Producer(Client):
-    """Produce records to Kafka 0.8.x topics from Tornado (asyncio) code.
+    """Produce records to Kafka topics from Tornado (asyncio) code.
+
+    On a Kafka 0.8 broker each batch travels as a magic-0 message set
+    (Produce v0); on a broker that speaks Produce v3 as a record batch, which
+    also carries each record's timestamp and headers (see
+    :doc:`/guides/current_brokers`).
 
     Example::
 
@@ -174,6 +182,7 @@ class Producer(Client):
         self._plain = not (partitioner or key_maker or serializer)
         self.codec_id = compression_id(compression)
         self.codec = _make_codec(self.codec_id, gzip_level)
+        self.gzip_level = gzip_level
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._closing = False
         self._wire(partitioner, request_timeout)
@@ -189,6 +198,8 @@ class Producer(Client):
             max_pending_bytes=self.max_pending_bytes,
             codec=self.codec,
             clock=lambda: asyncio.get_running_loop().time(),
+            codec_id=self.codec_id,
+            compresslevel=self.gzip_level if self.codec_id == codecs.GZIP else None,
         )
         self._router = Router(self.cluster, accumulator, partitioner)
         self.partitioner: Partitioner = self._router.partitioner
@@ -236,6 +247,9 @@ class Producer(Client):
         value: Any,
         key: Any = None,
         partition: Optional[int] = None,
+        *,
+        headers: Optional[Iterable[Tuple[str, Optional[bytes]]]] = None,
+        timestamp: Optional[Union[int, datetime.datetime]] = None,
     ) -> "asyncio.Future[RecordMetadata]":
         """Queue one record; the returned future resolves once it is acknowledged.
 
@@ -258,6 +272,12 @@ class Producer(Client):
                 ``key_maker`` is set, ``key_maker(value)`` makes it.
             partition: write to this partition instead of asking the
                 partitioner.
+            headers: ``(key, value)`` pairs, ``str`` keys and ``bytes`` (or
+                ``None``) values, kept in order; needs a broker that speaks
+                Produce v3 (Kafka 0.11+).
+            timestamp: the record's CreateTime, epoch milliseconds or a
+                ``datetime`` (naive means UTC); default: when its batch
+                opened. Needs Produce v3 like ``headers``.
 
         Returns:
             a future of :class:`~kiel.structs.RecordMetadata` ``(topic,
@@ -279,13 +299,20 @@ class Producer(Client):
                 serializer is set), or the serializer failed.
             MessageSizeTooLargeError: the encoded message is larger than
                 ``max_message_size``; nothing was sent.
-            ConfigError: ``topic`` is not a non-empty string or
-                ``partition`` is not a non-negative int.
+            ConfigError: ``topic`` is not a non-empty string,
+                ``partition`` is not a non-negative int, or ``headers`` or
+                ``timestamp`` are malformed.
+            UnsupportedFeatureError: ``headers`` or ``timestamp`` for a
+                cluster known to speak only Produce v0 (Kafka 0.8); where
+                that is only found out when the batch is sent, the record's
+                future fails with it. Never dropped silently.
             RuntimeError: called with no running event loop.
         """
         # Strategy: one inlined path for the common record (bytes value, no
         # key, default partitioner, room in the buffer, metadata loaded):
         # about a microsecond. Everything else takes the general path below.
+        if headers is not None or timestamp is not None:
+            return self._submit(self._prepare(topic, value, key, partition, headers, timestamp))
         if key is None and partition is None and self._plain and type(value) is bytes:
             route = self._routes.get(topic)
             if (
@@ -315,6 +342,9 @@ class Producer(Client):
         value: Any,
         key: Any = None,
         partition: Optional[int] = None,
+        *,
+        headers: Optional[Iterable[Tuple[str, Optional[bytes]]]] = None,
+        timestamp: Optional[Union[int, datetime.datetime]] = None,
     ) -> "asyncio.Future[RecordMetadata]":
         """Wait for room in the buffer, then :meth:`produce`.
 
@@ -328,6 +358,8 @@ class Producer(Client):
             value: as for :meth:`produce`.
             key: as for :meth:`produce`.
             partition: as for :meth:`produce`.
+            headers: as for :meth:`produce`.
+            timestamp: as for :meth:`produce`.
 
         Returns:
             the record's future, as :meth:`produce` returns it (awaiting it
@@ -339,8 +371,9 @@ class Producer(Client):
             SerializationError: as for :meth:`produce`.
             MessageSizeTooLargeError: as for :meth:`produce`.
             ConfigError: as for :meth:`produce`.
+            UnsupportedFeatureError: as for :meth:`produce`.
         """
-        record = self._prepare(topic, value, key, partition)
+        record = self._prepare(topic, value, key, partition, headers, timestamp)
         if self._parked or not self._accumulator.has_room(record.size):
             await self._admission.wait_for_room(topic, record.size)
             if self._closing:
@@ -448,7 +481,13 @@ class Producer(Client):
     # record intake
 
     def _prepare(
-        self, topic: str, value: Any, key: Any, partition: Optional[int]
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: Optional[int],
+        headers: Optional[Iterable[Tuple[str, Optional[bytes]]]] = None,
+        timestamp: Optional[Union[int, datetime.datetime]] = None,
     ) -> PreparedRecord:
         """Check and serialize a record."""
         if self._closing:
@@ -478,7 +517,26 @@ class Producer(Client):
             )
         if partition is not None and (type(partition) is not int or partition < 0):
             raise ConfigError(f"partition must be a non-negative int, got {partition!r}")
-        return PreparedRecord(topic, key, value, partition, size)
+        if headers is None and timestamp is None:
+            return PreparedRecord(topic, key, value, partition, size)
+        pairs = _check_headers(headers, topic)
+        millis = _check_timestamp(timestamp, topic)
+        if pairs or millis is not None:
+            produce = self.cluster.highest_known(PRODUCE)
+            if produce is not None and produce < 3:
+                raise UnsupportedFeatureError(
+                    "record timestamps and headers need a broker that speaks Produce v3 "
+                    "(Kafka 0.11+); this cluster speaks v0. Nothing was sent",
+                    topic=topic,
+                )
+        size += sum(len(k) + (0 if v is None else len(v)) + 2 for k, v in pairs)
+        if size > self.max_message_size:
+            raise MessageSizeTooLargeError(
+                f"message of {size} bytes (headers included) is larger than "
+                f"max_message_size ({self.max_message_size}); not sent",
+                topic=topic,
+            )
+        return PreparedRecord(topic, key, value, partition, size, millis, pairs)
 
     def _submit(self, record: PreparedRecord) -> "asyncio.Future[RecordMetadata]":
         """Batch a prepared record now, or park it until metadata and room allow."""
@@ -502,9 +560,70 @@ class Producer(Client):
         except (ConfigError, UnknownPartitionError) as e:
             self._outcomes.fail(future, e, record.topic, record.partition)
             return
-        due = self._accumulator.append(queue, record.key, record.value, record.size, future)
+        due = self._accumulator.append(queue, record.key, record.value, record.size, future,
+                                       record.timestamp, record.headers)
         if due is not None:
             self._sender.wake_at(due)
+
+
+def _check_headers(headers: Optional[Iterable[Any]], topic: str) -> Tuple[Header, ...]:
+    """``headers`` as a tuple of ``(str, bytes or None)`` pairs.
+
+    Raises:
+        ConfigError: not an iterable of such pairs.
+    """
+    if headers is None:
+        return ()
+    if isinstance(headers, (str, bytes, bytearray, memoryview, dict)):
+        raise ConfigError(
+            f"headers must be (key, value) pairs, not a {type(headers).__name__}", topic=topic
+        )
+    pairs: List[Header] = []
+    try:
+        items = list(headers)
+    except TypeError as e:
+        raise ConfigError(f"headers must be (key, value) pairs: {e}", topic=topic) from e
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise ConfigError(f"a header must be a (key, value) pair, got {item!r:.80}",
+                              topic=topic)
+        key, value = item
+        if type(key) is not str:
+            raise ConfigError(f"header keys must be str, got {key!r:.80}", topic=topic)
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ConfigError(f"header key {key!r:.80} is not encodable as UTF-8",
+                              topic=topic) from e
+        if value is not None and type(value) is not bytes:
+            if not isinstance(value, (bytes, bytearray, memoryview)):
+                raise ConfigError(
+                    f"header values must be bytes or None, got {type(value).__name__}",
+                    topic=topic,
+                )
+            value = bytes(value)
+        pairs.append((key, value))
+    return tuple(pairs)
+
+
+def _check_timestamp(timestamp: Any, topic: str) -> Optional[int]:
+    """``timestamp`` as epoch milliseconds (a naive ``datetime`` is UTC).
+
+    Raises:
+        ConfigError: neither an int64 of milliseconds nor a ``datetime``.
+    """
+    if timestamp is None:
+        return None
+    if isinstance(timestamp, datetime.datetime):
+        if timestamp.tzinfo is None:
+            timestamp = timestamp.replace(tzinfo=datetime.timezone.utc)
+        return int(timestamp.timestamp() * 1000)
+    if type(timestamp) is not int or not -(2**63) <= timestamp < 2**63:
+        raise ConfigError(
+            f"timestamp must be epoch milliseconds (int) or a datetime, got {timestamp!r:.80}",
+            topic=topic,
+        )
+    return timestamp
 
 
 def compression_id(name: Optional[str]) -> int:

@@ -1,6 +1,12 @@
 """The producer's I/O: Produce requests from drained batches, and every
 record's future settled.
 
+Each request is built in the leader's negotiated Produce version: v3 carries
+each batch as a record batch (magic 2: timestamps, headers, zstd), v0 as a
+magic-0 message set; one encoder per format
+(:class:`~kiel.protocol.record_batch.RecordBatchBuilder`,
+:class:`~kiel.protocol.messages.MessageSetBuilder`).
+
 One drain runs per IOLoop iteration at most (or when a linger or a backoff
 ends): it takes from the accumulator what can go now, groups it into one
 ProduceRequest per leader (split at ``max_request_size``) and sends each in
@@ -13,7 +19,7 @@ metadata is stale), or failed with the typed error.
 import asyncio
 import copy
 import logging
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from kiel._aio import Tasks
 from kiel.cluster import Cluster
@@ -32,7 +38,13 @@ from kiel.exc import (
 )
 from kiel.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, Taken
 from kiel.producer.outcomes import Outcomes
-from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
+from kiel.protocol import (
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceRequestV3,
+    ProduceTopicData,
+)
+from kiel.protocol.versions import PRODUCE
 from kiel.structs import RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -182,7 +194,11 @@ class Sender:
         # stop() must not report as "not sent".
         sent: List[ProducerBatch] = []
         try:
-            request = self._request(chunk)
+            version = (await self._cluster.versions(leader)).of(PRODUCE)
+            request, chunk = self._request(chunk, version)
+            if not chunk:  # every partition failed to encode (and was failed)
+                self.wake()
+                return
             sent = [batch for _, batches in chunk for batch in batches]
             for batch in sent:
                 batch.unanswered += 1
@@ -203,22 +219,42 @@ class Sender:
             self._settle(leader, chunk, response)
         self.wake()
 
-    def _request(self, chunk: List[Taken]) -> ProduceRequest:
-        codec = self._accumulator.codec
+    def _request(self, chunk: List[Taken], version: int) -> Tuple[Any, List[Taken]]:
+        """The ProduceRequest for ``chunk`` in the leader's ``version``.
+
+        Produce v3 and later carry record batches (magic 2), v0 message sets.
+        A partition whose batches the version cannot carry (timestamps or
+        headers for a v0 broker) fails here, with its typed error, and is
+        left out of the request.
+
+        Returns:
+            the request and the part of ``chunk`` it carries.
+        """
+        accumulator = self._accumulator
+        codec = accumulator.codec
+        batches_v2 = version >= 3
         topics: Dict[str, List[ProducePartitionData]] = {}
+        sent: List[Taken] = []
         for queue, batches in chunk:
-            if len(batches) == 1:
-                data = batches[0].encode(codec)
-            else:
-                data = b"".join([batch.encode(codec) for batch in batches])
+            try:
+                parts = [batch.encode(codec, batches_v2, accumulator.codec_id,
+                                      accumulator.compresslevel) for batch in batches]
+            except KielError as e:
+                queue.in_flight = False
+                self._fail(batches, e.with_context(topic=queue.tp.topic,
+                                                   partition=queue.tp.partition))
+                continue
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
             topics.setdefault(queue.tp.topic, []).append(
                 ProducePartitionData(queue.tp.partition, data)
             )
-        return ProduceRequest(
-            self._required_acks,
-            self._ack_timeout_ms,
-            [ProduceTopicData(topic, parts) for topic, parts in topics.items()],
-        )
+            sent.append((queue, batches))
+        topic_data = [ProduceTopicData(topic, parts) for topic, parts in topics.items()]
+        if batches_v2:
+            return ProduceRequestV3(
+                None, self._required_acks, self._ack_timeout_ms, topic_data
+            ), sent
+        return ProduceRequest(self._required_acks, self._ack_timeout_ms, topic_data), sent
 
     def _settle(self, leader: int, chunk: List[Taken], response: Any) -> None:
         """Each partition's answer: its offset, or its error code as a class."""

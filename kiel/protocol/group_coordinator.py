@@ -1,6 +1,7 @@
-"""GroupCoordinator v0 (api key 10, "ConsumerMetadata" in 0.8.2): find a group's coordinator.
+"""GroupCoordinator v0 and FindCoordinator v1 (api key 10, "ConsumerMetadata"
+in 0.8.2): find a group's coordinator.
 
-Wire grammar::
+Wire grammar (v0)::
 
     GroupCoordinatorRequest  => GroupId(string)
     GroupCoordinatorResponse => ErrorCode(int16) CoordinatorId(int32) CoordinatorHost(string)
@@ -9,11 +10,25 @@ Wire grammar::
 0.8.1 brokers lack this API (they close the connection); clients then fall
 back to any broker. Some 0.8.2 brokers answer it with correlation id 0:
 :class:`kiel.protocol.framing.ClientFraming` accepts that.
+
+Wire grammar (v1, "FindCoordinator", Kafka 0.11+)::
+
+    FindCoordinatorRequest v1  => Key(string) KeyType(int8)
+    FindCoordinatorResponse v1 => ThrottleTimeMs(int32) ErrorCode(int16)
+                                  ErrorMessage(nullable string) NodeId(int32)
+                                  Host(string) Port(int32)
+
+``key`` is the group id with :data:`KEY_TYPE_GROUP` (or a transactional id
+with :data:`KEY_TYPE_TRANSACTION`).
 """
-from typing import Annotated, NamedTuple
+from typing import Annotated, NamedTuple, Optional
 
 from kiel.protocol.api import Api, register
-from kiel.protocol.primitives import Int16, Int32, String
+from kiel.protocol.primitives import Int8, Int16, Int32, NullableString, String
+
+#: FindCoordinator v1 key types.
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 
 
 class GroupCoordinatorRequest(NamedTuple):
@@ -29,4 +44,23 @@ class GroupCoordinatorResponse(NamedTuple):
 
 GROUP_COORDINATOR_V0 = register(
     Api(10, 0, "GroupCoordinator", GroupCoordinatorRequest, GroupCoordinatorResponse)
+)
+
+
+class FindCoordinatorRequestV1(NamedTuple):
+    key: Annotated[str, String]
+    key_type: Annotated[int, Int8]
+
+
+class FindCoordinatorResponseV1(NamedTuple):
+    throttle_time_ms: Annotated[int, Int32]
+    error_code: Annotated[int, Int16]
+    error_message: Annotated[Optional[str], NullableString]
+    coordinator_id: Annotated[int, Int32]
+    host: Annotated[str, String]
+    port: Annotated[int, Int32]
+
+
+FIND_COORDINATOR_V1 = register(
+    Api(10, 1, "FindCoordinator", FindCoordinatorRequestV1, FindCoordinatorResponseV1)
 )

@@ -1,6 +1,6 @@
-"""ListOffsets v0 (api key 2, "Offsets"): offsets before a time.
+"""ListOffsets v0 and v1 (api key 2, "Offsets"): offsets for a time.
 
-Wire grammar::
+Wire grammar (v0)::
 
     OffsetRequest  => ReplicaId(int32) [TopicData]
       TopicData    => TopicName(string) [PartitionData]
@@ -12,6 +12,20 @@ Wire grammar::
 ``timestamp`` is :data:`LATEST` (-1), :data:`EARLIEST` (-2) or milliseconds
 since the epoch; a 0.8 broker answers a timestamp at log-segment granularity
 with up to ``max_num_offsets`` segment start offsets, newest first.
+
+Wire grammar (v1, Kafka 0.10.1+)::
+
+    ListOffsetsRequest v1  => ReplicaId(int32) [TopicData]
+      TopicData     => TopicName(string) [PartitionData]
+      PartitionData => Partition(int32) Timestamp(int64)
+    ListOffsetsResponse v1 => [TopicResponse]
+      TopicResponse => TopicName(string) [PartitionResponse]
+      PartitionResponse => Partition(int32) ErrorCode(int16) Timestamp(int64) Offset(int64)
+
+v1 is exact: the answer is the first offset whose record timestamp is at or
+after ``timestamp`` (with that record's timestamp), or offset -1 when no
+record is that recent. For :data:`LATEST` and :data:`EARLIEST` the
+timestamp answered is -1.
 """
 from typing import Annotated, List, NamedTuple
 
@@ -54,3 +68,41 @@ class ListOffsetsResponse(NamedTuple):
 
 
 LIST_OFFSETS_V0 = register(Api(2, 0, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse))
+
+
+class ListOffsetsPartitionDataV1(NamedTuple):
+    partition: Annotated[int, Int32]
+    timestamp: Annotated[int, Int64]
+
+
+class ListOffsetsTopicDataV1(NamedTuple):
+    topic: Annotated[str, String]
+    partitions: Annotated[List[ListOffsetsPartitionDataV1], Array(ListOffsetsPartitionDataV1)]
+
+
+class ListOffsetsRequestV1(NamedTuple):
+    replica_id: Annotated[int, Int32]
+    topics: Annotated[List[ListOffsetsTopicDataV1], Array(ListOffsetsTopicDataV1)]
+
+
+class ListOffsetsPartitionResponseV1(NamedTuple):
+    partition: Annotated[int, Int32]
+    error_code: Annotated[int, Int16]
+    timestamp: Annotated[int, Int64]
+    offset: Annotated[int, Int64]
+
+
+class ListOffsetsTopicResponseV1(NamedTuple):
+    topic: Annotated[str, String]
+    partitions: Annotated[
+        List[ListOffsetsPartitionResponseV1], Array(ListOffsetsPartitionResponseV1)
+    ]
+
+
+class ListOffsetsResponseV1(NamedTuple):
+    topics: Annotated[List[ListOffsetsTopicResponseV1], Array(ListOffsetsTopicResponseV1)]
+
+
+LIST_OFFSETS_V1 = register(
+    Api(2, 1, "ListOffsets", ListOffsetsRequestV1, ListOffsetsResponseV1)
+)

@@ -268,7 +268,7 @@ def _decode_into(
                     key = None
                 last = offset
                 if offset >= min_offset:
-                    append(new((topic, partition, offset, key, data[p:mend], None)))
+                    append(new((topic, partition, offset, key, data[p:mend], None, None, ())))
                 pos = mend
             if pos >= end:
                 break
@@ -351,14 +351,18 @@ def _decode_one(
     else:
         raise _corrupt(f"value length {vlen} does not match message size {size}", offset)
     offset += delta
+    timestamp_type: Optional[int] = None
+    if magic == 1:
+        # Inside a LogAppendTime wrapper the wrapper's time is every message's.
+        timestamp_type = 1 if ts_override is not None or attrs & _TIMESTAMP_TYPE_MASK else 0
     if ts_override is not None:
         timestamp = ts_override
     codec = attrs & _CODEC_MASK
     if not codec:
         if offset >= scope.min_offset:
-            scope.out.append(
-                _new_record((scope.topic, scope.partition, offset, key, value, timestamp))
-            )
+            scope.out.append(_new_record(
+                (scope.topic, scope.partition, offset, key, value, timestamp, timestamp_type, ())
+            ))
         return mend, offset, (klen if magic == 0 else None)
 
     # A wrapper: its value is a whole message set, compressed.

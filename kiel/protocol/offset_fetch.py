@@ -1,6 +1,6 @@
-"""OffsetFetch v0 (api key 9): read a group's committed offsets.
+"""OffsetFetch v0 and v1 (api key 9): read a group's committed offsets.
 
-Wire grammar::
+Wire grammar (v0 and v1: the same layout)::
 
     OffsetFetchRequest  => ConsumerGroup(string) [TopicData]
       TopicData         => TopicName(string) [Partition(int32)]
@@ -11,6 +11,10 @@ Wire grammar::
 A 0.8.2 broker answers v0 from ZooKeeper; a partition with no committed offset
 comes back with offset -1 and an empty metadata string (error code 0 or 3,
 depending on the broker version).
+
+v1 (Kafka 0.8.2+) reads the offsets the broker stores itself (OffsetCommit
+v1 and later), v0 those in ZooKeeper: pair v1 with OffsetCommit v2, v0 with
+OffsetCommit v0.
 """
 from typing import Annotated, List, NamedTuple
 
@@ -45,3 +49,20 @@ class OffsetFetchResponse(NamedTuple):
 
 
 OFFSET_FETCH_V0 = register(Api(9, 0, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse))
+
+
+class OffsetFetchRequestV1(OffsetFetchRequest):
+    """OffsetFetch v1 request (the v0 layout; its own class for the registry)."""
+
+    __slots__ = ()
+
+
+class OffsetFetchResponseV1(OffsetFetchResponse):
+    """OffsetFetch v1 response (the v0 layout; its own class for the registry)."""
+
+    __slots__ = ()
+
+
+OFFSET_FETCH_V1 = register(
+    Api(9, 1, "OffsetFetch", OffsetFetchRequestV1, OffsetFetchResponseV1)
+)

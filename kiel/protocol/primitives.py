@@ -1,4 +1,4 @@
-"""Wire primitives of the Kafka protocol: fixed-width ints, strings, bytes, arrays.
+"""Wire primitives of the Kafka protocol: fixed-width ints, varints, strings, bytes, arrays.
 
 Each wire type is a small object with two symmetric methods:
 
@@ -10,7 +10,16 @@ Each wire type is a small object with two symmetric methods:
 
 Decoders never raise ``struct.error``, ``IndexError`` or
 ``UnicodeDecodeError``: running past the end raises
-:class:`kiel.exc.TruncatedError`, bad text :class:`kiel.exc.ProtocolError`.
+:class:`kiel.exc.TruncatedError`, bad text (or a varint longer than its type
+allows) :class:`kiel.exc.ProtocolError`.
+
+Variable-length integers (record batches v2, flexible API versions) are
+little-endian base-128: seven bits per byte, the high bit set on every byte
+but the last. ``VarInt`` and ``VarLong`` are signed through zig-zag encoding
+(0, -1, 1, -2 ... become 0, 1, 2, 3 ...), so small negative numbers stay one
+byte; ``UnsignedVarInt`` is not. The module-level functions
+(:func:`encode_varint`, :func:`decode_varint`...) are the same codecs for
+callers that build records by hand.
 Encoders raise :class:`kiel.exc.LocalProtocolError` for values the wire
 cannot carry. ``bytes`` stay ``bytes``: payloads are never decoded as text.
 """
@@ -74,6 +83,29 @@ Int16 = _Fixed("int16", "h", -(2**15), 2**15 - 1)
 Int32 = _Fixed("int32", "i", -(2**31), 2**31 - 1)
 Int64 = _Fixed("int64", "q", -(2**63), 2**63 - 1)
 UInt32 = _Fixed("uint32", "I", 0, 2**32 - 1)
+
+
+class _Boolean(WireType):
+    """One byte, 0 for false; any other byte decodes to True (as Kafka reads it).
+
+    Not a fixed-width integer on purpose: a struct never fuses it into a
+    ``struct.pack`` run, which would accept any value and pack its truth.
+    """
+
+    name = "boolean"
+
+    def encode(self, value: Any, out: Out) -> None:
+        if type(value) is not bool:
+            raise LocalProtocolError(f"{self.name} needs a bool, got {value!r:.80}")
+        out.append(b"\x01" if value else b"\x00")
+
+    def decode(self, buf: Buffer, offset: int) -> Tuple[bool, int]:
+        if offset >= len(buf):
+            raise TruncatedError(f"{self.name} runs past the end", offset=offset)
+        return buf[offset] != 0, offset + 1
+
+
+Boolean = _Boolean()
 
 _int16 = struct.Struct(">h")
 _int32 = struct.Struct(">i")
@@ -173,6 +205,136 @@ class _Bytes(WireType):
         end = _take(buf, offset, length, self.name)
         return bytes(buf[offset:end]), end
 
+
+# --------------------------------------------------------------------------
+# Variable-length integers
+
+_ONE_BYTE = [bytes((i,)) for i in range(0x80)]
+_UINT32_MAX = 2**32 - 1
+_UINT64_MAX = 2**64 - 1
+_INT32_MIN = -(2**31)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def encode_unsigned_varint(value: int) -> bytes:
+    """The unsigned base-128 varint of ``value`` (0 to 2**64 - 1).
+
+    Raises:
+        LocalProtocolError: ``value`` is not an int in that range.
+    """
+    if type(value) is int and 0 <= value < 0x80:
+        return _ONE_BYTE[value]
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= _UINT64_MAX:
+        raise LocalProtocolError(f"{value!r} does not fit an unsigned varint")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_varint(value: int) -> bytes:
+    """The zig-zag varint of a signed 64-bit ``value`` (``varint`` and ``varlong`` alike).
+
+    Raises:
+        LocalProtocolError: ``value`` is not an int that fits 64 bits.
+    """
+    if type(value) is int and -0x40 <= value < 0x40:
+        return _ONE_BYTE[(value << 1) ^ (value >> 63)]
+    if not isinstance(value, int) or isinstance(value, bool) or not (
+        _INT64_MIN <= value <= _INT64_MAX
+    ):
+        raise LocalProtocolError(f"{value!r} does not fit a varlong")
+    return encode_unsigned_varint(((value << 1) ^ (value >> 63)) & _UINT64_MAX)
+
+
+def size_of_varint(value: int) -> int:
+    """How many bytes :func:`encode_varint` writes for ``value`` (a signed 64-bit int)."""
+    zigzag = ((value << 1) ^ (value >> 63)) & _UINT64_MAX
+    return max(1, (zigzag.bit_length() + 6) // 7)
+
+
+def decode_unsigned_varint(buf: Buffer, offset: int, max_bytes: int = 5) -> Tuple[int, int]:
+    """Read an unsigned varint of at most ``max_bytes`` bytes (5: 32 bits, 10: 64 bits).
+
+    Returns:
+        ``(value, offset after it)``.
+
+    Raises:
+        TruncatedError: the buffer ends inside the varint.
+        ProtocolError: more than ``max_bytes`` bytes, or a value wider than
+            ``7 * max_bytes`` rounded down to 32 or 64 bits.
+    """
+    result = 0
+    shift = 0
+    end = len(buf)
+    pos = offset
+    while pos < end:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            if result > (_UINT32_MAX if max_bytes <= 5 else _UINT64_MAX):
+                raise ProtocolError(f"varint value {result} is too wide", offset=offset)
+            return result, pos
+        shift += 7
+        if pos - offset >= max_bytes:
+            raise ProtocolError(f"varint longer than {max_bytes} bytes", offset=offset)
+    raise TruncatedError("varint runs past the end", offset=offset)
+
+
+def decode_varint(buf: Buffer, offset: int) -> Tuple[int, int]:
+    """Read a zig-zag ``varint`` (signed 32 bits, at most 5 bytes).
+
+    Raises:
+        TruncatedError: the buffer ends inside the varint.
+        ProtocolError: longer than 5 bytes or wider than 32 bits.
+    """
+    raw, pos = decode_unsigned_varint(buf, offset, 5)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def decode_varlong(buf: Buffer, offset: int) -> Tuple[int, int]:
+    """Read a zig-zag ``varlong`` (signed 64 bits, at most 10 bytes).
+
+    Raises:
+        TruncatedError: the buffer ends inside the varint.
+        ProtocolError: longer than 10 bytes or wider than 64 bits.
+    """
+    raw, pos = decode_unsigned_varint(buf, offset, 10)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+class _VarInt(WireType):
+    """A varint wire type: zig-zag signed (``varint``/``varlong``) or unsigned."""
+
+    def __init__(self, name: str, lo: int, hi: int, signed: bool, max_bytes: int) -> None:
+        self.name = name
+        self.lo, self.hi = lo, hi
+        self._encode = encode_varint if signed else encode_unsigned_varint
+        self._signed = signed
+        self._max_bytes = max_bytes
+
+    def encode(self, value: Any, out: Out) -> None:
+        if not isinstance(value, int) or isinstance(value, bool) or not (
+            self.lo <= value <= self.hi
+        ):
+            raise LocalProtocolError(f"{value!r} does not fit {self.name} [{self.lo}, {self.hi}]")
+        out.append(self._encode(value))
+
+    def decode(self, buf: Buffer, offset: int) -> Tuple[int, int]:
+        raw, pos = decode_unsigned_varint(buf, offset, self._max_bytes)
+        return ((raw >> 1) ^ -(raw & 1) if self._signed else raw), pos
+
+
+VarInt = _VarInt("varint", _INT32_MIN, _INT32_MAX, signed=True, max_bytes=5)
+VarLong = _VarInt("varlong", _INT64_MIN, _INT64_MAX, signed=True, max_bytes=10)
+UnsignedVarInt = _VarInt("unsigned_varint", 0, _UINT32_MAX, signed=False, max_bytes=5)
+
+
+# --------------------------------------------------------------------------
+# Strings, bytes, arrays
 
 String = _String(nullable=False)
 NullableString = _String(nullable=True)

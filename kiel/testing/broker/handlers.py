@@ -130,8 +130,16 @@ class RequestHandlers:
         }
 
     async def handle(self, header: Any, api: Any, request: Any) -> Any:
-        """Dispatch to the handler of ``api``."""
-        return await self._by_key[api.key](header, request)
+        """Dispatch to the handler of ``api``.
+
+        An API or version kiel's protocol knows but this broker does not
+        implement (ApiVersions, Produce v3, Fetch v4...) closes the
+        connection unanswered, as a 0.8.2 broker does.
+        """
+        handler = self._by_key.get(api.key)
+        if handler is None or api.version != 0:
+            return self.CLOSE
+        return await handler(header, request)
 
     def _leader_state(self, topic: str, partition: int) -> Tuple[int, Optional[PartitionState]]:
         """``(error_code, state)`` for a partition this broker must lead."""

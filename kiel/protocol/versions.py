@@ -1,0 +1,255 @@
+"""Which version of each API kiel speaks with a broker: negotiation, sans I/O.
+
+kiel implements a few versions of each API (the registry in
+:mod:`kiel.protocol.api`): v0 of everything for Kafka 0.8, and for current
+brokers Produce v3 (record batches), Fetch v4, ListOffsets v1, Metadata v1,
+OffsetCommit v2, OffsetFetch v1 and FindCoordinator v1.
+With one broker it speaks, per API, the highest version both sides know:
+
+* from the broker's ApiVersions answer (Kafka 0.10+): :func:`negotiate`;
+* from a broker release the application pinned (``api_version=(0, 10, 1)``,
+  kafka-python's meaning): :func:`for_broker_version`, no request needed;
+* for a broker that closed the connection on ApiVersions (Kafka 0.8 and
+  0.9 do): :data:`LEGACY`, the 0.8.2 versions.
+
+The result is a :class:`Versions`: ``versions.of(api_key)`` is the version to
+build a request with, and raises :class:`~kiel.exc.UnsupportedFeatureError`
+for an API the two sides share no version of.
+
+Example::
+
+    versions = negotiate(version_ranges(api_versions_response))
+    if versions.of(PRODUCE) >= 3:
+        ...  # record batches
+"""
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from kiel.exc import ConfigError, UnsupportedFeatureError
+from kiel.protocol.api import BY_KEY
+from kiel.protocol.api_versions import ApiVersionRange
+
+__all__ = [
+    "API_NAMES",
+    "FETCH",
+    "GROUP_COORDINATOR",
+    "LEGACY",
+    "LIST_OFFSETS",
+    "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_FETCH",
+    "PRODUCE",
+    "Versions",
+    "check_api_version",
+    "for_broker_version",
+    "negotiate",
+    "supported",
+]
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+GROUP_COORDINATOR = 10
+API_VERSIONS = 18
+
+#: Names for messages (the protocol guide's, GroupCoordinator as 0.8.2 calls it).
+API_NAMES = {
+    PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
+    OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
+    GROUP_COORDINATOR: "GroupCoordinator", API_VERSIONS: "ApiVersions",
+}
+
+# The highest version of each API kiel may use that a Kafka release serves,
+# from the release that introduced it (the protocol guide's tables). Only the
+# releases where one of kiel's versions becomes available matter; later
+# releases keep serving these (Kafka 4.0's new minimums are Produce v3,
+# Fetch v4 and ListOffsets v1, exactly kiel's newer versions).
+_RELEASES: Tuple[Tuple[Tuple[int, ...], Dict[int, int]], ...] = (
+    ((0, 8, 0), {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0}),
+    ((0, 8, 1), {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0,
+                 OFFSET_COMMIT: 0, OFFSET_FETCH: 0}),
+    ((0, 8, 2), {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0,
+                 OFFSET_COMMIT: 1, OFFSET_FETCH: 1, GROUP_COORDINATOR: 0}),
+    ((0, 9), {PRODUCE: 1, FETCH: 1, LIST_OFFSETS: 0, METADATA: 0,
+              OFFSET_COMMIT: 2, OFFSET_FETCH: 1, GROUP_COORDINATOR: 0}),
+    ((0, 10, 0), {PRODUCE: 2, FETCH: 2, LIST_OFFSETS: 0, METADATA: 1,
+                  OFFSET_COMMIT: 2, OFFSET_FETCH: 1, GROUP_COORDINATOR: 0, API_VERSIONS: 0}),
+    ((0, 10, 1), {PRODUCE: 2, FETCH: 3, LIST_OFFSETS: 1, METADATA: 2,
+                  OFFSET_COMMIT: 2, OFFSET_FETCH: 1, GROUP_COORDINATOR: 0, API_VERSIONS: 0}),
+    ((0, 11, 0), {PRODUCE: 3, FETCH: 5, LIST_OFFSETS: 2, METADATA: 4,
+                  OFFSET_COMMIT: 3, OFFSET_FETCH: 3, GROUP_COORDINATOR: 1, API_VERSIONS: 1}),
+)
+
+
+def supported() -> Dict[int, Tuple[int, ...]]:
+    """The versions kiel implements, per API key (from the registry).
+
+    Returns:
+        ``{api_key: (version, ...)}``, versions ascending.
+    """
+    out: Dict[int, Tuple[int, ...]] = {}
+    for key, version in sorted(BY_KEY):
+        out[key] = out.get(key, ()) + (version,)
+    return out
+
+
+def _pair_offsets(chosen: Dict[int, int], fetch_v0: bool) -> Dict[int, int]:
+    """Keep OffsetFetch and OffsetCommit on the same offset storage.
+
+    Strategy: OffsetCommit v0 and OffsetFetch v0 use ZooKeeper storage on a
+    0.8.2 broker, OffsetCommit v2 and OffsetFetch v1 the broker's own; a
+    0.8.2 broker serves OffsetFetch v1 but not OffsetCommit v2, and reading
+    one storage after writing the other loses every commit. So OffsetFetch
+    v1 goes only with OffsetCommit v2; otherwise v0 (``fetch_v0``: the broker
+    serves it), or none.
+    """
+    if chosen.get(OFFSET_FETCH, 0) >= 1 and chosen.get(OFFSET_COMMIT, 0) < 2:
+        if fetch_v0:
+            chosen[OFFSET_FETCH] = 0
+        else:
+            del chosen[OFFSET_FETCH]
+    return chosen
+
+
+class Versions:
+    """The version of each API to speak with one broker.
+
+    Args:
+        chosen: ``{api_key: version}``; an API absent here is one the two
+            sides share no version of.
+        source: how they were found: ``"ApiVersions"``, ``"legacy"`` (the
+            broker closed the connection on ApiVersions) or ``"pinned"``.
+        broker: the broker's ranges when it listed them, else ``None``.
+    """
+
+    __slots__ = ("chosen", "source", "broker")
+
+    def __init__(self, chosen: Mapping[int, int], source: str,
+                 broker: Optional[Mapping[int, ApiVersionRange]] = None) -> None:
+        self.chosen: Dict[int, int] = dict(chosen)
+        self.source = source
+        self.broker = dict(broker) if broker is not None else None
+
+    def of(self, api_key: int) -> int:
+        """The version to build ``api_key``'s requests with.
+
+        Returns:
+            the version number.
+
+        Raises:
+            UnsupportedFeatureError: kiel and the broker share no version of it.
+        """
+        version = self.chosen.get(api_key)
+        if version is None:
+            theirs = self.broker.get(api_key) if self.broker is not None else None
+            ours = supported().get(api_key, ())
+            raise UnsupportedFeatureError(
+                f"{API_NAMES.get(api_key, api_key)}: kiel speaks versions {list(ours)}, "
+                f"the broker {_describe(theirs, self.source)}",
+                api=API_NAMES.get(api_key, str(api_key)),
+            )
+        return version
+
+    def get(self, api_key: int) -> Optional[int]:
+        """The version of ``api_key``, or ``None`` when there is none."""
+        return self.chosen.get(api_key)
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{API_NAMES.get(k, k)} v{v}" for k, v in sorted(self.chosen.items()))
+        return f"<Versions ({self.source}): {pairs}>"
+
+
+def _describe(theirs: Optional[ApiVersionRange], source: str) -> str:
+    if theirs is not None:
+        return f"versions {theirs.min_version} to {theirs.max_version}"
+    if source == "ApiVersions":
+        return "does not list the API"
+    return f"({source}) does not serve it"
+
+
+def negotiate(ranges: Mapping[int, ApiVersionRange]) -> Versions:
+    """Per API, the highest version kiel implements within the broker's range.
+
+    Args:
+        ranges: the broker's ApiVersions answer, ``{api_key: ApiVersionRange}``
+            (see :func:`kiel.protocol.api_versions.version_ranges`).
+
+    Returns:
+        the :class:`Versions` (``source="ApiVersions"``).
+    """
+    chosen: Dict[int, int] = {}
+    for key, ours in supported().items():
+        theirs = ranges.get(key)
+        if theirs is None:
+            continue
+        usable = [v for v in ours if theirs.min_version <= v <= theirs.max_version]
+        if usable:
+            chosen[key] = usable[-1]
+    fetch = ranges.get(OFFSET_FETCH)
+    _pair_offsets(chosen, fetch is not None and fetch.min_version == 0)
+    return Versions(chosen, "ApiVersions", ranges)
+
+
+def check_api_version(value: Any) -> Optional[Tuple[int, ...]]:
+    """Validate a client's ``api_version`` setting.
+
+    Args:
+        value: ``"auto"`` (ask each broker), or a broker release as a tuple
+            of 2 or 3 non-negative ints such as ``(0, 8, 2)`` or ``(2, 8)``.
+
+    Returns:
+        ``None`` for ``"auto"``, else the tuple.
+
+    Raises:
+        ConfigError: anything else, or a release older than 0.8.0.
+    """
+    if value == "auto":
+        return None
+    if (
+        not isinstance(value, tuple)
+        or not 2 <= len(value) <= 3
+        or not all(type(part) is int and part >= 0 for part in value)
+    ):
+        raise ConfigError(
+            f"api_version must be 'auto' or a broker version tuple like (0, 8, 2), got {value!r}"
+        )
+    if value < (0, 8, 0):
+        raise ConfigError(f"api_version {value!r} is older than Kafka 0.8.0")
+    return value
+
+
+def for_broker_version(release: Tuple[int, ...]) -> Versions:
+    """The versions to speak with a broker of a known Kafka release (no probe).
+
+    Args:
+        release: e.g. ``(0, 8, 2)`` or ``(2, 8)`` (see :func:`check_api_version`).
+
+    Returns:
+        the :class:`Versions` (``source="pinned"``): per API, the highest
+        version kiel implements that the release serves.
+
+    Raises:
+        ConfigError: a release older than 0.8.0 or not a version tuple.
+    """
+    release = check_api_version(release) or (0, 8, 0)
+    release = release + (0,) * (3 - len(release))  # (0, 10) is (0, 10, 0)
+    table: Dict[int, int] = {}
+    for since, maxima in _RELEASES:
+        if release >= since:
+            table = maxima
+    chosen: Dict[int, int] = {}
+    for key, ours in supported().items():
+        highest = table.get(key)
+        if highest is None:
+            continue
+        usable = [v for v in ours if v <= highest]
+        if usable:
+            chosen[key] = usable[-1]
+    return Versions(_pair_offsets(chosen, True), "pinned")
+
+
+#: What a broker that closes the connection on ApiVersions gets: Kafka 0.8.2's
+#: versions (0.8 and 0.9 brokers both serve every v0 kiel speaks).
+LEGACY = Versions(for_broker_version((0, 8, 2)).chosen, "legacy")

@@ -1,0 +1,131 @@
+"""ApiVersions v0-v2: the registry, the helpers for negotiating, the KIP-511 error shape,
+and the legacy broker that does not know the API.
+
+Byte-for-byte conformance of every ApiVersions struct with kafka-python runs with
+the other APIs in tests/test_protocol_conformance.py (and the round-trip and
+hostile-bytes properties in tests/test_protocol_properties.py).
+"""
+import struct
+from typing import Any, Callable
+
+import pytest
+from kafka.protocol.old.api_versions import ApiVersionsResponse as KpApiVersionsResponse
+
+from kiel.exc import ConfigError, HarnessError, TruncatedError, UnknownBrokerError, for_code
+from kiel.protocol import (
+    API_VERSIONS,
+    API_VERSIONS_V0,
+    API_VERSIONS_V1,
+    API_VERSIONS_V2,
+    ApiVersionRange,
+    ApiVersionsRequestV0,
+    ApiVersionsRequestV1,
+    ApiVersionsRequestV2,
+    ApiVersionsResponseV0,
+    ApiVersionsResponseV1,
+    ApiVersionsResponseV2,
+    MetadataRequest,
+)
+from kiel.protocol.api import BY_KEY, BY_REQUEST, BY_RESPONSE
+from kiel.protocol.api_versions import api_versions_request, pick_version, version_ranges
+from kiel.protocol.framing import ClientFraming, ServerFraming
+from kiel.protocol.schema import encode
+from kiel.testing.broker import EmbeddedCluster
+from kiel.testing.broker.rawclient import RawClient
+from kiel.testing.tansu import api_versions
+
+RANGES = [ApiVersionRange(0, 0, 11), ApiVersionRange(1, 0, 17), ApiVersionRange(18, 0, 4)]
+
+
+def test_registered_versions() -> None:
+    assert sorted(API_VERSIONS) == [0, 1, 2]
+    for version, api in API_VERSIONS.items():
+        assert (api.key, api.version, api.name) == (18, version, "ApiVersions")
+        assert BY_KEY[(18, version)] is api
+        assert BY_REQUEST[api.request] is api and BY_RESPONSE[api.response] is api
+    assert (API_VERSIONS_V0.request, API_VERSIONS_V1.request, API_VERSIONS_V2.request) == (
+        ApiVersionsRequestV0, ApiVersionsRequestV1, ApiVersionsRequestV2)
+    assert (API_VERSIONS_V0.response, API_VERSIONS_V1.response, API_VERSIONS_V2.response) == (
+        ApiVersionsResponseV0, ApiVersionsResponseV1, ApiVersionsResponseV2)
+    # v3 is flexible (compact arrays, tagged fields, request header v2): not spoken.
+    assert (18, 3) not in BY_KEY
+
+
+def test_request_builder() -> None:
+    for version in (0, 1, 2):
+        request = api_versions_request(version)
+        assert type(request) is API_VERSIONS[version].request and encode(request) == b""
+    for bad in (3, -1, "0", None):
+        with pytest.raises(ConfigError):
+            api_versions_request(bad)  # type: ignore[arg-type]
+
+
+def test_request_frames_carry_the_version() -> None:
+    framing = ClientFraming(client_id="c")
+    for version in (0, 1, 2):
+        _, frame, expects = framing.send_request(api_versions_request(version))
+        assert expects
+        assert frame == struct.pack(">ihhih", 11, 18, version, version, 1) + b"c"
+
+
+def test_version_ranges_and_pick_version() -> None:
+    ranges = version_ranges(ApiVersionsResponseV1(0, RANGES, 0))
+    assert ranges == {0: RANGES[0], 1: RANGES[1], 18: RANGES[2]}
+    assert pick_version((0, 4), ranges[1]) == 4  # we know less than the broker
+    assert pick_version((0, 20), ranges[1]) == 17  # the broker knows less than we do
+    assert pick_version((3, 3), ranges[0]) == 3
+    assert pick_version((12, 13), ranges[0]) is None  # no overlap
+    assert pick_version((0, 0), ApiVersionRange(5, 1, 3)) is None
+    assert pick_version((0, 4), ranges.get(99)) is None  # not listed at all
+    assert version_ranges(ApiVersionsResponseV0(0, [])) == {}
+
+
+def test_v2_response_is_the_v1_layout_under_its_own_class() -> None:
+    v1 = ApiVersionsResponseV1(0, RANGES, 100)
+    v2 = ApiVersionsResponseV2(0, RANGES, 100)
+    assert encode(v1) == encode(v2)
+    assert ServerFraming.send_response(1, v2) == ServerFraming.send_response(1, v1)
+    framing = ClientFraming()
+    framing.send_request(ApiVersionsRequestV2())
+    [(_, got)] = framing.receive_data(ServerFraming.send_response(0, v2))
+    assert type(got) is ApiVersionsResponseV2 and got.throttle_time_ms == 100
+
+
+def test_unsupported_version_answer_is_v0_shaped() -> None:
+    # KIP-511: a broker asked with a version it does not speak answers with
+    # a v0 body and error 35, listing what it speaks. kiel decodes the
+    # layout it asked for, so asking v0 first is the safe way (see the
+    # module doc of kiel.protocol.api_versions); a v1/v2 decoder runs out.
+    v0_error = ServerFraming.send_response(0, ApiVersionsResponseV0(35, [RANGES[2]]))
+    framing = ClientFraming()
+    framing.send_request(ApiVersionsRequestV2())
+    with pytest.raises(TruncatedError):
+        framing.receive_data(v0_error)
+    framing = ClientFraming()
+    framing.send_request(ApiVersionsRequestV0())
+    [(_, got)] = framing.receive_data(v0_error)
+    assert version_ranges(got) == {18: RANGES[2]}
+    error = for_code(got.error_code)
+    assert error is UnknownBrokerError  # 35 is not in the 0.8.x table kiel registers
+    # kafka-python's KIP-511 fallback reads kiel's v0-shaped error body too.
+    kp = KpApiVersionsResponse[2].decode(v0_error[8:])
+    assert (kp.error_code, [tuple(k) for k in kp.api_keys]) == (35, [(18, 0, 4)])
+
+
+def test_a_legacy_broker_closes_the_connection(
+        kafka_cluster_factory: Callable[..., EmbeddedCluster]) -> None:
+    # Kafka 0.8.2 does not know ApiVersions and closes the connection: the
+    # embedded broker does the same (it knows the API from kiel.protocol but
+    # does not implement it), and records no error of its own.
+    cluster = kafka_cluster_factory(brokers=1, zookeeper=False)
+    address = cluster.address(1)
+    for version in (0, 1, 2):
+        with RawClient(address, timeout=5) as client:
+            client.send(api_versions_request(version))
+            assert client.is_closed_by_peer(timeout=5)
+    with pytest.raises(HarnessError, match="no ApiVersions answer"):
+        api_versions(address, timeout=5)
+    with RawClient(address, timeout=5) as client:  # the broker itself still serves
+        response: Any = client.request(MetadataRequest([]))
+        assert [b.node_id for b in response.brokers] == [1]
+    cluster.check()

@@ -1,0 +1,120 @@
+"""Version negotiation, pure logic (kiel.protocol.versions): which version of
+each API kiel speaks with a broker, from its ApiVersions ranges, a pinned
+release, or the legacy fallback. The network side is tests/test_modern_clients.py."""
+from typing import Any
+
+import pytest
+
+from kiel.exc import ConfigError, UnsupportedFeatureError
+from kiel.protocol.api_versions import ApiVersionRange
+from kiel.protocol.versions import (
+    FETCH,
+    GROUP_COORDINATOR,
+    LEGACY,
+    LIST_OFFSETS,
+    METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    PRODUCE,
+    check_api_version,
+    for_broker_version,
+    negotiate,
+    supported,
+)
+
+ALL_V0 = {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0, OFFSET_COMMIT: 0,
+          OFFSET_FETCH: 0, GROUP_COORDINATOR: 0}
+MODERN = {PRODUCE: 3, FETCH: 4, LIST_OFFSETS: 1, METADATA: 1}
+#: Offsets stored by the broker (0.9+): OffsetCommit v2 with OffsetFetch v1.
+BROKER_OFFSETS = {OFFSET_COMMIT: 2, OFFSET_FETCH: 1}
+
+
+def ranges(by_key: dict) -> dict:
+    return {key: ApiVersionRange(key, low, high) for key, (low, high) in by_key.items()}
+
+
+def test_kiel_implements_v0_of_everything_and_the_newer_versions() -> None:
+    ours = supported()
+    assert ours[PRODUCE] == (0, 3) and ours[FETCH] == (0, 4)
+    assert ours[LIST_OFFSETS] == (0, 1) and ours[METADATA] == (0, 1)
+    assert ours[OFFSET_COMMIT] == (0, 2) and ours[OFFSET_FETCH] == (0, 1)
+    assert ours[GROUP_COORDINATOR] == (0, 1)
+    assert all(ours[key][0] == 0 for key in ALL_V0)
+
+
+def test_tansu_ranges_pick_the_newest_versions_kiel_has() -> None:
+    # What Tansu advertises (ApiVersions 0-4, Produce 0-11, Fetch 0-17, ...).
+    tansu = {0: (0, 11), 1: (0, 17), 2: (0, 9), 3: (0, 12), 8: (0, 9), 9: (0, 9),
+             10: (0, 6), 18: (0, 4)}
+    versions = negotiate(ranges(tansu))
+    assert {k: versions.of(k) for k in MODERN} == MODERN
+    assert versions.of(OFFSET_COMMIT) == 2 and versions.of(OFFSET_FETCH) == 1
+    assert versions.of(GROUP_COORDINATOR) == 1
+    assert versions.source == "ApiVersions" and versions.broker is not None
+
+
+def test_a_range_between_kiel_versions_picks_the_highest_inside() -> None:
+    # Produce 0-2: v3 is out of reach, v0 is in. Fetch 5-17: v4 is below the
+    # broker's minimum (a Kafka 4 style cut), so no Fetch at all.
+    versions = negotiate(ranges({PRODUCE: (0, 2), FETCH: (5, 17)}))
+    assert versions.of(PRODUCE) == 0
+    assert versions.get(FETCH) is None
+    with pytest.raises(UnsupportedFeatureError, match="Fetch.*versions 5 to 17"):
+        versions.of(FETCH)
+    with pytest.raises(UnsupportedFeatureError, match="does not list"):
+        versions.of(METADATA)
+
+
+def test_legacy_is_0_8_2() -> None:
+    assert LEGACY.chosen == ALL_V0
+    assert LEGACY.source == "legacy"
+
+
+@pytest.mark.parametrize("release,expected", [
+    ((0, 8, 0), {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0}),
+    ((0, 8, 1), {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0, OFFSET_COMMIT: 0,
+                 OFFSET_FETCH: 0}),
+    ((0, 8, 2), ALL_V0),
+    ((0, 9), {**ALL_V0, **BROKER_OFFSETS}),
+    ((0, 10), {**ALL_V0, **BROKER_OFFSETS, METADATA: 1, 18: 0}),
+    ((0, 10, 1), {**ALL_V0, **BROKER_OFFSETS, METADATA: 1, LIST_OFFSETS: 1, 18: 0}),
+    ((0, 11), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1}),
+    ((2, 8), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1}),
+    ((3, 7, 1), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1}),
+])
+def test_pinned_release(release: tuple, expected: dict) -> None:
+    versions = for_broker_version(release)
+    assert versions.chosen == expected
+    assert versions.source == "pinned"
+
+
+def test_a_pinned_0_8_0_has_no_offset_apis() -> None:
+    with pytest.raises(UnsupportedFeatureError, match="OffsetCommit"):
+        for_broker_version((0, 8, 0)).of(OFFSET_COMMIT)
+
+
+@pytest.mark.parametrize("bad", ["0.8.2", (0,), (0, 8, 2, 1), (0, -1), (0, 8.2), [0, 8, 2],
+                                 None, (0, 7), (True, 0)])
+def test_bad_api_version_settings(bad: Any) -> None:
+    with pytest.raises(ConfigError):
+        check_api_version(bad)
+
+
+def test_auto_is_none() -> None:
+    assert check_api_version("auto") is None
+    assert check_api_version((2, 8)) == (2, 8)
+
+
+def test_offset_fetch_stays_on_the_storage_offset_commit_writes() -> None:
+    # 0.8.2 serves OffsetFetch v1 (broker storage) but OffsetCommit only up
+    # to v1 (kiel has v0 and v2): commits go to ZooKeeper, so fetches must too.
+    pinned = for_broker_version((0, 8, 2))
+    assert (pinned.of(OFFSET_COMMIT), pinned.of(OFFSET_FETCH)) == (0, 0)
+    answered = negotiate(ranges({OFFSET_COMMIT: (0, 1), OFFSET_FETCH: (0, 1)}))
+    assert (answered.of(OFFSET_COMMIT), answered.of(OFFSET_FETCH)) == (0, 0)
+    # A broker without OffsetFetch v0 then has no usable OffsetFetch at all.
+    answered = negotiate(ranges({OFFSET_COMMIT: (0, 1), OFFSET_FETCH: (1, 3)}))
+    assert answered.get(OFFSET_FETCH) is None
+    # With OffsetCommit v2 both read and write the broker's storage.
+    answered = negotiate(ranges({OFFSET_COMMIT: (0, 9), OFFSET_FETCH: (0, 9)}))
+    assert (answered.of(OFFSET_COMMIT), answered.of(OFFSET_FETCH)) == (2, 1)
