@@ -24,6 +24,7 @@ from kiel.connection import Connection
 from kiel.exc import ConfigError, ConnectionClosedError, HarnessError
 from kiel.protocol import MetadataRequest
 from kiel.protocol.framing import ClientFraming
+from kiel.protocol.versions import LEGACY
 from kiel.testing.faults import FaultProxy
 from tests.test_broker import fetch_request, only
 
@@ -590,7 +591,9 @@ def test_a_request_in_flight_when_cut_fails_typed_and_the_next_connection_succee
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        conn = Connection("127.0.0.1", proxy.port, broker_id=leader)
+        # The 0.8.2 versions pinned: no ApiVersions probe (a 0.8 broker closes
+        # the connection on it), so the proxy sees this test's connections only.
+        conn = Connection("127.0.0.1", proxy.port, broker_id=leader, versions=LEGACY)
         fetch = asyncio.ensure_future(conn.send(long_poll, timeout=60))
         while (await loop.run_in_executor(None, proxy.stats)).bytes_upstream < frame_size:
             await asyncio.sleep(0.02)
@@ -601,7 +604,7 @@ def test_a_request_in_flight_when_cut_fails_typed_and_the_next_connection_succee
         assert caught.value.port == proxy.port and caught.value.broker_id == leader
         assert conn.closed
 
-        again = Connection("127.0.0.1", proxy.port, broker_id=leader)
+        again = Connection("127.0.0.1", proxy.port, broker_id=leader, versions=LEGACY)
         try:
             metadata = await again.send(MetadataRequest([topic]))
             assert [t.topic for t in metadata.topics] == [topic]
