@@ -645,18 +645,36 @@ def test_record_batches_decode_in_budgeted_slices() -> None:
         data += bytes(batch)
         base += 100
     decoder = Decoder(max_fetch_size=1 << 24, decode_budget=0)
+
+    def decode(state: PartitionState, answer: bytes) -> bool:
+        """Decode the whole answer at once; whether it was a healthy round."""
+        Decoder.received(state, answer, record_batches=True)
+        asyncio.run(decoder.decode(state, 10**9))
+        return state.answered and state.error is None
+
     state = PartitionState(tp, 150, 1 << 20)
-    assert asyncio.run(decoder.decode(state, 150, state.epoch, data, record_batches=True))
+    assert decode(state, data)
     assert decoder.yields >= 5  # a budget of 0 yields after every slice
     assert [r.offset for r in state.buffer] == list(range(150, 4000))
     first = state.buffer[0]
     assert (first.timestamp, first.timestamp_type, first.headers) == (TS + 150, 0, (("b", b"1"),))
+    # Decoded on demand, a bounded number at a time, from where it stopped.
+    state = PartitionState(tp, 150, 1 << 20)
+    Decoder.received(state, data, record_batches=True)
+    handed = []
+    while True:
+        asyncio.run(decoder.decode(state, 250))
+        if not state.buffer:
+            break
+        assert len(state.buffer) <= 250 + decoder.peak_slice  # one slice past the ask at most
+        handed.extend(r.offset for r in state.buffer)
+        state.buffer, state.position = [], state.next_offset
+    assert handed == list(range(150, 4000)) and state.error is None
     # A partial trailing batch is dropped, not an error; a first batch larger
     # than the answer grows the fetch size.
     state = PartitionState(tp, 0, 1 << 20)
-    assert asyncio.run(decoder.decode(state, 0, state.epoch, data[:-10], record_batches=True))
+    assert decode(state, data[:-10])
     assert state.buffer[-1].offset == 3899
     state = PartitionState(tp, 0, 1000)
-    assert not asyncio.run(decoder.decode(state, 0, state.epoch, data[:900],
-                                          record_batches=True))
+    assert not decode(state, data[:900])
     assert state.fetch_size > 1000 and state.error is None
