@@ -51,7 +51,13 @@ from kiel.consumer.listener import ConsumerRebalanceListener, call_listener
 from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
 from kiel.consumer.positions import check_offset
 from kiel.consumer.subscription import Status
-from kiel.exc import ConfigError, KielError, OffsetResetError, UnknownPartitionError
+from kiel.exc import (
+    ConfigError,
+    KielError,
+    OffsetResetError,
+    UnknownPartitionError,
+    ZooKeeperError,
+)
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember, PartitionHooks
@@ -104,6 +110,10 @@ class GroupedConsumer(_BaseConsumer):
             finish the records it holds of a revoked partition; unfinished
             ones are then delivered again by the next owner.
         join_timeout: seconds :meth:`connect` waits for the first allocation.
+        leave_timeout: seconds :meth:`close` gives the graceful leave
+            (revocation, commit, releasing the owner znodes, deregistering);
+            past it, or with ZooKeeper unreachable, the znodes go when the
+            session ends and the next owners deliver from the last commit.
         **options: the fetch options of
             :class:`~kiel.consumer.SingleConsumer` (``deserializer``,
             ``key_deserializer``, ``max_wait_time``, ``min_bytes``,
@@ -139,11 +149,12 @@ class GroupedConsumer(_BaseConsumer):
         acquire_timeout: float = 30.0,
         revoke_timeout: float = 30.0,
         join_timeout: float = 60.0,
+        leave_timeout: float = 10.0,
         **options: Any,
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
-                             acquire_timeout, zk_session_timeout)
+                             acquire_timeout, zk_session_timeout, leave_timeout)
         super().__init__(brokers, **options)
         self.group = group
         self.zk_hosts = zk_hosts
@@ -155,6 +166,7 @@ class GroupedConsumer(_BaseConsumer):
         self.acquire_timeout = acquire_timeout
         self.revoke_timeout = revoke_timeout
         self.join_timeout = join_timeout
+        self.leave_timeout = leave_timeout
         self.listener = listener
         self.auto_finish = auto_finish
         self.commit_interval = commit_interval or None
@@ -218,6 +230,7 @@ class GroupedConsumer(_BaseConsumer):
                 member_id=self.member_id,
                 capacity=self.capacity,
                 acquire_timeout=self.acquire_timeout,
+                leave_timeout=self.leave_timeout,
             )
             self.member_id = self.member.member_id
             if self._weighted:
@@ -249,7 +262,12 @@ class GroupedConsumer(_BaseConsumer):
                 await self.member.leave()
         finally:
             if self.zk is not None:
-                await self.zk.stop()
+                try:
+                    await self.zk.stop()
+                except ZooKeeperError as e:
+                    # Closing goes on: the session ends on the server anyway.
+                    self._errors.append(e)
+                    log.warning("stopping ZooKeeper: %s", e)
 
     # ------------------------------------------------------------------
     # consuming
@@ -588,7 +606,7 @@ def _check_group_options(
         raise ConfigError(f"commit_interval must be >= 0, got {commit_interval!r}")
     if commit_every is not None and (not isinstance(commit_every, int) or commit_every < 1):
         raise ConfigError(f"commit_every must be an int >= 1, got {commit_every!r}")
-    names = ("revoke_timeout", "acquire_timeout", "zk_session_timeout")
+    names = ("revoke_timeout", "acquire_timeout", "zk_session_timeout", "leave_timeout")
     for name, value in zip(names, timeouts):
         if not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"{name} must be seconds >= 0, got {value!r}")

@@ -12,7 +12,7 @@ import logging
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, WriterNotClosedException
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
@@ -128,9 +128,23 @@ class ZooKeeper:
             ) from e
 
     async def stop(self) -> None:
-        """Close the session (ephemeral znodes go at once) and free kazoo's threads."""
-        await self.bridge.run_blocking(self.client.stop)
-        await self.bridge.run_blocking(self.client.close)
+        """Close the session (ephemeral znodes go at once) and free kazoo's threads.
+
+        Also during an outage: kazoo then cannot tell the server, and the
+        session (with its ephemeral znodes) ends when the server expires it.
+        Requests still pending fail with kazoo's ``ConnectionClosedError``.
+        Idempotent.
+
+        Raises:
+            ZooKeeperError: kazoo's connection thread did not end (kazoo
+                waits for it at most ``max(10 s, session_timeout)``).
+        """
+        try:
+            await self.bridge.run_blocking(self.client.stop)
+        except WriterNotClosedException as e:
+            raise translate(e, "stop") from e
+        finally:
+            await self.bridge.run_blocking(self.client.close)
 
     # ------------------------------------------------------------------
     # operations

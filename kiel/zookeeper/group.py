@@ -101,6 +101,8 @@ class GroupMember:
         acquire_timeout: seconds to wait for a previous owner to release a
             partition before the allocation is recomputed.
         pattern: ``topics`` is a regular expression (a string).
+        leave_timeout: seconds :meth:`leave` takes at most (ZooKeeper may be
+            unreachable when the member leaves).
 
     Raises:
         ConfigError: bad group name, topics or allocator.
@@ -117,6 +119,7 @@ class GroupMember:
         capacity: float = 1.0,
         acquire_timeout: float = 30.0,
         pattern: bool = False,
+        leave_timeout: float = 10.0,
     ) -> None:
         if not group or "/" in group:
             raise ConfigError(f"bad group name {group!r}")
@@ -129,6 +132,7 @@ class GroupMember:
         self.member_id = member_id or default_member_id()
         self.capacity = capacity
         self.acquire_timeout = acquire_timeout
+        self.leave_timeout = leave_timeout
         self.pattern, self.static_topics = _subscription(topics, pattern)
         self.base = f"/consumers/{group}"
         self.owners = Owners(zk, self.base, self.member_id)
@@ -218,22 +222,57 @@ class GroupMember:
 
         Every background task of this member (reconcile and its retries, a
         re-registration after an expiry, pending acquisitions) is cancelled
-        first, waiting at most ``acquire_timeout`` seconds for them to end.
+        first. The whole leave is bounded by ``leave_timeout``: ZooKeeper
+        may be unreachable, and then the owner znodes and the registration
+        stay until the server ends the session (stopping the session, or its
+        expiry); the next owners wait for them on watches. While the
+        connection is suspended (or the session is gone) nothing is
+        committed: the partitions are reported lost, since another member
+        may own them already.
         """
+        if self._closing:
+            return
         self._closing = True
         self.zk.remove_state_listener(self._on_state)
-        await self._tasks.cancel(self.acquire_timeout)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.leave_timeout
+        await self._tasks.cancel(self.leave_timeout)
+        try:
+            await asyncio.wait_for(self._hand_back(), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            log.warning(
+                "%s", GroupError(
+                    f"member {self.member_id} could not leave within leave_timeout="
+                    f"{self.leave_timeout}s (ZooKeeper unreachable?); its znodes go when "
+                    "its session ends", group=self.group,
+                ),
+            )
+        except (KazooException, ZooKeeperError) as e:
+            # The registration and owner znodes are ephemeral: they go with
+            # the session, which the caller stops next.
+            log.warning("%s", GroupError(
+                f"member {self.member_id} left uncleanly: {type(e).__name__} {e}; its znodes "
+                "go when its session ends", group=self.group,
+            ))
+
+    async def _hand_back(self) -> None:
+        """Revoke (or, without a live session, lose) what is owned, release it, deregister."""
         if self.owned:
             owned = sorted(self.owned)
+            if self._suspended or not self._session_current():
+                self.owned.clear()
+                await self.hooks.lost(owned)
+                return
             await self.hooks.revoked(owned)
             await self._release(owned)
         try:
             await self.zk.delete(f"{self.base}/ids/{self.member_id}")
         except NoNodeError:
             pass
-        except KazooException as e:
-            # The registration is ephemeral: it goes with the session anyway.
-            log.warning("could not deregister %s: %s", self.member_id, e)
+
+    def _session_current(self) -> bool:
+        """Whether this member is registered under the session it has now."""
+        return self._session is not None and self._session == self.zk.session_id
 
     def _left(self) -> bool:
         return self._closing
