@@ -8,14 +8,18 @@ its fix (see the commit that added it).
 """
 
 import asyncio
+import json
 import logging
 import threading
-from typing import Any, Set
+from typing import Any, List, Set, Tuple
 
 import pytest
 
 from kiel.consumer import GroupedConsumer
+from kiel.exc import GroupError
 from kiel.structs import TopicPartition
+from kiel.zookeeper.client import ZooKeeper
+from kiel.zookeeper.group import GroupMember
 from tests.conftest import run, unique
 from tests.waiting import until
 
@@ -89,5 +93,99 @@ def test_close_during_a_zookeeper_blackout_returns_within_leave_timeout(
             proxy.restore()
             await asyncio.sleep(0.5)  # anything left running would log now
             assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+    run(main())
+
+
+async def new_group(hosts: str, partitions: int) -> Tuple[ZooKeeper, str, str]:
+    """An admin session (straight to the server), a fresh topic and a fresh group name."""
+    admin = ZooKeeper(hosts)
+    await admin.start()
+    topic, group = unique("t"), unique("g")
+    data = json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(partitions)}})
+    await admin.create(f"/brokers/topics/{topic}", data.encode(), makepath=True)
+    return admin, topic, group
+
+
+class Sessions:
+    """The ZooKeeper sessions a test opens, all stopped when it ends, pass or fail."""
+
+    def __init__(self) -> None:
+        self.opened: List[ZooKeeper] = []
+
+    async def start(self, hosts: str, **options: Any) -> ZooKeeper:
+        zk = ZooKeeper(hosts, **options)
+        await zk.start()
+        self.opened.append(zk)
+        return zk
+
+    async def __aenter__(self) -> "Sessions":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        for zk in self.opened:
+            await zk.stop()
+
+
+def test_a_registration_whose_reply_was_lost_is_recognised_as_ours(
+    zookeeper: Any, fault_proxy: Any
+) -> None:
+    proxy = fault_proxy(zookeeper.hosts)
+
+    async def main() -> None:
+        async with Sessions() as sessions:
+            admin, topic, group = await new_group(zookeeper.hosts, 2)
+            sessions.opened.append(admin)
+            zk = await sessions.start(proxy.address, session_timeout=10.0)
+            member = GroupMember(zk, group, [topic], member_id="a", acquire_timeout=1.0)
+            await member._ensure_paths()
+            path = f"/consumers/{group}/ids/a"
+            session = zk.session_id
+            # The create reaches the server; its reply is held, then the
+            # connection is cut: kazoo reports ConnectionLoss for it.
+            proxy.stall("downstream")
+            first = asyncio.ensure_future(member._register())
+
+            async def created() -> bool:
+                stat = await admin.exists(path)
+                return stat is not None and stat.ephemeralOwner == session
+
+            deadline = asyncio.get_running_loop().time() + 10
+            while not await created():
+                assert asyncio.get_running_loop().time() < deadline, "create never arrived"
+                await asyncio.sleep(0.02)
+            proxy.cut()
+            proxy.heal()
+            with pytest.raises(Exception) as lost:
+                await first
+            assert type(lost.value).__name__ == "ConnectionLoss"
+            await until(lambda: zk.connected, timeout=20, what="reconnected")
+            assert zk.session_id == session  # same session: the node is ours
+            # The retry meets NodeExists on its own node; before the fix it
+            # waited for it to go and raised GroupError.
+            await asyncio.wait_for(member._register(), 5)
+            assert member._session == session
+
+    run(main())
+
+
+def test_register_takes_the_current_sessions_own_node_as_done(zookeeper: Any) -> None:
+    async def main() -> None:
+        async with Sessions() as sessions:
+            admin, topic, group = await new_group(zookeeper.hosts, 2)
+            sessions.opened.append(admin)
+            zk = await sessions.start(zookeeper.hosts, session_timeout=10.0)
+            member = GroupMember(zk, group, [topic], member_id="a", acquire_timeout=1.0)
+            # What a create whose reply was lost leaves: the node, made by
+            # this very session.
+            await zk.create(f"/consumers/{group}/ids/a", b"{}", ephemeral=True, makepath=True)
+            await asyncio.wait_for(member._register(), 5)
+            assert member._session == zk.session_id
+            # Another live session's node is not ours: bounded wait, then GroupError.
+            other = await sessions.start(zookeeper.hosts, session_timeout=10.0)
+            await other.create(f"/consumers/{group}/ids/b", b"{}", ephemeral=True)
+            b = GroupMember(zk, group, [topic], member_id="b", acquire_timeout=0.5)
+            with pytest.raises(GroupError):
+                await asyncio.wait_for(b._register(), 10)
 
     run(main())

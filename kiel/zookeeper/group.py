@@ -184,6 +184,7 @@ class GroupMember:
             kazoo.exceptions.KazooException: ZooKeeper failed while registering.
         """
         self.zk.add_state_listener(self._on_state)
+        await self._ensure_paths()
         await self._register()
         await self.zk.children_watch(f"{self.base}/ids", self._on_members)
         if self.pattern is not None:
@@ -280,26 +281,54 @@ class GroupMember:
     # ------------------------------------------------------------------
     # registration and watches (callbacks arrive on the loop via the bridge)
 
-    async def _register(self) -> None:
-        path = f"{self.base}/ids/{self.member_id}"
+    async def _ensure_paths(self) -> None:
+        """The group's persistent znodes (idempotent)."""
         # The group's own znode stays open: the broker writes v0 commits under
         # it (``offsets``) with its own credentials. ``ids`` and ``owners`` are
         # protected (with digest auth, only this identity may change them).
         await self.zk.ensure_path(self.base)
         await self.zk.ensure_path(f"{self.base}/ids", protected=True)
         await self.zk.ensure_path(f"{self.base}/owners", protected=True)
+
+    async def _register(self) -> None:
+        """Create ``ids/<member_id>`` for the current session (idempotent).
+
+        ``_session`` becomes the session that holds the registration, which
+        the caller compares with the current one (it may have changed meanwhile).
+
+        Raises:
+            GroupError: another session keeps the id past ``acquire_timeout``.
+            kazoo.exceptions.KazooException: ZooKeeper failed.
+        """
+        path = f"{self.base}/ids/{self.member_id}"
         data = self._registration()
-        try:
-            await self.zk.create(path, data, ephemeral=True, protected=True)
-        except NodeExistsError as e:
-            # Our own node from a previous session may linger until the server
-            # expires it; wait for it, then register (bounded).
-            if not await self.zk.wait_deleted(path, self.acquire_timeout):
-                raise GroupError(
-                    f"member id {self.member_id} is registered by someone else", group=self.group
-                ) from e
-            await self.zk.create(path, data, ephemeral=True, protected=True)
-        self._session = self.zk.session_id
+        # Strategy: a create whose reply was lost (ConnectionLoss) may have
+        # gone through; retried, it meets NodeExists on our own node. The
+        # node's ephemeralOwner tells: the current session's is ours (done);
+        # another session's is a previous session of ours not yet expired
+        # (or a namesake): wait for it to go, bounded.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.acquire_timeout
+        while True:
+            session = self.zk.session_id
+            try:
+                await self.zk.create(path, data, ephemeral=True, protected=True)
+                self._session = session
+                return
+            except NodeExistsError as e:
+                try:
+                    _, stat = await self.zk.get(path)
+                except NoNodeError:
+                    continue  # gone between create and get: create again
+                if stat.ephemeralOwner == self.zk.session_id:
+                    self._session = stat.ephemeralOwner
+                    return
+                remaining = deadline - loop.time()
+                if remaining <= 0 or not await self.zk.wait_deleted(path, remaining):
+                    raise GroupError(
+                        f"member id {self.member_id} is registered by another session",
+                        group=self.group,
+                    ) from e
 
     def _registration(self) -> bytes:
         """This member's ``ids/<member_id>`` data, in the 0.8 consumer's format."""
@@ -356,35 +385,49 @@ class GroupMember:
             self._suspended = False
             if self._session is not None and self.zk.session_id != self._session:
                 # Expired and reconnected with a new session: register again.
-                if self._rejoining is None or self._rejoining.done():
-                    self._rejoining = self._tasks.spawn(self._rejoin(), "rejoin")
+                self._lose_all()
+                self._start_rejoin()
             else:
                 self.hooks.resume()
                 self._mark_dirty()
         elif state == KazooState.LOST:
-            self._tasks.spawn(self._lose_all(), "lose partitions")
+            self._lose_all()
 
-    async def _lose_all(self) -> None:
+    def _lose_all(self) -> None:
+        """The session is gone, and every owner znode with it: report them lost."""
         lost = sorted(self.owned)
         self.owned.clear()
-        self._session = -1
+        if self._session is not None:
+            self._session = -1  # registered under no live session
         if lost:
-            await self.hooks.lost(lost)
+            self._tasks.spawn(self.hooks.lost(lost), "lose partitions")
+
+    def _start_rejoin(self) -> None:
+        """Register under the new session: one rejoin at a time (single-flight).
+
+        A rejoin already running goes on until the registration is the
+        current session's, so a connection that flaps meanwhile needs no second one.
+        """
+        if self._rejoining is None or self._rejoining.done():
+            self._rejoining = self._tasks.spawn(self._rejoin(), "rejoin")
 
     async def _rejoin(self) -> None:
-        if self.owned:
-            await self._lose_all()
         try:
             async for attempt in attempts(REJOIN_BACKOFF, closed=self._left):
                 try:
+                    await self._ensure_paths()
                     await self._register()
-                    break
-                except (KazooException, GroupError) as e:
+                except (KazooException, ZooKeeperError, GroupError) as e:
                     log.error("re-registering %s failed (%r); retrying", self.member_id, e)
                     attempt.failed(e)
+                    continue
+                if not self._session_current():
+                    # The session changed again while we registered.
+                    attempt.failed(GroupError("session changed while registering"))
         except ClientClosedError:
             return  # the member left meanwhile
-        self.hooks.resume()
+        if not self._suspended:
+            self.hooks.resume()
         self._mark_dirty()
 
     def _mark_dirty(self) -> None:
