@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from typing import Any, List, Set, Tuple
 
 import pytest
@@ -21,6 +22,7 @@ from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember
 from tests.conftest import run, unique
+from tests.test_group_member import RecordingHooks, converge
 from tests.waiting import until
 
 pytestmark = pytest.mark.zookeeper
@@ -187,5 +189,61 @@ def test_register_takes_the_current_sessions_own_node_as_done(zookeeper: Any) ->
             b = GroupMember(zk, group, [topic], member_id="b", acquire_timeout=0.5)
             with pytest.raises(GroupError):
                 await asyncio.wait_for(b._register(), 10)
+
+    run(main())
+
+
+class CutOnFirstRevoke(RecordingHooks):
+    """The first revoke holds the member's requests and then cuts its connection:
+    the owner znodes' release that follows fails with ConnectionLoss."""
+
+    def __init__(self, name: str, log: List[Any], proxy: Any) -> None:
+        super().__init__(name, log)
+        self.proxy = proxy
+        self.cut: asyncio.Future[Any] | None = None
+
+    async def revoked(self, partitions: List[TP]) -> None:
+        await super().revoked(partitions)
+        if self.cut is None:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, self.proxy.stall, "upstream")
+
+            def cut_then_heal() -> None:
+                time.sleep(0.3)  # the release's request is queued behind the stall by then
+                self.proxy.cut()
+                self.proxy.heal()
+
+            self.cut = loop.run_in_executor(None, cut_then_heal)
+
+
+def test_a_release_lost_to_connection_loss_is_retried(zookeeper: Any, fault_proxy: Any) -> None:
+    proxy = fault_proxy(zookeeper.hosts)
+
+    async def main() -> None:
+        async with Sessions() as sessions:
+            admin, topic, group = await new_group(zookeeper.hosts, 4)
+            sessions.opened.append(admin)
+            log: List[Any] = []
+            hooks = CutOnFirstRevoke("a", log, proxy)
+            zk_a = await sessions.start(proxy.address, session_timeout=10.0)
+            a = GroupMember(zk_a, group, [topic], hooks=hooks, member_id="a", acquire_timeout=2)
+            await a.join(timeout=30)
+            zk_b = await sessions.start(zookeeper.hosts, session_timeout=10.0)
+            b = GroupMember(zk_b, group, [topic], hooks=RecordingHooks("b", log), member_id="b",
+                            acquire_timeout=2)
+            # b's arrival makes a release two partitions; the first release is
+            # cut off. Before the fix a forgot them anyway and their owner
+            # znodes stayed with a's live session: b never got them.
+            await b.join(timeout=60)
+            assert hooks.cut is not None
+            await hooks.cut
+            await converge([a, b], timeout=60)
+            assert a.owned | b.owned == {TP(topic, p) for p in range(4)}
+            assert len(a.owned) == len(b.owned) == 2
+            for tp in a.owned | b.owned:
+                data, _ = await admin.get(f"/consumers/{group}/owners/{tp.topic}/{tp.partition}")
+                assert data.decode() == ("a" if tp in a.owned else "b")
+            await a.leave()
+            await b.leave()
 
     run(main())

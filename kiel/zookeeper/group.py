@@ -141,6 +141,13 @@ class GroupMember:
         self.topic_partitions: Dict[str, int] = {}
         self.target: Set[TopicPartition] = set()
         self.owned: Set[TopicPartition] = set()
+        #: Partitions whose owner znode the current session may hold without
+        #: using it: a release or claim that failed half-way, partitions
+        #: claimed when a later claim failed, those of a session that changed
+        #: under a claim. Every reconcile releases them (or confirms them
+        #: by claiming them when they are wanted); only a confirmed delete
+        #: (or NoNode, or another session's node) forgets one.
+        self.maybe_held: Set[TopicPartition] = set()
         self._session: Optional[int] = None
         # Strategy: one flag and one wake-up for every change. ``_dirty``
         # says a reconcile pass is due; ``_changed`` wakes whoever waits on
@@ -213,6 +220,7 @@ class GroupMember:
             self._reconciled
             and not self._dirty
             and self.target == self.owned
+            and not self.maybe_held
             and self.member_id in self.members
             and self._topics_listed
             and not self._pending_topics
@@ -266,6 +274,8 @@ class GroupMember:
                 return
             await self.hooks.revoked(owned)
             await self._release(owned)
+        if self.maybe_held and self._session_current():
+            await self._release(sorted(self.maybe_held))
         try:
             await self.zk.delete(f"{self.base}/ids/{self.member_id}")
         except NoNodeError:
@@ -394,8 +404,14 @@ class GroupMember:
             self._lose_all()
 
     def _lose_all(self) -> None:
-        """The session is gone, and every owner znode with it: report them lost."""
+        """The session is gone, and every owner znode with it: report them lost.
+
+        They stay in ``maybe_held``: a claim queued by kazoo during the outage
+        may have been sent under the new session, and the next reconcile
+        releases (or confirms) what the current session holds.
+        """
         lost = sorted(self.owned)
+        self.maybe_held.update(self.owned)
         self.owned.clear()
         if self._session is not None:
             self._session = -1  # registered under no live session
@@ -513,6 +529,9 @@ class GroupMember:
         if release:
             await self.hooks.revoked(release)
             await self._release(release)
+        unsure = sorted(self.maybe_held - self.target)
+        if unsure:
+            await self._release(unsure)
         acquire = sorted(self.target - self.owned)
         if acquire:
             await self._acquire(acquire)
@@ -535,18 +554,55 @@ class GroupMember:
                 capacities[member] = 1.0
 
     async def _release(self, partitions: List[TopicPartition]) -> None:
+        """Delete the owner znodes of ``partitions`` (already revoked, or never used).
+
+        Each stays in ``maybe_held`` until its delete is confirmed, so a
+        release that fails half-way is retried by the next reconcile.
+
+        Raises:
+            kazoo.exceptions.KazooException: ZooKeeper failed.
+        """
         for tp in partitions:
             self.owned.discard(tp)
+            self.maybe_held.add(tp)
+        for tp in partitions:
             await self.owners.release(tp)
+            self.maybe_held.discard(tp)
+
+    async def _claim(self, tp: TopicPartition) -> bool:
+        """Claim ``tp`` for the current session; True once it is confirmed ours.
+
+        A claim whose outcome is unknown (ZooKeeper failed, or the session
+        changed under it) leaves ``tp`` in ``maybe_held``.
+
+        Raises:
+            kazoo.exceptions.KazooException: ZooKeeper failed.
+            ZooKeeperError: the session changed during the claim.
+        """
+        session = self._session
+        self.maybe_held.add(tp)
+        claimed = await self.owners.claim(tp)
+        if session != self._session or not self._session_current():
+            raise ZooKeeperError(f"the session changed while claiming {tp}")
+        # Claimed: confirmed ours (it goes to ``owned``). Not claimed:
+        # another session's node, nothing of ours to release.
+        self.maybe_held.discard(tp)
+        return claimed
 
     async def _acquire(self, partitions: List[TopicPartition]) -> None:
         claimed: List[TopicPartition] = []
         waiting: List[TopicPartition] = []
-        for tp in partitions:
-            (claimed if await self.owners.claim(tp) else waiting).append(tp)
-        if claimed:
-            self.owned.update(claimed)
-            await self.hooks.assigned(claimed)
+        try:
+            for tp in partitions:
+                (claimed if await self._claim(tp) else waiting).append(tp)
+        finally:
+            # The ones confirmed before a failure are ours: use them (the
+            # failure is re-raised and the reconcile retried).
+            if claimed and not self._session_current():
+                self.maybe_held.update(claimed)  # the session they were claimed by is gone
+            elif claimed:
+                self.owned.update(claimed)
+                await self.hooks.assigned(claimed)
         if waiting:
             # Incremental: each contested partition waits for its previous
             # owner on a watch; whatever is free is already flowing.
@@ -571,7 +627,7 @@ class GroupMember:
             if (
                 await self._wait_freed(tp, remaining)
                 and self._still_wanted(tp)
-                and await self.owners.claim(tp)
+                and await self._claim(tp)
             ):
                 self.owned.add(tp)
                 await self.hooks.assigned([tp])
