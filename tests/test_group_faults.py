@@ -247,3 +247,41 @@ def test_a_release_lost_to_connection_loss_is_retried(zookeeper: Any, fault_prox
             await b.leave()
 
     run(main())
+
+
+@pytest.mark.slow
+def test_the_member_is_back_soon_after_a_long_outage() -> None:
+    from kiel.testing.zookeeper import ZooKeeperServer
+
+    server = ZooKeeperServer()
+    server.start()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        async with Sessions() as sessions:
+            admin, topic, group = await new_group(server.hosts, 2)
+            sessions.opened.append(admin)
+            zk = await sessions.start(server.hosts, session_timeout=6.0, max_retry_delay=1.0)
+            member = GroupMember(zk, group, [topic], member_id="a")
+            await member.join(timeout=30)
+            await loop.run_in_executor(None, server.stop)
+            await until(lambda: not zk.connected, timeout=20, what="disconnected")
+            # Long enough for kazoo's own backoff (0.1 s doubling, capped at an
+            # hour) to reach pauses of ~25 s: it would sleep past the restart.
+            await asyncio.sleep(30)
+            await loop.run_in_executor(None, server.start)
+            back = loop.time()
+            await until(lambda: zk.connected, timeout=60, what="reconnected")
+            took = loop.time() - back
+            print(f"\nreconnected {took:.1f} s after ZooKeeper was back (max_retry_delay 1 s)")
+            # 1 s between attempts at most, and the jitter; kazoo's default
+            # would still be in a pause of 25 s or more.
+            assert took < 10
+            await asyncio.wait_for(member.settled(), 30)
+            assert member.owned == {TP(topic, 0), TP(topic, 1)}
+            await member.leave()
+
+    try:
+        run(main())
+    finally:
+        server.close()

@@ -98,6 +98,9 @@ class GroupedConsumer(_BaseConsumer):
             broker that finds it too large gets a retry without it).
         zk_session_timeout: ZooKeeper session timeout, seconds.
         zk_chroot: optional chroot added to ``zk_hosts``.
+        zk_max_retry_delay: the longest pause, seconds, between attempts to
+            reconnect to ZooKeeper (exponential backoff up to it), so the
+            member is back soon after a long outage ends.
         zk_auth: ``"user:password"``: digest-authenticate, and create this
             group's znodes with ACLs that let only that identity change them
             (anyone may read them, so 0.8 tools still see the group).
@@ -143,6 +146,7 @@ class GroupedConsumer(_BaseConsumer):
         commit_metadata: str = "",
         zk_session_timeout: float = 10.0,
         zk_chroot: Optional[str] = None,
+        zk_max_retry_delay: float = 5.0,
         zk_auth: Optional[str] = None,
         member_id: Optional[str] = None,
         capacity: float = 1.0,
@@ -154,12 +158,14 @@ class GroupedConsumer(_BaseConsumer):
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
-                             acquire_timeout, zk_session_timeout, leave_timeout)
+                             acquire_timeout, zk_session_timeout, leave_timeout,
+                             zk_max_retry_delay)
         super().__init__(brokers, **options)
         self.group = group
         self.zk_hosts = zk_hosts
         self.zk_session_timeout = zk_session_timeout
         self.zk_chroot = zk_chroot
+        self.zk_max_retry_delay = zk_max_retry_delay
         self.zk_auth = zk_auth
         self.member_id = member_id
         self.capacity = capacity
@@ -217,6 +223,7 @@ class GroupedConsumer(_BaseConsumer):
             session_timeout=self.zk_session_timeout,
             chroot=self.zk_chroot,
             auth=self.zk_auth,
+            max_retry_delay=self.zk_max_retry_delay,
         )
         await self.zk.start()
         try:
@@ -606,7 +613,8 @@ def _check_group_options(
         raise ConfigError(f"commit_interval must be >= 0, got {commit_interval!r}")
     if commit_every is not None and (not isinstance(commit_every, int) or commit_every < 1):
         raise ConfigError(f"commit_every must be an int >= 1, got {commit_every!r}")
-    names = ("revoke_timeout", "acquire_timeout", "zk_session_timeout", "leave_timeout")
+    names = ("revoke_timeout", "acquire_timeout", "zk_session_timeout", "leave_timeout",
+             "zk_max_retry_delay")
     for name, value in zip(names, timeouts):
         if not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"{name} must be seconds >= 0, got {value!r}")

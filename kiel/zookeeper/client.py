@@ -54,6 +54,10 @@ class ZooKeeper:
         auth: ``"user:password"`` for digest authentication; znodes created with
             ``protected=True`` then get :func:`digest_acls`.
         connect_timeout: seconds :meth:`start` waits for the first connection.
+        max_retry_delay: the longest pause, seconds, between kazoo's attempts
+            to reconnect (it backs off exponentially up to it). kazoo's own
+            cap is an hour: after a long outage a member would idle for
+            minutes once ZooKeeper is back.
 
     Raises:
         ConfigError: bad hosts or auth.
@@ -66,6 +70,7 @@ class ZooKeeper:
         chroot: Optional[str] = None,
         auth: Optional[str] = None,
         connect_timeout: float = 15.0,
+        max_retry_delay: float = 5.0,
     ) -> None:
         if not hosts or not isinstance(hosts, str):
             raise ConfigError(f"ZooKeeper hosts must be 'host:port[,...]', got {hosts!r}")
@@ -77,7 +82,15 @@ class ZooKeeper:
         self.connect_timeout = connect_timeout
         self.acls: Optional[List[ACL]] = digest_acls(auth) if auth else None
         auth_data = [("digest", auth)] if auth else None
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout, auth_data=auth_data)
+        if not isinstance(max_retry_delay, (int, float)) or not 0 < max_retry_delay < 3600:
+            raise ConfigError(
+                f"max_retry_delay must be seconds in (0, 3600), got {max_retry_delay!r}"
+            )
+        # Unbounded tries (kazoo's default), jittered, capped at max_retry_delay.
+        connection_retry = {"max_tries": -1, "delay": 0.1, "backoff": 2,
+                            "max_delay": float(max_retry_delay)}
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout, auth_data=auth_data,
+                                  connection_retry=connection_retry)
         self.bridge = Bridge()
         self._listeners: List[StateListener] = []
         self.client.add_listener(self._on_state_thread)
