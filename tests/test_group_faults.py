@@ -285,3 +285,42 @@ def test_the_member_is_back_soon_after_a_long_outage() -> None:
         run(main())
     finally:
         server.close()
+
+
+class HungRevoke:
+    """A listener whose on_partitions_revoked never returns (a stuck await)."""
+
+    def __init__(self) -> None:
+        self.revoked: List[List[TP]] = []
+
+    async def on_partitions_revoked(self, tps: List[TP]) -> None:
+        self.revoked.append(tps)
+        await asyncio.Event().wait()
+
+
+def test_a_hung_revoke_listener_does_not_block_the_hand_off(
+    kafka_cluster: Any, topic_factory: Any
+) -> None:
+    topic = topic_factory(partitions=2)
+    group = unique("g")
+
+    async def main() -> None:
+        listener = HungRevoke()
+        a = grouped(kafka_cluster, kafka_cluster.zookeeper, group, [topic], member_id="a",
+                    listener=listener, listener_timeout=1.0)
+        await a.connect()
+        b = grouped(kafka_cluster, kafka_cluster.zookeeper, group, [topic], member_id="b",
+                    acquire_timeout=60)
+        try:
+            # b's join needs one of a's partitions: before the fix a's hung
+            # listener held it for ever and b's join timed out.
+            await asyncio.wait_for(b.connect(), 30)
+            assert len(a.assignment()) == len(b.assignment()) == 1
+            assert listener.revoked
+            with pytest.raises(GroupError, match="listener_timeout"):
+                await a.consume()
+        finally:
+            await asyncio.wait_for(b.close(), 30)
+            await asyncio.wait_for(a.close(), 30)
+
+    run(main())

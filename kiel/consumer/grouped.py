@@ -113,6 +113,9 @@ class GroupedConsumer(_BaseConsumer):
             finish the records it holds of a revoked partition; unfinished
             ones are then delivered again by the next owner.
         join_timeout: seconds :meth:`connect` waits for the first allocation.
+        listener_timeout: seconds an ``async`` listener callback may take;
+            past it, it is cancelled, :class:`~kiel.exc.GroupError` is logged
+            and raised by the next :meth:`consume`, and the hand-off goes on.
         leave_timeout: seconds :meth:`close` gives the graceful leave
             (revocation, commit, releasing the owner znodes, deregistering);
             past it, or with ZooKeeper unreachable, the znodes go when the
@@ -154,12 +157,13 @@ class GroupedConsumer(_BaseConsumer):
         revoke_timeout: float = 30.0,
         join_timeout: float = 60.0,
         leave_timeout: float = 10.0,
+        listener_timeout: float = 30.0,
         **options: Any,
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
                              acquire_timeout, zk_session_timeout, leave_timeout,
-                             zk_max_retry_delay)
+                             zk_max_retry_delay, listener_timeout)
         super().__init__(brokers, **options)
         self.group = group
         self.zk_hosts = zk_hosts
@@ -173,6 +177,7 @@ class GroupedConsumer(_BaseConsumer):
         self.revoke_timeout = revoke_timeout
         self.join_timeout = join_timeout
         self.leave_timeout = leave_timeout
+        self.listener_timeout = listener_timeout
         self.listener = listener
         self.auto_finish = auto_finish
         self.commit_interval = commit_interval or None
@@ -453,7 +458,7 @@ class _Ownership(PartitionHooks):
         for tp in tps:
             consumer._commits.own(tp)
         try:
-            await call_listener(consumer.listener, "on_partitions_assigned", tps, consumer._errors)
+            await self._listen("on_partitions_assigned", tps)
         finally:
             await self.start(tps)
 
@@ -469,7 +474,7 @@ class _Ownership(PartitionHooks):
                 "gets them again", held,
             )
         try:
-            await call_listener(consumer.listener, "on_partitions_revoked", tps, consumer._errors)
+            await self._listen("on_partitions_revoked", tps)
         finally:
             try:
                 await commits.commit(tps)
@@ -484,7 +489,14 @@ class _Ownership(PartitionHooks):
         self._stop(tps)
         for tp in tps:
             consumer._commits.forget(tp)
-        await call_listener(consumer.listener, "on_partitions_lost", tps, consumer._errors)
+        await self._listen("on_partitions_lost", tps)
+
+    async def _listen(self, name: str, tps: List[TopicPartition]) -> None:
+        """The listener's ``name`` callback, bounded by ``listener_timeout``."""
+        consumer = self.consumer
+        await call_listener(
+            consumer.listener, name, tps, consumer._errors, consumer.listener_timeout
+        )
 
     def suspend(self) -> None:
         """Stop fetching at once; drop fetched, undelivered records (positions kept)."""
@@ -614,7 +626,7 @@ def _check_group_options(
     if commit_every is not None and (not isinstance(commit_every, int) or commit_every < 1):
         raise ConfigError(f"commit_every must be an int >= 1, got {commit_every!r}")
     names = ("revoke_timeout", "acquire_timeout", "zk_session_timeout", "leave_timeout",
-             "zk_max_retry_delay")
+             "zk_max_retry_delay", "listener_timeout")
     for name, value in zip(names, timeouts):
         if not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"{name} must be seconds >= 0, got {value!r}")
