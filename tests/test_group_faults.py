@@ -17,7 +17,7 @@ from typing import Any, List, Set, Tuple
 import pytest
 
 from kiel.consumer import GroupedConsumer
-from kiel.exc import GroupError
+from kiel.exc import GroupError, UnknownPartitionError
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember
@@ -320,6 +320,49 @@ def test_a_hung_revoke_listener_does_not_block_the_hand_off(
             with pytest.raises(GroupError, match="listener_timeout"):
                 await a.consume()
         finally:
+            await asyncio.wait_for(b.close(), 30)
+            await asyncio.wait_for(a.close(), 30)
+
+    run(main())
+
+
+class GatedRevoke:
+    """on_partitions_revoked waits for the test to open the gate."""
+
+    def __init__(self) -> None:
+        self.revoking: List[TP] = []
+        self.gate = asyncio.Event()
+
+    async def on_partitions_revoked(self, tps: List[TP]) -> None:
+        self.revoking = tps
+        await self.gate.wait()
+
+
+def test_seek_on_a_partition_being_revoked_does_not_fetch_it_again(
+    kafka_cluster: Any, topic_factory: Any
+) -> None:
+    topic = topic_factory(partitions=2)
+    group = unique("g")
+
+    async def main() -> None:
+        listener = GatedRevoke()
+        a = grouped(kafka_cluster, kafka_cluster.zookeeper, group, [topic], member_id="a",
+                    listener=listener)
+        await a.connect()
+        b = grouped(kafka_cluster, kafka_cluster.zookeeper, group, [topic], member_id="b")
+        joining = asyncio.ensure_future(b.connect())
+        try:
+            await until(lambda: listener.revoking, timeout=30, what="a revoking")
+            (tp,) = listener.revoking
+            with pytest.raises(UnknownPartitionError):
+                a.seek(tp.topic, tp.partition, 0)
+            assert tp not in a.fetching()
+            listener.gate.set()
+            await asyncio.wait_for(joining, 30)
+            assert b.assignment() == [tp]
+            assert tp not in a.fetching() and tp not in a.assignment()
+        finally:
+            listener.gate.set()
             await asyncio.wait_for(b.close(), 30)
             await asyncio.wait_for(a.close(), 30)
 

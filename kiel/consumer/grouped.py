@@ -40,6 +40,7 @@ from typing import (
     Optional,
     Pattern,
     Sequence,
+    Set,
     Tuple,
     Union,
 )
@@ -396,11 +397,13 @@ class GroupedConsumer(_BaseConsumer):
     def _tps(self, topic: str, partition: Optional[int]) -> List[TopicPartition]:
         held = self._commits.held
         if partition is None:
-            return [tp for tp in sorted(held) if tp.topic == topic]
+            revoking = self._ownership.revoking
+            return [tp for tp in sorted(held) if tp.topic == topic and tp not in revoking]
         tp = TopicPartition(topic, partition)
-        if tp not in held:
+        if tp not in held or tp in self._ownership.revoking:
             raise UnknownPartitionError(
-                "this member does not own the partition", topic=topic, partition=partition
+                "this member does not own the partition (or is handing it over)",
+                topic=topic, partition=partition,
             )
         return [tp]
 
@@ -451,6 +454,9 @@ class _Ownership(PartitionHooks):
         self.consumer = consumer
         #: The ZooKeeper connection is suspended: nothing is fetched.
         self.suspended = False
+        #: Partitions being handed over (fetching stopped, owner znode not yet
+        #: released): nothing may fetch them again (seek(), a late start()).
+        self.revoking: Set[TopicPartition] = set()
 
     async def assigned(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
@@ -466,6 +472,7 @@ class _Ownership(PartitionHooks):
         tps = _partitions(partitions)
         consumer = self.consumer
         commits = consumer._commits
+        self.revoking.update(tps)
         self._stop(tps)
         held = await commits.wait_finished(tps, consumer.revoke_timeout, lambda: consumer._closing)
         if held and not consumer._closing:
@@ -482,6 +489,7 @@ class _Ownership(PartitionHooks):
                 consumer._errors.append(e)
             for tp in tps:
                 commits.forget(tp)
+            self.revoking.difference_update(tps)
 
     async def lost(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
@@ -529,9 +537,9 @@ class _Ownership(PartitionHooks):
         """
         consumer = self.consumer
         subscription = consumer.subscription
+        tps = [tp for tp in tps if tp in consumer._commits.held and tp not in self.revoking]
         for tp in tps:
-            if tp in consumer._commits.held:
-                subscription.assign(tp)  # awaiting its start (a started one stays as it is)
+            subscription.assign(tp)  # awaiting its start (a started one stays as it is)
         tps = [tp for tp in tps if subscription.status(tp) is Status.AWAITING_RESET]
         if not tps:
             return
@@ -546,6 +554,7 @@ class _Ownership(PartitionHooks):
             if (
                 offset is None
                 or tp not in consumer._commits.held
+                or tp in self.revoking
                 or subscription.status(tp) is not Status.AWAITING_RESET
             ):
                 continue
