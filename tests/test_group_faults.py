@@ -367,3 +367,46 @@ def test_seek_on_a_partition_being_revoked_does_not_fetch_it_again(
             await asyncio.wait_for(a.close(), 30)
 
     run(main())
+
+
+async def produce(cluster: Any, topic: str, values: List[bytes]) -> None:
+    from kiel.producer import Producer
+
+    producer = Producer(cluster.bootstrap, linger=0.005)
+    await producer.connect()
+    try:
+        await asyncio.gather(*(producer.produce(topic, v, partition=0) for v in values))
+    finally:
+        await producer.close()
+
+
+def test_no_commit_while_the_zookeeper_connection_is_suspended(
+    kafka_cluster: Any, topic_factory: Any, fault_proxy: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+    proxy = fault_proxy(zk_target(kafka_cluster))
+
+    async def main() -> None:
+        await produce(kafka_cluster, topic, [b"s%d" % i for i in range(10)])
+        c = grouped(kafka_cluster, proxied_hosts(kafka_cluster, proxy), group, [topic],
+                    commit_interval=None, leave_timeout=2.0)
+        await c.connect()
+        got: List[Any] = []
+        while len(got) < 10:
+            got += await c.consume()
+        await c.consume()  # finishes them
+        proxy.blackout()
+        await until(lambda: c._ownership.suspended, timeout=30, what="SUSPENDED")
+        # The session may expire and another member take the partition over:
+        # a commit now could overwrite its offset.
+        with pytest.raises(GroupError, match="suspended"):
+            await c.commit()
+        assert kafka_cluster.committed_offset(group, topic, 0) is None
+        proxy.restore()
+        await until(lambda: not c._ownership.suspended, timeout=30, what="connected again")
+        await c.commit()
+        assert kafka_cluster.committed_offset(group, topic, 0) == 10
+        await c.close()
+
+    run(main())

@@ -201,8 +201,13 @@ class GroupedConsumer(_BaseConsumer):
             metadata=commit_metadata,
             every=commit_every,
             interval=self.commit_interval,
+            may_commit=self._may_commit,
         )
         self._ownership = _Ownership(self)
+
+    def _may_commit(self) -> bool:
+        """Whether this member's ownership is certain (not suspended, session live)."""
+        return self.member is not None and self.member.may_commit()
 
     @property
     def commits(self) -> int:
@@ -486,6 +491,11 @@ class _Ownership(PartitionHooks):
             try:
                 await commits.commit(tps)
             except KielError as e:
+                # The commit's own retries are spent: release anyway (holding
+                # on would stall the group). The next owner starts from the
+                # last committed offset: duplicates, never loss.
+                log.error("committing %s on revocation failed: %s; the next owner "
+                          "delivers again from the last commit", tps, e)
                 consumer._errors.append(e)
             for tp in tps:
                 commits.forget(tp)
@@ -543,6 +553,8 @@ class _Ownership(PartitionHooks):
         tps = [tp for tp in tps if subscription.status(tp) is Status.AWAITING_RESET]
         if not tps:
             return
+        commits = consumer._commits
+        generations = {tp: commits.generation.get(tp) for tp in tps}
         try:
             committed, starts = await self._starts(tps)
         except KielError as e:
@@ -555,6 +567,7 @@ class _Ownership(PartitionHooks):
                 offset is None
                 or tp not in consumer._commits.held
                 or tp in self.revoking
+                or commits.generation.get(tp) != generations[tp]
                 or subscription.status(tp) is not Status.AWAITING_RESET
             ):
                 continue

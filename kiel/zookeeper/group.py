@@ -281,6 +281,12 @@ class GroupMember:
         except NoNodeError:
             pass
 
+    def may_commit(self) -> bool:
+        """Whether what this member owns is surely still its own: connected,
+        under the session it registered with. A commit otherwise could
+        overwrite the offset of a member that took a partition over."""
+        return not self._suspended and self._session_current()
+
     def _session_current(self) -> bool:
         """Whether this member is registered under the session it has now."""
         return self._session is not None and self._session == self.zk.session_id
