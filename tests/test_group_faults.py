@@ -410,3 +410,32 @@ def test_no_commit_while_the_zookeeper_connection_is_suspended(
         await c.close()
 
     run(main())
+
+
+def test_members_with_different_subscriptions_agree(zookeeper: Any) -> None:
+    async def main() -> None:
+        async with Sessions() as sessions:
+            admin, t1, group = await new_group(zookeeper.hosts, 2)
+            sessions.opened.append(admin)
+            t2 = unique("t")
+            data = json.dumps({"version": 1, "partitions": {"0": [0], "1": [0], "2": [0]}})
+            await admin.create(f"/brokers/topics/{t2}", data.encode(), makepath=True)
+            log: List[Any] = []
+            zk_a = await sessions.start(zookeeper.hosts, session_timeout=10.0)
+            a = GroupMember(zk_a, group, [t1], hooks=RecordingHooks("a", log), member_id="a")
+            await a.join(timeout=30)
+            # A rolling deploy: b subscribes to one more topic. Before the fix
+            # a and b split different partition lists among both of them and
+            # never agreed (b's join never settled).
+            zk_b = await sessions.start(zookeeper.hosts, session_timeout=10.0)
+            b = GroupMember(zk_b, group, [t1, t2], hooks=RecordingHooks("b", log),
+                            member_id="b")
+            await b.join(timeout=30)
+            await until(lambda: a.members == b.members == ["a", "b"], what="both see both")
+            await converge([a, b])
+            assert len(a.owned) == 1 and {tp.topic for tp in a.owned} == {t1}
+            assert b.owned == ({TP(t1, 0), TP(t1, 1)} - a.owned) | {TP(t2, p) for p in range(3)}
+            await a.leave()
+            await b.leave()
+
+    run(main())

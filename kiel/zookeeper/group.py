@@ -34,7 +34,7 @@ import re
 import socket
 import time
 import uuid
-from typing import Any, Dict, Iterable, List, Optional, Pattern, Set, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Pattern, Set, Tuple, Union
 
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -163,8 +163,12 @@ class GroupMember:
         self._topics_listed = False
         self._pending_topics: Set[str] = set()
         self._reconciled = False  # a reconcile pass has run at least once
+        self._in_pass = False  # a reconcile pass is running now
         self._closing = False
         self._suspended = False
+        #: Each member's subscription (from its registration), read once per
+        #: member: which topics it takes partitions of.
+        self._subscriptions: Dict[str, Callable[[str], bool]] = {}
         #: When not None (the "weighted" allocator), filled with each member's
         #: advertised capacity (from its registration) before every allocation.
         self.capacities: Optional[Dict[str, float]] = None
@@ -218,6 +222,7 @@ class GroupMember:
     def _is_settled(self) -> bool:
         return (
             self._reconciled
+            and not self._in_pass
             and not self._dirty
             and self.target == self.owned
             and not self.maybe_held
@@ -462,6 +467,11 @@ class GroupMember:
     def compute_target(self) -> Set[TopicPartition]:
         """This member's partitions under the current members and partitions.
 
+        Each topic is split among the members subscribed to it (the 0.8
+        Scala consumer's rule), so members whose subscriptions differ (a
+        rolling deploy that adds a topic) still agree: topics with the same
+        subscribers go to the allocator together, one call per such group.
+
         Returns:
             the partitions the allocator gives this member (none while it is
             not among the members it has seen).
@@ -471,10 +481,38 @@ class GroupMember:
         """
         if self.member_id not in self.members:
             return set()
-        partitions = [
-            TopicPartition(t, p) for t, n in self.topic_partitions.items() for p in range(n)
-        ]
-        return set(allocate(self.allocator, self.members, partitions)[self.member_id])
+        by_members: Dict[Tuple[str, ...], List[TopicPartition]] = {}
+        for topic, count in sorted(self.topic_partitions.items()):
+            subscribers = tuple(m for m in self.members if self._subscribes(m, topic))
+            if self.member_id in subscribers:
+                by_members.setdefault(subscribers, []).extend(
+                    TopicPartition(topic, p) for p in range(count)
+                )
+        target: Set[TopicPartition] = set()
+        for members, partitions in sorted(by_members.items()):
+            target.update(allocate(self.allocator, list(members), partitions)[self.member_id])
+        return target
+
+    def _subscribes(self, member: str, topic: str) -> bool:
+        if member == self.member_id:
+            return True  # our own topics are the ones in topic_partitions
+        subscribes = self._subscriptions.get(member)
+        # Not read yet (or unreadable): the old rule, every member takes every topic.
+        return True if subscribes is None else subscribes(topic)
+
+    async def _read_subscriptions(self) -> None:
+        """Cache each member's subscription from its registration."""
+        for member in list(self._subscriptions):
+            if member not in self.members:
+                del self._subscriptions[member]
+        for member in self.members:
+            if member in self._subscriptions or member == self.member_id:
+                continue
+            try:
+                data, _ = await self.zk.get(f"{self.base}/ids/{member}")
+            except NoNodeError:
+                continue  # it left; the members watch runs reconcile again
+            self._subscriptions[member] = _subscription_of(data)
 
     def _ready(self) -> bool:
         """Whether the picture is complete enough to allocate.
@@ -509,7 +547,11 @@ class GroupMember:
             try:
                 if self._ready():
                     self._reconciled = True
-                    await self._reconcile()
+                    self._in_pass = True
+                    try:
+                        await self._reconcile()
+                    finally:
+                        self._in_pass = False
             except (KazooException, ZooKeeperError) as e:
                 log.warning("reconcile of %s failed (%r); retrying", self.member_id, e)
                 attempt.failed(e)
@@ -530,6 +572,7 @@ class GroupMember:
     async def _reconcile(self) -> None:
         if self.capacities is not None:
             await self._read_capacities(self.capacities)
+        await self._read_subscriptions()
         self.target = self.compute_target()
         release = sorted(self.owned - self.target)
         if release:
@@ -676,6 +719,30 @@ def _subscription(
     if not static:
         raise ConfigError("subscribe to at least one topic or a pattern")
     return None, static
+
+
+def _subscription_of(data: bytes) -> Callable[[str], bool]:
+    """Which topics a registration (0.8 consumer format) subscribes to.
+
+    ``static`` lists topics; ``white_list`` / ``black_list`` hold a regex.
+    A registration that says nothing readable subscribes to every topic.
+    """
+    try:
+        registration = json.loads(data.decode())
+        subscription = dict(registration["subscription"])
+        kind = registration.get("pattern", "static")
+        if kind == "static":
+            topics = frozenset(subscription)
+            return topics.__contains__
+        patterns = [re.compile(p) for p in subscription]
+    except (ValueError, KeyError, TypeError, AttributeError, re.error) as e:
+        log.warning("unreadable member registration (%s); counting it in for every topic", e)
+        return lambda topic: True
+    if kind == "white_list":
+        return lambda topic: any(p.fullmatch(topic) for p in patterns)
+    if kind == "black_list":
+        return lambda topic: not any(p.fullmatch(topic) for p in patterns)
+    return lambda topic: True
 
 
 def _partition_count(topic: str, data: Optional[bytes]) -> int:
