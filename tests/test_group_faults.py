@@ -439,3 +439,35 @@ def test_members_with_different_subscriptions_agree(zookeeper: Any) -> None:
             await b.leave()
 
     run(main())
+
+
+def test_unknown_topic_from_the_coordinator_is_not_taken_for_no_offset(
+    kafka_cluster: Any, topic_factory: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+
+    async def main() -> None:
+        await produce(kafka_cluster, topic, [b"u%d" % i for i in range(10)])
+        c = grouped(kafka_cluster, kafka_cluster.zookeeper, group, [topic])
+        await c.connect()
+        got: List[Any] = []
+        while len(got) < 10:
+            got += await c.consume()
+        await c.close()  # commits 10
+        assert kafka_cluster.committed_offset(group, topic, 0) == 10
+        await produce(kafka_cluster, topic, [b"v%d" % i for i in range(5)])
+        # What a 0.8.2 coordinator answers for a topic it has not learnt about
+        # yet: UnknownTopicOrPartition with offset -1, as for "never committed".
+        kafka_cluster.inject_error("OffsetFetch", 3, count=None)
+        try:
+            c2 = grouped(kafka_cluster, kafka_cluster.zookeeper, group, [topic],
+                         offset_reset="latest")
+            await c2.connect()
+            # Before the fix: 15 (skipped to the end: 5 records lost).
+            assert c2.position(topic, 0) == 10
+            await c2.close()
+        finally:
+            kafka_cluster.clear_faults()
+
+    run(main())

@@ -29,6 +29,7 @@ partition is handed to another member only after its finished position was
 committed (see ``docs/guides/grouped_consumer.rst``).
 """
 
+import asyncio
 import logging
 import re
 from typing import (
@@ -45,6 +46,8 @@ from typing import (
     Union,
 )
 
+from kazoo.exceptions import KazooException, NoNodeError
+
 from kiel.allocators import get_allocator, weighted
 from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
 from kiel.consumer.commits import Commits
@@ -60,7 +63,7 @@ from kiel.exc import (
     ZooKeeperError,
 )
 from kiel.structs import TopicPartition
-from kiel.zookeeper.client import ZooKeeper
+from kiel.zookeeper.client import ZooKeeper, translate
 from kiel.zookeeper.group import GroupMember, PartitionHooks
 
 __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
@@ -595,6 +598,9 @@ class _Ownership(PartitionHooks):
         if unknown:
             await cluster.refresh_metadata(unknown)
         committed = await consumer._offsets.fetch(tps)
+        unsure = sorted(tp for tp in tps if committed.get(tp) is None)
+        if unsure:
+            committed.update(await self._stored_offsets(unsure))
         starts = {tp: o for tp, o in committed.items() if o is not None}
         missing = sorted(tp for tp in tps if committed.get(tp) is None)
         if missing and consumer.offset_reset == "raise":
@@ -612,6 +618,44 @@ class _Ownership(PartitionHooks):
             await cluster.maybe_refresh()
             starts.update(await list_offsets(cluster, {tp: when for tp in missing}))
         return committed, starts
+
+
+    async def _stored_offsets(self, tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The offsets a 0.8 broker stored for ``tps`` in ZooKeeper, where there are any.
+
+        Strategy: a 0.8.2 coordinator answers UnknownTopicOrPartition (with
+        offset -1) both for "never committed" and for a topic it has not
+        learnt about yet, and ``offset_reset="latest"`` would then skip (and
+        commit) past what was never consumed. It stores v0 commits at
+        ``/consumers/<group>/offsets/<topic>/<partition>``: read through our
+        own session, a missing znode is an unambiguous "none". (Brokers that
+        keep offsets elsewhere have no such znode: nothing changes for them.)
+
+        Raises:
+            ZooKeeperError: ZooKeeper failed or did not answer within the
+                request timeout (``consume()`` tries again).
+        """
+        consumer = self.consumer
+        zk = consumer.zk
+        found: Dict[TopicPartition, int] = {}
+        if zk is None:
+            return found
+        for tp in tps:
+            path = f"/consumers/{consumer.group}/offsets/{tp.topic}/{tp.partition}"
+            try:
+                data, _ = await asyncio.wait_for(zk.get(path), consumer.cluster.request_timeout)
+            except NoNodeError:
+                continue
+            except asyncio.TimeoutError as e:
+                raise ZooKeeperError(f"reading {path} timed out", group=consumer.group) from e
+            except KazooException as e:
+                raise translate(e, f"reading {path}") from e
+            try:
+                found[tp] = int(data.decode())
+            except (ValueError, UnicodeDecodeError) as e:
+                raise ZooKeeperError(f"{path} holds no offset: {data[:40]!r}",
+                                     group=consumer.group) from e
+        return found
 
 
 def _partitions(partitions: Sequence[Tuple[str, int]]) -> List[TopicPartition]:
