@@ -471,3 +471,52 @@ def test_unknown_topic_from_the_coordinator_is_not_taken_for_no_offset(
             kafka_cluster.clear_faults()
 
     run(main())
+
+
+def test_auto_finish_finishes_only_the_callers_records(
+    kafka_cluster: Any, topic_factory: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+
+    async def main() -> None:
+        await produce(kafka_cluster, topic, [b"f%d" % i for i in range(10)])
+        c = grouped(kafka_cluster, kafka_cluster.zookeeper, group, [topic], commit_interval=None)
+        await c.connect()
+
+        async def worker() -> List[Any]:
+            got: List[Any] = []
+            while not got:
+                got = await c.consume()
+            return got
+
+        # A task that gets records, handles them and returns.
+        first = await asyncio.ensure_future(worker())
+        assert first[0].offset == 0
+        # A task whose handler fails on what it got.
+        taken: List[Any] = []
+
+        async def handler_fails() -> None:
+            taken.extend(await c.consume())
+            raise RuntimeError("handler failed")
+
+        await produce(kafka_cluster, topic, [b"g%d" % i for i in range(5)])
+        failing = asyncio.ensure_future(handler_fails())
+        with pytest.raises(RuntimeError):
+            await failing
+        # The worker returned normally: its records are finished. The failed
+        # task's are not, whoever calls consume() next.
+        assert taken and taken[0].offset == len(first)
+        await c.consume()
+        assert c.finished(topic, 0) == len(first)
+        # close() in a finally while the handler's exception propagates does
+        # not finish the records it got either.
+        with pytest.raises(RuntimeError):
+            try:
+                more = await c.consume()
+                raise RuntimeError(f"handler failed on {len(more)}")
+            finally:
+                await c.close()
+        assert kafka_cluster.committed_offset(group, topic, 0) == len(first)
+
+    run(main())

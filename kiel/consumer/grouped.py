@@ -32,11 +32,14 @@ committed (see ``docs/guides/grouped_consumer.rst``).
 import asyncio
 import logging
 import re
+import sys
+import weakref
 from typing import (
     Any,
     AsyncIterator,
     Callable,
     Dict,
+    Iterable,
     List,
     Optional,
     Pattern,
@@ -69,6 +72,9 @@ from kiel.zookeeper.group import GroupMember, PartitionHooks
 __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 
 log = logging.getLogger(__name__)
+
+#: Records one consume() returned to a task: (partition, ownership generation, offsets).
+_Lent = Tuple[TopicPartition, int, List[int]]
 
 
 class GroupedConsumer(_BaseConsumer):
@@ -207,6 +213,11 @@ class GroupedConsumer(_BaseConsumer):
             may_commit=self._may_commit,
         )
         self._ownership = _Ownership(self)
+        #: With auto_finish: per task, the records its last consume() returned
+        #: ``(partition, ownership generation, offsets)``; its next call finishes them.
+        self._in_hands: weakref.WeakKeyDictionary[asyncio.Task[Any], List[_Lent]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def _may_commit(self) -> bool:
         """Whether this member's ownership is certain (not suspended, session live)."""
@@ -268,15 +279,19 @@ class GroupedConsumer(_BaseConsumer):
         Revokes every owned partition (listener, then a commit of the
         finished positions), releases the owner znodes, deregisters, stops
         ZooKeeper and closes the connections. With ``auto_finish`` the records
-        returned by the last :meth:`consume` count as finished (the
-        application is done consuming); with ``auto_finish=False`` only
-        :meth:`task_done` ones do.
+        that the task calling ``close()`` got from its last :meth:`consume`
+        count as finished (it is done consuming), unless ``close()`` runs
+        while an exception propagates (a ``finally`` after a failing
+        handler): then they are not, and the next owner delivers them
+        again. Other tasks' records, and a ``stream()`` loop's current
+        record, are not finished. With ``auto_finish=False`` only
+        :meth:`task_done` ones are.
         """
         await super().close()
 
     async def _leave(self) -> None:
-        if self.auto_finish:
-            self._commits.finish_all()
+        if self.auto_finish and sys.exc_info()[1] is None:
+            self._finish_mine()
         self._commits.stop_timer()
         try:
             if self.member is not None:
@@ -344,7 +359,7 @@ class GroupedConsumer(_BaseConsumer):
     async def _fetch(self, topics: Optional[Topics], hand_out: bool = True) -> ConsumedBatches:
         self._check_open()
         if self.auto_finish:
-            self._commits.finish_all()
+            self._finish_mine()
         self._reclaim()
         self._raise_pending()
         awaiting = self.subscription.with_status(Status.AWAITING_RESET)
@@ -364,7 +379,41 @@ class GroupedConsumer(_BaseConsumer):
                 del batches[tp]
             elif hand_out:
                 hands.hand_out(records)
+                if self.auto_finish:
+                    self._lend(tp, records)
         return batches
+
+    def _lend(self, tp: TopicPartition, records: List[ConsumedRecord]) -> None:
+        """``records`` went to the current task: its next call finishes them."""
+        task = asyncio.current_task()
+        if task is None:
+            return
+        mine = self._in_hands.get(task)
+        if mine is None:
+            mine = self._in_hands[task] = []
+            task.add_done_callback(self._task_ended)
+        generation = self._commits.generation.get(tp, 0)
+        mine.append((tp, generation, [r.offset for r in records]))
+
+    def _finish_mine(self) -> None:
+        """Finish what the current task got from its last :meth:`consume` (only its own)."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._finish(self._in_hands.pop(task, ()))
+
+    def _finish(self, lent: Iterable[_Lent]) -> None:
+        commits = self._commits
+        for tp, generation, offsets in lent:
+            if commits.generation.get(tp) == generation:  # still the same ownership
+                for offset in offsets:
+                    commits.finish(tp, offset)
+
+    def _task_ended(self, task: "asyncio.Task[Any]") -> None:
+        # A task that returned is done with what it got; one that failed or
+        # was cancelled may not have handled it: the next owner redelivers.
+        lent = self._in_hands.pop(task, ())
+        if not task.cancelled() and task.exception() is None:
+            self._finish(lent)
 
     def _handing_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
         hands = self._commits.held.get(tp)
@@ -372,8 +421,10 @@ class GroupedConsumer(_BaseConsumer):
             hands.hand_out_one(record.offset)
 
     def _handed_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
+        # The stream() loop (in this task) asked for the next record: this
+        # one is finished, and only this one (others may be another task's).
         if self.auto_finish:
-            self._commits.finish_through(tp, record.offset)
+            self._commits.finish(tp, record.offset)
 
     def task_done(self, record: ConsumedRecord) -> None:
         """Mark ``record`` finished (needed with ``auto_finish=False``; harmless otherwise).
