@@ -520,3 +520,19 @@ def test_auto_finish_finishes_only_the_callers_records(
         assert kafka_cluster.committed_offset(group, topic, 0) == len(first)
 
     run(main())
+
+
+def test_zk_auth_credentials_never_reach_the_log(zookeeper: Any, caplog: Any) -> None:
+    async def main() -> None:
+        with caplog.at_level(logging.DEBUG):
+            zk = ZooKeeper(zookeeper.hosts, auth="tenant:s3cr3t-pw")
+            await zk.start()
+            try:
+                await zk.ensure_path(f"/{unique('auth')}", protected=True)
+            finally:
+                await zk.stop()
+        messages = [r.getMessage() for r in caplog.records]
+        assert any("Auth" in m or "Connect" in m for m in messages), "kazoo logged nothing"
+        assert not [m for m in messages if "s3cr3t-pw" in m]
+
+    run(main())

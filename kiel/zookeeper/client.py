@@ -14,6 +14,7 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, WriterNotClosedException
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Auth
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import ACL, make_acl, make_digest_acl
@@ -23,6 +24,27 @@ from kiel.exc import ConfigError, ZooKeeperError
 from kiel.zookeeper.bridge import Bridge
 
 log = logging.getLogger(__name__)
+
+
+class _RedactAuth(logging.Filter):
+    """Hides the credentials of kazoo's ``Auth`` requests, which it logs at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and any(isinstance(a, Auth) for a in args):
+            record.args = tuple(
+                f"Auth(auth_type={a.auth_type}, scheme={a.scheme!r}, auth=<redacted>)"
+                if isinstance(a, Auth) else a
+                for a in args
+            )
+        return True
+
+
+#: The logger kiel's kazoo clients log to: a child of kazoo's own (so logging
+#: set up for ``kazoo`` still applies) that never shows ``zk_auth`` secrets.
+#: kazoo's other users keep their logger untouched.
+kazoo_log = logging.getLogger("kazoo.client.kiel")
+kazoo_log.addFilter(_RedactAuth())
 
 StateListener = Callable[[str], Any]
 
@@ -90,7 +112,7 @@ class ZooKeeper:
         connection_retry = {"max_tries": -1, "delay": 0.1, "backoff": 2,
                             "max_delay": float(max_retry_delay)}
         self.client = KazooClient(hosts=hosts, timeout=session_timeout, auth_data=auth_data,
-                                  connection_retry=connection_retry)
+                                  connection_retry=connection_retry, logger=kazoo_log)
         self.bridge = Bridge()
         self._listeners: List[StateListener] = []
         self.client.add_listener(self._on_state_thread)
