@@ -536,3 +536,102 @@ def test_zk_auth_credentials_never_reach_the_log(zookeeper: Any, caplog: Any) ->
         assert not [m for m in messages if "s3cr3t-pw" in m]
 
     run(main())
+
+
+@pytest.mark.slow
+def test_acceptance_three_members_behind_faulty_links_lose_nothing(
+    kafka_cluster: Any, topic_factory: Any, fault_proxy: Any
+) -> None:
+    """Cuts, short blackouts and one blackout past the session timeout, while a
+    producer runs: afterwards nothing is missing, every partition is owned
+    by exactly one live member, and every member closes within 30 s."""
+    from kiel.exc import KielError
+    from kiel.producer import Producer
+
+    topic = topic_factory(partitions=6)
+    group = unique("g")
+    tps = {TP(topic, p) for p in range(6)}
+    proxies = [fault_proxy(zk_target(kafka_cluster)) for _ in range(3)]
+    session_timeout = 6.0
+
+    async def main() -> None:
+        produced: Set[Tuple[int, int]] = set()
+        seen: Set[Tuple[int, int]] = set()
+        errors: List[BaseException] = []
+        stop = asyncio.Event()
+        members = [
+            grouped(kafka_cluster, proxied_hosts(kafka_cluster, proxy), group, [topic],
+                    member_id=f"m{i}", zk_session_timeout=session_timeout,
+                    zk_max_retry_delay=1.0, acquire_timeout=10, leave_timeout=5)
+            for i, proxy in enumerate(proxies)
+        ]
+        for m in members:
+            await m.connect()
+
+        async def consume(m: GroupedConsumer) -> None:
+            while not stop.is_set():
+                try:
+                    for r in await m.consume():
+                        seen.add((r.partition, r.offset))
+                except KielError as e:  # kept and raised once: the group carries on
+                    errors.append(e)
+                    await asyncio.sleep(0.05)
+
+        async def produce_all() -> None:
+            producer = Producer(kafka_cluster.bootstrap, linger=0.005)
+            await producer.connect()
+            try:
+                for chunk in range(40):
+                    metas = await asyncio.gather(
+                        *(producer.produce(topic, b"%d-%d" % (chunk, i)) for i in range(50))
+                    )
+                    produced.update((meta.partition, meta.offset) for meta in metas)
+                    await asyncio.sleep(0.4)
+            finally:
+                await producer.close()
+
+        loop = asyncio.get_running_loop()
+
+        async def fault(call: Any, *args: Any) -> None:
+            await loop.run_in_executor(None, call, *args)
+
+        consumers = [asyncio.ensure_future(consume(m)) for m in members]
+        producing = asyncio.ensure_future(produce_all())
+        await fault(proxies[0].cut)
+        await asyncio.sleep(1)
+        await fault(proxies[1].blackout, 2.0)
+        await fault(proxies[2].cut)
+        await asyncio.sleep(3)
+        # Past the session timeout: m0's session expires, the others take over,
+        # m0 comes back with a new session and gets its share again.
+        assert members[0].zk is not None
+        first_session = members[0].zk.session_id
+        await fault(proxies[0].blackout, session_timeout + 4)
+        await asyncio.sleep(session_timeout + 5)
+        await until(lambda: members[0].zk.session_id not in (None, first_session),
+                    timeout=30, what="m0 back with a new session")
+        await fault(proxies[1].cut)
+        await producing
+        await until(lambda: produced <= seen, timeout=90,
+                    what=f"every produced record consumed ({len(produced - seen)} missing)")
+
+        def balanced() -> bool:
+            owned = [set(m.assignment()) for m in members]
+            return (
+                set().union(*owned) == tps
+                and sum(map(len, owned)) == len(tps)
+                and all(owned)
+                and all(set(m.fetching()) == o for m, o in zip(members, owned))
+            )
+
+        await until(balanced, timeout=60, what="every partition owned by one live member")
+        stop.set()
+        await asyncio.gather(*consumers)
+        for m in members:
+            started = loop.time()
+            await asyncio.wait_for(m.close(), 60)
+            assert loop.time() - started < 30, f"{m.member_id} took past 30 s to close"
+        print(f"\n{len(produced)} produced, all consumed; {len(errors)} errors raised "
+              f"to the application: {sorted({type(e).__name__ for e in errors})}")
+
+    run(main(), timeout=300)
