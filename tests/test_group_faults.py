@@ -635,3 +635,54 @@ def test_acceptance_three_members_behind_faulty_links_lose_nothing(
               f"to the application: {sorted({type(e).__name__ for e in errors})}")
 
     run(main(), timeout=300)
+
+
+def test_a_start_read_for_an_earlier_ownership_does_not_start_a_later_one(
+    kafka_cluster: Any, topic_factory: Any
+) -> None:
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+    tp = TP(topic, 0)
+
+    async def main() -> None:
+        await produce(kafka_cluster, topic, [b"o%d" % i for i in range(10)])
+        c = grouped(kafka_cluster, kafka_cluster.zookeeper, group, [topic], commit_interval=None)
+        await c.connect()
+        ownership = c._ownership
+        # Slow answers to the starts' offset reads: each real read's result is
+        # held until the test releases it, in the order the test chooses.
+        reads: List[Any] = []
+        gates = [asyncio.Event(), asyncio.Event()]
+        fetch = c._offsets.fetch
+
+        async def slow(tps: Any) -> Any:
+            found = await fetch(tps)
+            reads.append(found)
+            await gates[len(reads) - 1].wait()
+            return found
+
+        c._offsets.fetch = slow  # type: ignore[method-assign]
+        try:
+            await ownership.revoked([tp])  # commits 0
+            first = asyncio.ensure_future(ownership.assigned([tp]))  # ownership 1
+            await until(lambda: len(reads) == 1, what="ownership 1 read its offset")
+            # Meanwhile the partition moves away, its next owner commits 7,
+            # and it comes back (ownership 2), whose read is slower still.
+            await ownership.revoked([tp])
+            await c._offsets.commit({tp: 7})
+            second = asyncio.ensure_future(ownership.assigned([tp]))
+            await until(lambda: len(reads) == 2, what="ownership 2 read its offset")
+            assert reads == [{tp: 0}, {tp: 7}]
+            gates[0].set()
+            await first
+            gates[1].set()
+            await second
+            # Before the fix ownership 1's stale read (0) started ownership 2.
+            assert c.position(topic, 0) == 7
+        finally:
+            for gate in gates:
+                gate.set()
+            c._offsets.fetch = fetch  # type: ignore[method-assign]
+            await c.close()
+
+    run(main())

@@ -340,12 +340,14 @@ class GroupMember:
                 try:
                     _, stat = await self.zk.get(path)
                 except NoNodeError:
-                    continue  # gone between create and get: create again
-                if stat.ephemeralOwner == self.zk.session_id:
+                    stat = None  # gone between create and get: create again
+                if stat is not None and stat.ephemeralOwner == self.zk.session_id:
                     self._session = stat.ephemeralOwner
                     return
                 remaining = deadline - loop.time()
-                if remaining <= 0 or not await self.zk.wait_deleted(path, remaining):
+                if remaining <= 0 or (
+                    stat is not None and not await self.zk.wait_deleted(path, remaining)
+                ):
                     raise GroupError(
                         f"member id {self.member_id} is registered by another session",
                         group=self.group,
