@@ -21,6 +21,10 @@ Invariants (see ``docs/guides/grouped_consumer.rst`` for the argument):
    on the same session resumes; LOST (session expired) reports the owned
    partitions as lost (no commit), registers again under the new session and
    reconciles.
+4. An owner znode is forgotten only once its delete (or its absence) is
+   confirmed: until then it is in ``maybe_held``, which every reconcile and
+   :meth:`GroupMember.leave` release again. A create whose reply was lost is
+   recognised as ours by its ``ephemeralOwner``.
 
 Everything here runs on the IOLoop; kazoo's threads only reach it through the
 bridge inside :class:`~kiel.zookeeper.client.ZooKeeper`.
