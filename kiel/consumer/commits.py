@@ -16,7 +16,7 @@ from typing import Callable, Deque, Dict, Iterable, List, Optional, Sequence, Se
 
 from kiel._aio import Tasks, Wakeup
 from kiel.consumer.offsets import GroupOffsets
-from kiel.exc import KielError
+from kiel.exc import GroupError, KielError
 from kiel.structs import Record, TopicPartition
 
 __all__ = ["Commits", "Held"]
@@ -99,6 +99,9 @@ class Commits:
         metadata: stored with each commit (dropped if the broker finds it too large).
         every: also commit after this many records were finished (``None``: not by count).
         interval: seconds between timed commits (``None``: none).
+        may_commit: asked before every commit: false while this member may
+            not own its partitions any more (ZooKeeper connection suspended,
+            session lost), when a commit could overwrite the next owner's.
     """
 
     def __init__(
@@ -110,11 +113,16 @@ class Commits:
         metadata: str = "",
         every: Optional[int] = None,
         interval: Optional[float] = None,
+        may_commit: Callable[[], bool] = lambda: True,
     ) -> None:
         self.offsets = offsets
         self.metadata = metadata
         self.every = every
         self.interval = interval
+        self.may_commit = may_commit
+        #: Per partition, how many times it was acquired: a start computed
+        #: for an earlier ownership must not start a later one.
+        self.generation: Dict[TopicPartition, int] = {}
         #: The owned partitions, with what the application holds of each.
         self.held: Dict[TopicPartition, Held] = {}
         #: The offset last committed (or found committed) per owned partition.
@@ -135,6 +143,8 @@ class Commits:
 
     def own(self, tp: TopicPartition) -> None:
         """``tp`` is owned now; where it starts is not known yet."""
+        if tp not in self.held:
+            self.generation[tp] = self.generation.get(tp, 0) + 1
         self.held.setdefault(tp, Held(-1))
 
     def start(self, tp: TopicPartition, position: int, committed: Optional[int]) -> None:
@@ -207,6 +217,7 @@ class Commits:
         """Commit the finished positions of ``tps`` that changed since their last commit.
 
         Raises:
+            GroupError: this member may not own them any more (see ``may_commit``).
             BrokerError, NoBrokersError, KielConnectionError,
             RequestTimeoutError: the commit failed past the retries.
         """
@@ -218,6 +229,12 @@ class Commits:
                 if finished >= 0 and self.committed.get(tp) != finished:
                     offsets[tp] = finished
             if offsets:
+                if not self.may_commit():
+                    raise GroupError(
+                        "not committing: ZooKeeper connection suspended or session lost, "
+                        "another member may own these partitions now",
+                        group=self.offsets.group,
+                    )
                 await self.offsets.commit(offsets, self.metadata)
                 self.committed.update(offsets)
                 self.count += 1
@@ -228,6 +245,8 @@ class Commits:
             self._background = self._tasks.spawn(self._commit_in_background(), "commit")
 
     async def _commit_in_background(self) -> None:
+        if not self.may_commit():
+            return  # the next timed (or revocation) commit takes it, if still owned
         try:
             await self.commit(sorted(self.held))
         except KielError as e:

@@ -29,21 +29,28 @@ partition is handed to another member only after its finished position was
 committed (see ``docs/guides/grouped_consumer.rst``).
 """
 
+import asyncio
 import logging
 import re
+import sys
+import weakref
 from typing import (
     Any,
     AsyncIterator,
     Awaitable,
     Callable,
     Dict,
+    Iterable,
     List,
     Optional,
     Pattern,
     Sequence,
+    Set,
     Tuple,
     Union,
 )
+
+from kazoo.exceptions import KazooException, NoNodeError
 
 from kiel.allocators import get_allocator, weighted
 from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
@@ -52,14 +59,23 @@ from kiel.consumer.listener import ConsumerRebalanceListener, call_listener
 from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
 from kiel.consumer.positions import check_offset
 from kiel.consumer.subscription import Status
-from kiel.exc import ConfigError, KielError, OffsetResetError, UnknownPartitionError
+from kiel.exc import (
+    ConfigError,
+    KielError,
+    OffsetResetError,
+    UnknownPartitionError,
+    ZooKeeperError,
+)
 from kiel.structs import TopicPartition
-from kiel.zookeeper.client import ZooKeeper
+from kiel.zookeeper.client import ZooKeeper, translate
 from kiel.zookeeper.group import GroupMember, PartitionHooks
 
 __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 
 log = logging.getLogger(__name__)
+
+#: Records one consume() returned to a task: (partition, ownership generation, offsets).
+_Lent = Tuple[TopicPartition, int, List[int]]
 
 
 class GroupedConsumer(_BaseConsumer):
@@ -93,6 +109,9 @@ class GroupedConsumer(_BaseConsumer):
             broker that finds it too large gets a retry without it).
         zk_session_timeout: ZooKeeper session timeout, seconds.
         zk_chroot: optional chroot added to ``zk_hosts``.
+        zk_max_retry_delay: the longest pause, seconds, between attempts to
+            reconnect to ZooKeeper (exponential backoff up to it), so the
+            member is back soon after a long outage ends.
         zk_auth: ``"user:password"``: digest-authenticate, and create this
             group's znodes with ACLs that let only that identity change them
             (anyone may read them, so 0.8 tools still see the group).
@@ -105,6 +124,13 @@ class GroupedConsumer(_BaseConsumer):
             finish the records it holds of a revoked partition; unfinished
             ones are then delivered again by the next owner.
         join_timeout: seconds :meth:`connect` waits for the first allocation.
+        listener_timeout: seconds an ``async`` listener callback may take;
+            past it, it is cancelled, :class:`~kiel.exc.GroupError` is logged
+            and raised by the next :meth:`consume`, and the hand-off goes on.
+        leave_timeout: seconds :meth:`close` gives the graceful leave
+            (revocation, commit, releasing the owner znodes, deregistering);
+            past it, or with ZooKeeper unreachable, the znodes go when the
+            session ends and the next owners deliver from the last commit.
         **options: the fetch options of
             :class:`~kiel.consumer.SingleConsumer` (``deserializer``,
             ``key_deserializer``, ``max_wait_time``, ``min_bytes``,
@@ -134,28 +160,35 @@ class GroupedConsumer(_BaseConsumer):
         commit_metadata: str = "",
         zk_session_timeout: float = 10.0,
         zk_chroot: Optional[str] = None,
+        zk_max_retry_delay: float = 5.0,
         zk_auth: Optional[str] = None,
         member_id: Optional[str] = None,
         capacity: float = 1.0,
         acquire_timeout: float = 30.0,
         revoke_timeout: float = 30.0,
         join_timeout: float = 60.0,
+        leave_timeout: float = 10.0,
+        listener_timeout: float = 30.0,
         **options: Any,
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
-                             acquire_timeout, zk_session_timeout)
+                             acquire_timeout, zk_session_timeout, leave_timeout,
+                             zk_max_retry_delay, listener_timeout)
         super().__init__(brokers, **options)
         self.group = group
         self.zk_hosts = zk_hosts
         self.zk_session_timeout = zk_session_timeout
         self.zk_chroot = zk_chroot
+        self.zk_max_retry_delay = zk_max_retry_delay
         self.zk_auth = zk_auth
         self.member_id = member_id
         self.capacity = capacity
         self.acquire_timeout = acquire_timeout
         self.revoke_timeout = revoke_timeout
         self.join_timeout = join_timeout
+        self.leave_timeout = leave_timeout
+        self.listener_timeout = listener_timeout
         self.listener = listener
         self.auto_finish = auto_finish
         self.commit_interval = commit_interval or None
@@ -178,8 +211,18 @@ class GroupedConsumer(_BaseConsumer):
             metadata=commit_metadata,
             every=commit_every,
             interval=self.commit_interval,
+            may_commit=self._may_commit,
         )
         self._ownership = _Ownership(self)
+        #: With auto_finish: per task, the records its last consume() returned
+        #: ``(partition, ownership generation, offsets)``; its next call finishes them.
+        self._in_hands: weakref.WeakKeyDictionary[asyncio.Task[Any], List[_Lent]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _may_commit(self) -> bool:
+        """Whether this member's ownership is certain (not suspended, session live)."""
+        return self.member is not None and self.member.may_commit()
 
     @property
     def commits(self) -> int:
@@ -206,6 +249,7 @@ class GroupedConsumer(_BaseConsumer):
             session_timeout=self.zk_session_timeout,
             chroot=self.zk_chroot,
             auth=self.zk_auth,
+            max_retry_delay=self.zk_max_retry_delay,
         )
         await self.zk.start()
         try:
@@ -219,6 +263,7 @@ class GroupedConsumer(_BaseConsumer):
                 member_id=self.member_id,
                 capacity=self.capacity,
                 acquire_timeout=self.acquire_timeout,
+                leave_timeout=self.leave_timeout,
             )
             self.member_id = self.member.member_id
             if self._weighted:
@@ -235,22 +280,31 @@ class GroupedConsumer(_BaseConsumer):
         Revokes every owned partition (listener, then a commit of the
         finished positions), releases the owner znodes, deregisters, stops
         ZooKeeper and closes the connections. With ``auto_finish`` the records
-        returned by the last :meth:`consume` count as finished (the
-        application is done consuming); with ``auto_finish=False`` only
-        :meth:`task_done` ones do.
+        that the task calling ``close()`` got from its last :meth:`consume`
+        count as finished (it is done consuming), unless ``close()`` runs
+        while an exception propagates (a ``finally`` after a failing
+        handler): then they are not, and the next owner delivers them
+        again. Other tasks' records, and a ``stream()`` loop's current
+        record, are not finished. With ``auto_finish=False`` only
+        :meth:`task_done` ones are.
         """
         await super().close()
 
     async def _leave(self) -> None:
-        if self.auto_finish:
-            self._commits.finish_all()
+        if self.auto_finish and sys.exc_info()[1] is None:
+            self._finish_mine()
         self._commits.stop_timer()
         try:
             if self.member is not None:
                 await self.member.leave()
         finally:
             if self.zk is not None:
-                await self.zk.stop()
+                try:
+                    await self.zk.stop()
+                except ZooKeeperError as e:
+                    # Closing goes on: the session ends on the server anyway.
+                    self._errors.append(e)
+                    log.warning("stopping ZooKeeper: %s", e)
 
     # ------------------------------------------------------------------
     # consuming
@@ -315,7 +369,7 @@ class GroupedConsumer(_BaseConsumer):
     ) -> ConsumedBatches:
         self._check_open()
         if self.auto_finish:
-            self._commits.finish_all()
+            self._finish_mine()
         self._reclaim()
         self._raise_pending()
         awaiting = self.subscription.with_status(Status.AWAITING_RESET)
@@ -335,7 +389,41 @@ class GroupedConsumer(_BaseConsumer):
                 del batches[tp]
             elif hand_out:
                 hands.hand_out(records)
+                if self.auto_finish:
+                    self._lend(tp, records)
         return batches
+
+    def _lend(self, tp: TopicPartition, records: List[ConsumedRecord]) -> None:
+        """``records`` went to the current task: its next call finishes them."""
+        task = asyncio.current_task()
+        if task is None:
+            return
+        mine = self._in_hands.get(task)
+        if mine is None:
+            mine = self._in_hands[task] = []
+            task.add_done_callback(self._task_ended)
+        generation = self._commits.generation.get(tp, 0)
+        mine.append((tp, generation, [r.offset for r in records]))
+
+    def _finish_mine(self) -> None:
+        """Finish what the current task got from its last :meth:`consume` (only its own)."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._finish(self._in_hands.pop(task, ()))
+
+    def _finish(self, lent: Iterable[_Lent]) -> None:
+        commits = self._commits
+        for tp, generation, offsets in lent:
+            if commits.generation.get(tp) == generation:  # still the same ownership
+                for offset in offsets:
+                    commits.finish(tp, offset)
+
+    def _task_ended(self, task: "asyncio.Task[Any]") -> None:
+        # A task that returned is done with what it got; one that failed or
+        # was cancelled may not have handled it: the next owner redelivers.
+        lent = self._in_hands.pop(task, ())
+        if not task.cancelled() and task.exception() is None:
+            self._finish(lent)
 
     def _handing_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
         hands = self._commits.held.get(tp)
@@ -343,8 +431,10 @@ class GroupedConsumer(_BaseConsumer):
             hands.hand_out_one(record.offset)
 
     def _handed_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
+        # The stream() loop (in this task) asked for the next record: this
+        # one is finished, and only this one (others may be another task's).
         if self.auto_finish:
-            self._commits.finish_through(tp, record.offset)
+            self._commits.finish(tp, record.offset)
 
     def task_done(self, record: ConsumedRecord) -> None:
         """Mark ``record`` finished (needed with ``auto_finish=False``; harmless otherwise).
@@ -376,11 +466,13 @@ class GroupedConsumer(_BaseConsumer):
     def _tps(self, topic: str, partition: Optional[int]) -> List[TopicPartition]:
         held = self._commits.held
         if partition is None:
-            return [tp for tp in sorted(held) if tp.topic == topic]
+            revoking = self._ownership.revoking
+            return [tp for tp in sorted(held) if tp.topic == topic and tp not in revoking]
         tp = TopicPartition(topic, partition)
-        if tp not in held:
+        if tp not in held or tp in self._ownership.revoking:
             raise UnknownPartitionError(
-                "this member does not own the partition", topic=topic, partition=partition
+                "this member does not own the partition (or is handing it over)",
+                topic=topic, partition=partition,
             )
         return [tp]
 
@@ -431,6 +523,9 @@ class _Ownership(PartitionHooks):
         self.consumer = consumer
         #: The ZooKeeper connection is suspended: nothing is fetched.
         self.suspended = False
+        #: Partitions being handed over (fetching stopped, owner znode not yet
+        #: released): nothing may fetch them again (seek(), a late start()).
+        self.revoking: Set[TopicPartition] = set()
 
     async def assigned(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
@@ -438,7 +533,7 @@ class _Ownership(PartitionHooks):
         for tp in tps:
             consumer._commits.own(tp)
         try:
-            await call_listener(consumer.listener, "on_partitions_assigned", tps, consumer._errors)
+            await self._listen("on_partitions_assigned", tps)
         finally:
             await self.start(tps)
 
@@ -446,6 +541,7 @@ class _Ownership(PartitionHooks):
         tps = _partitions(partitions)
         consumer = self.consumer
         commits = consumer._commits
+        self.revoking.update(tps)
         self._stop(tps)
         held = await commits.wait_finished(tps, consumer.revoke_timeout, lambda: consumer._closing)
         if held and not consumer._closing:
@@ -454,14 +550,20 @@ class _Ownership(PartitionHooks):
                 "gets them again", held,
             )
         try:
-            await call_listener(consumer.listener, "on_partitions_revoked", tps, consumer._errors)
+            await self._listen("on_partitions_revoked", tps)
         finally:
             try:
                 await commits.commit(tps)
             except KielError as e:
+                # The commit's own retries are spent: release anyway (holding
+                # on would stall the group). The next owner starts from the
+                # last committed offset: duplicates, never loss.
+                log.error("committing %s on revocation failed: %s; the next owner "
+                          "delivers again from the last commit", tps, e)
                 consumer._errors.append(e)
             for tp in tps:
                 commits.forget(tp)
+            self.revoking.difference_update(tps)
 
     async def lost(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
@@ -469,7 +571,14 @@ class _Ownership(PartitionHooks):
         self._stop(tps)
         for tp in tps:
             consumer._commits.forget(tp)
-        await call_listener(consumer.listener, "on_partitions_lost", tps, consumer._errors)
+        await self._listen("on_partitions_lost", tps)
+
+    async def _listen(self, name: str, tps: List[TopicPartition]) -> None:
+        """The listener's ``name`` callback, bounded by ``listener_timeout``."""
+        consumer = self.consumer
+        await call_listener(
+            consumer.listener, name, tps, consumer._errors, consumer.listener_timeout
+        )
 
     def suspend(self) -> None:
         """Stop fetching at once; drop fetched, undelivered records (positions kept)."""
@@ -502,12 +611,14 @@ class _Ownership(PartitionHooks):
         """
         consumer = self.consumer
         subscription = consumer.subscription
+        tps = [tp for tp in tps if tp in consumer._commits.held and tp not in self.revoking]
         for tp in tps:
-            if tp in consumer._commits.held:
-                subscription.assign(tp)  # awaiting its start (a started one stays as it is)
+            subscription.assign(tp)  # awaiting its start (a started one stays as it is)
         tps = [tp for tp in tps if subscription.status(tp) is Status.AWAITING_RESET]
         if not tps:
             return
+        commits = consumer._commits
+        generations = {tp: commits.generation.get(tp) for tp in tps}
         try:
             committed, starts = await self._starts(tps)
         except KielError as e:
@@ -519,6 +630,8 @@ class _Ownership(PartitionHooks):
             if (
                 offset is None
                 or tp not in consumer._commits.held
+                or tp in self.revoking
+                or commits.generation.get(tp) != generations[tp]
                 or subscription.status(tp) is not Status.AWAITING_RESET
             ):
                 continue
@@ -546,6 +659,9 @@ class _Ownership(PartitionHooks):
         if unknown:
             await cluster.refresh_metadata(unknown)
         committed = await consumer._offsets.fetch(tps)
+        unsure = sorted(tp for tp in tps if committed.get(tp) is None)
+        if unsure:
+            committed.update(await self._stored_offsets(unsure))
         starts = {tp: o for tp, o in committed.items() if o is not None}
         missing = sorted(tp for tp in tps if committed.get(tp) is None)
         if missing and consumer.offset_reset == "raise":
@@ -563,6 +679,44 @@ class _Ownership(PartitionHooks):
             await cluster.maybe_refresh()
             starts.update(await list_offsets(cluster, {tp: when for tp in missing}))
         return committed, starts
+
+
+    async def _stored_offsets(self, tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
+        """The offsets a 0.8 broker stored for ``tps`` in ZooKeeper, where there are any.
+
+        Strategy: a 0.8.2 coordinator answers UnknownTopicOrPartition (with
+        offset -1) both for "never committed" and for a topic it has not
+        learnt about yet, and ``offset_reset="latest"`` would then skip (and
+        commit) past what was never consumed. It stores v0 commits at
+        ``/consumers/<group>/offsets/<topic>/<partition>``: read through our
+        own session, a missing znode is an unambiguous "none". (Brokers that
+        keep offsets elsewhere have no such znode: nothing changes for them.)
+
+        Raises:
+            ZooKeeperError: ZooKeeper failed or did not answer within the
+                request timeout (``consume()`` tries again).
+        """
+        consumer = self.consumer
+        zk = consumer.zk
+        found: Dict[TopicPartition, int] = {}
+        if zk is None:
+            return found
+        for tp in tps:
+            path = f"/consumers/{consumer.group}/offsets/{tp.topic}/{tp.partition}"
+            try:
+                data, _ = await asyncio.wait_for(zk.get(path), consumer.cluster.request_timeout)
+            except NoNodeError:
+                continue
+            except asyncio.TimeoutError as e:
+                raise ZooKeeperError(f"reading {path} timed out", group=consumer.group) from e
+            except KazooException as e:
+                raise translate(e, f"reading {path}") from e
+            try:
+                found[tp] = int(data.decode())
+            except (ValueError, UnicodeDecodeError) as e:
+                raise ZooKeeperError(f"{path} holds no offset: {data[:40]!r}",
+                                     group=consumer.group) from e
+        return found
 
 
 def _partitions(partitions: Sequence[Tuple[str, int]]) -> List[TopicPartition]:
@@ -598,7 +752,8 @@ def _check_group_options(
         raise ConfigError(f"commit_interval must be >= 0, got {commit_interval!r}")
     if commit_every is not None and (not isinstance(commit_every, int) or commit_every < 1):
         raise ConfigError(f"commit_every must be an int >= 1, got {commit_every!r}")
-    names = ("revoke_timeout", "acquire_timeout", "zk_session_timeout")
+    names = ("revoke_timeout", "acquire_timeout", "zk_session_timeout", "leave_timeout",
+             "zk_max_retry_delay", "listener_timeout")
     for name, value in zip(names, timeouts):
         if not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"{name} must be seconds >= 0, got {value!r}")

@@ -4,10 +4,12 @@ No kazoo here: an application can subclass the listener without importing
 the grouped consumer's ZooKeeper machinery.
 """
 
+import asyncio
 import inspect
 import logging
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
+from kiel.exc import GroupError
 from kiel.structs import TopicPartition
 
 __all__ = ["ConsumerRebalanceListener", "call_listener"]
@@ -26,6 +28,12 @@ class ConsumerRebalanceListener:
     Per partition, the old owner's :meth:`on_partitions_revoked` finishes
     before the new owner's :meth:`on_partitions_assigned` starts. Partitions
     that stay with this member are never revoked.
+
+    An ``async`` callback gets ``listener_timeout`` seconds (a consumer
+    setting); past it, it is cancelled, a :class:`~kiel.exc.GroupError` is
+    logged and raised by the next ``consume()``, and the hand-off goes on (a
+    revoked partition is committed and released all the same). A plain
+    function cannot be interrupted.
     """
 
     def on_partitions_revoked(self, revoked: List[TopicPartition]) -> Any:
@@ -44,7 +52,11 @@ class ConsumerRebalanceListener:
 
 
 async def call_listener(
-    listener: Any, name: str, tps: Sequence[TopicPartition], errors: List[BaseException]
+    listener: Any,
+    name: str,
+    tps: Sequence[TopicPartition],
+    errors: List[BaseException],
+    timeout: Optional[float] = None,
 ) -> None:
     """Call ``listener.<name>(tps)`` if it has that method, awaiting an ``async`` one.
 
@@ -52,6 +64,15 @@ async def call_listener(
     listener raises is the application's error: it is logged and kept in
     ``errors`` (the consumer raises it from its next ``consume()``); the
     group carries on.
+
+    Args:
+        listener: the application's listener, or ``None``.
+        name: the callback's name.
+        tps: the partitions it is told about.
+        errors: where its failure is kept for the application.
+        timeout: seconds an ``async`` callback may take (``None``: no bound);
+            past it, it is cancelled and a :class:`~kiel.exc.GroupError` is
+            logged and kept in ``errors``, and the hand-off goes on.
     """
     if listener is None:
         return
@@ -63,7 +84,14 @@ async def call_listener(
     try:
         result = method(list(tps))
         if inspect.isawaitable(result):
-            await result
+            await asyncio.wait_for(result, timeout)
+    except asyncio.TimeoutError:
+        error = GroupError(
+            f"{name}({list(tps)}) did not return within listener_timeout={timeout}s; "
+            "cancelled, the hand-off goes on"
+        )
+        log.error("%s", error)
+        errors.append(error)
     except Exception as e:  # noqa: BLE001 - the application's code: raised by consume()
         log.error("%s(%s) raised %r", name, list(tps), e)
         errors.append(e)

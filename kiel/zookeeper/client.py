@@ -12,8 +12,9 @@ import logging
 from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, WriterNotClosedException
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Auth
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import ACL, make_acl, make_digest_acl
@@ -23,6 +24,27 @@ from kiel.exc import ConfigError, ZooKeeperError
 from kiel.zookeeper.bridge import Bridge
 
 log = logging.getLogger(__name__)
+
+
+class _RedactAuth(logging.Filter):
+    """Hides the credentials of kazoo's ``Auth`` requests, which it logs at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and any(isinstance(a, Auth) for a in args):
+            record.args = tuple(
+                f"Auth(auth_type={a.auth_type}, scheme={a.scheme!r}, auth=<redacted>)"
+                if isinstance(a, Auth) else a
+                for a in args
+            )
+        return True
+
+
+#: The logger kiel's kazoo clients log to: a child of kazoo's own (so logging
+#: set up for ``kazoo`` still applies) that never shows ``zk_auth`` secrets.
+#: kazoo's other users keep their logger untouched.
+kazoo_log = logging.getLogger("kazoo.client.kiel")
+kazoo_log.addFilter(_RedactAuth())
 
 StateListener = Callable[[str], Any]
 
@@ -54,6 +76,10 @@ class ZooKeeper:
         auth: ``"user:password"`` for digest authentication; znodes created with
             ``protected=True`` then get :func:`digest_acls`.
         connect_timeout: seconds :meth:`start` waits for the first connection.
+        max_retry_delay: the longest pause, seconds, between kazoo's attempts
+            to reconnect (it backs off exponentially up to it). kazoo's own
+            cap is an hour: after a long outage a member would idle for
+            minutes once ZooKeeper is back.
 
     Raises:
         ConfigError: bad hosts or auth.
@@ -66,6 +92,7 @@ class ZooKeeper:
         chroot: Optional[str] = None,
         auth: Optional[str] = None,
         connect_timeout: float = 15.0,
+        max_retry_delay: float = 5.0,
     ) -> None:
         if not hosts or not isinstance(hosts, str):
             raise ConfigError(f"ZooKeeper hosts must be 'host:port[,...]', got {hosts!r}")
@@ -77,7 +104,15 @@ class ZooKeeper:
         self.connect_timeout = connect_timeout
         self.acls: Optional[List[ACL]] = digest_acls(auth) if auth else None
         auth_data = [("digest", auth)] if auth else None
-        self.client = KazooClient(hosts=hosts, timeout=session_timeout, auth_data=auth_data)
+        if not isinstance(max_retry_delay, (int, float)) or not 0 < max_retry_delay < 3600:
+            raise ConfigError(
+                f"max_retry_delay must be seconds in (0, 3600), got {max_retry_delay!r}"
+            )
+        # Unbounded tries (kazoo's default), jittered, capped at max_retry_delay.
+        connection_retry = {"max_tries": -1, "delay": 0.1, "backoff": 2,
+                            "max_delay": float(max_retry_delay)}
+        self.client = KazooClient(hosts=hosts, timeout=session_timeout, auth_data=auth_data,
+                                  connection_retry=connection_retry, logger=kazoo_log)
         self.bridge = Bridge()
         self._listeners: List[StateListener] = []
         self.client.add_listener(self._on_state_thread)
@@ -128,9 +163,23 @@ class ZooKeeper:
             ) from e
 
     async def stop(self) -> None:
-        """Close the session (ephemeral znodes go at once) and free kazoo's threads."""
-        await self.bridge.run_blocking(self.client.stop)
-        await self.bridge.run_blocking(self.client.close)
+        """Close the session (ephemeral znodes go at once) and free kazoo's threads.
+
+        Also during an outage: kazoo then cannot tell the server, and the
+        session (with its ephemeral znodes) ends when the server expires it.
+        Requests still pending fail with kazoo's ``ConnectionClosedError``.
+        Idempotent.
+
+        Raises:
+            ZooKeeperError: kazoo's connection thread did not end (kazoo
+                waits for it at most ``max(10 s, session_timeout)``).
+        """
+        try:
+            await self.bridge.run_blocking(self.client.stop)
+        except WriterNotClosedException as e:
+            raise translate(e, "stop") from e
+        finally:
+            await self.bridge.run_blocking(self.client.close)
 
     # ------------------------------------------------------------------
     # operations

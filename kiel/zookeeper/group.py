@@ -21,6 +21,10 @@ Invariants (see ``docs/guides/grouped_consumer.rst`` for the argument):
    on the same session resumes; LOST (session expired) reports the owned
    partitions as lost (no commit), registers again under the new session and
    reconciles.
+4. An owner znode is forgotten only once its delete (or its absence) is
+   confirmed: until then it is in ``maybe_held``, which every reconcile and
+   :meth:`GroupMember.leave` release again. A create whose reply was lost is
+   recognised as ours by its ``ephemeralOwner``.
 
 Everything here runs on the IOLoop; kazoo's threads only reach it through the
 bridge inside :class:`~kiel.zookeeper.client.ZooKeeper`.
@@ -34,7 +38,7 @@ import re
 import socket
 import time
 import uuid
-from typing import Any, Dict, Iterable, List, Optional, Pattern, Set, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Pattern, Set, Tuple, Union
 
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -101,6 +105,8 @@ class GroupMember:
         acquire_timeout: seconds to wait for a previous owner to release a
             partition before the allocation is recomputed.
         pattern: ``topics`` is a regular expression (a string).
+        leave_timeout: seconds :meth:`leave` takes at most (ZooKeeper may be
+            unreachable when the member leaves).
 
     Raises:
         ConfigError: bad group name, topics or allocator.
@@ -117,6 +123,7 @@ class GroupMember:
         capacity: float = 1.0,
         acquire_timeout: float = 30.0,
         pattern: bool = False,
+        leave_timeout: float = 10.0,
     ) -> None:
         if not group or "/" in group:
             raise ConfigError(f"bad group name {group!r}")
@@ -129,6 +136,7 @@ class GroupMember:
         self.member_id = member_id or default_member_id()
         self.capacity = capacity
         self.acquire_timeout = acquire_timeout
+        self.leave_timeout = leave_timeout
         self.pattern, self.static_topics = _subscription(topics, pattern)
         self.base = f"/consumers/{group}"
         self.owners = Owners(zk, self.base, self.member_id)
@@ -137,6 +145,13 @@ class GroupMember:
         self.topic_partitions: Dict[str, int] = {}
         self.target: Set[TopicPartition] = set()
         self.owned: Set[TopicPartition] = set()
+        #: Partitions whose owner znode the current session may hold without
+        #: using it: a release or claim that failed half-way, partitions
+        #: claimed when a later claim failed, those of a session that changed
+        #: under a claim. Every reconcile releases them (or confirms them
+        #: by claiming them when they are wanted); only a confirmed delete
+        #: (or NoNode, or another session's node) forgets one.
+        self.maybe_held: Set[TopicPartition] = set()
         self._session: Optional[int] = None
         # Strategy: one flag and one wake-up for every change. ``_dirty``
         # says a reconcile pass is due; ``_changed`` wakes whoever waits on
@@ -152,8 +167,12 @@ class GroupMember:
         self._topics_listed = False
         self._pending_topics: Set[str] = set()
         self._reconciled = False  # a reconcile pass has run at least once
+        self._in_pass = False  # a reconcile pass is running now
         self._closing = False
         self._suspended = False
+        #: Each member's subscription (from its registration), read once per
+        #: member: which topics it takes partitions of.
+        self._subscriptions: Dict[str, Callable[[str], bool]] = {}
         #: When not None (the "weighted" allocator), filled with each member's
         #: advertised capacity (from its registration) before every allocation.
         self.capacities: Optional[Dict[str, float]] = None
@@ -180,6 +199,7 @@ class GroupMember:
             kazoo.exceptions.KazooException: ZooKeeper failed while registering.
         """
         self.zk.add_state_listener(self._on_state)
+        await self._ensure_paths()
         await self._register()
         await self.zk.children_watch(f"{self.base}/ids", self._on_members)
         if self.pattern is not None:
@@ -206,8 +226,10 @@ class GroupMember:
     def _is_settled(self) -> bool:
         return (
             self._reconciled
+            and not self._in_pass
             and not self._dirty
             and self.target == self.owned
+            and not self.maybe_held
             and self.member_id in self.members
             and self._topics_listed
             and not self._pending_topics
@@ -218,22 +240,65 @@ class GroupMember:
 
         Every background task of this member (reconcile and its retries, a
         re-registration after an expiry, pending acquisitions) is cancelled
-        first, waiting at most ``acquire_timeout`` seconds for them to end.
+        first. The whole leave is bounded by ``leave_timeout``: ZooKeeper
+        may be unreachable, and then the owner znodes and the registration
+        stay until the server ends the session (stopping the session, or its
+        expiry); the next owners wait for them on watches. While the
+        connection is suspended (or the session is gone) nothing is
+        committed: the partitions are reported lost, since another member
+        may own them already.
         """
+        if self._closing:
+            return
         self._closing = True
         self.zk.remove_state_listener(self._on_state)
-        await self._tasks.cancel(self.acquire_timeout)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.leave_timeout
+        await self._tasks.cancel(self.leave_timeout)
+        try:
+            await asyncio.wait_for(self._hand_back(), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            log.warning(
+                "%s", GroupError(
+                    f"member {self.member_id} could not leave within leave_timeout="
+                    f"{self.leave_timeout}s (ZooKeeper unreachable?); its znodes go when "
+                    "its session ends", group=self.group,
+                ),
+            )
+        except (KazooException, ZooKeeperError) as e:
+            # The registration and owner znodes are ephemeral: they go with
+            # the session, which the caller stops next.
+            log.warning("%s", GroupError(
+                f"member {self.member_id} left uncleanly: {type(e).__name__} {e}; its znodes "
+                "go when its session ends", group=self.group,
+            ))
+
+    async def _hand_back(self) -> None:
+        """Revoke (or, without a live session, lose) what is owned, release it, deregister."""
         if self.owned:
             owned = sorted(self.owned)
+            if self._suspended or not self._session_current():
+                self.owned.clear()
+                await self.hooks.lost(owned)
+                return
             await self.hooks.revoked(owned)
             await self._release(owned)
+        if self.maybe_held and self._session_current():
+            await self._release(sorted(self.maybe_held))
         try:
             await self.zk.delete(f"{self.base}/ids/{self.member_id}")
         except NoNodeError:
             pass
-        except KazooException as e:
-            # The registration is ephemeral: it goes with the session anyway.
-            log.warning("could not deregister %s: %s", self.member_id, e)
+
+    def may_commit(self) -> bool:
+        """Whether what this member owns is surely still its own: connected,
+        under the session it registered with. A commit otherwise could
+        overwrite the offset of a member that took a partition over."""
+        return not self._suspended and self._session_current()
+
+    def _session_current(self) -> bool:
+        """Whether this member is registered under the session it has now."""
+        return self._session is not None and self._session == self.zk.session_id
 
     def _left(self) -> bool:
         return self._closing
@@ -241,26 +306,56 @@ class GroupMember:
     # ------------------------------------------------------------------
     # registration and watches (callbacks arrive on the loop via the bridge)
 
-    async def _register(self) -> None:
-        path = f"{self.base}/ids/{self.member_id}"
+    async def _ensure_paths(self) -> None:
+        """The group's persistent znodes (idempotent)."""
         # The group's own znode stays open: the broker writes v0 commits under
         # it (``offsets``) with its own credentials. ``ids`` and ``owners`` are
         # protected (with digest auth, only this identity may change them).
         await self.zk.ensure_path(self.base)
         await self.zk.ensure_path(f"{self.base}/ids", protected=True)
         await self.zk.ensure_path(f"{self.base}/owners", protected=True)
+
+    async def _register(self) -> None:
+        """Create ``ids/<member_id>`` for the current session (idempotent).
+
+        ``_session`` becomes the session that holds the registration, which
+        the caller compares with the current one (it may have changed meanwhile).
+
+        Raises:
+            GroupError: another session keeps the id past ``acquire_timeout``.
+            kazoo.exceptions.KazooException: ZooKeeper failed.
+        """
+        path = f"{self.base}/ids/{self.member_id}"
         data = self._registration()
-        try:
-            await self.zk.create(path, data, ephemeral=True, protected=True)
-        except NodeExistsError as e:
-            # Our own node from a previous session may linger until the server
-            # expires it; wait for it, then register (bounded).
-            if not await self.zk.wait_deleted(path, self.acquire_timeout):
-                raise GroupError(
-                    f"member id {self.member_id} is registered by someone else", group=self.group
-                ) from e
-            await self.zk.create(path, data, ephemeral=True, protected=True)
-        self._session = self.zk.session_id
+        # Strategy: a create whose reply was lost (ConnectionLoss) may have
+        # gone through; retried, it meets NodeExists on our own node. The
+        # node's ephemeralOwner tells: the current session's is ours (done);
+        # another session's is a previous session of ours not yet expired
+        # (or a namesake): wait for it to go, bounded.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.acquire_timeout
+        while True:
+            session = self.zk.session_id
+            try:
+                await self.zk.create(path, data, ephemeral=True, protected=True)
+                self._session = session
+                return
+            except NodeExistsError as e:
+                try:
+                    _, stat = await self.zk.get(path)
+                except NoNodeError:
+                    stat = None  # gone between create and get: create again
+                if stat is not None and stat.ephemeralOwner == self.zk.session_id:
+                    self._session = stat.ephemeralOwner
+                    return
+                remaining = deadline - loop.time()
+                if remaining <= 0 or (
+                    stat is not None and not await self.zk.wait_deleted(path, remaining)
+                ):
+                    raise GroupError(
+                        f"member id {self.member_id} is registered by another session",
+                        group=self.group,
+                    ) from e
 
     def _registration(self) -> bytes:
         """This member's ``ids/<member_id>`` data, in the 0.8 consumer's format."""
@@ -317,35 +412,55 @@ class GroupMember:
             self._suspended = False
             if self._session is not None and self.zk.session_id != self._session:
                 # Expired and reconnected with a new session: register again.
-                if self._rejoining is None or self._rejoining.done():
-                    self._rejoining = self._tasks.spawn(self._rejoin(), "rejoin")
+                self._lose_all()
+                self._start_rejoin()
             else:
                 self.hooks.resume()
                 self._mark_dirty()
         elif state == KazooState.LOST:
-            self._tasks.spawn(self._lose_all(), "lose partitions")
+            self._lose_all()
 
-    async def _lose_all(self) -> None:
+    def _lose_all(self) -> None:
+        """The session is gone, and every owner znode with it: report them lost.
+
+        They stay in ``maybe_held``: a claim queued by kazoo during the outage
+        may have been sent under the new session, and the next reconcile
+        releases (or confirms) what the current session holds.
+        """
         lost = sorted(self.owned)
+        self.maybe_held.update(self.owned)
         self.owned.clear()
-        self._session = -1
+        if self._session is not None:
+            self._session = -1  # registered under no live session
         if lost:
-            await self.hooks.lost(lost)
+            self._tasks.spawn(self.hooks.lost(lost), "lose partitions")
+
+    def _start_rejoin(self) -> None:
+        """Register under the new session: one rejoin at a time (single-flight).
+
+        A rejoin already running goes on until the registration is the
+        current session's, so a connection that flaps meanwhile needs no second one.
+        """
+        if self._rejoining is None or self._rejoining.done():
+            self._rejoining = self._tasks.spawn(self._rejoin(), "rejoin")
 
     async def _rejoin(self) -> None:
-        if self.owned:
-            await self._lose_all()
         try:
             async for attempt in attempts(REJOIN_BACKOFF, closed=self._left):
                 try:
+                    await self._ensure_paths()
                     await self._register()
-                    break
-                except (KazooException, GroupError) as e:
+                except (KazooException, ZooKeeperError, GroupError) as e:
                     log.error("re-registering %s failed (%r); retrying", self.member_id, e)
                     attempt.failed(e)
+                    continue
+                if not self._session_current():
+                    # The session changed again while we registered.
+                    attempt.failed(GroupError("session changed while registering"))
         except ClientClosedError:
             return  # the member left meanwhile
-        self.hooks.resume()
+        if not self._suspended:
+            self.hooks.resume()
         self._mark_dirty()
 
     def _mark_dirty(self) -> None:
@@ -358,6 +473,11 @@ class GroupMember:
     def compute_target(self) -> Set[TopicPartition]:
         """This member's partitions under the current members and partitions.
 
+        Each topic is split among the members subscribed to it (the 0.8
+        Scala consumer's rule), so members whose subscriptions differ (a
+        rolling deploy that adds a topic) still agree: topics with the same
+        subscribers go to the allocator together, one call per such group.
+
         Returns:
             the partitions the allocator gives this member (none while it is
             not among the members it has seen).
@@ -367,10 +487,38 @@ class GroupMember:
         """
         if self.member_id not in self.members:
             return set()
-        partitions = [
-            TopicPartition(t, p) for t, n in self.topic_partitions.items() for p in range(n)
-        ]
-        return set(allocate(self.allocator, self.members, partitions)[self.member_id])
+        by_members: Dict[Tuple[str, ...], List[TopicPartition]] = {}
+        for topic, count in sorted(self.topic_partitions.items()):
+            subscribers = tuple(m for m in self.members if self._subscribes(m, topic))
+            if self.member_id in subscribers:
+                by_members.setdefault(subscribers, []).extend(
+                    TopicPartition(topic, p) for p in range(count)
+                )
+        target: Set[TopicPartition] = set()
+        for members, partitions in sorted(by_members.items()):
+            target.update(allocate(self.allocator, list(members), partitions)[self.member_id])
+        return target
+
+    def _subscribes(self, member: str, topic: str) -> bool:
+        if member == self.member_id:
+            return True  # our own topics are the ones in topic_partitions
+        subscribes = self._subscriptions.get(member)
+        # Not read yet (or unreadable): the old rule, every member takes every topic.
+        return True if subscribes is None else subscribes(topic)
+
+    async def _read_subscriptions(self) -> None:
+        """Cache each member's subscription from its registration."""
+        for member in list(self._subscriptions):
+            if member not in self.members:
+                del self._subscriptions[member]
+        for member in self.members:
+            if member in self._subscriptions or member == self.member_id:
+                continue
+            try:
+                data, _ = await self.zk.get(f"{self.base}/ids/{member}")
+            except NoNodeError:
+                continue  # it left; the members watch runs reconcile again
+            self._subscriptions[member] = _subscription_of(data)
 
     def _ready(self) -> bool:
         """Whether the picture is complete enough to allocate.
@@ -405,7 +553,11 @@ class GroupMember:
             try:
                 if self._ready():
                     self._reconciled = True
-                    await self._reconcile()
+                    self._in_pass = True
+                    try:
+                        await self._reconcile()
+                    finally:
+                        self._in_pass = False
             except (KazooException, ZooKeeperError) as e:
                 log.warning("reconcile of %s failed (%r); retrying", self.member_id, e)
                 attempt.failed(e)
@@ -426,11 +578,15 @@ class GroupMember:
     async def _reconcile(self) -> None:
         if self.capacities is not None:
             await self._read_capacities(self.capacities)
+        await self._read_subscriptions()
         self.target = self.compute_target()
         release = sorted(self.owned - self.target)
         if release:
             await self.hooks.revoked(release)
             await self._release(release)
+        unsure = sorted(self.maybe_held - self.target)
+        if unsure:
+            await self._release(unsure)
         acquire = sorted(self.target - self.owned)
         if acquire:
             await self._acquire(acquire)
@@ -453,18 +609,55 @@ class GroupMember:
                 capacities[member] = 1.0
 
     async def _release(self, partitions: List[TopicPartition]) -> None:
+        """Delete the owner znodes of ``partitions`` (already revoked, or never used).
+
+        Each stays in ``maybe_held`` until its delete is confirmed, so a
+        release that fails half-way is retried by the next reconcile.
+
+        Raises:
+            kazoo.exceptions.KazooException: ZooKeeper failed.
+        """
         for tp in partitions:
             self.owned.discard(tp)
+            self.maybe_held.add(tp)
+        for tp in partitions:
             await self.owners.release(tp)
+            self.maybe_held.discard(tp)
+
+    async def _claim(self, tp: TopicPartition) -> bool:
+        """Claim ``tp`` for the current session; True once it is confirmed ours.
+
+        A claim whose outcome is unknown (ZooKeeper failed, or the session
+        changed under it) leaves ``tp`` in ``maybe_held``.
+
+        Raises:
+            kazoo.exceptions.KazooException: ZooKeeper failed.
+            ZooKeeperError: the session changed during the claim.
+        """
+        session = self._session
+        self.maybe_held.add(tp)
+        claimed = await self.owners.claim(tp)
+        if session != self._session or not self._session_current():
+            raise ZooKeeperError(f"the session changed while claiming {tp}")
+        # Claimed: confirmed ours (it goes to ``owned``). Not claimed:
+        # another session's node, nothing of ours to release.
+        self.maybe_held.discard(tp)
+        return claimed
 
     async def _acquire(self, partitions: List[TopicPartition]) -> None:
         claimed: List[TopicPartition] = []
         waiting: List[TopicPartition] = []
-        for tp in partitions:
-            (claimed if await self.owners.claim(tp) else waiting).append(tp)
-        if claimed:
-            self.owned.update(claimed)
-            await self.hooks.assigned(claimed)
+        try:
+            for tp in partitions:
+                (claimed if await self._claim(tp) else waiting).append(tp)
+        finally:
+            # The ones confirmed before a failure are ours: use them (the
+            # failure is re-raised and the reconcile retried).
+            if claimed and not self._session_current():
+                self.maybe_held.update(claimed)  # the session they were claimed by is gone
+            elif claimed:
+                self.owned.update(claimed)
+                await self.hooks.assigned(claimed)
         if waiting:
             # Incremental: each contested partition waits for its previous
             # owner on a watch; whatever is free is already flowing.
@@ -489,7 +682,7 @@ class GroupMember:
             if (
                 await self._wait_freed(tp, remaining)
                 and self._still_wanted(tp)
-                and await self.owners.claim(tp)
+                and await self._claim(tp)
             ):
                 self.owned.add(tp)
                 await self.hooks.assigned([tp])
@@ -532,6 +725,30 @@ def _subscription(
     if not static:
         raise ConfigError("subscribe to at least one topic or a pattern")
     return None, static
+
+
+def _subscription_of(data: bytes) -> Callable[[str], bool]:
+    """Which topics a registration (0.8 consumer format) subscribes to.
+
+    ``static`` lists topics; ``white_list`` / ``black_list`` hold a regex.
+    A registration that says nothing readable subscribes to every topic.
+    """
+    try:
+        registration = json.loads(data.decode())
+        subscription = dict(registration["subscription"])
+        kind = registration.get("pattern", "static")
+        if kind == "static":
+            topics = frozenset(subscription)
+            return topics.__contains__
+        patterns = [re.compile(p) for p in subscription]
+    except (ValueError, KeyError, TypeError, AttributeError, re.error) as e:
+        log.warning("unreadable member registration (%s); counting it in for every topic", e)
+        return lambda topic: True
+    if kind == "white_list":
+        return lambda topic: any(p.fullmatch(topic) for p in patterns)
+    if kind == "black_list":
+        return lambda topic: not any(p.fullmatch(topic) for p in patterns)
+    return lambda topic: True
 
 
 def _partition_count(topic: str, data: Optional[bytes]) -> int:
