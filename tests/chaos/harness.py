@@ -154,11 +154,20 @@ class MemberProcess:
                 self.ready = True
             elif kind == "closed":
                 self.closed_at = event["t"]
+                if event.get("error"):
+                    error = event["error"]
+                    self.runner.problem(
+                        f"{self.member_id}: close() raised {error['module']}.{error['type']}: "
+                        f"{error['msg']}"
+                    )
             elif kind == "error":
                 self.errors.append(event["type"])
             elif kind == "recs":
                 self.runner.processed.update((p, o) for p, o, _ in event["r"])
         self.eof = True
+        if not self.killed and not self.closing:
+            self.runner.problem(f"{self.member_id} ended on its own "
+                                f"(stderr: {self.stderr_tail()[-600:]!r})")
 
     def history_kinds(self, what: str) -> List[Dict[str, Any]]:
         """This member's reported events of one kind."""
@@ -214,7 +223,8 @@ class MemberProcess:
         if self.closed_at is None:
             self.runner.problem(
                 f"{self.member_id}: close() did not return within {CLOSE_BOUND:.0f} s "
-                f"(eof={self.eof}, stderr: {self.stderr_tail()!r})"
+                f"({'the process ended' if self.eof else 'still running'}; "
+                f"stderr: {self.stderr_tail()[-600:]!r})"
             )
         else:
             self.runner.close_times.append(self.closed_at - started)
@@ -225,6 +235,9 @@ class MemberProcess:
                                 f"{EXIT_BOUND:.0f} s of close()")
             self.proc.kill()
             await self.proc.wait()
+        if self.proc.returncode != 0:
+            self.runner.problem(f"{self.member_id}: the process exited with "
+                                f"{self.proc.returncode} (stderr: {self.stderr_tail()[-600:]!r})")
         assert self.reader is not None
         await self.reader
         if self.closed_at is not None:
@@ -453,7 +466,7 @@ class Runner:
 
     async def _produce(self) -> None:
         """Numbered messages, round-robin over the partitions, until told to stop."""
-        producer = Producer(self.backend.cluster.bootstrap, linger_ms=5)
+        producer = Producer(self.backend.cluster.bootstrap, linger=0.005)
         await producer.connect()
         seq = 0
         partitions = self.schedule.partitions

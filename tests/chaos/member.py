@@ -33,7 +33,8 @@ different members):
 * ``{"ev": "log", "level", "name", "msg"}`` for every log record at INFO or
   above, from any library, as it is emitted (so one after ``closed`` shows);
 * ``{"ev": "expired"}`` after a forced session expiry;
-* ``{"ev": "closing"}`` and ``{"ev": "closed", "took"}`` around ``close()``.
+* ``{"ev": "closing"}`` and ``{"ev": "closed", "took", "error"}`` around
+  ``close()`` (``error``: what it raised, or null).
 
 Commands read from stdin, one a line: ``close`` (leave gracefully, then
 exit), ``expire`` (make the server expire this member's session, with the
@@ -207,11 +208,15 @@ class Member:
         if self.expiring is not None:
             await self.expiring
         started = time.monotonic()
-        await self.consumer.close()
+        error = None
+        try:
+            await self.consumer.close()
+        except Exception as e:  # noqa: BLE001 - the checker judges any failure of close()
+            error = {"type": type(e).__name__, "module": type(e).__module__, "msg": str(e)[:300]}
         took = time.monotonic() - started
         sampler.cancel()
         self.look()  # the last look: the runs still open end here
-        emit("closed", took=took)
+        emit("closed", took=took, error=error)
 
 
 def main() -> None:
