@@ -83,11 +83,13 @@ class Totals:
 def _writer(request: pytest.FixtureRequest) -> Any:
     """A line writer that reaches the terminal even with output captured."""
     reporter = request.config.pluginmanager.getplugin("terminalreporter")
-    if reporter is None:
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if reporter is None or capture is None:
         return print
 
     def write(line: str) -> None:
-        reporter.write_line(line)
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
 
     return write
 

@@ -46,6 +46,8 @@ EXIT_BOUND = 10.0
 CONVERGE_SLACK = 10.0
 #: After convergence: every acknowledged message processed within this.
 DRAIN_BOUND = 20.0
+#: Seconds the converged assignment must hold before it counts.
+STABLE = 1.0
 #: Seconds between two reads of the owner znodes.
 OWNER_SAMPLE_PERIOD = 0.1
 
@@ -221,8 +223,10 @@ class MemberProcess:
         while self.closed_at is None and not self.eof and time.monotonic() - started < CLOSE_BOUND:
             await asyncio.sleep(0.02)
         if self.closed_at is None:
+            logs = [f"{e['name']}: {e['msg']}" for e in self.history_kinds("log")][-2:]
             self.runner.problem(
                 f"{self.member_id}: close() did not return within {CLOSE_BOUND:.0f} s "
+                f"(last logs: {logs}) "
                 f"({'the process ended' if self.eof else 'still running'}; "
                 f"stderr: {self.stderr_tail()[-600:]!r})"
             )
@@ -364,13 +368,30 @@ class Runner:
         await self._close_all()
 
     async def _converged(self, deadline: float) -> Optional[float]:
-        """When every partition is fetched by exactly one live member (None: not by then)."""
+        """When the group converged for good (None: not by ``deadline``).
+
+        Converged: every partition fetched by exactly one live member, the
+        same way for STABLE seconds (a fault's rebalance may still be on its
+        way when the fault ends), and an owner-znode sample taken meanwhile
+        names the member that fetches each partition. Returns the start of
+        that stable stretch.
+        """
         everything = list(range(self.schedule.partitions))
-        while time.monotonic() < deadline:
+        current: Optional[Dict[int, str]] = None
+        since = time.monotonic()
+        while time.monotonic() < deadline + STABLE:
+            now = time.monotonic()
             live = self.live()
             fetched = sorted(p for m in live for p in m.fetching)
-            if live and fetched == everything:
-                return time.monotonic()
+            snap = ({p: m.member_id for m in live for p in m.fetching}
+                    if live and fetched == everything else None)
+            if snap is None or snap != current:
+                current, since = snap, now
+            elif since < deadline and now - since >= STABLE and any(
+                t0 >= since and owners == snap
+                for t0, _, owners in self.history.owner_samples[-5:]
+            ):
+                return since
             await asyncio.sleep(0.02)
         return None
 
@@ -490,7 +511,10 @@ class Runner:
     async def _sample_owners(self) -> None:
         """Read the owner znodes every OWNER_SAMPLE_PERIOD, from a session of our own."""
         loop = asyncio.get_running_loop()
-        client = KazooClient(hosts=self.backend.direct, timeout=30.0)
+        # Reconnect promptly after a ZooKeeper restart (kazoo's default backoff
+        # grows to a minute): the samples around the outage matter most.
+        client = KazooClient(hosts=self.backend.direct, timeout=30.0,
+                             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 0.5})
         await loop.run_in_executor(None, client.start, 30.0)
         base = f"/consumers/{self.group}/owners/{self.topic}"
         try:

@@ -101,7 +101,7 @@ def generate(seed: int, ensemble: Optional[bool] = None) -> Schedule:
             duration=round(_duration(rng, kind, session), 2),
             broker=rng.randint(1, 3),
         ))
-    close_blackout = rng.choice([0, 0, 1, members])
+    close_blackout = rng.choice([0, 0, 0, 1, members])
     return Schedule(seed, use_ensemble, members, partitions, session, allocator, faults,
                     close_blackout)
 
