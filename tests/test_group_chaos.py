@@ -31,7 +31,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from tests.chaos.checker import History, check
+from tests.chaos.checker import History, check, stats
 from tests.chaos.harness import Backend, Runner
 from tests.chaos.schedule import KINDS, generate
 from tests.conftest import run
@@ -61,12 +61,13 @@ class Totals:
         self.convergence: List[float] = []
         self.close_times: List[float] = []
         self.seconds: List[float] = []
+        self.handoffs = 0
 
     def summary(self) -> List[str]:
         kinds = ", ".join(f"{k} {self.counts[k]}" for k in (*KINDS, "close_blackout")
                           if self.counts.get(k))
-        lines = [f"chaos totals: {self.schedules} schedules, {sum(self.seconds):.0f} s; "
-                 f"faults: {kinds or 'none'}",
+        lines = [f"\nchaos totals: {self.schedules} schedules, {sum(self.seconds):.0f} s, "
+                 f"{self.handoffs} hand-offs checked; faults: {kinds or 'none'}",
                  f"chaos totals: {len(self.violations)} schedules with violations"
                  + "".join(f"\n  {v}" for v in self.violations)]
         if self.convergence:
@@ -154,10 +155,15 @@ def test_random_fault_schedule(seed: int, request: pytest.FixtureRequest, tmp_pa
     if history.convergence is not None:
         chaos_totals.convergence.append(history.convergence)
     convergence = "never" if history.convergence is None else f"{history.convergence:.2f} s"
+    numbers = stats(history)
+    gap = "-" if numbers["min_gap"] is None else f"{numbers['min_gap'] * 1000:.0f} ms"
+    chaos_totals.handoffs += numbers["handoffs"]
     chaos_totals.write(
         f"chaos seed={seed}: {took:.1f} s, {len(history.acked)} acked, "
-        f"{sum(history.processed().values())} processed, converged {convergence} after the "
-        f"last fault, {len(history.owner_samples)} owner samples, "
+        f"{sum(history.processed().values())} processed ({numbers['twice']} twice, on "
+        f"{numbers['tainted']} tainted partitions; {numbers['checked']} held to exactly-once), "
+        f"{numbers['handoffs']} hand-offs (shortest gap {gap}), converged {convergence} after "
+        f"the last fault, {len(history.owner_samples)} owner samples, "
         f"{len(violations)} violations"
     )
     if violations:

@@ -184,3 +184,33 @@ def _owner_mismatches(
     if not found:
         return []
     return [f"{len(found)} fetches without the owner znode: " + "; ".join(found[:limit])]
+
+
+def stats(history: History) -> Dict[str, Any]:
+    """Numbers that show the checker saw real work, for the per-schedule line.
+
+    Returns:
+        ``handoffs`` (a partition's run in one member followed by a run in
+        another), ``min_gap`` (the shortest such hand-off, seconds, None if
+        none), ``checked`` (partitions held to exactly-once), ``tainted``,
+        and ``twice`` (messages processed more than once, on tainted
+        partitions: the at-least-once redeliveries).
+    """
+    spans: Dict[int, List[Tuple[float, float, str]]] = {}
+    for member in history.events:
+        for p, runs in history.runs(member).items():
+            spans.setdefault(p, []).extend((s, e, member) for s, e in runs)
+    gaps: List[float] = []
+    for runs in spans.values():
+        runs.sort()
+        for (_, e1, m1), (s2, _, m2) in zip(runs, runs[1:]):
+            if m1 != m2:
+                gaps.append(s2 - e1)
+    tainted = history.tainted()
+    return {
+        "handoffs": len(gaps),
+        "min_gap": min(gaps) if gaps else None,
+        "checked": history.partitions - len(tainted & set(range(history.partitions))),
+        "tainted": len(tainted),
+        "twice": sum(1 for n in history.processed().values() if n > 1),
+    }

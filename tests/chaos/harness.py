@@ -435,11 +435,14 @@ class Runner:
             await member.proxies_do(lambda p: p.blackout(fault.duration))
             await asyncio.sleep(fault.duration)
         elif kind == "expire":
-            before = len(member.history_kinds("expired")) + len(member.errors)
+            def answers() -> int:
+                return len(member.history_kinds("expired")) + sum(
+                    1 for e in member.history_kinds("error") if e["msg"].startswith("expire:"))
+
+            before = answers()
             await member.command("expire")
             deadline = time.monotonic() + 20.0
-            while (len(member.history_kinds("expired")) + len(member.errors) == before
-                   and time.monotonic() < deadline and not member.eof):
+            while answers() == before and time.monotonic() < deadline and not member.eof:
                 await asyncio.sleep(0.02)
         elif kind == "zk_restart":
             zookeeper = self.backend.zookeeper
