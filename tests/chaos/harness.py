@@ -105,6 +105,8 @@ class MemberProcess:
         self.closed_at: Optional[float] = None
         self.eof = False
         self.errors: List[str] = []
+        #: Until when this member's ZooKeeper proxies are blacked out (monotonic).
+        self.dark_until = 0.0
 
     @property
     def live(self) -> bool:
@@ -290,6 +292,8 @@ class Runner:
         self._next_id = 0
         self._producing = True
         self._sampling = True
+        #: The standalone server is stopped (a zk_restart is under way).
+        self.zk_down = False
 
     def problem(self, message: str) -> None:
         """Record a violation the harness measured."""
@@ -423,7 +427,19 @@ class Runner:
                 kind = "join"
             elif kind == "join" and count >= MAX_MEMBERS:
                 kind = "leave"
-        member = self._target(fault)
+        if kind == "expire":
+            # Strategy: a real server expires a session only after its timeout
+            # without a heartbeat, and by then the client has suspended (at two
+            # thirds of it). A forced expiry while the member is blacked out, or
+            # while the server is down, would model what ZooKeeper never does:
+            # wait for the server, and pick among the members it can hear.
+            deadline = time.monotonic() + JOIN_BOUND
+            while self.zk_down and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            now = time.monotonic()
+            member = self._target(fault, exclude=[m for m in self.live() if m.dark_until > now])
+        else:
+            member = self._target(fault)
         if kind in {"cut", "blackout", "long_blackout", "expire", "kill", "leave",
                     "slow_revoke"}:
             if member is None:
@@ -432,6 +448,7 @@ class Runner:
         if kind == "cut":
             await member.proxies_do(FaultProxy.cut)
         elif kind in ("blackout", "long_blackout"):
+            member.dark_until = time.monotonic() + fault.duration + 0.5
             await member.proxies_do(lambda p: p.blackout(fault.duration))
             await asyncio.sleep(fault.duration)
         elif kind == "expire":
@@ -446,9 +463,13 @@ class Runner:
                 await asyncio.sleep(0.02)
         elif kind == "zk_restart":
             zookeeper = self.backend.zookeeper
-            await loop.run_in_executor(None, zookeeper.stop)
-            await asyncio.sleep(fault.duration)
-            await loop.run_in_executor(None, zookeeper.start)
+            self.zk_down = True
+            try:
+                await loop.run_in_executor(None, zookeeper.stop)
+                await asyncio.sleep(fault.duration)
+                await loop.run_in_executor(None, zookeeper.start)
+            finally:
+                self.zk_down = False
         elif kind == "leader_kill":
             leader = await loop.run_in_executor(None, lambda: self.backend.zookeeper.leader)
             if leader is None:

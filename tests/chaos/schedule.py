@@ -6,6 +6,13 @@ standalone or a 3-node ensemble) and the same faults at the same offsets.
 Which member a fault hits is drawn as an index into the members alive at
 that moment, and membership changes only through the schedule itself, so a
 replay hits the same members.
+
+One exception, so that no schedule models what ZooKeeper never does: a
+forced ``expire`` skips members whose network is blacked out and waits for
+a stopped standalone server. The server expires a session only after its
+timeout without a heartbeat, by which time the client has suspended; a
+forced expiry inside a partition would end the session while the member
+still believes, rightly by its own clock, that it holds it.
 """
 
 import random
