@@ -228,7 +228,7 @@ class MemberProcess:
             logs = [f"{e['name']}: {e['msg']}" for e in self.history_kinds("log")][-2:]
             self.runner.problem(
                 f"{self.member_id}: close() did not return within {CLOSE_BOUND:.0f} s "
-                f"(last logs: {logs}) "
+                f"(last logs: {logs}; tasks: {await self._stacks()}) "
                 f"({'the process ended' if self.eof else 'still running'}; "
                 f"stderr: {self.stderr_tail()[-600:]!r})"
             )
@@ -252,6 +252,19 @@ class MemberProcess:
             if late:
                 self.runner.problem(f"{self.member_id}: {len(late)} log records after close(), "
                                     f"e.g. {late[:3]}")
+
+    async def _stacks(self) -> List[str]:
+        """Ask the process for its tasks' stacks (what a hung close() waits for)."""
+        assert self.proc is not None
+        if self.eof or self.proc.returncode is not None:
+            return []
+        before = len(self.history_kinds("tasks"))
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 5.0
+        while len(self.history_kinds("tasks")) == before and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        dumps = self.history_kinds("tasks")
+        return [s for s in dumps[-1]["stacks"] if "close" in s or "leave" in s] if dumps else []
 
     async def stop(self) -> None:
         """Make sure the process is gone and the proxies are stopped."""

@@ -33,6 +33,8 @@ different members):
 * ``{"ev": "log", "level", "name", "msg"}`` for every log record at INFO or
   above, from any library, as it is emitted (so one after ``closed`` shows);
 * ``{"ev": "expired"}`` after a forced session expiry;
+* ``{"ev": "tasks", "stacks"}`` on SIGUSR1: every asyncio task's stack
+  (the harness asks when ``close()`` hangs);
 * ``{"ev": "closing"}`` and ``{"ev": "closed", "took", "error"}`` around
   ``close()`` (``error``: what it raised, or null).
 
@@ -45,6 +47,7 @@ sleeps that long from now on; ``slow 0`` ends it).
 import asyncio
 import json
 import logging
+import signal
 import sys
 import time
 from typing import Any, Dict, List, Optional, Set
@@ -196,7 +199,17 @@ class Member:
             else:
                 emit("error", type="HarnessError", msg=f"unknown command {line!r}")
 
+    def dump_tasks(self) -> None:
+        """Report every task's stack (SIGUSR1: the harness asks when close() hangs)."""
+        stacks = []
+        for task in asyncio.all_tasks():
+            frames = task.get_stack(limit=12)
+            where = " < ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
+            stacks.append(f"{task.get_name()}: {where}")
+        emit("tasks", stacks=stacks)
+
     async def run(self) -> None:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, self.dump_tasks)
         await self.consumer.connect()
         emit("ready", member=self.config["member_id"])
         sampler = asyncio.ensure_future(self.sample_loop())
