@@ -264,7 +264,13 @@ class MemberProcess:
         while len(self.history_kinds("tasks")) == before and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
         dumps = self.history_kinds("tasks")
-        return [s for s in dumps[-1]["stacks"] if "close" in s or "leave" in s] if dumps else []
+        if len(dumps) > before:
+            return [s for s in dumps[-1]["stacks"] if "sample_loop" not in s]
+        # No answer: the IOLoop itself is stuck. The threads' stacks go to stderr.
+        self.proc.send_signal(signal.SIGUSR2)
+        await asyncio.sleep(1.0)
+        return ["the IOLoop did not answer SIGUSR1 within 5 s; threads: "
+                + self.stderr_tail()[-1200:]]
 
     async def stop(self) -> None:
         """Make sure the process is gone and the proxies are stopped."""
@@ -419,6 +425,7 @@ class Runner:
             await m.proxies_do(FaultProxy.blackout)
         if dark:
             self.counts["close_blackout"] = self.counts.get("close_blackout", 0) + 1
+            await asyncio.sleep(self.schedule.close_wait)
         await asyncio.gather(*(m.close() for m in live))
 
     # -- faults ---------------------------------------------------------------

@@ -34,7 +34,8 @@ different members):
   above, from any library, as it is emitted (so one after ``closed`` shows);
 * ``{"ev": "expired"}`` after a forced session expiry;
 * ``{"ev": "tasks", "stacks"}`` on SIGUSR1: every asyncio task's stack
-  (the harness asks when ``close()`` hangs);
+  (the harness asks when ``close()`` hangs; SIGUSR2 dumps the threads'
+  stacks to stderr, for when the IOLoop itself is blocked);
 * ``{"ev": "closing"}`` and ``{"ev": "closed", "took", "error"}`` around
   ``close()`` (``error``: what it raised, or null).
 
@@ -45,6 +46,7 @@ sleeps that long from now on; ``slow 0`` ends it).
 """
 
 import asyncio
+import faulthandler
 import json
 import logging
 import signal
@@ -203,9 +205,18 @@ class Member:
         """Report every task's stack (SIGUSR1: the harness asks when close() hangs)."""
         stacks = []
         for task in asyncio.all_tasks():
-            frames = task.get_stack(limit=12)
-            where = " < ".join(f"{f.f_code.co_name}:{f.f_lineno}" for f in reversed(frames))
-            stacks.append(f"{task.get_name()}: {where}")
+            # A suspended task's own stack is one frame: follow what each
+            # coroutine awaits, down to the innermost one.
+            where = []
+            awaited: Any = task.get_coro()
+            while awaited is not None and len(where) < 20:
+                frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "ag_frame", None)
+                if frame is None:
+                    where.append(type(awaited).__name__)
+                    break
+                where.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+                awaited = getattr(awaited, "cr_await", None)
+            stacks.append(f"{task.get_name()}: " + " > ".join(where))
         emit("tasks", stacks=stacks)
 
     async def run(self) -> None:
@@ -238,6 +249,8 @@ def main() -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    # The threads' stacks on SIGUSR2, to stderr: what a blocked IOLoop waits for.
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
     asyncio.run(Member(config).run())
 
 

@@ -64,12 +64,17 @@ class Schedule(NamedTuple):
     faults: List[Fault]
     #: Black out this many members' ZooKeeper (0: none) just before close().
     close_blackout: int
+    #: Seconds between that blackout and close(): 0, or long enough for the
+    #: members to have suspended (kazoo then reconnects into the void).
+    close_wait: float = 0.0
 
     def describe(self) -> str:
         """One line: the seed, the group and the fault kinds in order."""
         backend = "ensemble" if self.ensemble else "standalone"
         kinds = " ".join(f"{f.kind}@{f.at:.1f}" for f in self.faults)
-        tail = f", close under blackout x{self.close_blackout}" if self.close_blackout else ""
+        tail = ""
+        if self.close_blackout:
+            tail = f", close under blackout x{self.close_blackout} after {self.close_wait:.1f}s"
         return (f"seed={self.seed} {backend} members={self.members} "
                 f"partitions={self.partitions} session={self.session_timeout:.1f}s "
                 f"allocator={self.allocator} faults: {kinds}{tail}")
@@ -109,8 +114,9 @@ def generate(seed: int, ensemble: Optional[bool] = None) -> Schedule:
             broker=rng.randint(1, 3),
         ))
     close_blackout = rng.choice([0, 0, 0, 1, members])
+    close_wait = rng.choice([0.0, round(session * 0.8, 1)]) if close_blackout else 0.0
     return Schedule(seed, use_ensemble, members, partitions, session, allocator, faults,
-                    close_blackout)
+                    close_blackout, close_wait)
 
 
 def _duration(rng: random.Random, kind: str, session: float) -> float:
