@@ -163,7 +163,8 @@ def test_random_fault_schedule(seed: int, request: pytest.FixtureRequest, tmp_pa
         f"{sum(history.processed().values())} processed ({numbers['twice']} twice, on "
         f"{numbers['tainted']} tainted partitions; {numbers['checked']} held to exactly-once), "
         f"{numbers['handoffs']} hand-offs (shortest gap {gap}), converged {convergence} after "
-        f"the last fault, {len(history.owner_samples)} owner samples, "
+        f"the last fault, {len(history.owner_samples)} owner samples "
+        f"({numbers['owner_checks']} partition checks), "
         f"{len(violations)} violations"
     )
     if violations:
@@ -238,10 +239,36 @@ def test_checker_finds_lost_messages_and_duplicates_after_graceful_moves() -> No
 def test_checker_allows_duplicates_after_a_loss_or_a_kill() -> None:
     h = _history()
     h.add("a", {"ev": "recs", "r": [[0, 0, "0"], [1, 0, "1"]]})
-    h.add("a", {"ev": "listener", "what": "lost", "ps": [0]})
+    h.add("a", {"ev": "listener", "t": 1.5, "what": "lost", "ps": [0]})
     h.add("c", {"ev": "owned", "t": 1.0, "set": [1]})
     h.killed["c"] = 2.0
     h.add("b", {"ev": "recs", "r": [[0, 0, "0"], [1, 0, "1"]]})
+    assert check(h) == []
+
+
+def _listener(h: History, member: str, t: float, what: str, ps: List[int]) -> None:
+    h.add(member, {"ev": "listener", "t": t, "what": what, "ps": ps})
+
+
+def test_checker_finds_a_revocation_after_the_next_owner_was_assigned() -> None:
+    h = _history()
+    _listener(h, "a", 1.0, "assigned", [0, 1])
+    _listener(h, "a", 2.0, "revoked", [1])
+    _listener(h, "b", 2.1, "assigned", [1])  # after a's revoke: fine
+    _listener(h, "b", 3.0, "assigned", [0])  # a still holds 0 ...
+    _listener(h, "a", 3.5, "revoked", [0])  # ... and commits it afterwards
+    (violation,) = check(h)
+    assert "1 revocations after the next owner's assignment" in violation
+    assert "partition 0: a revoked it at 3.500" in violation
+
+
+def test_checker_allows_a_late_loss() -> None:
+    h = _history()
+    _listener(h, "a", 1.0, "assigned", [0])
+    _listener(h, "b", 3.0, "assigned", [0])  # a's session expired unheard
+    _listener(h, "a", 4.0, "lost", [0])  # it learns later
+    _listener(h, "b", 5.0, "revoked", [0])
+    _listener(h, "a", 5.1, "assigned", [0])
     assert check(h) == []
 
 

@@ -24,7 +24,12 @@ schedule runs, and :func:`check` reads it afterwards. The checker's rules:
    only moved gracefully (join, leave, a slow revoke) or not at all (cuts,
    short blackouts, a broker restart, a ZooKeeper outage the sessions
    survived), so none of its offsets may be processed twice.
-5. **Liveness and close** are measured by the harness while it runs and
+5. **Revoked before assigned.** On every partition, a member's
+   ``on_partitions_revoked`` (a graceful release: it commits) happens
+   before another member's ``on_partitions_assigned`` for it, unless the
+   first member's ownership ended by a loss (it reports
+   ``on_partitions_lost`` instead, possibly late, or was SIGKILLed).
+6. **Liveness and close** are measured by the harness while it runs and
    land here as ``problems``: convergence within the session timeout + 10 s
    of the last fault, the drain, ``close()`` within 30 s, the process
    exiting, and nothing logged after ``close()`` returned.
@@ -140,6 +145,7 @@ def check(history: History, limit: int = 5) -> List[str]:
             f"{len(missing)} acknowledged messages never processed, e.g. "
             f"(partition, offset) {missing[:limit]}"
         )
+    violations += _late_revokes(history, limit)
     tainted = history.tainted()
     twice = sorted(k for k, n in processed.items() if n > 1 and k[0] not in tainted)
     if twice:
@@ -170,6 +176,36 @@ def _double_fetches(all_runs: Dict[str, Dict[int, List[Run]]], limit: int) -> Li
     return [f"{len(found)} double fetches: " + "; ".join(found[:limit])]
 
 
+def _late_revokes(history: History, limit: int) -> List[str]:
+    calls: Dict[int, List[Tuple[float, str, str]]] = {}
+    for member, events in history.events.items():
+        for e in events:
+            if e["ev"] == "listener":
+                for p in e["ps"]:
+                    calls.setdefault(p, []).append((e["t"], member, e["what"]))
+    found: List[str] = []
+    for p, seq in sorted(calls.items()):
+        holders: Dict[str, float] = {}
+        #: member -> (when another member was assigned p while it still held p, who)
+        overtaken: Dict[str, Tuple[float, str]] = {}
+        for t, member, what in sorted(seq):
+            if what == "assigned":
+                for other in holders:
+                    if other != member:
+                        overtaken.setdefault(other, (t, member))
+                holders[member] = t
+                continue
+            holders.pop(member, None)
+            late = overtaken.pop(member, None)
+            if what == "revoked" and late is not None:
+                found.append(f"partition {p}: {member} revoked it at {t:.3f}, after "
+                             f"{late[1]} was assigned it at {late[0]:.3f}")
+    if not found:
+        return []
+    return [f"{len(found)} revocations after the next owner's assignment: "
+            + "; ".join(found[:limit])]
+
+
 def _owner_mismatches(
     history: History, all_runs: Dict[str, Dict[int, List[Run]]], limit: int
 ) -> List[str]:
@@ -190,7 +226,8 @@ def stats(history: History) -> Dict[str, Any]:
     """Numbers that show the checker saw real work, for the per-schedule line.
 
     Returns:
-        ``handoffs`` (a partition's run in one member followed by a run in
+        ``owner_checks`` (owner-znode reads that a fetch run covered, so
+        rule 2 judged them), ``handoffs`` (a partition's run in one member followed by a run in
         another), ``min_gap`` (the shortest such hand-off, seconds, None if
         none), ``checked`` (partitions held to exactly-once), ``tainted``,
         and ``twice`` (messages processed more than once, on tainted
@@ -207,7 +244,16 @@ def stats(history: History) -> Dict[str, Any]:
             if m1 != m2:
                 gaps.append(s2 - e1)
     tainted = history.tainted()
+    all_runs = {m: history.runs(m) for m in history.events}
+    owner_checks = sum(
+        1
+        for t0, t1, _ in history.owner_samples
+        for runs in all_runs.values()
+        for spans in runs.values()
+        if any(s <= t0 and e >= t1 for s, e in spans)
+    )
     return {
+        "owner_checks": owner_checks,
         "handoffs": len(gaps),
         "min_gap": min(gaps) if gaps else None,
         "checked": history.partitions - len(tainted & set(range(history.partitions))),
