@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 import uuid
-from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
@@ -232,16 +232,20 @@ class MemberProcess:
                 f"({'the process ended' if self.eof else 'still running'}; "
                 f"stderr: {self.stderr_tail()[-600:]!r})"
             )
+            # No exit to wait for: a close() that never returned is already judged.
+            if self.proc.returncode is None:
+                self.proc.kill()
+            await self.proc.wait()
         else:
             self.runner.close_times.append(self.closed_at - started)
-        try:
-            await asyncio.wait_for(self.proc.wait(), EXIT_BOUND)
-        except asyncio.TimeoutError:
-            self.runner.problem(f"{self.member_id}: the process did not exit within "
-                                f"{EXIT_BOUND:.0f} s of close()")
-            self.proc.kill()
-            await self.proc.wait()
-        if self.proc.returncode != 0:
+            try:
+                await asyncio.wait_for(self.proc.wait(), EXIT_BOUND)
+            except asyncio.TimeoutError:
+                self.runner.problem(f"{self.member_id}: the process did not exit within "
+                                    f"{EXIT_BOUND:.0f} s of close()")
+                self.proc.kill()
+                await self.proc.wait()
+        if self.closed_at is not None and self.proc.returncode != 0:
             self.runner.problem(f"{self.member_id}: the process exited with "
                                 f"{self.proc.returncode} (stderr: {self.stderr_tail()[-600:]!r})")
         assert self.reader is not None
@@ -306,7 +310,7 @@ class Runner:
         self.topic = f"chaos-{uuid.uuid4().hex[:10]}"
         self.history = History(self.topic, schedule.partitions)
         self.members: List[MemberProcess] = []
-        self.processed: set = set()
+        self.processed: Set[Tuple[int, int]] = set()
         self.close_times: List[float] = []
         self._next_id = 0
         self._producing = True
