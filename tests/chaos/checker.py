@@ -1,0 +1,262 @@
+"""The history of one schedule, and the one checker that judges it.
+
+Everything here is pure: the harness fills a :class:`History` while the
+schedule runs, and :func:`check` reads it afterwards. The checker's rules:
+
+1. **Never two members fetching one partition at once.** Each member
+   reports its fetch set when it changes, with the time of the look that saw
+   the new set (``t``) and of the previous look, which still saw the old one
+   (``prev``). So a partition's *run* in a member is known to be in the set
+   at both ends: from the ``t`` of the report that added it to the ``prev``
+   of the report that removed it (or the last heartbeat that still showed
+   it). Two runs of one partition in two members that overlap are a
+   violation. Times are ``time.monotonic()``, one clock for every process of
+   the machine.
+2. **Fetching only with the owner znode.** The harness reads
+   ``owners/<topic>/*`` between ``t0`` and ``t1``; a member whose run
+   covers all of ``[t0, t1]`` must be the one the znode names (the read
+   happened somewhere in that window, and the member fetched throughout).
+3. **Every acknowledged message processed at least once.**
+4. **Exactly once where the history holds only graceful moves.** A
+   partition is *tainted* when a member reported it lost
+   (``on_partitions_lost``: the session expired) or when a member that
+   owned or processed it at any time was SIGKILLed. Every other partition
+   only moved gracefully (join, leave, a slow revoke) or not at all (cuts,
+   short blackouts, a broker restart, a ZooKeeper outage the sessions
+   survived), so none of its offsets may be processed twice.
+5. **Revoked before assigned.** On every partition, a member's
+   ``on_partitions_revoked`` (a graceful release: it commits) happens
+   before another member's ``on_partitions_assigned`` for it, unless the
+   first member's ownership ended by a loss (it reports
+   ``on_partitions_lost`` instead, possibly late, or was SIGKILLed).
+6. **Liveness and close** are measured by the harness while it runs and
+   land here as ``problems``: convergence within the session timeout + 10 s
+   of the last fault, the drain, ``close()`` within 30 s, the process
+   exiting, and nothing logged after ``close()`` returned.
+"""
+
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+#: (start, end) seconds on the monotonic clock.
+Run = Tuple[float, float]
+
+
+class History:
+    """What happened in one schedule.
+
+    Args:
+        topic: the topic the group consumes.
+        partitions: its partition count.
+    """
+
+    def __init__(self, topic: str, partitions: int) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        #: Each member's report lines, in the order it wrote them.
+        self.events: Dict[str, List[Dict[str, Any]]] = {}
+        #: (partition, offset) -> value, for every acknowledged message.
+        self.acked: Dict[Tuple[int, int], str] = {}
+        #: (t0, t1, {partition: member id or None}) samples of the owner znodes.
+        self.owner_samples: List[Tuple[float, float, Dict[int, Optional[str]]]] = []
+        #: member id -> time of its SIGKILL.
+        self.killed: Dict[str, float] = {}
+        #: (kind, member or "", start, end) of every fault injected.
+        self.faults: List[Tuple[str, str, float, float]] = []
+        #: Violations the harness measured while it ran (liveness, close).
+        self.problems: List[str] = []
+        #: Seconds from the end of the last fault to convergence (None: never).
+        self.convergence: Optional[float] = None
+
+    def add(self, member: str, event: Dict[str, Any]) -> None:
+        """Record one report line of ``member``."""
+        self.events.setdefault(member, []).append(event)
+
+    # -- derived views -----------------------------------------------------
+
+    def runs(self, member: str) -> Dict[int, List[Run]]:
+        """Each partition's runs in ``member``'s fetch set (see the module's rule 1)."""
+        events = self.events.get(member, [])
+        changes = [e for e in events if e["ev"] == "fetching"]
+        beats = [e for e in events if e["ev"] == "hb"]
+        runs: Dict[int, List[Run]] = {}
+        open_since: Dict[int, float] = {}
+        for change in changes:
+            now = set(change["set"])
+            for p in list(open_since):
+                if p not in now:
+                    runs.setdefault(p, []).append((open_since.pop(p), change["prev"]))
+            for p in now:
+                open_since.setdefault(p, change["t"])
+        for p, start in open_since.items():
+            seen = [b["t"] for b in beats if b["t"] >= start and p in b["fetching"]]
+            runs.setdefault(p, []).append((start, max([start] + seen)))
+        return runs
+
+    def processed(self) -> Dict[Tuple[int, int], int]:
+        """(partition, offset) -> how many times members reported it processed."""
+        counts: Dict[Tuple[int, int], int] = {}
+        for events in self.events.values():
+            for e in events:
+                if e["ev"] == "recs":
+                    for p, o, _ in e["r"]:
+                        counts[(p, o)] = counts.get((p, o), 0) + 1
+        return counts
+
+    def tainted(self) -> Set[int]:
+        """Partitions whose history holds a non-graceful move (rule 4)."""
+        tainted: Set[int] = set()
+        for member, events in self.events.items():
+            for e in events:
+                if e["ev"] == "listener" and e["what"] == "lost":
+                    tainted.update(e["ps"])
+            if member in self.killed:
+                for e in events:
+                    if e["ev"] == "owned":
+                        tainted.update(e["set"])
+                    elif e["ev"] == "hb":
+                        tainted.update(e["owned"])
+                    elif e["ev"] == "recs":
+                        tainted.update(p for p, _, _ in e["r"])
+        return tainted
+
+    def kinds(self, member: str, what: str) -> List[Dict[str, Any]]:
+        """``member``'s events of one kind."""
+        return [e for e in self.events.get(member, []) if e["ev"] == what]
+
+
+def check(history: History, limit: int = 5) -> List[str]:
+    """Judge a history.
+
+    Args:
+        history: the filled history of one schedule.
+        limit: at most this many examples per rule.
+
+    Returns:
+        one message per violated rule (empty: no violation).
+    """
+    violations = list(history.problems)
+    all_runs = {m: history.runs(m) for m in history.events}
+    violations += _double_fetches(all_runs, limit)
+    violations += _owner_mismatches(history, all_runs, limit)
+    processed = history.processed()
+    missing = sorted(set(history.acked) - set(processed))
+    if missing:
+        violations.append(
+            f"{len(missing)} acknowledged messages never processed, e.g. "
+            f"(partition, offset) {missing[:limit]}"
+        )
+    violations += _late_revokes(history, limit)
+    tainted = history.tainted()
+    twice = sorted(k for k, n in processed.items() if n > 1 and k[0] not in tainted)
+    if twice:
+        violations.append(
+            f"{len(twice)} messages processed twice on partitions that only moved "
+            f"gracefully (tainted: {sorted(tainted)}), e.g. {twice[:limit]}"
+        )
+    return violations
+
+
+def _double_fetches(all_runs: Dict[str, Dict[int, List[Run]]], limit: int) -> List[str]:
+    by_partition: Dict[int, List[Tuple[float, float, str]]] = {}
+    for member, runs in all_runs.items():
+        for p, spans in runs.items():
+            by_partition.setdefault(p, []).extend((s, e, member) for s, e in spans)
+    found: List[str] = []
+    for p, spans in sorted(by_partition.items()):
+        spans.sort()
+        for i, (s1, e1, m1) in enumerate(spans):
+            for s2, e2, m2 in spans[i + 1:]:
+                if s2 > e1:
+                    break  # sorted by start: no later run overlaps this one
+                if m1 != m2:
+                    found.append(f"partition {p}: {m1} fetched it over [{s1:.3f}, {e1:.3f}] "
+                                 f"and {m2} over [{s2:.3f}, {e2:.3f}]")
+    if not found:
+        return []
+    return [f"{len(found)} double fetches: " + "; ".join(found[:limit])]
+
+
+def _late_revokes(history: History, limit: int) -> List[str]:
+    calls: Dict[int, List[Tuple[float, str, str]]] = {}
+    for member, events in history.events.items():
+        for e in events:
+            if e["ev"] == "listener":
+                for p in e["ps"]:
+                    calls.setdefault(p, []).append((e["t"], member, e["what"]))
+    found: List[str] = []
+    for p, seq in sorted(calls.items()):
+        holders: Dict[str, float] = {}
+        #: member -> (when another member was assigned p while it still held p, who)
+        overtaken: Dict[str, Tuple[float, str]] = {}
+        for t, member, what in sorted(seq):
+            if what == "assigned":
+                for other in holders:
+                    if other != member:
+                        overtaken.setdefault(other, (t, member))
+                holders[member] = t
+                continue
+            holders.pop(member, None)
+            late = overtaken.pop(member, None)
+            if what == "revoked" and late is not None:
+                found.append(f"partition {p}: {member} revoked it at {t:.3f}, after "
+                             f"{late[1]} was assigned it at {late[0]:.3f}")
+    if not found:
+        return []
+    return [f"{len(found)} revocations after the next owner's assignment: "
+            + "; ".join(found[:limit])]
+
+
+def _owner_mismatches(
+    history: History, all_runs: Dict[str, Dict[int, List[Run]]], limit: int
+) -> List[str]:
+    found: List[str] = []
+    for t0, t1, owners in history.owner_samples:
+        for member, runs in all_runs.items():
+            for p, spans in runs.items():
+                if any(s <= t0 and e >= t1 for s, e in spans) and owners.get(p) != member:
+                    found.append(f"partition {p} fetched by {member} throughout "
+                                 f"[{t0:.3f}, {t1:.3f}] while its owner znode said "
+                                 f"{owners.get(p)!r}")
+    if not found:
+        return []
+    return [f"{len(found)} fetches without the owner znode: " + "; ".join(found[:limit])]
+
+
+def stats(history: History) -> Dict[str, Any]:
+    """Numbers that show the checker saw real work, for the per-schedule line.
+
+    Returns:
+        ``owner_checks`` (owner-znode reads that a fetch run covered, so
+        rule 2 judged them), ``handoffs`` (a partition's run in one member followed by a run in
+        another), ``min_gap`` (the shortest such hand-off, seconds, None if
+        none), ``checked`` (partitions held to exactly-once), ``tainted``,
+        and ``twice`` (messages processed more than once, on tainted
+        partitions: the at-least-once redeliveries).
+    """
+    spans: Dict[int, List[Tuple[float, float, str]]] = {}
+    for member in history.events:
+        for p, runs in history.runs(member).items():
+            spans.setdefault(p, []).extend((s, e, member) for s, e in runs)
+    gaps: List[float] = []
+    for runs in spans.values():
+        runs.sort()
+        for (_, e1, m1), (s2, _, m2) in zip(runs, runs[1:]):
+            if m1 != m2:
+                gaps.append(s2 - e1)
+    tainted = history.tainted()
+    all_runs = {m: history.runs(m) for m in history.events}
+    owner_checks = sum(
+        1
+        for t0, t1, _ in history.owner_samples
+        for runs in all_runs.values()
+        for spans in runs.values()
+        if any(s <= t0 and e >= t1 for s, e in spans)
+    )
+    return {
+        "owner_checks": owner_checks,
+        "handoffs": len(gaps),
+        "min_gap": min(gaps) if gaps else None,
+        "checked": history.partitions - len(tainted & set(range(history.partitions))),
+        "tainted": len(tainted),
+        "twice": sum(1 for n in history.processed().values() if n > 1),
+    }

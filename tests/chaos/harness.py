@@ -1,0 +1,598 @@
+"""Run one schedule against real ZooKeeper and the embedded brokers.
+
+The harness owns the member processes (each behind its own fault proxies to
+ZooKeeper), a producer in the test process, and a sampler of the owner
+znodes; it injects the schedule's faults and fills a
+:class:`~tests.chaos.checker.History`. It measures liveness and close
+itself (they need the clock while things happen) and leaves every other rule
+to :func:`tests.chaos.checker.check`.
+
+A schedule runs in phases: the initial members join and the group settles;
+the producer starts; the faults run at their offsets (each in its own task,
+so they may overlap); once the last fault has ended the producer stops, the
+group must converge within ``session_timeout + 10`` s and then drain; then
+every member closes (some with their ZooKeeper blacked out first).
+"""
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from kiel.clients import Producer
+from kiel.exc import KielError
+from kiel.testing.broker import EmbeddedCluster
+from kiel.testing.faults import FaultProxy
+from kiel.testing.zookeeper import ZooKeeperEnsemble
+from tests.chaos.checker import History
+from tests.chaos.schedule import MAX_MEMBERS, MIN_MEMBERS, Fault, Schedule
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: Seconds a member may take to join (connect() returned).
+JOIN_BOUND = 60.0
+#: Seconds close() may take; then the process must exit within EXIT_BOUND.
+CLOSE_BOUND = 30.0
+EXIT_BOUND = 10.0
+#: After the last fault: convergence within session_timeout + this.
+CONVERGE_SLACK = 10.0
+#: After convergence: every acknowledged message processed within this.
+DRAIN_BOUND = 20.0
+#: Seconds the converged assignment must hold before it counts.
+STABLE = 1.0
+#: Seconds between two reads of the owner znodes.
+OWNER_SAMPLE_PERIOD = 0.1
+
+
+class Backend:
+    """A ZooKeeper (standalone or ensemble) and an embedded cluster registered in it.
+
+    Args:
+        zookeeper: a started launcher.
+        brokers: embedded brokers to run.
+    """
+
+    def __init__(self, zookeeper: ZooKeeperEnsemble, brokers: int = 3) -> None:
+        self.zookeeper = zookeeper
+        self.chroot = f"/kiel-chaos-{uuid.uuid4().hex[:8]}"
+        self.direct = zookeeper.hosts + self.chroot
+        self.cluster = EmbeddedCluster(brokers=brokers, zookeeper=self.direct, partitions=3)
+
+    @property
+    def ensemble(self) -> bool:
+        return len(self.zookeeper.nodes) > 1
+
+    def start(self) -> None:
+        """Start the brokers."""
+        self.cluster.start()
+
+    def close(self) -> None:
+        """Stop the brokers (the ZooKeeper launcher belongs to the caller)."""
+        self.cluster.stop()
+
+    def nodes(self) -> List[Tuple[str, int]]:
+        """Every ZooKeeper node's (host, port): one proxy each, per member."""
+        return [("127.0.0.1", node.port) for node in self.zookeeper.nodes]
+
+
+class MemberProcess:
+    """One member process, its proxies, and what it reported so far.
+
+    Args:
+        runner: the schedule's runner.
+        member_id: the member's id.
+    """
+
+    def __init__(self, runner: "Runner", member_id: str) -> None:
+        self.runner = runner
+        self.member_id = member_id
+        self.proxies: List[FaultProxy] = []
+        self.proc: Optional[asyncio.subprocess.Process] = None
+        self.stderr: Optional[IO[bytes]] = None
+        self.reader: Optional[asyncio.Future[None]] = None
+        self.fetching: List[int] = []
+        self.ready = False
+        self.killed = False
+        self.closing = False
+        self.closed_at: Optional[float] = None
+        self.eof = False
+        self.errors: List[str] = []
+        #: Until when this member's ZooKeeper proxies are blacked out (monotonic).
+        self.dark_until = 0.0
+
+    @property
+    def live(self) -> bool:
+        """Joined, and neither killed nor leaving."""
+        return self.ready and not self.killed and not self.closing and not self.eof
+
+    async def start(self) -> None:
+        """Start the proxies and the process (returns at once; see :meth:`wait_ready`)."""
+        loop = asyncio.get_running_loop()
+        backend = self.runner.backend
+        for node in backend.nodes():
+            proxy = FaultProxy(node)
+            await loop.run_in_executor(None, proxy.start)
+            self.proxies.append(proxy)
+        schedule = self.runner.schedule
+        config = {
+            "bootstrap": backend.cluster.bootstrap,
+            "group": self.runner.group,
+            "topic": self.runner.topic,
+            "member_id": self.member_id,
+            "zk_hosts": ",".join(p.address for p in self.proxies) + backend.chroot,
+            "zk_direct": backend.direct,
+            "session_timeout": schedule.session_timeout,
+            "allocator": schedule.allocator,
+            "commit_interval": 0.5,
+        }
+        self.stderr = open(os.path.join(self.runner.workdir, f"{self.member_id}.err"), "w+b")
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tests.chaos.member", json.dumps(config),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=self.stderr, cwd=ROOT, env=env, limit=64 * 1024 * 1024,
+        )
+        self.reader = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        history = self.runner.history
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                break
+            event = json.loads(line)
+            history.add(self.member_id, event)
+            kind = event["ev"]
+            if kind == "fetching":
+                self.fetching = event["set"]
+            elif kind == "ready":
+                self.ready = True
+            elif kind == "closed":
+                self.closed_at = event["t"]
+                if event.get("error"):
+                    error = event["error"]
+                    self.runner.problem(
+                        f"{self.member_id}: close() raised {error['module']}.{error['type']}: "
+                        f"{error['msg']}"
+                    )
+            elif kind == "error":
+                self.errors.append(event["type"])
+            elif kind == "recs":
+                self.runner.processed.update((p, o) for p, o, _ in event["r"])
+        self.eof = True
+        if not self.killed and not self.closing:
+            self.runner.problem(f"{self.member_id} ended on its own "
+                                f"(stderr: {self.stderr_tail()[-600:]!r})")
+
+    def history_kinds(self, what: str) -> List[Dict[str, Any]]:
+        """This member's reported events of one kind."""
+        return self.runner.history.kinds(self.member_id, what)
+
+    def stderr_tail(self) -> str:
+        """The last lines the process wrote to stderr."""
+        if self.stderr is None:
+            return ""
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-1500:]
+
+    async def wait_ready(self) -> bool:
+        """Wait (bounded by JOIN_BOUND) until connect() returned; False if it did not."""
+        deadline = time.monotonic() + JOIN_BOUND
+        while not self.ready and not self.eof and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if not self.ready:
+            self.runner.problem(f"{self.member_id} did not join within {JOIN_BOUND:.0f} s "
+                                f"(stderr: {self.stderr_tail()!r})")
+        return self.ready
+
+    async def command(self, line: str) -> None:
+        """Send one command line (a dead process is ignored: it is reported elsewhere)."""
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            await self.proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    async def proxies_do(self, action: Callable[[FaultProxy], Any]) -> None:
+        """Apply ``action`` to each of this member's proxies, off the loop."""
+        loop = asyncio.get_running_loop()
+        for proxy in self.proxies:
+            await loop.run_in_executor(None, action, proxy)
+
+    def kill(self) -> None:
+        """SIGKILL the process."""
+        assert self.proc is not None
+        self.killed = True
+        self.runner.history.killed[self.member_id] = time.monotonic()
+        self.proc.send_signal(signal.SIGKILL)
+
+    async def close(self) -> None:
+        """Ask for a graceful close; check it returns, the process exits, nothing logs after."""
+        assert self.proc is not None
+        self.closing = True
+        started = time.monotonic()
+        await self.command("close")
+        while self.closed_at is None and not self.eof and time.monotonic() - started < CLOSE_BOUND:
+            await asyncio.sleep(0.02)
+        if self.closed_at is None:
+            logs = [f"{e['name']}: {e['msg']}" for e in self.history_kinds("log")][-2:]
+            self.runner.problem(
+                f"{self.member_id}: close() did not return within {CLOSE_BOUND:.0f} s "
+                f"(last logs: {logs}; tasks: {await self._stacks()}) "
+                f"({'the process ended' if self.eof else 'still running'}; "
+                f"stderr: {self.stderr_tail()[-600:]!r})"
+            )
+            # No exit to wait for: a close() that never returned is already judged.
+            if self.proc.returncode is None:
+                self.proc.kill()
+            await self.proc.wait()
+        else:
+            self.runner.close_times.append(self.closed_at - started)
+            try:
+                await asyncio.wait_for(self.proc.wait(), EXIT_BOUND)
+            except asyncio.TimeoutError:
+                self.runner.problem(f"{self.member_id}: the process did not exit within "
+                                    f"{EXIT_BOUND:.0f} s of close()")
+                self.proc.kill()
+                await self.proc.wait()
+        if self.closed_at is not None and self.proc.returncode != 0:
+            self.runner.problem(f"{self.member_id}: the process exited with "
+                                f"{self.proc.returncode} (stderr: {self.stderr_tail()[-600:]!r})")
+        assert self.reader is not None
+        await self.reader
+        if self.closed_at is not None:
+            late = [e for e in self.runner.history.kinds(self.member_id, "log")
+                    if e["t"] > self.closed_at]
+            if late:
+                self.runner.problem(f"{self.member_id}: {len(late)} log records after close(), "
+                                    f"e.g. {late[:3]}")
+
+    async def _stacks(self) -> List[str]:
+        """Ask the process for its tasks' stacks (what a hung close() waits for)."""
+        assert self.proc is not None
+        if self.eof or self.proc.returncode is not None:
+            return []
+        before = len(self.history_kinds("tasks"))
+        self.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 5.0
+        while len(self.history_kinds("tasks")) == before and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        dumps = self.history_kinds("tasks")
+        if len(dumps) > before:
+            return [s for s in dumps[-1]["stacks"] if "sample_loop" not in s]
+        # No answer: the IOLoop itself is stuck. The threads' stacks go to stderr.
+        self.proc.send_signal(signal.SIGUSR2)
+        await asyncio.sleep(1.0)
+        return ["the IOLoop did not answer SIGUSR1 within 5 s; threads: "
+                + self.stderr_tail()[-1200:]]
+
+    async def stop(self) -> None:
+        """Make sure the process is gone and the proxies are stopped."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        if self.reader is not None:
+            await self.reader
+        if self.proc is not None and self.proc.stdin is not None:
+            self.proc.stdin.close()
+        await self.proxies_do(FaultProxy.stop)
+        if self.stderr is not None:
+            self.stderr.close()
+
+
+class Runner:
+    """Runs one schedule on a backend and fills its history.
+
+    Args:
+        schedule: what to run.
+        backend: where (its ZooKeeper kind must match ``schedule.ensemble``).
+        workdir: a directory for the members' stderr files.
+        counts: fault kind -> how many were injected (updated; shared by a run).
+    """
+
+    def __init__(self, schedule: Schedule, backend: Backend, workdir: str,
+                 counts: Dict[str, int]) -> None:
+        self.schedule = schedule
+        self.backend = backend
+        self.workdir = workdir
+        self.counts = counts
+        self.group = f"chaos-{schedule.seed}-{uuid.uuid4().hex[:6]}"
+        self.topic = f"chaos-{uuid.uuid4().hex[:10]}"
+        self.history = History(self.topic, schedule.partitions)
+        self.members: List[MemberProcess] = []
+        self.processed: Set[Tuple[int, int]] = set()
+        self.close_times: List[float] = []
+        self._next_id = 0
+        self._producing = True
+        self._sampling = True
+        #: The standalone server is stopped (a zk_restart is under way).
+        self.zk_down = False
+
+    def problem(self, message: str) -> None:
+        """Record a violation the harness measured."""
+        self.history.problems.append(message)
+
+    def live(self) -> List[MemberProcess]:
+        """Members that joined and are neither killed nor leaving, in join order."""
+        return [m for m in self.members if m.live]
+
+    async def spawn(self) -> MemberProcess:
+        """Start a new member (returns once its process started)."""
+        member = MemberProcess(self, f"m{self._next_id}")
+        self._next_id += 1
+        self.members.append(member)
+        await member.start()
+        return member
+
+    async def join(self) -> None:
+        """A new member joins; waits until its connect() returned."""
+        member = await self.spawn()
+        await member.wait_ready()
+
+    # -- the schedule ---------------------------------------------------------
+
+    async def run(self) -> History:
+        """Run the schedule; always cleans up. Returns the history."""
+        loop = asyncio.get_running_loop()
+        schedule = self.schedule
+        await loop.run_in_executor(None, self.backend.cluster.create_topic, self.topic,
+                                   schedule.partitions, 3)
+        sampler = asyncio.ensure_future(self._sample_owners())
+        try:
+            for _ in range(schedule.members):
+                await self.spawn()
+            joined = await asyncio.gather(*(m.wait_ready() for m in self.members))
+            if all(joined) and await self._converged(time.monotonic() + 30.0) is not None:
+                await self._faults_and_after()
+            else:
+                self.problem("the initial group did not settle within 30 s")
+        finally:
+            self._producing = False
+            self._sampling = False
+            await sampler
+            for m in self.members:
+                await m.stop()
+        return self.history
+
+    async def _faults_and_after(self) -> None:
+        schedule = self.schedule
+        producing = asyncio.ensure_future(self._produce())
+        settled = time.monotonic()
+        tasks = []
+        for fault in schedule.faults:
+            delay = settled + fault.at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.ensure_future(self._inject(fault)))
+        await asyncio.gather(*tasks)
+        last = max([settled] + [end for _, _, _, end in self.history.faults])
+        self._producing = False
+        await producing
+        bound = schedule.session_timeout + CONVERGE_SLACK
+        converged = await self._converged(last + bound)
+        if converged is None:
+            self.problem(f"no convergence within {bound:.1f} s of the last fault: fetching "
+                         f"{ {m.member_id: m.fetching for m in self.live()} }")
+            return
+        self.history.convergence = max(0.0, converged - last)
+        deadline = converged + DRAIN_BOUND
+        while not set(self.history.acked) <= self.processed and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        if not set(self.history.acked) <= self.processed:
+            missing = len(set(self.history.acked) - self.processed)
+            self.problem(f"the group did not drain within {DRAIN_BOUND:.0f} s of converging "
+                         f"({missing} acknowledged messages unprocessed)")
+        await self._close_all()
+
+    async def _converged(self, deadline: float) -> Optional[float]:
+        """When the group converged for good (None: not by ``deadline``).
+
+        Converged: every partition fetched by exactly one live member, the
+        same way for STABLE seconds (a fault's rebalance may still be on its
+        way when the fault ends), and an owner-znode sample taken meanwhile
+        names the member that fetches each partition. Returns the start of
+        that stable stretch.
+        """
+        everything = list(range(self.schedule.partitions))
+        current: Optional[Dict[int, str]] = None
+        since = time.monotonic()
+        while time.monotonic() < deadline + STABLE:
+            now = time.monotonic()
+            live = self.live()
+            fetched = sorted(p for m in live for p in m.fetching)
+            snap = ({p: m.member_id for m in live for p in m.fetching}
+                    if live and fetched == everything else None)
+            if snap is None or snap != current:
+                current, since = snap, now
+            elif since < deadline and now - since >= STABLE and any(
+                t0 >= since and owners == snap
+                for t0, _, owners in self.history.owner_samples[-5:]
+            ):
+                return since
+            await asyncio.sleep(0.02)
+        return None
+
+    async def _close_all(self) -> None:
+        live = self.live()
+        dark = live[: self.schedule.close_blackout]
+        for m in dark:
+            await m.proxies_do(FaultProxy.blackout)
+        if dark:
+            self.counts["close_blackout"] = self.counts.get("close_blackout", 0) + 1
+            await asyncio.sleep(self.schedule.close_wait)
+        await asyncio.gather(*(m.close() for m in live))
+
+    # -- faults ---------------------------------------------------------------
+
+    def _target(
+        self, fault: Fault, exclude: Sequence[MemberProcess] = ()
+    ) -> Optional[MemberProcess]:
+        live = [m for m in self.live() if m not in exclude]
+        return live[fault.target % len(live)] if live else None
+
+    async def _inject(self, fault: Fault) -> None:
+        loop = asyncio.get_running_loop()
+        start = time.monotonic()
+        kind = fault.kind
+        who = ""
+        if kind in ("leave", "join"):
+            count = len(self.live())
+            if kind == "leave" and count <= MIN_MEMBERS:
+                kind = "join"
+            elif kind == "join" and count >= MAX_MEMBERS:
+                kind = "leave"
+        if kind == "expire":
+            # Strategy: a real server expires a session only after its timeout
+            # without a heartbeat, and by then the client has suspended (at two
+            # thirds of it). A forced expiry while the member is blacked out, or
+            # while the server is down, would model what ZooKeeper never does:
+            # wait for the server, and pick among the members it can hear.
+            deadline = time.monotonic() + JOIN_BOUND
+            while self.zk_down and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            now = time.monotonic()
+            member = self._target(fault, exclude=[m for m in self.live() if m.dark_until > now])
+        else:
+            member = self._target(fault)
+        if kind in {"cut", "blackout", "long_blackout", "expire", "kill", "leave",
+                    "slow_revoke"}:
+            if member is None:
+                return
+            who = member.member_id
+        if kind == "cut":
+            await member.proxies_do(FaultProxy.cut)
+        elif kind in ("blackout", "long_blackout"):
+            member.dark_until = time.monotonic() + fault.duration + 0.5
+            await member.proxies_do(lambda p: p.blackout(fault.duration))
+            await asyncio.sleep(fault.duration)
+        elif kind == "expire":
+            def answers() -> int:
+                return len(member.history_kinds("expired")) + sum(
+                    1 for e in member.history_kinds("error") if e["msg"].startswith("expire:"))
+
+            before = answers()
+            await member.command("expire")
+            deadline = time.monotonic() + 20.0
+            while answers() == before and time.monotonic() < deadline and not member.eof:
+                await asyncio.sleep(0.02)
+        elif kind == "zk_restart":
+            zookeeper = self.backend.zookeeper
+            self.zk_down = True
+            try:
+                await loop.run_in_executor(None, zookeeper.stop)
+                await asyncio.sleep(fault.duration)
+                await loop.run_in_executor(None, zookeeper.start)
+            finally:
+                self.zk_down = False
+        elif kind == "leader_kill":
+            leader = await loop.run_in_executor(None, lambda: self.backend.zookeeper.leader)
+            if leader is None:
+                self.problem("leader_kill: the ensemble had no leader")
+                return
+            who = f"zk{leader.node_id}"
+            await loop.run_in_executor(None, leader.kill)
+            await asyncio.sleep(fault.duration)
+            await loop.run_in_executor(None, leader.start)
+        elif kind == "broker_restart":
+            cluster = self.backend.cluster
+            who = f"broker{fault.broker}"
+            await loop.run_in_executor(None, cluster.stop_broker, fault.broker)
+            await asyncio.sleep(fault.duration)
+            await loop.run_in_executor(None, cluster.start_broker, fault.broker)
+        elif kind == "kill":
+            member.kill()
+            await asyncio.sleep(fault.duration)
+            await self.join()
+        elif kind == "leave":
+            await member.close()
+        elif kind == "join":
+            await self.join()
+        elif kind == "slow_revoke":
+            await member.command(f"slow {fault.duration}")
+            if len(self.live()) < MAX_MEMBERS:
+                await self.join()
+            else:
+                other = self._target(fault, exclude=[member])
+                if other is not None:
+                    await other.close()
+            # The revocation runs during the rebalance; wait for it before normal again.
+            await asyncio.sleep(fault.duration)
+            await member.command("slow 0")
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        self.history.faults.append((kind, who, start, time.monotonic()))
+
+    # -- load and sampling ----------------------------------------------------
+
+    async def _produce(self) -> None:
+        """Numbered messages, round-robin over the partitions, until told to stop."""
+        producer = Producer(self.backend.cluster.bootstrap, linger=0.005)
+        await producer.connect()
+        seq = 0
+        partitions = self.schedule.partitions
+        try:
+            while self._producing:
+                batch = list(range(seq, seq + 20))
+                seq += 20
+                futures = [producer.produce(self.topic, b"%d" % n, partition=n % partitions)
+                           for n in batch]
+                results = await asyncio.gather(*futures, return_exceptions=True)
+                for n, result in zip(batch, results):
+                    if isinstance(result, KielError):
+                        continue  # not acknowledged: it may or may not be delivered
+                    if isinstance(result, BaseException):
+                        raise result
+                    self.history.acked[(result.partition, result.offset)] = str(n)
+                await asyncio.sleep(0.05)
+        finally:
+            await asyncio.wait_for(producer.close(), 30.0)
+
+    async def _sample_owners(self) -> None:
+        """Read the owner znodes every OWNER_SAMPLE_PERIOD, from a session of our own."""
+        loop = asyncio.get_running_loop()
+        # Reconnect promptly after a ZooKeeper restart (kazoo's default backoff
+        # grows to a minute): the samples around the outage matter most.
+        client = KazooClient(hosts=self.backend.direct, timeout=30.0,
+                             connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 0.5})
+        await loop.run_in_executor(None, client.start, 30.0)
+        base = f"/consumers/{self.group}/owners/{self.topic}"
+        try:
+            while self._sampling:
+                sample = await loop.run_in_executor(None, _read_owners, client, base)
+                if sample is not None:
+                    self.history.owner_samples.append(sample)
+                await asyncio.sleep(OWNER_SAMPLE_PERIOD)
+        finally:
+            await loop.run_in_executor(None, client.stop)
+            await loop.run_in_executor(None, client.close)
+
+
+def _read_owners(
+    client: KazooClient, base: str
+) -> Optional[Tuple[float, float, Dict[int, Optional[str]]]]:
+    """One read of every owner znode: (t0, t1, {partition: member}); None if ZooKeeper failed."""
+    t0 = time.monotonic()
+    owners: Dict[int, Optional[str]] = {}
+    try:
+        children = client.get_children_async(base).get(timeout=2.0)
+        pending = [(int(c), client.get_async(f"{base}/{c}")) for c in children]
+        for p, result in pending:
+            try:
+                data, _ = result.get(timeout=2.0)
+                owners[p] = data.decode()
+            except NoNodeError:
+                owners[p] = None
+    except NoNodeError:
+        pass  # nobody owns anything yet
+    except (KazooException, KazooTimeoutError):
+        return None
+    return t0, time.monotonic(), owners

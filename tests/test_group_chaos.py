@@ -1,0 +1,293 @@
+"""A randomized fault suite for the grouped consumer: many seeded schedules, one checker.
+
+Each schedule (see :mod:`tests.chaos`) starts 3-5 member processes, each
+talking to ZooKeeper through its own fault proxies, produces numbered
+messages throughout, injects 2-4 random faults (cuts, blackouts shorter and
+longer than the session, forced expiry, a ZooKeeper restart longer than the
+session or the ensemble leader's death, a broker restart, SIGKILL and
+replacement, graceful leave and join, a slow ``on_partitions_revoked``),
+then checks the history: no partition fetched twice at once nor without its
+owner znode, every acknowledged message processed (exactly once where the
+partition only moved gracefully), convergence within the session timeout +
+10 s of the last fault, the drain, and a bounded, quiet ``close()``.
+
+Environment:
+
+* ``KIEL_CHAOS_SEED=<n>`` runs (replays) that one schedule;
+* ``KIEL_CHAOS_SCHEDULES=<k>`` runs k schedules (default 20) with seeds
+  ``base .. base+k-1``; ``KIEL_CHAOS_BASE=<n>`` fixes the base (default:
+  random, printed).
+
+Every schedule prints its seed and description; the totals (schedules,
+faults by kind, violations, convergence p50/max, close times) are printed
+at the end of the module.
+"""
+
+import os
+import random
+import statistics
+import time
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from tests.chaos.checker import History, check, stats
+from tests.chaos.harness import Backend, Runner
+from tests.chaos.schedule import KINDS, generate
+from tests.conftest import run
+
+pytestmark = pytest.mark.zookeeper
+
+
+def _seeds() -> List[int]:
+    if os.environ.get("KIEL_CHAOS_SEED"):
+        return [int(os.environ["KIEL_CHAOS_SEED"])]
+    count = int(os.environ.get("KIEL_CHAOS_SCHEDULES", "20"))
+    base = int(os.environ.get("KIEL_CHAOS_BASE") or random.SystemRandom().randrange(10**6))
+    return [base + i for i in range(count)]
+
+
+SEEDS = _seeds()
+
+
+class Totals:
+    """What the module's schedules did, for the summary at the end."""
+
+    def __init__(self, write: Any) -> None:
+        self.write = write
+        self.schedules = 0
+        self.counts: Dict[str, int] = {}
+        self.violations: List[str] = []
+        self.convergence: List[float] = []
+        self.close_times: List[float] = []
+        self.seconds: List[float] = []
+        self.handoffs = 0
+
+    def summary(self) -> List[str]:
+        kinds = ", ".join(f"{k} {self.counts[k]}" for k in (*KINDS, "close_blackout")
+                          if self.counts.get(k))
+        lines = [f"\nchaos totals: {self.schedules} schedules, {sum(self.seconds):.0f} s, "
+                 f"{self.handoffs} hand-offs checked; faults: {kinds or 'none'}",
+                 f"chaos totals: {len(self.violations)} schedules with violations"
+                 + "".join(f"\n  {v}" for v in self.violations)]
+        if self.convergence:
+            lines.append(
+                f"chaos totals: convergence after the last fault p50 "
+                f"{statistics.median(self.convergence):.2f} s, max {max(self.convergence):.2f} s"
+            )
+        if self.close_times:
+            lines.append(f"chaos totals: close() p50 {statistics.median(self.close_times):.2f} s, "
+                         f"max {max(self.close_times):.2f} s")
+        return lines
+
+
+def _writer(request: pytest.FixtureRequest) -> Any:
+    """A line writer that reaches the terminal even with output captured."""
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    if reporter is None or capture is None:
+        return print
+
+    def write(line: str) -> None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
+    return write
+
+
+@pytest.fixture(scope="module")
+def chaos_totals(request: pytest.FixtureRequest) -> Iterator[Totals]:
+    totals = Totals(_writer(request))
+    totals.write(f"chaos seeds: {SEEDS[0]}..{SEEDS[-1]} "
+                 f"(replay one with KIEL_CHAOS_SEED=<seed>)")
+    yield totals
+    for line in totals.summary():
+        totals.write(line)
+
+
+@pytest.fixture(scope="module")
+def chaos_standalone() -> Iterator[Backend]:
+    """A standalone ZooKeeper of this module's own (schedules stop it) and 3 brokers."""
+    from kiel.testing.zookeeper import ZooKeeperServer
+
+    with ZooKeeperServer() as server:
+        backend = Backend(server)
+        backend.start()
+        try:
+            yield backend
+        finally:
+            backend.close()
+
+
+@pytest.fixture(scope="module")
+def chaos_ensemble() -> Iterator[Backend]:
+    """A 3-node ensemble and 3 brokers, started only if a schedule needs them."""
+    from kiel.testing.zookeeper import ZooKeeperEnsemble
+
+    with ZooKeeperEnsemble(size=3) as ensemble:
+        backend = Backend(ensemble)
+        backend.start()
+        try:
+            yield backend
+        finally:
+            backend.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def test_random_fault_schedule(seed: int, request: pytest.FixtureRequest, tmp_path: Any,
+                               chaos_totals: Totals) -> None:
+    schedule = generate(seed)
+    backend: Backend = request.getfixturevalue(
+        "chaos_ensemble" if schedule.ensemble else "chaos_standalone"
+    )
+    backend.zookeeper.heal()
+    backend.cluster.heal()
+    chaos_totals.write(f"\nchaos {schedule.describe()}")
+    started = time.monotonic()
+    runner = Runner(schedule, backend, str(tmp_path), chaos_totals.counts)
+    history = run(runner.run(), timeout=240)
+    took = time.monotonic() - started
+    violations = check(history)
+    chaos_totals.schedules += 1
+    chaos_totals.seconds.append(took)
+    chaos_totals.close_times.extend(runner.close_times)
+    if history.convergence is not None:
+        chaos_totals.convergence.append(history.convergence)
+    convergence = "never" if history.convergence is None else f"{history.convergence:.2f} s"
+    numbers = stats(history)
+    gap = "-" if numbers["min_gap"] is None else f"{numbers['min_gap'] * 1000:.0f} ms"
+    chaos_totals.handoffs += numbers["handoffs"]
+    chaos_totals.write(
+        f"chaos seed={seed}: {took:.1f} s, {len(history.acked)} acked, "
+        f"{sum(history.processed().values())} processed ({numbers['twice']} twice, on "
+        f"{numbers['tainted']} tainted partitions; {numbers['checked']} held to exactly-once), "
+        f"{numbers['handoffs']} hand-offs (shortest gap {gap}), converged {convergence} after "
+        f"the last fault, {len(history.owner_samples)} owner samples "
+        f"({numbers['owner_checks']} partition checks), "
+        f"{len(violations)} violations"
+    )
+    if violations:
+        chaos_totals.violations.append(f"seed={seed} [{schedule.describe()}]: "
+                                       + " | ".join(violations))
+    assert not violations, (f"seed {seed} ({schedule.describe()}) violated:\n"
+                            + "\n".join(violations))
+
+
+# --------------------------------------------------------------------------
+# The checker and the generator on their own (pure logic, hand-made histories):
+# each rule must be able to fail.
+
+
+def _history(partitions: int = 4) -> History:
+    return History("t", partitions)
+
+
+def _fetching(h: History, member: str, t: float, prev: float, ps: List[int]) -> None:
+    h.add(member, {"ev": "fetching", "t": t, "prev": prev, "set": ps})
+
+
+def test_checker_passes_a_clean_hand_off() -> None:
+    h = _history()
+    _fetching(h, "a", 1.0, 0.99, [0, 1])
+    _fetching(h, "a", 2.0, 1.99, [1])  # 0 released, last seen at 1.99
+    _fetching(h, "b", 2.5, 2.49, [0])
+    h.owner_samples.append((1.2, 1.3, {0: "a", 1: "a"}))
+    h.owner_samples.append((2.6, 2.7, {0: "b", 1: "a"}))
+    h.acked = {(0, 0): "0", (1, 0): "1"}
+    h.add("a", {"ev": "recs", "r": [[0, 0, "0"], [1, 0, "1"]]})
+    assert check(h) == []
+
+
+def test_checker_finds_a_double_fetch() -> None:
+    h = _history()
+    _fetching(h, "a", 1.0, 0.99, [0])
+    _fetching(h, "a", 2.0, 1.99, [])
+    _fetching(h, "b", 1.5, 1.49, [0])  # overlaps a's run [1.0, 1.99]
+    (violation,) = check(h)
+    assert "double fetches" in violation and "partition 0" in violation
+
+
+def test_checker_reads_open_runs_up_to_the_last_heartbeat() -> None:
+    h = _history()
+    _fetching(h, "a", 1.0, 0.99, [0])
+    h.add("a", {"ev": "hb", "t": 3.0, "fetching": [0], "owned": [0]})  # killed after this
+    _fetching(h, "b", 2.0, 1.99, [0])
+    assert any("double fetches" in v for v in check(h))
+
+
+def test_checker_finds_fetching_without_the_owner_znode() -> None:
+    h = _history()
+    _fetching(h, "a", 1.0, 0.99, [0])
+    _fetching(h, "a", 3.0, 2.99, [])
+    h.owner_samples.append((1.5, 1.6, {0: "b"}))
+    h.owner_samples.append((2.0, 2.1, {}))
+    (violation,) = check(h)
+    assert "2 fetches without the owner znode" in violation
+
+
+def test_checker_finds_lost_messages_and_duplicates_after_graceful_moves() -> None:
+    h = _history()
+    h.acked = {(0, 0): "0", (0, 1): "1", (1, 0): "2"}
+    h.add("a", {"ev": "recs", "r": [[0, 0, "0"], [1, 0, "2"]]})
+    h.add("b", {"ev": "recs", "r": [[0, 0, "0"]]})
+    violations = check(h)
+    assert any("1 acknowledged messages never processed" in v for v in violations)
+    assert any("1 messages processed twice" in v for v in violations)
+
+
+def test_checker_allows_duplicates_after_a_loss_or_a_kill() -> None:
+    h = _history()
+    h.add("a", {"ev": "recs", "r": [[0, 0, "0"], [1, 0, "1"]]})
+    h.add("a", {"ev": "listener", "t": 1.5, "what": "lost", "ps": [0]})
+    h.add("c", {"ev": "owned", "t": 1.0, "set": [1]})
+    h.killed["c"] = 2.0
+    h.add("b", {"ev": "recs", "r": [[0, 0, "0"], [1, 0, "1"]]})
+    assert check(h) == []
+
+
+def _listener(h: History, member: str, t: float, what: str, ps: List[int]) -> None:
+    h.add(member, {"ev": "listener", "t": t, "what": what, "ps": ps})
+
+
+def test_checker_finds_a_revocation_after_the_next_owner_was_assigned() -> None:
+    h = _history()
+    _listener(h, "a", 1.0, "assigned", [0, 1])
+    _listener(h, "a", 2.0, "revoked", [1])
+    _listener(h, "b", 2.1, "assigned", [1])  # after a's revoke: fine
+    _listener(h, "b", 3.0, "assigned", [0])  # a still holds 0 ...
+    _listener(h, "a", 3.5, "revoked", [0])  # ... and commits it afterwards
+    (violation,) = check(h)
+    assert "1 revocations after the next owner's assignment" in violation
+    assert "partition 0: a revoked it at 3.500" in violation
+
+
+def test_checker_allows_a_late_loss() -> None:
+    h = _history()
+    _listener(h, "a", 1.0, "assigned", [0])
+    _listener(h, "b", 3.0, "assigned", [0])  # a's session expired unheard
+    _listener(h, "a", 4.0, "lost", [0])  # it learns later
+    _listener(h, "b", 5.0, "revoked", [0])
+    _listener(h, "a", 5.1, "assigned", [0])
+    assert check(h) == []
+
+
+def test_checker_reports_the_harness_problems() -> None:
+    h = _history()
+    h.problems.append("m0: close() did not return within 30 s")
+    assert check(h) == ["m0: close() did not return within 30 s"]
+
+
+def test_schedules_are_a_function_of_the_seed() -> None:
+    assert generate(7) == generate(7)
+    drawn = [generate(seed) for seed in range(200)]
+    assert len({s.describe() for s in drawn}) > 150
+    kinds = {f.kind for s in drawn for f in s.faults}
+    assert kinds == set(KINDS)
+    for s in drawn:
+        assert 3 <= s.members <= 5 and 12 <= s.partitions <= 48
+        assert 4.0 <= s.session_timeout <= 6.0
+        assert ("leader_kill" in {f.kind for f in s.faults}) <= s.ensemble
+        assert ("zk_restart" in {f.kind for f in s.faults}) <= (not s.ensemble)
+    assert any(s.close_blackout for s in drawn) and any(s.ensemble for s in drawn)
+
