@@ -61,6 +61,10 @@ def split_chroot(hosts: str) -> Tuple[str, str]:
     return hosts[:slash], chroot
 
 
+#: Seconds a layout write keeps retrying while ZooKeeper is unreachable.
+WRITE_DEADLINE = 60.0
+
+
 class ZooKeeperLayout:
     """Reads and writes the 0.8.2 cluster layout in ZooKeeper (blocking calls).
 
@@ -86,6 +90,11 @@ class ZooKeeperLayout:
         # made while disconnected wait for the connection (on an executor thread).
         self.client = KazooClient(hosts=hosts, timeout=timeout, connection_retry=KazooRetry(
             max_tries=-1, delay=0.05, backoff=2, max_delay=1.0))
+        # ZkClient.retryUntilConnected: a write interrupted by a lost
+        # connection or an expired session is made again once ZooKeeper is
+        # back (bounded here, where 0.8.2 waits for ever).
+        self._retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0,
+                                 deadline=WRITE_DEADLINE, ignore_expire=True)
         self.client.add_listener(self._listener)
 
     def _listener(self, state: str) -> None:
@@ -159,7 +168,11 @@ class ZooKeeperLayout:
     # -- topics -----------------------------------------------------------
 
     def _set(self, path: str, data: bytes) -> None:
-        """``ZkUtils.updatePersistentPath``: set, creating parents when missing."""
+        """``ZkUtils.updatePersistentPath``: set, creating parents when missing,
+        retried until ZooKeeper answers (see ``_retry``)."""
+        self._retry.copy()(self._set_once, path, data)
+
+    def _set_once(self, path: str, data: bytes) -> None:
         try:
             self.client.set(path, data)
         except NoNodeError:
