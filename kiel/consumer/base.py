@@ -230,7 +230,7 @@ class _BaseConsumer(Client):
         offset_reset: str = "earliest",
         deserializer: Optional[Deserializer] = None,
         key_deserializer: Optional[Deserializer] = None,
-        decode_budget: float = 0.002,
+        decode_budget: float = 0.0005,
         max_records: Optional[int] = None,
         max_decoded: Optional[int] = None,
         max_prefetch_bytes: Optional[int] = None,

@@ -72,7 +72,7 @@ class Decoder:
         max_fetch_size: int,
         deserializer: Optional[Deserializer] = None,
         key_deserializer: Optional[Deserializer] = None,
-        decode_budget: float = 0.002,
+        decode_budget: float = 0.0005,
         max_decoded: int = 128 * 1024 * 1024,
     ) -> None:
         self.max_fetch_size = max_fetch_size
