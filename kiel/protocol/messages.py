@@ -41,6 +41,18 @@ from kiel.exc import (
     LocalProtocolError,
     UnsupportedVersionError,
 )
+from kiel.protocol.log_format import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_MASK,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    LOG_OVERHEAD,
+    NO_MIN_OFFSET,
+    OFFSET_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    Buffer,
+)
 from kiel.structs import Record
 
 __all__ = [
@@ -63,26 +75,20 @@ __all__ = [
     "find_position",
 ]
 
-Buffer = Union[bytes, bytearray, memoryview]
-
-CODEC_NONE = 0
-CODEC_GZIP = 1
-CODEC_SNAPPY = 2
-CODEC_LZ4 = 3
-_CODEC_MASK = 0x07
-_TIMESTAMP_TYPE_MASK = 0x08
+_CODEC_MASK = CODEC_MASK
+_TIMESTAMP_TYPE_MASK = TIMESTAMP_TYPE_BIT
 
 #: How many compressed wrappers may be nested inside one another (Kafka itself
 #: writes one level; more is tolerated up to this bound, then it is corrupt).
 MAX_NESTING = 4
 
-_LOG_OVERHEAD = 12  # Offset int64 + MessageSize int32
+_LOG_OVERHEAD = LOG_OVERHEAD  # Offset int64 + MessageSize int32
 _CRC_START = 16  # the CRC covers from the magic byte: offset + size + crc
 _MIN_SIZE = {0: 14, 1: 22}  # MessageSize of an empty message: crc .. value length
 _MIN_V0 = 14
-_NO_MIN_OFFSET = -(2**63)
+_NO_MIN_OFFSET = NO_MIN_OFFSET
 
-_OFFSET_SIZE = struct.Struct(">qi")
+_OFFSET_SIZE = OFFSET_SIZE
 _CRC_MAGIC_ATTRS = struct.Struct(">Ibb")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -561,8 +567,6 @@ def find_position(buf: Buffer, offset: int) -> Optional[int]:
 # ---------------------------------------------------------------------------
 # Encoding: the one message-set builder
 
-#: Bytes in front of every message of a set: its offset (int64) and size (int32).
-LOG_OVERHEAD = 12
 #: Bytes of a magic-0 message around its key and value: crc (4), magic (1),
 #: attributes (1), key length (4), value length (4).
 MESSAGE_V0_HEADER = 14

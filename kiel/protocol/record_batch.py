@@ -74,6 +74,19 @@ from kiel.exc import (
     UnsupportedVersionError,
 )
 from kiel.protocol.crc32c import crc32c
+from kiel.protocol.log_format import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_MASK,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    CODEC_ZSTD,
+    LOG_OVERHEAD,
+    NO_MIN_OFFSET,
+    OFFSET_SIZE,
+    TIMESTAMP_TYPE_BIT,
+    Buffer,
+)
 from kiel.protocol.messages import decode_message_set
 from kiel.protocol.primitives import decode_varint, decode_varlong, encode_varint
 from kiel.structs import Header, Record
@@ -98,13 +111,6 @@ __all__ = [
     "encode_record_batch",
 ]
 
-Buffer = Union[bytes, bytearray, memoryview]
-
-CODEC_NONE = 0
-CODEC_GZIP = 1
-CODEC_SNAPPY = 2
-CODEC_LZ4 = 3
-CODEC_ZSTD = 4
 #: Timestamp types (attribute bit 3).
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -112,22 +118,22 @@ LOG_APPEND_TIME = 1
 ABORT = 0
 COMMIT = 1
 
-_CODEC_MASK = 0x07
-_TIMESTAMP_TYPE_BIT = 0x08
+_CODEC_MASK = CODEC_MASK
+_TIMESTAMP_TYPE_BIT = TIMESTAMP_TYPE_BIT
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 
 #: Bytes of a batch before its first record.
 HEADER_SIZE = 61
-_LOG_OVERHEAD = 12  # BaseOffset + BatchLength
+_LOG_OVERHEAD = LOG_OVERHEAD  # BaseOffset + BatchLength
 _CRC_START = 21  # the CRC covers from Attributes on
 _MIN_BATCH_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
 _MIN_LEGACY_SIZE = 14  # the smallest magic-0 message after its 12-byte prefix
 _MIN_RECORD_BODY = 6  # attributes, timestamp delta, offset delta, key, value, header count
-_NO_MIN_OFFSET = -(2**63)
+_NO_MIN_OFFSET = NO_MIN_OFFSET
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
-_OFFSET_LENGTH = struct.Struct(">qi")
+_OFFSET_LENGTH = OFFSET_SIZE
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _HEAD = struct.Struct(">qiibI")  # BaseOffset .. Crc (encode)
 _TAIL = struct.Struct(">hiqqqhii")  # Attributes .. RecordCount (encode)
