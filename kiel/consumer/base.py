@@ -25,6 +25,7 @@ from typing import (
     Optional,
     Sequence,
     Union,
+    overload,
 )
 
 from kiel._aio import Tasks, Wakeup
@@ -36,7 +37,8 @@ from kiel.consumer.fetcher import (
     PARTITION_ANSWER_OVERHEAD,
     Fetcher,
 )
-from kiel.consumer.positions import lag_of
+from kiel.consumer.offsets import list_offsets
+from kiel.consumer.positions import Start, lag_of, to_timestamp
 from kiel.consumer.subscription import Subscription
 from kiel.exc import ClientClosedError, ConfigError
 from kiel.serializers import Deserializer
@@ -404,7 +406,15 @@ class _BaseConsumer(Client):
         st = self.subscription.get(tp)
         return None if st is None else st.highwater
 
-    def lag(self, topic: str, partition: Optional[int] = None) -> Any:
+    @overload
+    def lag(self, topic: str) -> Dict[int, Optional[int]]: ...
+
+    @overload
+    def lag(self, topic: str, partition: int) -> Optional[int]: ...
+
+    def lag(
+        self, topic: str, partition: Optional[int] = None
+    ) -> Union[Optional[int], Dict[int, Optional[int]]]:
         """Messages between the position and the high watermark.
 
         Args:
@@ -418,13 +428,38 @@ class _BaseConsumer(Client):
         Raises:
             UnknownTopicError, UnknownPartitionError: not consumed.
         """
-        lags = {}
+        lags: Dict[int, Optional[int]] = {}
         for tp in self._tps(topic, partition):
             st = self.subscription.get(tp)
             position = self._position(tp)
             highwater = None if st is None else st.highwater
             lags[tp.partition] = lag_of(highwater, position if position >= 0 else None)
         return lags if partition is None else lags[partition]
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Make ``offset`` the next offset handed out for a partition (see the subclasses)."""
+        raise NotImplementedError
+
+    async def _seek_all(self, topic: str, tps: List[TopicPartition], start: Start) -> None:
+        """Seek ``tps`` (partitions of ``topic``) to ``start``, through :meth:`seek`.
+
+        Raises:
+            ConfigError: a bad ``start``.
+            UnknownPartitionError: a dict names a partition not consumed.
+            BrokerError, NoBrokersError: the offsets could not be resolved.
+        """
+        if isinstance(start, dict):
+            for p, o in start.items():
+                self.seek(topic, int(p), o)
+            return
+        if isinstance(start, int) and not isinstance(start, bool):
+            for tp in tps:
+                self.seek(tp.topic, tp.partition, start)
+            return
+        timestamp = to_timestamp(start)
+        offsets = await list_offsets(self.cluster, {tp: timestamp for tp in tps})
+        for tp, offset in offsets.items():
+            self.seek(tp.topic, tp.partition, offset)
 
     # ------------------------------------------------------------------
     # errors and closing

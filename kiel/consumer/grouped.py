@@ -42,6 +42,7 @@ from typing import (
     Dict,
     Iterable,
     List,
+    Mapping,
     Optional,
     Pattern,
     Sequence,
@@ -57,7 +58,7 @@ from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseCon
 from kiel.consumer.commits import Commits
 from kiel.consumer.listener import ConsumerRebalanceListener, call_listener
 from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
-from kiel.consumer.positions import check_offset
+from kiel.consumer.positions import BEGINNING, END, Start, check_offset
 from kiel.consumer.subscription import Status
 from kiel.exc import (
     ConfigError,
@@ -144,6 +145,11 @@ class GroupedConsumer(_BaseConsumer):
         ConfigError: a bad setting.
     """
 
+    #: :meth:`seek_to` the oldest offset the broker still holds.
+    BEGINNING = BEGINNING
+    #: :meth:`seek_to` the end: only messages produced from now on.
+    END = END
+
     def __init__(
         self,
         brokers: Union[str, Sequence[str]],
@@ -214,6 +220,9 @@ class GroupedConsumer(_BaseConsumer):
             may_commit=self._may_commit,
         )
         self._ownership = _Ownership(self)
+        #: Owned partitions the application paused (kept across ZooKeeper
+        #: suspensions, dropped when the partition is revoked).
+        self._paused: Set[TopicPartition] = set()
         #: With auto_finish: per task, the records its last consume() returned
         #: ``(partition, ownership generation, offsets)``; its next call finishes them.
         self._in_hands: weakref.WeakKeyDictionary[asyncio.Task[Any], List[_Lent]] = (
@@ -460,7 +469,7 @@ class GroupedConsumer(_BaseConsumer):
         if not hands.pending:
             hands.end = offset
         self.subscription.assign(tp, offset)
-        if self._ownership.suspended:
+        if self._ownership.suspended or tp in self._paused:
             self.subscription.pause(tp)
 
     def _tps(self, topic: str, partition: Optional[int]) -> List[TopicPartition]:
@@ -497,14 +506,110 @@ class GroupedConsumer(_BaseConsumer):
     # ------------------------------------------------------------------
     # commits
 
-    async def commit(self) -> None:
-        """Commit the finished positions of every owned partition now.
+    async def commit(self, offsets: Optional[Mapping[Tuple[str, int], int]] = None) -> None:
+        """Commit now: every owned partition's finished position, or ``offsets``.
+
+        Args:
+            offsets: ``{(topic, partition): offset}`` for owned partitions,
+                each the next offset to read (as Kafka commits), at most the
+                partition's :meth:`position`. Every record below it counts as
+                finished from now on, so a later commit never goes back; a
+                partition whose finished position is already past it commits
+                that instead.
 
         Raises:
+            UnknownPartitionError: a partition of ``offsets`` is not owned.
+            ConfigError: a negative offset, or one past the position.
+            GroupError: the ZooKeeper connection is suspended or the session
+                lost (another member may own the partitions now).
             BrokerError, NoBrokersError, KielConnectionError,
             RequestTimeoutError: the commit failed past the retries.
         """
-        await self._commits.commit(sorted(self._commits.held))
+        if offsets is None:
+            await self._commits.commit(sorted(self._commits.held))
+            return
+        chosen: Dict[TopicPartition, int] = {}
+        for (topic, partition), offset in offsets.items():
+            (tp,) = self._tps(topic, partition)
+            check_offset(offset, topic, partition)
+            if offset > self._position(tp):
+                raise ConfigError(
+                    f"cannot commit offset {offset} of {topic}/{partition}: past its position "
+                    f"{self._position(tp)} (records not handed out yet)"
+                )
+            chosen[tp] = offset
+        for tp, offset in chosen.items():
+            if offset > 0:
+                self._commits.finish_through(tp, offset - 1)
+        await self._commits.commit(sorted(chosen))
+
+    async def committed(self, topic: str, partition: int) -> Optional[int]:
+        """The offset the group has committed for a partition, asked from the broker.
+
+        Any partition of the group's topics, owned by this member or not.
+
+        Returns:
+            the committed offset (the next one the group reads), or ``None``
+            when the group has none.
+
+        Raises:
+            BrokerError, NoBrokersError, KielConnectionError,
+            RequestTimeoutError: the offset could not be read.
+        """
+        tp = TopicPartition(topic, partition)
+        found = await self._commits.offsets.fetch([tp])
+        return found.get(tp)
+
+    # ------------------------------------------------------------------
+    # flow control
+
+    def pause(self, topic: str, partition: Optional[int] = None) -> None:
+        """Stop fetching and handing out an owned partition (or all owned ones of ``topic``).
+
+        Back-pressure for an application that cannot keep up: records
+        already fetched are kept and handed out after :meth:`resume`. A
+        pause lasts while this member owns the partition (a partition
+        revoked and assigned again starts unpaused) and survives a
+        ZooKeeper suspension.
+
+        Raises:
+            UnknownPartitionError: not owned.
+        """
+        for tp in self._tps(topic, partition):
+            self._paused.add(tp)
+            self.subscription.pause(tp)
+
+    def resume(self, topic: str, partition: Optional[int] = None) -> None:
+        """Undo :meth:`pause` (fetching waits while ZooKeeper is suspended).
+
+        Raises:
+            UnknownPartitionError: not owned.
+        """
+        for tp in self._tps(topic, partition):
+            self._paused.discard(tp)
+            if not self._ownership.suspended:
+                self.subscription.resume(tp)
+
+    def paused(self) -> List[TopicPartition]:
+        """The owned partitions the application paused, sorted."""
+        return sorted(self._paused)
+
+    async def seek_to(self, topic: str, start: Start, partition: Optional[int] = None) -> None:
+        """Move an owned partition (or all owned ones of ``topic``) to a start position.
+
+        Args:
+            topic: a topic of the group.
+            start: :attr:`BEGINNING`, :attr:`END`, an offset, a dict
+                ``{partition: offset}``, a ``datetime`` (naive means UTC) or a
+                ``timedelta`` (that long ago), as for :class:`SingleConsumer`.
+            partition: one partition, or ``None`` for every owned one.
+
+        Raises:
+            UnknownPartitionError: not owned.
+            ConfigError: a bad ``start``.
+            BrokerError, NoBrokersError: the offsets could not be resolved.
+        """
+        await self._seek_all(topic, self._tps(topic, partition), start)
 
 
 class _Ownership(PartitionHooks):
@@ -594,14 +699,17 @@ class _Ownership(PartitionHooks):
     def resume(self) -> None:
         self.suspended = False
         subscription = self.consumer.subscription
+        paused_by_application = self.consumer._paused
         for tp in subscription.paused():
-            subscription.resume(tp)
+            if tp not in paused_by_application:
+                subscription.resume(tp)
 
     def _stop(self, tps: List[TopicPartition]) -> None:
         consumer = self.consumer
         for tp in tps:
             consumer.subscription.unassign(tp)
             consumer._loans.pop(tp, None)
+            consumer._paused.discard(tp)
 
     async def start(self, tps: List[TopicPartition]) -> None:
         """Committed offset (or the reset policy) -> fetching.
@@ -637,7 +745,7 @@ class _Ownership(PartitionHooks):
                 continue
             consumer._commits.start(tp, offset, committed.get(tp))
             subscription.seek(tp, offset)
-            if self.suspended:
+            if self.suspended or tp in consumer._paused:
                 subscription.pause(tp)
 
     async def _starts(

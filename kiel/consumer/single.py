@@ -261,18 +261,4 @@ class SingleConsumer(_BaseConsumer):
             self._check_open()
             await self._add_topic(topic, start)
             return
-        tps = self._tps(topic, partition)
-        for tp in tps:
-            self._loans.pop(tp, None)
-        if isinstance(start, dict):
-            for p, o in start.items():
-                self.seek(topic, int(p), o)
-            return
-        if isinstance(start, int) and not isinstance(start, bool):
-            for tp in tps:
-                self.subscription.seek(tp, start)
-            return
-        timestamp = to_timestamp(start)
-        offsets = await list_offsets(self.cluster, {tp: timestamp for tp in tps})
-        for tp, offset in offsets.items():
-            self.subscription.seek(tp, offset)
+        await self._seek_all(topic, self._tps(topic, partition), start)
