@@ -204,33 +204,16 @@ class ZstdCodec(Codec):
         self._cramjam_errors = (cramjam.DecompressionError, cramjam.CompressionError)
 
     def compress(self, data: BytesLike) -> bytes:
-        """Compress ``data`` into one zstd frame (with its content size).
-
-        Args:
-            data: the uncompressed bytes.
-
-        Returns:
-            the zstd frame.
-
-        Raises:
-            LocalProtocolError: ``data`` is not bytes-like.
-        """
+        """Compress ``data`` into one zstd frame, with its content size (see
+        :meth:`Codec.compress`)."""
         return bytes(self._compress(as_view(data), level=self.level))
 
     def decompress(self, data: BytesLike) -> bytes:
         """Decompress one or more concatenated zstd frames.
 
-        Args:
-            data: the compressed bytes (untrusted).
-
-        Returns:
-            the decompressed bytes.
-
-        Raises:
-            CompressionError: a bad magic, a truncated or corrupt frame, a
-                frame that needs a dictionary, or more than
-                ``max_output_size`` bytes of output.
-            LocalProtocolError: ``data`` is not bytes-like.
+        A bad magic, a truncated or corrupt frame, a frame that needs a
+        dictionary or too much output raise :class:`CompressionError` (see
+        :meth:`Codec.decompress`).
         """
         view = as_view(data)
         bound, exact = _output_bound(view)
