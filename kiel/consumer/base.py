@@ -39,6 +39,7 @@ from kiel.consumer.fetcher import (
 from kiel.consumer.positions import lag_of
 from kiel.consumer.subscription import Subscription
 from kiel.exc import ClientClosedError, ConfigError
+from kiel.metrics import ConsumerMetrics
 from kiel.serializers import Deserializer
 from kiel.structs import Record, TopicPartition
 
@@ -425,6 +426,48 @@ class _BaseConsumer(Client):
             highwater = None if st is None else st.highwater
             lags[tp.partition] = lag_of(highwater, position if position >= 0 else None)
         return lags if partition is None else lags[partition]
+
+    # ------------------------------------------------------------------
+    # metrics
+
+    def metrics(self) -> ConsumerMetrics:
+        """What this consumer fetched and decoded, its errors, lag and requests.
+
+        Cheap to call often (a snapshot of plain counters); see the metrics
+        guide for each field's meaning and :mod:`kiel.metrics_prometheus`
+        to export it.
+
+        Returns:
+            a :class:`~kiel.metrics.ConsumerMetrics` snapshot.
+        """
+        return ConsumerMetrics(**self._metric_fields())
+
+    def _metric_fields(self) -> Dict[str, Any]:
+        """The fields of :class:`~kiel.metrics.ConsumerMetrics`, for subclasses to extend."""
+        base = self.cluster.metrics()
+        decoder, fetcher = self.decoder, self.fetcher
+        errors = dict(fetcher.errors)
+        for name, n in decoder.errors.items():
+            errors[name] = errors.get(name, 0) + n
+        lag: Dict[TopicPartition, Optional[int]] = {}
+        subscription = self.subscription
+        for tp in subscription.assignment():
+            st = subscription.get(tp)
+            position = self._position(tp)
+            lag[tp] = lag_of(
+                None if st is None else st.highwater, position if position >= 0 else None
+            )
+        return {
+            "requests": base.requests,
+            "request_errors": base.request_errors,
+            "connections": base.connections,
+            "records_in": decoder.records,
+            "bytes_in": fetcher.bytes_in,
+            "fetch_errors": errors,
+            "lag": lag,
+            "decode_seconds": decoder.decode_seconds,
+            "decoder_yields": decoder.yields,
+        }
 
     # ------------------------------------------------------------------
     # errors and closing

@@ -29,8 +29,10 @@ partition is handed to another member only after its finished position was
 committed (see ``docs/guides/grouped_consumer.rst``).
 """
 
+import functools
 import logging
 import re
+import time
 from typing import (
     Any,
     AsyncIterator,
@@ -42,7 +44,9 @@ from typing import (
     Pattern,
     Sequence,
     Tuple,
+    TypeVar,
     Union,
+    cast,
 )
 
 from kiel.allocators import get_allocator, weighted
@@ -53,6 +57,7 @@ from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
 from kiel.consumer.positions import check_offset
 from kiel.consumer.subscription import Status
 from kiel.exc import ConfigError, KielError, OffsetResetError, UnknownPartitionError
+from kiel.metrics import GroupedConsumerMetrics, RebalanceCounters
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember, PartitionHooks
@@ -180,11 +185,31 @@ class GroupedConsumer(_BaseConsumer):
             interval=self.commit_interval,
         )
         self._ownership = _Ownership(self)
+        #: Changes to this member's partitions and their durations (metrics()).
+        self.rebalances = RebalanceCounters()
 
     @property
     def commits(self) -> int:
         """Commits completed so far (for tests and metrics)."""
         return self._commits.count
+
+    def metrics(self) -> GroupedConsumerMetrics:
+        """The consumer's metrics plus rebalances, ZooKeeper's state, owned partitions.
+
+        Returns:
+            a :class:`~kiel.metrics.GroupedConsumerMetrics` snapshot.
+        """
+        rebalances = self.rebalances
+        return GroupedConsumerMetrics(
+            **self._metric_fields(),
+            rebalances=rebalances.count,
+            rebalance_seconds=rebalances.seconds,
+            rebalance_seconds_last=rebalances.last,
+            rebalance_seconds_max=rebalances.max,
+            zookeeper_state="NOT_STARTED" if self.zk is None else str(self.zk.client.state),
+            owned_partitions=len(self._commits.held),
+            commits=self.commits,
+        )
 
     # ------------------------------------------------------------------
     # life cycle
@@ -415,6 +440,23 @@ class GroupedConsumer(_BaseConsumer):
         await self._commits.commit(sorted(self._commits.held))
 
 
+_Hook = TypeVar("_Hook", bound=Callable[..., Awaitable[None]])
+
+
+def _timed(hook: _Hook) -> _Hook:
+    """Count a change of partitions in the consumer's ``rebalances``, timed."""
+
+    @functools.wraps(hook)
+    async def timed(self: "_Ownership", partitions: Sequence[Tuple[str, int]]) -> None:
+        started = time.monotonic()
+        try:
+            await hook(self, partitions)
+        finally:
+            self.consumer.rebalances.observe(time.monotonic() - started)
+
+    return cast(_Hook, timed)
+
+
 class _Ownership(PartitionHooks):
     """What this member does when the partitions it owns change.
 
@@ -432,6 +474,7 @@ class _Ownership(PartitionHooks):
         #: The ZooKeeper connection is suspended: nothing is fetched.
         self.suspended = False
 
+    @_timed
     async def assigned(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         consumer = self.consumer
@@ -442,6 +485,7 @@ class _Ownership(PartitionHooks):
         finally:
             await self.start(tps)
 
+    @_timed
     async def revoked(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         consumer = self.consumer
@@ -463,6 +507,7 @@ class _Ownership(PartitionHooks):
             for tp in tps:
                 commits.forget(tp)
 
+    @_timed
     async def lost(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         consumer = self.consumer
