@@ -216,7 +216,8 @@ class ProducerMetrics(ClientMetrics):
 class ConsumerMetrics(ClientMetrics):
     """A :class:`~kiel.consumer.SingleConsumer`'s snapshot."""
 
-    #: records decoded for the application.
+    #: records handed out to the application (records a ``stream()`` loop
+    #: gave back unseen, on a seek or revocation, count again when handed out again).
     records_in: int
     #: bytes of fetched message sets (record batches) the brokers answered with.
     bytes_in: int
@@ -290,7 +291,7 @@ _SPECS = (
     MetricSpec("kiel_producer_pending_bytes", "gauge", "bytes", (),
                "Bytes of records produced, not yet acknowledged or failed"),
     MetricSpec("kiel_consumer_records", "counter", "records", (),
-               "Records decoded for the application"),
+               "Records handed out to the application"),
     MetricSpec("kiel_consumer_bytes", "counter", "bytes", (),
                "Bytes of message sets fetched"),
     MetricSpec("kiel_consumer_fetch_errors", "counter", "errors", ("error",),

@@ -461,7 +461,7 @@ class _BaseConsumer(Client):
             "requests": base.requests,
             "request_errors": base.request_errors,
             "connections": base.connections,
-            "records_in": decoder.records,
+            "records_in": fetcher.records_in,
             "bytes_in": fetcher.bytes_in,
             "fetch_errors": errors,
             "lag": lag,

@@ -86,8 +86,6 @@ class Decoder:
         #: Times the decoder yielded to the IOLoop (for tests, benchmarks and metrics).
         self.yields = 0
         # Counters for the consumer's metrics(): one add per slice or call.
-        #: Records decoded into partitions' buffers.
-        self.records = 0
         #: Seconds spent decoding message sets (deserializers not included).
         self.decode_seconds = 0.0
         #: Errors decoding (corrupt, too large, deserializer failed), by class name.
@@ -204,7 +202,6 @@ class Decoder:
         if records:
             st.buffer = records
             st.next_offset = records[-1].offset + 1
-            self.records += len(records)
         elif next_offset is not None:
             # Only messages before the position (inside a compressed wrapper),
             # then the position moves past them.

@@ -142,6 +142,8 @@ class Fetcher:
         #: The latest failure that was retried (for logs, metrics and tests).
         self.last_error: Optional[KielError] = None
         # Counters for the consumer's metrics(): one add per partition answer.
+        #: Records handed out to the application.
+        self.records_in = 0
         #: Bytes of message sets (record batches) fetched.
         self.bytes_in = 0
         #: Fetch errors per partition, by class name.
@@ -275,6 +277,8 @@ class Fetcher:
         if self._closed:
             raise ClientClosedError("the consumer is closed")
         out = self.subscription.drain(wanted, max_records)
+        if out:
+            self.records_in += sum(map(len, out.values()))
         self._kick(wanted)
         if not out:
             if self._errors:
