@@ -248,12 +248,16 @@ class Cluster:
         Returns:
             a :class:`~kiel.metrics.ClientMetrics` snapshot.
         """
+        return ClientMetrics(**self.metric_fields())
+
+    def metric_fields(self) -> Dict[str, Any]:
+        """The fields of :class:`~kiel.metrics.ClientMetrics`, for the clients' snapshots."""
         counters = self.request_metrics
-        return ClientMetrics(
-            requests={api: s.snapshot() for api, s in counters.latency.items()},
-            request_errors=dict(counters.errors),
-            connections=self.open_connections(),
-        )
+        return {
+            "requests": {api: s.snapshot() for api, s in counters.latency.items()},
+            "request_errors": dict(counters.errors),
+            "connections": self.open_connections(),
+        }
 
     def open_connections(self) -> int:
         """How many of the pooled connections are connected now."""

@@ -444,7 +444,6 @@ class _BaseConsumer(Client):
 
     def _metric_fields(self) -> Dict[str, Any]:
         """The fields of :class:`~kiel.metrics.ConsumerMetrics`, for subclasses to extend."""
-        base = self.cluster.metrics()
         decoder, fetcher = self.decoder, self.fetcher
         errors = dict(fetcher.errors)
         for name, n in decoder.errors.items():
@@ -458,9 +457,7 @@ class _BaseConsumer(Client):
                 None if st is None else st.highwater, position if position >= 0 else None
             )
         return {
-            "requests": base.requests,
-            "request_errors": base.request_errors,
-            "connections": base.connections,
+            **self.cluster.metric_fields(),
             "records_in": fetcher.records_in,
             "bytes_in": fetcher.bytes_in,
             "fetch_errors": errors,

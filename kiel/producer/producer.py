@@ -252,12 +252,9 @@ class Producer(Client):
         Returns:
             a :class:`~kiel.metrics.ProducerMetrics` snapshot.
         """
-        base = self.cluster.metrics()
         sender = self._sender
         return ProducerMetrics(
-            requests=base.requests,
-            request_errors=base.request_errors,
-            connections=base.connections,
+            **self.cluster.metric_fields(),
             records_out=sender.records_out,
             bytes_out=sender.bytes_out,
             batches_out=sender.batches_out,
