@@ -7,7 +7,8 @@ and a ``Producer``::
 
     POST /events           body -> produced to the "events" topic
     GET  /stats            what this instance consumed (JSON)
-    GET  /metrics          Prometheus text: consumer lag and counts
+    GET  /metrics          the clients' metrics(): Prometheus text with
+                           prometheus_client installed, else JSON
     GET  /healthz          200 while the clients run
 
 The clients start with the app and stop with it: on SIGTERM (or SIGINT) the
@@ -30,7 +31,7 @@ import contextlib
 import json
 import signal
 import sys
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import tornado.httpserver
 import tornado.netutil
@@ -38,6 +39,7 @@ import tornado.web
 
 from kiel import GroupedConsumer, Producer
 from kiel.exc import KielError
+from kiel.metrics import as_dict
 
 TOPIC = "events"
 GROUP = "webapp"
@@ -64,6 +66,19 @@ class Clients:
         )
         self._work: Optional[asyncio.Task[None]] = None
         self._stopping = asyncio.Event()
+        self.registry = _registry(self)
+
+    def metrics(self) -> Tuple[str, bytes]:
+        """The ``/metrics`` answer: content type and body."""
+        if self.registry is not None:
+            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+            return CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        body = {
+            "producer": as_dict(self.producer.metrics()),
+            "consumer": as_dict(self.consumer.metrics()),
+        }
+        return "application/json", json.dumps(body).encode()
 
     async def start(self) -> None:
         await self.producer.connect()
@@ -84,6 +99,19 @@ class Clients:
             await self._work
         await self.consumer.close()  # commit, release, leave the group
         await self.producer.close()  # flush, then close
+
+
+def _registry(clients: Clients) -> Any:
+    """A Prometheus registry exporting the clients, or None without prometheus_client."""
+    try:
+        from prometheus_client import CollectorRegistry
+
+        from kiel.metrics_prometheus import export
+    except ImportError:  # the extra is optional: /metrics answers JSON instead
+        return None
+    registry = CollectorRegistry()
+    export(registry, producer=clients.producer, consumer=clients.consumer)
+    return registry
 
 
 class EventsHandler(tornado.web.RequestHandler):
@@ -118,27 +146,15 @@ class StatsHandler(tornado.web.RequestHandler):
         })
 
 
-def _metric_lines(clients: Clients, stats: Stats) -> Iterator[str]:
-    consumer = clients.consumer
-    yield "# TYPE kiel_consumer_records_total counter"
-    yield f"kiel_consumer_records_total {stats.consumed}"
-    yield "# TYPE kiel_producer_records_total counter"
-    yield f"kiel_producer_records_total {stats.produced}"
-    yield "# TYPE kiel_consumer_lag gauge"
-    for tp in sorted(consumer.assignment()):
-        lag = consumer.lag(tp.topic, tp.partition)
-        if lag is not None:
-            yield f'kiel_consumer_lag{{topic="{tp.topic}",partition="{tp.partition}"}} {lag}'
-
-
 class MetricsHandler(tornado.web.RequestHandler):
     def initialize(self, clients: Clients, stats: Stats) -> None:
         self.clients = clients
-        self.stats = stats
 
     def get(self) -> None:
-        self.set_header("Content-Type", "text/plain; version=0.0.4")
-        self.finish("\n".join(_metric_lines(self.clients, self.stats)) + "\n")
+        # On the IOLoop, like the clients: the snapshot reads their counters.
+        content_type, body = self.clients.metrics()
+        self.set_header("Content-Type", content_type)
+        self.finish(body)
 
 
 class HealthHandler(tornado.web.RequestHandler):

@@ -48,6 +48,7 @@ from kiel.exc import (
     UnknownTopicOrPartitionError,
     for_code,
 )
+from kiel.metrics import ClientMetrics, RequestCounters
 from kiel.protocol import (
     FindCoordinatorRequestV1,
     GroupCoordinatorRequest,
@@ -207,6 +208,8 @@ class Cluster:
         #: The last topic-level error code of each topic (0: none).
         self.topic_errors: Dict[str, int] = {}
         self._connections: Dict[Any, Connection] = {}
+        #: Every connection's requests: latency and errors by API.
+        self.request_metrics = RequestCounters()
         self._topics: Set[str] = set()
         self._tasks = Tasks("kiel-cluster")
         self._refreshing: Optional[asyncio.Task[None]] = None
@@ -231,12 +234,34 @@ class Cluster:
             max_frame_size=self.max_frame_size,
             versions=self.pinned_versions,
             known_versions=self.known_versions,
+            metrics=self.request_metrics,
         )
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` was called."""
         return self._closed
+
+    def metrics(self) -> ClientMetrics:
+        """Requests answered and failed so far, and the open connections.
+
+        Returns:
+            a :class:`~kiel.metrics.ClientMetrics` snapshot.
+        """
+        return ClientMetrics(**self.metric_fields())
+
+    def metric_fields(self) -> Dict[str, Any]:
+        """The fields of :class:`~kiel.metrics.ClientMetrics`, for the clients' snapshots."""
+        counters = self.request_metrics
+        return {
+            "requests": {api: s.snapshot() for api, s in counters.latency.items()},
+            "request_errors": dict(counters.errors),
+            "connections": self.open_connections(),
+        }
+
+    def open_connections(self) -> int:
+        """How many of the pooled connections are connected now."""
+        return sum(1 for conn in self._connections.values() if conn.connected)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -24,6 +24,7 @@ import asyncio
 import enum
 import logging
 import socket
+import time
 from typing import Any, Dict, MutableMapping, Optional, Tuple, Union
 
 from tornado import gen
@@ -42,6 +43,7 @@ from kiel.exc import (
     RequestTimeoutError,
     for_code,
 )
+from kiel.metrics import RequestCounters
 from kiel.protocol.api_versions import ApiVersionsRequestV0, version_ranges
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE, ClientFraming
 from kiel.protocol.versions import LEGACY, Versions, negotiate
@@ -100,6 +102,8 @@ class Connection:
         known_versions: versions negotiated before, by ``(host, port)``:
             read before asking, and written after (shared by a cluster's
             connections so that a reconnect does not ask again).
+        metrics: where requests' latency and errors are counted (a
+            cluster's connections share one); ``None`` counts nothing.
     """
 
     def __init__(
@@ -115,8 +119,10 @@ class Connection:
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         versions: Optional[Versions] = None,
         known_versions: Optional[MutableMapping[Tuple[str, int], Versions]] = None,
+        metrics: Optional[RequestCounters] = None,
     ) -> None:
         self.host, self.port, self.broker_id = host, port, broker_id
+        self.metrics = metrics
         self.client_id, self.max_frame_size = client_id, max_frame_size
         #: The API versions to speak; set once connected (or given).
         self.versions: Optional[Versions] = versions
@@ -314,6 +320,32 @@ class Connection:
         return version_ranges(response)
 
     async def send(self, request: Any, timeout: Optional[float] = None) -> Any:
+        """Send ``request`` and await its response (counted in :attr:`metrics`).
+
+        Args:
+            request: a kiel.protocol request struct.
+            timeout: seconds to wait for the response (see :meth:`_send`).
+
+        Returns:
+            the decoded response, or ``None`` (see :meth:`_send`).
+
+        Raises:
+            KielError: as :meth:`_send`.
+        """
+        metrics = self.metrics
+        if metrics is None:
+            return await self._send(request, timeout)
+        api = metrics.api_of(request)
+        started = time.monotonic()
+        try:
+            response = await self._send(request, timeout)
+        except KielError as e:
+            metrics.failed(api, e)
+            raise
+        metrics.answered(api, time.monotonic() - started)
+        return response
+
+    async def _send(self, request: Any, timeout: Optional[float] = None) -> Any:
         """Send ``request`` and await its response.
 
         Args:

@@ -8,7 +8,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Tuple
 
 import pytest
 
@@ -26,6 +26,31 @@ def _line(proc: Any) -> Dict[str, Any]:
 def _get(port: int, path: str) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as resp:
         return resp.read().decode()
+
+
+def _get_typed(port: int, path: str) -> Tuple[str, str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as resp:
+        return resp.headers["Content-Type"], resp.read().decode()
+
+
+def _samples(content_type: str, body: str) -> Dict[Tuple[str, str, Optional[str]], float]:
+    """``/metrics`` as ``{(name, client, partition): value}``, from either format:
+    Prometheus text (prometheus_client installed), or the JSON snapshot."""
+    out: Dict[Tuple[str, str, Optional[str]], float] = {}
+    if content_type.startswith("application/json"):
+        for client, metrics in json.loads(body).items():
+            for name, values in metrics.items():
+                for v in values:
+                    out[(name, client, v["labels"].get("partition"))] = v["value"]
+        return out
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            name = sample.name[:-len("_total")] if sample.name.endswith("_total") else sample.name
+            key = (name, sample.labels["client"], sample.labels.get("partition"))
+            out[key] = sample.value
+    return out
 
 
 def _post(port: int, body: bytes) -> Dict[str, Any]:
@@ -58,10 +83,12 @@ def test_webapp_produces_consumes_exposes_metrics_and_stops_gracefully() -> None
         assert stats["consumed"] == 40 and stats["produced"] == 40
         assert stats["partitions"] == [0, 1, 2, 3]  # the only member owns all
 
-        metrics = _get(port, "/metrics")
-        assert "kiel_consumer_records_total 40" in metrics
-        lags = [line for line in metrics.splitlines() if line.startswith("kiel_consumer_lag{")]
-        assert len(lags) == 4 and all(line.endswith(" 0") for line in lags)
+        content_type, body = _get_typed(port, "/metrics")
+        samples = _samples(content_type, body)
+        assert samples[("kiel_consumer_records", "consumer", None)] == 40
+        assert samples[("kiel_producer_records", "producer", None)] == 40
+        lags = {key[2]: v for key, v in samples.items() if key[0] == "kiel_consumer_lag"}
+        assert lags == {"0": 0, "1": 0, "2": 0, "3": 0}
 
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
@@ -71,3 +98,20 @@ def test_webapp_produces_consumes_exposes_metrics_and_stops_gracefully() -> None
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def test_webapp_metrics_answer_json_without_prometheus_client() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("webapp_example", ROOT / "examples" / "webapp.py")
+    assert spec is not None and spec.loader is not None
+    webapp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(webapp)
+    clients = webapp.Clients("127.0.0.1:1", "127.0.0.1:2", webapp.Stats())
+    clients.registry = None  # what _registry() gives without prometheus_client
+    content_type, body = clients.metrics()
+    samples = _samples(content_type, body.decode())
+    assert content_type == "application/json"
+    assert samples[("kiel_consumer_records", "consumer", None)] == 0
+    assert samples[("kiel_producer_pending_records", "producer", None)] == 0
+    assert samples[("kiel_group_zookeeper_connected", "consumer", None)] == 1

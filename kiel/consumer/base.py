@@ -41,6 +41,7 @@ from kiel.consumer.offsets import list_offsets
 from kiel.consumer.positions import Start, lag_of, to_timestamp
 from kiel.consumer.subscription import Subscription
 from kiel.exc import ClientClosedError, ConfigError
+from kiel.metrics import ConsumerMetrics
 from kiel.serializers import Deserializer
 from kiel.structs import Record, TopicPartition
 
@@ -460,6 +461,45 @@ class _BaseConsumer(Client):
         offsets = await list_offsets(self.cluster, {tp: timestamp for tp in tps})
         for tp, offset in offsets.items():
             self.seek(tp.topic, tp.partition, offset)
+
+    # ------------------------------------------------------------------
+    # metrics
+
+    def metrics(self) -> ConsumerMetrics:
+        """What this consumer fetched and decoded, its errors, lag and requests.
+
+        Cheap to call often (a snapshot of plain counters); see the metrics
+        guide for each field's meaning and :mod:`kiel.metrics_prometheus`
+        to export it.
+
+        Returns:
+            a :class:`~kiel.metrics.ConsumerMetrics` snapshot.
+        """
+        return ConsumerMetrics(**self._metric_fields())
+
+    def _metric_fields(self) -> Dict[str, Any]:
+        """The fields of :class:`~kiel.metrics.ConsumerMetrics`, for subclasses to extend."""
+        decoder, fetcher = self.decoder, self.fetcher
+        errors = dict(fetcher.errors)
+        for name, n in decoder.errors.items():
+            errors[name] = errors.get(name, 0) + n
+        lag: Dict[TopicPartition, Optional[int]] = {}
+        subscription = self.subscription
+        for tp in subscription.assignment():
+            st = subscription.get(tp)
+            position = self._position(tp)
+            lag[tp] = lag_of(
+                None if st is None else st.highwater, position if position >= 0 else None
+            )
+        return {
+            **self.cluster.metric_fields(),
+            "records_in": fetcher.records_in,
+            "bytes_in": fetcher.bytes_in,
+            "fetch_errors": errors,
+            "lag": lag,
+            "decode_seconds": decoder.decode_seconds,
+            "decoder_yields": decoder.yields,
+        }
 
     # ------------------------------------------------------------------
     # errors and closing

@@ -18,7 +18,7 @@ out and where the raw answer goes on, or the error to raise. No I/O.
 import asyncio
 import logging
 import time
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from kiel.consumer.subscription import PartitionState, Status
 from kiel.exc import (
@@ -27,6 +27,7 @@ from kiel.exc import (
     MessageTooLargeError,
     ProtocolError,
 )
+from kiel.metrics import count_error
 from kiel.protocol.messages import decode_message_set, iter_message_boundaries
 from kiel.protocol.record_batch import decode_record_batches
 from kiel.serializers import Deserializer
@@ -82,8 +83,13 @@ class Decoder:
         self.deserializer = deserializer
         self.key_deserializer = key_deserializer
         self.decode_budget = decode_budget
-        #: Times the decoder yielded to the IOLoop (for tests and benchmarks).
+        #: Times the decoder yielded to the IOLoop (for tests, benchmarks and metrics).
         self.yields = 0
+        # Counters for the consumer's metrics(): one add per slice or call.
+        #: Seconds spent decoding message sets (deserializers not included).
+        self.decode_seconds = 0.0
+        #: Errors decoding (corrupt, too large, deserializer failed), by class name.
+        self.errors: Dict[str, int] = {}
         self._step_started = 0.0
         self._chunk = _DECODE_CHUNK
         self._peak = self._peak_slice = 0
@@ -135,7 +141,10 @@ class Decoder:
             await lock.acquire()  # free: returns without suspending
         try:
             if st.raw is not None and not st.buffer and st.status is Status.FETCHING:
+                before = st.error
                 await self._decode(st, st.position, st.epoch, st.raw, st.raw_pos, want)
+                if st.error is not None and st.error is not before:
+                    count_error(self.errors, st.error)
         finally:
             lock.release()
 
@@ -260,6 +269,7 @@ class Decoder:
                 needed = first_size
                 break
             elapsed = clock() - started
+            self.decode_seconds += elapsed
             if result.valid_bytes and elapsed > 0:
                 target = max(self.decode_budget / 2, _MIN_SLICE_TIME)
                 ideal = int(result.valid_bytes * target / elapsed)

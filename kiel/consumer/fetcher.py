@@ -48,6 +48,7 @@ from kiel.exc import (
     UnknownTopicError,
     for_code,
 )
+from kiel.metrics import count_error
 from kiel.protocol import (
     FetchPartitionData,
     FetchRequest,
@@ -140,6 +141,13 @@ class Fetcher:
         self._closed = False
         #: The latest failure that was retried (for logs, metrics and tests).
         self.last_error: Optional[KielError] = None
+        # Counters for the consumer's metrics(): one add per partition answer.
+        #: Records handed out to the application.
+        self.records_in = 0
+        #: Bytes of message sets (record batches) fetched.
+        self.bytes_in = 0
+        #: Fetch errors per partition, by class name.
+        self.errors: Dict[str, int] = {}
 
     @property
     def prefetched(self) -> int:
@@ -269,6 +277,8 @@ class Fetcher:
         if self._closed:
             raise ClientClosedError("the consumer is closed")
         out = self.subscription.drain(wanted, max_records)
+        if out:
+            self.records_in += sum(map(len, out.values()))
         self._kick(wanted)
         if not out:
             if self._errors:
@@ -461,9 +471,13 @@ class Fetcher:
                 error = for_code(part.error_code)
                 if error is None:
                     st.highwater = part.high_watermark
+                    self.bytes_in += len(part.message_set)
                     self.decoder.received(st, part.message_set, record_batches=batches)
                     healthy.add(st.tp)
                 elif error is OffsetOutOfRangeError:
+                    self.errors["OffsetOutOfRangeError"] = (
+                        self.errors.get("OffsetOutOfRangeError", 0) + 1
+                    )
                     resets.append(entry)
                 else:
                     self._failed(st, error(api="Fetch", broker_id=leader, errno=part.error_code))
@@ -533,6 +547,7 @@ class Fetcher:
         """Count a failure of ``st``: back off and retry, or keep the error to raise."""
         retrying = st.failed(error, self.cluster.backoff, time.monotonic() if now is None else now)
         self.last_error = error
+        count_error(self.errors, error)
         if error.invalid_metadata:
             self._want_metadata()
         if retrying:

@@ -30,9 +30,11 @@ committed (see ``docs/guides/grouped_consumer.rst``).
 """
 
 import asyncio
+import functools
 import logging
 import re
 import sys
+import time
 import weakref
 from typing import (
     Any,
@@ -48,7 +50,9 @@ from typing import (
     Sequence,
     Set,
     Tuple,
+    TypeVar,
     Union,
+    cast,
 )
 
 from kazoo.exceptions import KazooException, NoNodeError
@@ -67,6 +71,7 @@ from kiel.exc import (
     UnknownPartitionError,
     ZooKeeperError,
 )
+from kiel.metrics import GroupedConsumerMetrics, RebalanceCounters
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper, translate
 from kiel.zookeeper.group import GroupMember, PartitionHooks
@@ -228,6 +233,8 @@ class GroupedConsumer(_BaseConsumer):
         self._in_hands: weakref.WeakKeyDictionary[asyncio.Task[Any], List[_Lent]] = (
             weakref.WeakKeyDictionary()
         )
+        #: Changes to this member's partitions and their durations (metrics()).
+        self.rebalances = RebalanceCounters()
 
     def _may_commit(self) -> bool:
         """Whether this member's ownership is certain (not suspended, session live)."""
@@ -237,6 +244,24 @@ class GroupedConsumer(_BaseConsumer):
     def commits(self) -> int:
         """Commits completed so far (for tests and metrics)."""
         return self._commits.count
+
+    def metrics(self) -> GroupedConsumerMetrics:
+        """The consumer's metrics plus rebalances, ZooKeeper's state, owned partitions.
+
+        Returns:
+            a :class:`~kiel.metrics.GroupedConsumerMetrics` snapshot.
+        """
+        rebalances = self.rebalances
+        return GroupedConsumerMetrics(
+            **self._metric_fields(),
+            rebalances=rebalances.count,
+            rebalance_seconds=rebalances.seconds,
+            rebalance_seconds_last=rebalances.last,
+            rebalance_seconds_max=rebalances.max,
+            zookeeper_state="NOT_STARTED" if self.zk is None else str(self.zk.client.state),
+            owned_partitions=len(self._commits.held),
+            commits=self.commits,
+        )
 
     # ------------------------------------------------------------------
     # life cycle
@@ -612,6 +637,23 @@ class GroupedConsumer(_BaseConsumer):
         await self._seek_all(topic, self._tps(topic, partition), start)
 
 
+_Hook = TypeVar("_Hook", bound=Callable[..., Awaitable[None]])
+
+
+def _timed(hook: _Hook) -> _Hook:
+    """Count a change of partitions in the consumer's ``rebalances``, timed."""
+
+    @functools.wraps(hook)
+    async def timed(self: "_Ownership", partitions: Sequence[Tuple[str, int]]) -> None:
+        started = time.monotonic()
+        try:
+            await hook(self, partitions)
+        finally:
+            self.consumer.rebalances.observe(time.monotonic() - started)
+
+    return cast(_Hook, timed)
+
+
 class _Ownership(PartitionHooks):
     """What this member does when the partitions it owns change.
 
@@ -632,6 +674,7 @@ class _Ownership(PartitionHooks):
         #: released): nothing may fetch them again (seek(), a late start()).
         self.revoking: Set[TopicPartition] = set()
 
+    @_timed
     async def assigned(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         consumer = self.consumer
@@ -642,6 +685,7 @@ class _Ownership(PartitionHooks):
         finally:
             await self.start(tps)
 
+    @_timed
     async def revoked(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         consumer = self.consumer
@@ -670,6 +714,7 @@ class _Ownership(PartitionHooks):
                 commits.forget(tp)
             self.revoking.difference_update(tps)
 
+    @_timed
     async def lost(self, partitions: Sequence[Tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         consumer = self.consumer

@@ -57,7 +57,7 @@ class Outcomes:
         max_listed: failures kept for the next report, at most.
     """
 
-    __slots__ = ("delivered", "failed", "failures", "max_listed")
+    __slots__ = ("delivered", "failed", "failed_total", "failures", "max_listed")
 
     def __init__(self, max_listed: int = MAX_LISTED_FAILURES) -> None:
         self.max_listed = max_listed
@@ -65,6 +65,8 @@ class Outcomes:
         self.delivered = 0
         #: records failed since the last :meth:`take`.
         self.failed = 0
+        #: records failed since the start (not reset by :meth:`take`).
+        self.failed_total = 0
         self.failures: List[FailedRecord] = []
 
     def fail(self, future: "asyncio.Future[RecordMetadata]", error: BaseException,
@@ -82,6 +84,7 @@ class Outcomes:
             return  # cancelled by its owner, who gave up on it
         future.set_exception(error)
         self.failed += 1
+        self.failed_total += 1
         if len(self.failures) < self.max_listed:
             self.failures.append(FailedRecord(topic, partition, future, error))
 

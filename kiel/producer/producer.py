@@ -36,6 +36,7 @@ from kiel.exc import (
     UnknownPartitionError,
     UnsupportedFeatureError,
 )
+from kiel.metrics import ProducerMetrics
 from kiel.producer.accumulator import RecordAccumulator
 from kiel.producer.admission import Admission, PreparedRecord
 from kiel.producer.outcomes import FlushResult, Outcomes
@@ -240,6 +241,28 @@ class Producer(Client):
     def pending_records(self) -> int:
         """Records produced and not yet acknowledged or failed (parked ones included)."""
         return self._accumulator.pending_records + len(self._parked)
+
+    def metrics(self) -> ProducerMetrics:
+        """What this producer sent, failed and holds, and its requests.
+
+        Cheap to call often (a snapshot of plain counters); see the metrics
+        guide for each field's meaning and :mod:`kiel.metrics_prometheus`
+        to export it.
+
+        Returns:
+            a :class:`~kiel.metrics.ProducerMetrics` snapshot.
+        """
+        sender = self._sender
+        return ProducerMetrics(
+            **self.cluster.metric_fields(),
+            records_out=sender.records_out,
+            bytes_out=sender.bytes_out,
+            batches_out=sender.batches_out,
+            records_failed=self._outcomes.failed_total,
+            errors=dict(sender.errors),
+            pending_records=self.pending_records,
+            pending_bytes=self.pending_bytes,
+        )
 
     def produce(
         self,

@@ -36,6 +36,7 @@ from kiel.exc import (
     UnknownTopicOrPartitionError,
     for_code,
 )
+from kiel.metrics import count_error
 from kiel.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, Taken
 from kiel.producer.outcomes import Outcomes
 from kiel.protocol import (
@@ -101,6 +102,13 @@ class Sender:
         self._force = False
         self._refreshing: Optional[asyncio.Task[None]] = None
         self._metadata_error: Optional[KielError] = None
+        # Counters for Producer.metrics(): one add per batch or partition.
+        #: Records acknowledged (written, with required_acks=0).
+        self.records_out = 0
+        #: Bytes of encoded batches sent, and the batches (retries included).
+        self.bytes_out = self.batches_out = 0
+        #: Errors sending batches, by class name (per partition and attempt).
+        self.errors: Dict[str, int] = {}
 
     # ------------------------------------------------------------------
     # when to drain
@@ -212,6 +220,7 @@ class Sender:
         except Exception as e:  # a bug: fail the records loudly rather than strand them
             log.exception("producer: unexpected error sending to broker %s", leader)
             for queue, batches in chunk:
+                count_error(self.errors, e)
                 queue.in_flight = False
                 self._fail(batches, e)
         else:
@@ -241,10 +250,13 @@ class Sender:
                                       accumulator.compresslevel) for batch in batches]
             except KielError as e:
                 queue.in_flight = False
+                count_error(self.errors, e)
                 self._fail(batches, e.with_context(topic=queue.tp.topic,
                                                    partition=queue.tp.partition))
                 continue
             data = parts[0] if len(parts) == 1 else b"".join(parts)
+            self.bytes_out += len(data)
+            self.batches_out += len(batches)
             topics.setdefault(queue.tp.topic, []).append(
                 ProducePartitionData(queue.tp.partition, data)
             )
@@ -273,10 +285,12 @@ class Sender:
             tp = queue.tp
             result = results.get(tp)
             if result is None:
-                self._fail(batches, ProtocolError(
+                error = ProtocolError(
                     "the ProduceResponse has no status for this partition",
                     topic=tp.topic, partition=tp.partition, broker_id=leader,
-                ))
+                )
+                count_error(self.errors, error)
+                self._fail(batches, error)
                 continue
             code, offset = result
             error_class = for_code(code)
@@ -299,6 +313,7 @@ class Sender:
         for batch in batches:
             futures = self._accumulator.complete(batch)
             outcomes.delivered += len(futures)
+            self.records_out += len(futures)
             if base < 0:
                 meta = _new_metadata(RecordMetadata, (topic, partition, -1))
                 for future in futures:
@@ -332,6 +347,7 @@ class Sender:
         """Put retriable batches back at the front of their partition (order
         kept) after a backoff; fail the others, and those out of retries."""
         error.with_context(topic=queue.tp.topic, partition=queue.tp.partition)
+        count_error(self.errors, error)
         if not error.retriable or self._closed():
             self._fail(batches, error)
             return
