@@ -238,10 +238,12 @@ class Fetcher:
         self, partitions: Optional[Iterable[TopicPartition]], max_records: Optional[int]
     ) -> Batches:
         """Decode what is about to be handed out, then :meth:`_collect` it."""
-        await self._decode_wanted(self.subscription.wanted(partitions), max_records)
+        await self._decode_wanted(partitions, max_records)
         return self._collect(self.subscription.wanted(partitions), max_records)
 
-    async def _decode_wanted(self, wanted: Set[TopicPartition], max_records: Optional[int]) -> None:
+    async def _decode_wanted(
+        self, partitions: Optional[Iterable[TopicPartition]], max_records: Optional[int]
+    ) -> None:
         """Decode raw answers of ``wanted`` until about ``max_records`` records are buffered.
 
         Strategy: records come to life only here, right before they are
@@ -254,11 +256,14 @@ class Fetcher:
         # itself: the decoder's step clock runs across its calls and hands
         # the loop back once a budget is spent.
         await self.decoder.breathe()
+        # What is wanted is read after the yield: a rebalance may have
+        # unassigned partitions meanwhile.
+        wanted = self.subscription.wanted(partitions)
         pending = self.subscription.to_decode(wanted)
         if not pending:
             return
         want = max_records or DECODE_RECORDS
-        have = sum(len(st.buffer) for st in (self.subscription.state(tp) for tp in wanted))
+        have = self.subscription.buffered(wanted)
         turn = self._decode_turn % len(pending)
         self._decode_turn += 1
         for st in pending[turn:] + pending[:turn]:

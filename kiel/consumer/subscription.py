@@ -361,9 +361,14 @@ class Subscription:
         parts = self._parts
         fetching = Status.FETCHING
         return [
-            st for st in (parts[tp] for tp in sorted(wanted))
-            if st.raw is not None and not st.buffer and st.status is fetching
+            st for st in (parts.get(tp) for tp in sorted(wanted))
+            if st is not None and st.raw is not None and not st.buffer and st.status is fetching
         ]
+
+    def buffered(self, wanted: Iterable[TopicPartition]) -> int:
+        """Decoded records not handed out yet, in the assigned partitions of ``wanted``."""
+        parts = self._parts
+        return sum(len(st.buffer) for st in (parts.get(tp) for tp in wanted) if st is not None)
 
     def held(self) -> Tuple[int, int]:
         """What the consumer holds: ``(raw bytes, decoded records)``, all partitions."""
