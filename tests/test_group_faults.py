@@ -17,7 +17,7 @@ from typing import Any, List, Set, Tuple
 import pytest
 
 from kiel.consumer import GroupedConsumer
-from kiel.exc import GroupError, UnknownPartitionError
+from kiel.exc import ConfigError, GroupError, UnknownPartitionError, ZooKeeperError
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember
@@ -97,6 +97,47 @@ def test_close_during_a_zookeeper_blackout_returns_within_leave_timeout(
             assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
     run(main())
+
+
+def test_connect_during_a_zookeeper_outage_fails_typed_and_can_be_retried(
+    kafka_cluster: Any, topic_factory: Any, fault_proxy: Any
+) -> None:
+    """A member started while ZooKeeper is unreachable (an application
+    restarted during an outage) gets a ZooKeeperError after
+    ``zk_connect_timeout``, holds no kazoo threads, and the same consumer
+    joins once ZooKeeper is back: what a supervisor's retry loop does. Found
+    by the randomized fault suite (seed 882290), where a replacement member
+    started during a server restart plus a blackout."""
+    topic = topic_factory(partitions=2)
+    group = unique("g")
+    proxy = fault_proxy(zk_target(kafka_cluster))
+
+    async def main() -> None:
+        before = kazoo_threads()
+        proxy.blackout()
+        c = grouped(kafka_cluster, proxied_hosts(kafka_cluster, proxy), group, [topic],
+                    zk_connect_timeout=1.0)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(ZooKeeperError, match="within 1.0s"):
+            await c.connect()
+        took = loop.time() - started
+        assert took < 1.0 + 15.0, f"connect() waited {took:.1f} s past zk_connect_timeout"
+        assert kazoo_threads() <= before, "a failed connect() left kazoo threads running"
+        proxy.restore()
+        await c.connect()
+        try:
+            assert c.assignment() == [TP(topic, 0), TP(topic, 1)]
+        finally:
+            await c.close()
+        assert kazoo_threads() <= before, "kazoo threads still running after close()"
+
+    run(main())
+
+
+def test_zk_connect_timeout_is_checked(kafka_cluster: Any) -> None:
+    with pytest.raises(ConfigError, match="zk_connect_timeout"):
+        grouped(kafka_cluster, kafka_cluster.zookeeper, "g", ["t"], zk_connect_timeout=0)
 
 
 async def new_group(hosts: str, partitions: int) -> Tuple[ZooKeeper, str, str]:

@@ -118,6 +118,9 @@ class GroupedConsumer(_BaseConsumer):
         zk_max_retry_delay: the longest pause, seconds, between attempts to
             reconnect to ZooKeeper (exponential backoff up to it), so the
             member is back soon after a long outage ends.
+        zk_connect_timeout: seconds :meth:`connect` waits for the first
+            ZooKeeper connection before it raises :class:`ZooKeeperError`
+            (the consumer can then be connected again, or closed).
         zk_auth: ``"user:password"``: digest-authenticate, and create this
             group's znodes with ACLs that let only that identity change them
             (anyone may read them, so 0.8 tools still see the group).
@@ -172,6 +175,7 @@ class GroupedConsumer(_BaseConsumer):
         zk_session_timeout: float = 10.0,
         zk_chroot: Optional[str] = None,
         zk_max_retry_delay: float = 5.0,
+        zk_connect_timeout: float = 15.0,
         zk_auth: Optional[str] = None,
         member_id: Optional[str] = None,
         capacity: float = 1.0,
@@ -186,12 +190,15 @@ class GroupedConsumer(_BaseConsumer):
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
                              acquire_timeout, zk_session_timeout, leave_timeout,
                              zk_max_retry_delay, listener_timeout)
+        if not isinstance(zk_connect_timeout, (int, float)) or zk_connect_timeout <= 0:
+            raise ConfigError(f"zk_connect_timeout must be seconds > 0, got {zk_connect_timeout!r}")
         super().__init__(brokers, **options)
         self.group = group
         self.zk_hosts = zk_hosts
         self.zk_session_timeout = zk_session_timeout
         self.zk_chroot = zk_chroot
         self.zk_max_retry_delay = zk_max_retry_delay
+        self.zk_connect_timeout = zk_connect_timeout
         self.zk_auth = zk_auth
         self.member_id = member_id
         self.capacity = capacity
@@ -284,8 +291,15 @@ class GroupedConsumer(_BaseConsumer):
             chroot=self.zk_chroot,
             auth=self.zk_auth,
             max_retry_delay=self.zk_max_retry_delay,
+            connect_timeout=self.zk_connect_timeout,
         )
-        await self.zk.start()
+        try:
+            await self.zk.start()
+        except BaseException:
+            # start() freed kazoo's threads; nothing is left to stop, and a
+            # later connect() makes a fresh session.
+            self.zk = None
+            raise
         try:
             await self._offsets.coordinator()
             self.member = GroupMember(

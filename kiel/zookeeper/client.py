@@ -151,16 +151,28 @@ class ZooKeeper:
     async def start(self) -> None:
         """Connect and authenticate (off the loop).
 
+        On failure kazoo's threads are freed before the error is raised.
+
         Raises:
             ZooKeeperError: not connected within ``connect_timeout``.
         """
         try:
             await self.bridge.run_blocking(self.client.start, self.connect_timeout)
         except KazooTimeoutError as e:
-            await self.bridge.run_blocking(self.client.stop)
+            await self._abandon()
             raise ZooKeeperError(
                 f"cannot reach ZooKeeper at {self.hosts} within {self.connect_timeout}s"
             ) from e
+        except BaseException:
+            await self._abandon()
+            raise
+
+    async def _abandon(self) -> None:
+        # kazoo keeps trying to connect after start() gave up: stop that
+        # attempt and free its threads (a client that never connected has
+        # nothing to tell the server).
+        await self.bridge.run_blocking(self.client.stop)
+        await self.bridge.run_blocking(self.client.close)
 
     async def stop(self) -> None:
         """Close the session (ephemeral znodes go at once) and free kazoo's threads.

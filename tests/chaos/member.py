@@ -55,7 +55,7 @@ import time
 from typing import Any, Dict, List, Optional, Set
 
 from kiel.consumer import GroupedConsumer
-from kiel.exc import ClientClosedError, HarnessError, KielError
+from kiel.exc import ClientClosedError, HarnessError, KielError, ZooKeeperError
 from kiel.structs import TopicPartition
 from kiel.testing.zookeeper.session import expire_session
 
@@ -219,9 +219,24 @@ class Member:
             stacks.append(f"{task.get_name()}: " + " > ".join(where))
         emit("tasks", stacks=stacks)
 
+    async def connect(self) -> None:
+        """connect(), tried again while ZooKeeper is unreachable, as a supervisor would.
+
+        A replacement started during a server restart or a blackout gets a
+        ZooKeeperError after zk_connect_timeout: that is the bound doing its
+        job, not a fault. The harness bounds the whole join (JOIN_BOUND).
+        """
+        while True:
+            try:
+                await self.consumer.connect()
+                return
+            except ZooKeeperError as e:
+                emit("connect_failed", type=type(e).__name__, msg=str(e)[:300])
+                await asyncio.sleep(0.5)
+
     async def run(self) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, self.dump_tasks)
-        await self.consumer.connect()
+        await self.connect()
         emit("ready", member=self.config["member_id"])
         sampler = asyncio.ensure_future(self.sample_loop())
         consuming = asyncio.ensure_future(self.consume_loop())
