@@ -17,7 +17,13 @@ from typing import Any, List, Set, Tuple
 import pytest
 
 from kiel.consumer import GroupedConsumer
-from kiel.exc import ConfigError, GroupError, UnknownPartitionError, ZooKeeperError
+from kiel.exc import (
+    ConfigError,
+    GroupError,
+    NotCoordinatorForConsumerError,
+    UnknownPartitionError,
+    ZooKeeperError,
+)
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember
@@ -230,6 +236,124 @@ def test_register_takes_the_current_sessions_own_node_as_done(zookeeper: Any) ->
             b = GroupMember(zk, group, [topic], member_id="b", acquire_timeout=0.5)
             with pytest.raises(GroupError):
                 await asyncio.wait_for(b._register(), 10)
+
+    run(main())
+
+
+def test_a_second_expiry_during_a_rejoin_starts_no_second_rejoin(zookeeper: Any) -> None:
+    """The connection flaps while a member re-registers after an expiry:
+    the running rejoin carries on under the newest session, and no second
+    one registers beside it (two would race their creates and deletes of
+    the member's own node)."""
+
+    async def main() -> None:
+        async with Sessions() as sessions:
+            admin, topic, group = await new_group(zookeeper.hosts, 4)
+            sessions.opened.append(admin)
+            log: List[Any] = []
+            zk = await sessions.start(zookeeper.hosts, session_timeout=6.0)
+            member = GroupMember(zk, group, [topic], hooks=RecordingHooks("a", log),
+                                 member_id="a", acquire_timeout=2.0)
+            await member.join(timeout=30)
+            # Registered after the member's own listener: when this one sees
+            # a state, the member has handled it.
+            states: List[Tuple[str, Any]] = []
+            zk.add_state_listener(lambda s: states.append((s, zk.session_id)))
+            register = member._register
+            calls, inflight, most = 0, 0, 0
+            held, release = asyncio.Event(), asyncio.Event()
+
+            async def counted_register() -> None:
+                # Instrumentation only: the real registration runs, the
+                # first one after the server has expired the session twice.
+                nonlocal calls, inflight, most
+                calls += 1
+                inflight += 1
+                most = max(most, inflight)
+                try:
+                    if calls == 1:
+                        held.set()
+                        await release.wait()
+                    await register()
+                finally:
+                    inflight -= 1
+
+            member._register = counted_register  # type: ignore[method-assign]
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, zookeeper.expire_session, zk.client)
+            await asyncio.wait_for(held.wait(), 30)
+            second = zk.session_id
+            await loop.run_in_executor(None, zookeeper.expire_session, zk.client)
+            await until(lambda: any(s == "CONNECTED" and sid not in (None, second)
+                                    for s, sid in states[-1:]), timeout=30,
+                        what="connected under a third session")
+            rejoins = [t for t in asyncio.all_tasks()
+                       if t.get_name().endswith(":rejoin") and not t.done()]
+            assert len(rejoins) == 1, f"{len(rejoins)} rejoins running"
+            release.set()
+            await until(lambda: member._session == zk.session_id, timeout=30,
+                        what="registered under the current session")
+            await converge([member], timeout=30)
+            assert most == 1, f"{most} registrations ran at once"
+            assert member.owned == {TP(topic, p) for p in range(4)}
+            ids = await admin.get_children(f"/consumers/{group}/ids")
+            assert ids == ["a"]
+            stat = await admin.exists(f"/consumers/{group}/ids/a")
+            assert stat is not None and stat.ephemeralOwner == zk.session_id
+            await member.leave()
+
+    run(main())
+
+
+def test_a_commit_that_fails_on_revoke_is_raised_and_the_next_owner_delivers_again(
+    kafka_cluster: Any, topic_factory: Any
+) -> None:
+    """The coordinator refuses every commit while a revocation runs: the
+    partition is still handed over (holding on would stall the group), the
+    failure reaches the application's next consume() as a typed error, and
+    the next owner starts from the last commit that landed: duplicates,
+    never loss."""
+    from tests.test_grouped import drain, produce
+
+    topic = topic_factory(partitions=2)
+    group = unique("g")
+    hosts = kafka_cluster.zookeeper
+
+    async def main() -> None:
+        for p in (0, 1):
+            await produce(kafka_cluster, topic, [b"a%d" % i for i in range(5)], partition=p)
+        a = grouped(kafka_cluster, hosts, group, [topic], member_id="a",
+                    commit_interval=None, retries=2, retry_backoff=0.05)
+        await a.connect()
+        seen: dict = {}
+        await drain([a], 10, seen)
+        await a.consume()  # finishes the ten
+        await a.commit()
+        assert [kafka_cluster.committed_offset(group, topic, p) for p in (0, 1)] == [5, 5]
+        for p in (0, 1):
+            await produce(kafka_cluster, topic, [b"b%d" % i for i in range(5)], partition=p)
+        await drain([a], 20, seen)
+        await a.consume()  # finishes all twenty, commits none of the second five
+        kafka_cluster.inject_error("OffsetCommit", 16, count=None)
+        b = grouped(kafka_cluster, hosts, group, [topic], member_id="b", commit_interval=None)
+        try:
+            # b's first allocation needs a's release: it must come although
+            # a's commit on revocation fails.
+            await asyncio.wait_for(b.connect(), 60)
+            moved = b.assignment()
+            assert len(moved) == 1 and a.assignment() == [TP(topic, 1 - moved[0].partition)]
+            with pytest.raises(NotCoordinatorForConsumerError):
+                for _ in range(50):
+                    await a.consume()
+            assert kafka_cluster.committed_offset(group, topic, moved[0].partition) == 5
+            kafka_cluster.clear_faults()
+            again: dict = {}
+            await drain([b], 5, again)
+            assert sorted(again) == [(topic, moved[0].partition, o) for o in range(5, 10)]
+        finally:
+            kafka_cluster.clear_faults()
+            await b.close()
+            await a.close()
 
     run(main())
 
