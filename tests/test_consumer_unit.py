@@ -594,3 +594,19 @@ def test_a_partition_unassigned_while_a_round_yielded_is_skipped_not_a_key_error
     subscription.unassign(other)
     assert subscription.to_decode(wanted) == [subscription.state(TP)]
     assert subscription.buffered(wanted) == 0
+
+
+def test_background_errors_kept_for_the_application_are_bounded() -> None:
+    from kiel.consumer.base import MAX_PENDING_ERRORS
+
+    consumer = SingleConsumer("127.0.0.1:1")
+    for i in range(MAX_PENDING_ERRORS + 5):
+        consumer._errors.append(ConfigError(str(i)))
+    raised = []
+    for _ in range(MAX_PENDING_ERRORS):
+        with pytest.raises(ConfigError) as e:
+            consumer._raise_pending()
+        raised.append(int(str(e.value)))
+    consumer._raise_pending()  # nothing left: no error
+    # The newest are kept, in the order they happened.
+    assert raised == list(range(5, MAX_PENDING_ERRORS + 5))

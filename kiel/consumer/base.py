@@ -14,11 +14,13 @@ after the last record ``consume()`` returned or ``stream()`` yielded.
 Records fetched ahead and not handed out yet do not count.
 """
 
+import collections
 from typing import (
     Any,
     AsyncIterator,
     Awaitable,
     Callable,
+    Deque,
     Dict,
     Iterable,
     List,
@@ -68,6 +70,9 @@ def topic_list(topics: Topics) -> List[str]:
         raise ConfigError(f"topics must be a name or a list of names, got {topics!r}")
     return names
 
+
+#: Background errors kept for the application's next consume() (see ``_errors``).
+MAX_PENDING_ERRORS = 16
 
 #: The longest ``max_wait_time`` accepted, seconds. Brokers hold a fetch this
 #: long only while nothing arrives; longer waits are almost always a
@@ -279,8 +284,10 @@ class _BaseConsumer(Client):
         self._tasks = Tasks(f"kiel-{type(self).__name__}")
         #: Records lent to stream() loops and not yielded yet, per partition.
         self._loans: Dict[TopicPartition, _Loan] = {}
-        #: Errors met in the background, raised by the next consume().
-        self._errors: List[BaseException] = []
+        #: Errors met in the background, raised by the next consume(). Each
+        #: was logged when it happened; an application that does not call
+        #: consume() for a while gets the newest MAX_PENDING_ERRORS.
+        self._errors: Deque[BaseException] = collections.deque(maxlen=MAX_PENDING_ERRORS)
         self._closing = False
 
     # ------------------------------------------------------------------
@@ -511,7 +518,7 @@ class _BaseConsumer(Client):
     def _raise_pending(self) -> None:
         """Raise the first error kept for the application (once)."""
         if self._errors:
-            raise self._errors.pop(0)
+            raise self._errors.popleft()
 
     async def _leave(self) -> None:
         """What a consumer does first when it closes (a hook for subclasses)."""

@@ -108,7 +108,7 @@ class Commits:
         self,
         offsets: GroupOffsets,
         tasks: Tasks,
-        errors: List[BaseException],
+        errors: Deque[BaseException],
         *,
         metadata: str = "",
         every: Optional[int] = None,

@@ -7,7 +7,7 @@ the grouped consumer's ZooKeeper machinery.
 import asyncio
 import inspect
 import logging
-from typing import Any, List, Optional, Sequence
+from typing import Any, Deque, List, Optional, Sequence
 
 from kiel.exc import GroupError
 from kiel.structs import TopicPartition
@@ -55,7 +55,7 @@ async def call_listener(
     listener: Any,
     name: str,
     tps: Sequence[TopicPartition],
-    errors: List[BaseException],
+    errors: Deque[BaseException],
     timeout: Optional[float] = None,
 ) -> None:
     """Call ``listener.<name>(tps)`` if it has that method, awaiting an ``async`` one.
