@@ -18,6 +18,7 @@ import logging
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
+import aiokafka
 import confluent_kafka
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
@@ -617,6 +618,63 @@ def test_kiel_reads_what_confluent_kafka_writes(tansu_broker: Any) -> None:
     assert producer.flush(30) == 0
 
     async def main() -> List[Record]:
+        async with SingleConsumer(tansu_broker.bootstrap, max_wait_time=0.2) as consumer:
+            return await consume_n(consumer, topic, 20)
+
+    records = run(main())
+    assert [(r.offset, r.key, r.value, r.timestamp, r.timestamp_type, r.headers)
+            for r in records] == [
+        (i, b"k%d" % i, b"v%d" % i, TS + i, 0, (("i", b"%d" % i),)) for i in range(20)]
+
+
+@pytest.mark.interop
+def test_aiokafka_reads_what_kiel_writes(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("kiel-to-aio"), 2)
+    sent = [(i % 2, None if i % 4 == 0 else b"k%d" % i, b"value %d" % i, TS + 3 * i,
+             [("n", b"%d" % i)] if i % 3 else []) for i in range(30)]
+
+    async def main() -> List[Tuple[Any, ...]]:
+        async with Producer(tansu_broker.bootstrap, compression="lz4", linger=0.01) as producer:
+            await asyncio.gather(*(producer.produce(topic, value, key=key, partition=p,
+                                                    timestamp=ts, headers=headers)
+                                   for p, key, value, ts, headers in sent))
+        consumer = aiokafka.AIOKafkaConsumer(bootstrap_servers=tansu_broker.bootstrap,
+                                             auto_offset_reset="earliest",
+                                             enable_auto_commit=False)
+        await consumer.start()
+        got: List[Tuple[Any, ...]] = []
+        try:
+            consumer.assign([aiokafka.TopicPartition(topic, 0), aiokafka.TopicPartition(topic, 1)])
+            deadline = time.monotonic() + 30
+            while len(got) < len(sent) and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=500)
+                for messages in batches.values():
+                    got.extend((m.partition, m.key, m.value, m.timestamp, m.timestamp_type,
+                                list(m.headers)) for m in messages)
+        finally:
+            await consumer.stop()
+        return got
+
+    got = run(main())
+    assert sorted(got, key=repr) == sorted(
+        [(p, k, v, ts, 0, h) for p, k, v, ts, h in sent], key=repr)
+
+
+@pytest.mark.interop
+def test_kiel_reads_what_aiokafka_writes(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("aio-to-kiel"), 1)
+
+    async def main() -> List[Record]:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=tansu_broker.bootstrap,
+                                             linger_ms=10, compression_type="gzip")
+        await producer.start()
+        try:
+            sends = [await producer.send(topic, key=b"k%d" % i, value=b"v%d" % i, partition=0,
+                                         timestamp_ms=TS + i, headers=[("i", b"%d" % i)])
+                     for i in range(20)]
+            await asyncio.gather(*sends)
+        finally:
+            await producer.stop()
         async with SingleConsumer(tansu_broker.bootstrap, max_wait_time=0.2) as consumer:
             return await consume_n(consumer, topic, 20)
 
