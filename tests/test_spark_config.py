@@ -13,7 +13,6 @@ import time
 import pyarrow as pa
 import pytest
 
-from kiel.exc import LocalProtocolError
 from kiel.spark.datasource import (
     SCHEMA,
     SCHEMA_WITH_HEADERS,
@@ -66,14 +65,37 @@ def test_schema_is_sparks():
 
 def test_row_adapter():
     rows = [{"topic": "column", "value": b"a", "headers": None},
-            {"topic": None, "value": b"b", "headers": []}]
+            {"topic": None, "value": b"b", "headers": [("k", b"v")]}]
     same = iter(rows)
-    assert RowAdapter(None, False)(same) is same
+    assert RowAdapter(None, True)(same) is same  # headers go to the producer as they are
     # The topic option overrides the column (Spark's sink rule).
     assert [r["topic"] for r in RowAdapter("option", True)(iter(rows))] == ["option", "option"]
-    assert [r["topic"] for r in RowAdapter(None, True)(iter(rows))] == ["column", None]
-    with pytest.raises(LocalProtocolError, match="cannot carry headers"):
-        list(RowAdapter(None, True)(iter([{"value": b"c", "headers": [("k", b"v")]}])))
+
+
+def test_arrow_rows_carry_headers_and_timestamp_types():
+    records = [
+        Record("t", 0, 0, None, b"a", 1_700_000_000_000, 0, (("h", b"1"), ("e", None))),
+        Record("t", 0, 1, b"k", b"b", 1_700_000_000_001, 1, ()),
+        Record("t", 0, 2, None, b"c", None),  # a 0.8 message in the same answer
+    ]
+    batch = to_arrow(records, headers=True).to_pydict()
+    assert batch["timestampType"] == [0, 1, -1]
+    assert [None if t is None else int(t.timestamp() * 1000) for t in batch["timestamp"]] \
+        == [1_700_000_000_000, 1_700_000_000_001, None]
+    # No headers is null, as in Spark's source; headers keep their order.
+    assert batch["headers"] == [[{"key": "h", "value": b"1"}, {"key": "e", "value": None}],
+                                None, None]
+
+
+def test_sink_rows_take_sparks_headers_column():
+    from kiel.exc import ConfigError
+    from kiel.spark.kafka import _headers
+
+    assert _headers(None) is None and _headers([]) is None
+    assert _headers([{"key": "a", "value": b"1"}, ("b", "two"), {"key": "c", "value": None}]) \
+        == [("a", b"1"), ("b", b"two"), ("c", None)]
+    with pytest.raises(ConfigError, match="header key"):
+        _headers([{"key": 3, "value": b"x"}])
 
 
 def test_trigger_gate():
@@ -203,7 +225,8 @@ def test_batch_write_with_sparks_options(spark, kafka_cluster, topic_factory):  
                                        "subscribe": other}).load()
     assert copied.count() == len(data)
     assert read.count() == len(data)  # nothing went to the column's topic
-    with pytest.raises(Exception, match="cannot carry headers"):
+    # A 0.8 broker cannot store headers: the task fails, nothing is lost silently.
+    with pytest.raises(Exception, match="UnsupportedFeatureError|Produce v3"):
         (spark.createDataFrame([("v", [("h", b"x")])],
                                "value string, headers array<struct<key:string,value:binary>>")
          .write.format("kiel").option("kafka.bootstrap.servers", kafka_cluster.bootstrap)
@@ -339,3 +362,54 @@ def test_min_offsets_per_trigger_batches(spark, kafka_cluster, topic_factory,  #
     finally:
         q.stop()
     assert q.exception() is None
+
+
+def test_on_a_current_broker_headers_and_timestamps_round_trip(spark, tansu_broker):  # noqa: F811
+    """On a broker with record batches (Tansu), a read fills ``timestamp``,
+    ``timestampType`` and ``headers``, and a write stores a ``headers``
+    column: Spark's Kafka source and sink, unchanged but for the format."""
+    import asyncio
+
+    from kiel.consumer import SingleConsumer
+    from kiel.producer import Producer
+    from tests.conftest import unique
+
+    topic = tansu_broker.create_topic(unique("spark-h"), 1)
+    copy = tansu_broker.create_topic(unique("spark-h-copy"), 1)
+    base = 1_700_000_000_000
+
+    async def write() -> None:
+        # One record per batch: Tansu answers ListOffsets LATEST with the
+        # last batch's base offset + 1 (see "Broker quirks" in the guide),
+        # which "latest" would otherwise take for the end.
+        async with Producer(tansu_broker.bootstrap) as producer:
+            for i in range(6):
+                await producer.produce(topic, b"v%d" % i, key=b"k%d" % i, timestamp=base + i,
+                                       headers=[("i", b"%d" % i)] if i % 2 else None)
+
+    asyncio.run(write())
+    options = {"kafka.bootstrap.servers": tansu_broker.bootstrap, "subscribe": topic,
+               "includeHeaders": "true", "startingOffsets": "earliest"}
+    df = kafka_format(spark.read, options).load()
+    rows = sorted(df.collect(), key=lambda r: r.offset)
+    assert [(r.offset, bytes(r.value), int(r.timestamp.timestamp() * 1000), r.timestampType)
+            for r in rows] == [(i, b"v%d" % i, base + i, 0) for i in range(6)]
+    assert [None if r.headers is None else [(h.key, bytes(h.value)) for h in r.headers]
+            for r in rows] == [[("i", b"%d" % i)] if i % 2 else None for i in range(6)]
+
+    (kafka_format(df.select("key", "value", "headers").write,
+                  {"kafka.bootstrap.servers": tansu_broker.bootstrap, "topic": copy})
+     .mode("append").save())
+
+    async def read() -> list:
+        async with SingleConsumer(tansu_broker.bootstrap, max_wait_time=0.2) as consumer:
+            got: list = []
+            async for record in consumer.stream(copy, start=SingleConsumer.BEGINNING):
+                got.append(record)
+                if len(got) == 6:
+                    return got
+        return got
+
+    copied = asyncio.run(asyncio.wait_for(read(), 60))
+    assert [(r.key, r.value, r.headers) for r in copied] == [
+        (b"k%d" % i, b"v%d" % i, (("i", b"%d" % i),) if i % 2 else ()) for i in range(6)]

@@ -50,7 +50,7 @@ from pyspark.sql.types import (
 )
 
 from kiel.consumer.offsets import list_offsets
-from kiel.exc import ConfigError, LocalProtocolError
+from kiel.exc import ConfigError
 from kiel.spark import kafka
 from kiel.spark.kafka import Range
 from kiel.spark.options import (
@@ -210,9 +210,11 @@ class RowAdapter:
     Args:
         topic: the ``topic`` option when the rows also have a ``topic``
             column: the option wins, as in Spark's sink (None: nothing to do).
-        headers: the rows have a ``headers`` column: a 0.8 message cannot
-            carry headers, so a row with any fails the task rather than
-            losing them.
+        headers: the rows have a ``headers`` column. Its headers are
+            produced with the record: a broker that speaks Produce v3
+            (Kafka 0.11+) stores them; a 0.8 broker cannot, and the task
+            fails with :class:`~kiel.exc.UnsupportedFeatureError` rather
+            than losing them.
     """
 
     def __init__(self, topic: Optional[str], headers: bool) -> None:
@@ -220,25 +222,15 @@ class RowAdapter:
         self.headers = headers
 
     def __call__(self, rows: Iterator[Any]) -> Iterator[Any]:
-        """The rows, ready for :func:`kiel.spark.kafka.write_rows`.
-
-        Raises:
-            LocalProtocolError: a row has headers.
-        """
-        if self.topic is None and not self.headers:
+        """The rows, ready for :func:`kiel.spark.kafka.write_rows`."""
+        if self.topic is None:
             return rows
         return self._adapt(rows)
 
     def _adapt(self, rows: Iterator[Any]) -> Iterator[Any]:
         for row in rows:
             fields = row.asDict() if hasattr(row, "asDict") else dict(row)
-            if self.headers and fields.get("headers"):
-                raise LocalProtocolError(
-                    f"a row has {len(fields['headers'])} header(s): Kafka 0.8 messages "
-                    "(magic 0) cannot carry headers; drop or empty the headers column"
-                )
-            if self.topic is not None:
-                fields["topic"] = self.topic
+            fields["topic"] = self.topic
             yield fields
 
 
@@ -269,7 +261,8 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
 
 def to_arrow(records: Sequence[Record], headers: bool = False) -> pa.RecordBatch:
     """Records of one partition as an Arrow batch of :data:`SCHEMA` (with
-    ``headers``: of :data:`SCHEMA_WITH_HEADERS`, the headers all null)."""
+    ``headers``: of :data:`SCHEMA_WITH_HEADERS`; a record without headers,
+    such as every 0.8 message, has null there, as in Spark's own source)."""
     # Strategy: columns that are constant in a partition's batch (topic,
     # partition, and on 0.8 the null timestamps, keys and headers) are built
     # without touching each record; only values, offsets and non-null keys are lists.
@@ -289,7 +282,9 @@ def to_arrow(records: Sequence[Record], headers: bool = False) -> pa.RecordBatch
             [None if s is None or s < 0 else s * 1000 for s in stamps],
             pa.timestamp("us", tz="UTC"),
         )
-        type_array = pa.array([-1 if s is None or s < 0 else 0 for s in stamps], pa.int32())
+        # 0: CreateTime, 1: LogAppendTime (the broker's clock), as Spark shows them.
+        type_array = pa.array([-1 if s is None or s < 0 else (r[6] or 0)
+                               for s, r in zip(stamps, records)], pa.int32())
     columns = [
         key_array,
         values,
@@ -300,7 +295,14 @@ def to_arrow(records: Sequence[Record], headers: bool = False) -> pa.RecordBatch
         type_array,
     ]
     if headers:
-        columns.append(pa.nulls(n, _ARROW_HEADERS))
+        pairs = [r[7] for r in records]
+        if any(pairs):
+            columns.append(pa.array(
+                [[{"key": k, "value": v} for k, v in h] if h else None for h in pairs],
+                _ARROW_HEADERS,
+            ))
+        else:
+            columns.append(pa.nulls(n, _ARROW_HEADERS))
     return pa.RecordBatch.from_arrays(
         columns, schema=_ARROW_SCHEMA_WITH_HEADERS if headers else _ARROW_SCHEMA
     )

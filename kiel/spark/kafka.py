@@ -376,10 +376,33 @@ def _bytes(value: Any, column: str) -> Optional[bytes]:
     raise ConfigError(f"column {column} must be binary or string, got {type(value).__name__}")
 
 
+_Headers = Optional[List[Tuple[str, Optional[bytes]]]]
+#: A row as the sink produces it: topic, key, value, partition, headers.
+_Row = Tuple[str, Optional[bytes], Optional[bytes], Optional[int], _Headers]
+
+
+def _headers(column: Any) -> _Headers:
+    """Spark's ``headers`` column (``array<struct<key,value>>``) as kiel's pairs.
+
+    Raises:
+        ConfigError: a header is not a (string key, binary value) pair.
+    """
+    if not column:
+        return None
+    pairs = []
+    for header in column:
+        fields = header.asDict() if hasattr(header, "asDict") else header
+        key, value = (fields["key"], fields["value"]) if isinstance(fields, dict) else fields
+        if not isinstance(key, str):
+            raise ConfigError(f"a header key must be a string, got {key!r}")
+        pairs.append((key, _bytes(value, "header value")))
+    return pairs
+
+
 def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> int:
-    """Produce rows (``value``, optional ``key``, ``topic``, ``partition``
-    fields) through one kiel :class:`~kiel.producer.Producer`, and
-    wait until every record is acknowledged.
+    """Produce rows (``value``, optional ``key``, ``topic``, ``partition``,
+    ``headers`` fields) through one kiel :class:`~kiel.producer.Producer`,
+    and wait until every record is acknowledged.
 
     Returns:
         how many records were written.
@@ -399,13 +422,13 @@ def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> 
         loop.run_until_complete(producer.connect())
         futures: List[asyncio.Future[Any]] = []
 
-        async def send(batch: List[Tuple[str, Optional[bytes], Optional[bytes], Optional[int]]],
-                       ) -> None:
+        async def send(batch: List[_Row]) -> None:
             assert producer is not None
-            for topic, key, value, partition in batch:
-                futures.append(await producer.enqueue(topic, value, key=key, partition=partition))
+            for topic, key, value, partition, headers in batch:
+                futures.append(await producer.enqueue(topic, value, key=key, partition=partition,
+                                                      headers=headers))
 
-        pending: List[Tuple[str, Optional[bytes], Optional[bytes], Optional[int]]] = []
+        pending: List[_Row] = []
         for row in rows:
             fields = row.asDict() if hasattr(row, "asDict") else dict(row)
             topic = fields.get("topic") or options.topic
@@ -417,6 +440,7 @@ def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> 
                 _bytes(fields.get("key"), "key"),
                 _bytes(fields.get("value"), "value"),
                 None if partition is None else int(partition),
+                _headers(fields.get("headers")),
             ))
             if len(pending) >= chunk:
                 loop.run_until_complete(send(pending))
