@@ -459,6 +459,29 @@ class Cluster:
                 self.partitions.pop(topic.topic, None)
         self._metadata_time = IOLoop.current().time()
 
+    async def all_topics(self) -> Dict[str, int]:
+        """Every topic of the cluster and its partition count (one Metadata
+        request for all topics, retried; the answer also refreshes what this
+        cluster knows).
+
+        Raises:
+            NoBrokersError: no broker answered within the retries.
+            ClientClosedError: the cluster is closed.
+        """
+        self._check_open()
+        async for attempt in self._attempts():
+            try:
+                response: MetadataResponse = await self.send_any(
+                    functools.partial(_metadata_request, topics=[])
+                )
+            except NoBrokersError as e:
+                attempt.failed(e)
+                continue
+            self._apply(response)
+            return {t.topic: len(t.partitions) for t in response.topics
+                    if t.partitions and not t.error_code}
+        raise AssertionError("attempts() ended without success or error")  # pragma: no cover
+
     async def maybe_refresh(self) -> None:
         """Refresh if the metadata is older than ``metadata_max_age``."""
         if self.metadata_age > self.metadata_max_age:

@@ -685,6 +685,75 @@ def test_kiel_reads_what_aiokafka_writes(tansu_broker: Any) -> None:
 
 
 # --------------------------------------------------------------------------
+# The grouped consumer on a current broker: a ZooKeeper only for the group
+
+
+@pytest.mark.zookeeper
+def test_grouped_consumer_on_tansu_with_a_zookeeper_only_for_the_group(
+    tansu_broker: Any, zookeeper: Any
+) -> None:
+    """No broker registers in the group's ZooKeeper: the members take the
+    partition counts from the brokers' metadata, split them, hand them over
+    when a member joins, and commit with OffsetCommit v2 (a standalone
+    member), read back with OffsetFetch v1 from the broker's storage."""
+    from kiel.consumer import GroupedConsumer
+    from kiel.consumer.offsets import GroupOffsets
+
+    topic = tansu_broker.create_topic(unique("grouped"), 4)
+    group = unique("g")
+    hosts = f"{zookeeper.hosts}/{unique('kiel-groups')}"
+
+    def member(name: str) -> GroupedConsumer:
+        return GroupedConsumer(tansu_broker.bootstrap, group, hosts, topics=[topic],
+                               member_id=name, max_wait_time=0.2, commit_interval=None,
+                               zk_session_timeout=6.0)
+
+    async def main() -> None:
+        async with producer_for(Target("tansu", tansu_broker.bootstrap, lambda *a: None)) as p:
+            for i in range(40):
+                await p.produce(topic, b"m%d" % i, partition=i % 4)
+        seen: Dict[Tuple[int, int], int] = {}
+
+        async def take(c: GroupedConsumer, until_total: int) -> None:
+            deadline = time.monotonic() + 30
+            while len(seen) < until_total and time.monotonic() < deadline:
+                for r in await c.consume():
+                    seen[(r.partition, r.offset)] = seen.get((r.partition, r.offset), 0) + 1
+
+        a = member("a")
+        await a.connect()
+        assert a.member is not None and not a.member.topics_from_zookeeper
+        assert a.assignment() == [TopicPartition(topic, p) for p in range(4)]
+        await take(a, 20)
+        await a.consume()  # finishes what the last call returned
+        await a.commit()
+        b = member("b")
+        try:
+            await asyncio.gather(b.connect(), take(a, 40))
+            await until(lambda: len(a.assignment()) == 2 == len(b.assignment()), timeout=30,
+                        what="two partitions each")
+            await asyncio.gather(take(a, 40), take(b, 40))
+            assert sorted(seen) == sorted((p, o) for p in range(4) for o in range(10))
+        finally:
+            await b.close()
+            await a.close()
+        async with Client(tansu_broker.bootstrap) as client:
+            committed = await GroupOffsets(client.cluster, group).fetch(
+                [TopicPartition(topic, p) for p in range(4)])
+        # Closing commits what was finished: every record, in the broker.
+        assert committed == {TopicPartition(topic, p): 10 for p in range(4)}
+
+    run(main())
+
+
+def test_partitions_from_is_checked() -> None:
+    from kiel.consumer import GroupedConsumer
+
+    with pytest.raises(ConfigError, match="partitions_from"):
+        GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2", topics=["t"], partitions_from="kafka")
+
+
+# --------------------------------------------------------------------------
 # The decoder's magic-2 branch: bounded like the magic-0 one
 
 

@@ -62,6 +62,7 @@ from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseCon
 from kiel.consumer.commits import Commits
 from kiel.consumer.listener import ConsumerRebalanceListener, call_listener
 from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
+from kiel.consumer.partition_counts import MetadataCounts, brokers_registered, check_source
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset
 from kiel.consumer.subscription import Status
 from kiel.exc import (
@@ -121,6 +122,13 @@ class GroupedConsumer(_BaseConsumer):
         zk_connect_timeout: seconds :meth:`connect` waits for the first
             ZooKeeper connection before it raises :class:`ZooKeeperError`
             (the consumer can then be connected again, or closed).
+        partitions_from: where the members learn the topics' partition
+            counts: ``"zookeeper"`` (``/brokers/topics``, where 0.8 brokers
+            register), ``"metadata"`` (the brokers' metadata, read again every
+            ``metadata_max_age``: for a cluster whose brokers are not in
+            ``zk_hosts``, such as KRaft), or ``"auto"`` (default):
+            ZooKeeper when brokers are registered there, else the metadata.
+            Every member of a group must use the same source.
         zk_auth: ``"user:password"``: digest-authenticate, and create this
             group's znodes with ACLs that let only that identity change them
             (anyone may read them, so 0.8 tools still see the group).
@@ -176,6 +184,7 @@ class GroupedConsumer(_BaseConsumer):
         zk_chroot: Optional[str] = None,
         zk_max_retry_delay: float = 5.0,
         zk_connect_timeout: float = 15.0,
+        partitions_from: str = "auto",
         zk_auth: Optional[str] = None,
         member_id: Optional[str] = None,
         capacity: float = 1.0,
@@ -192,6 +201,7 @@ class GroupedConsumer(_BaseConsumer):
                              zk_max_retry_delay, listener_timeout)
         if not isinstance(zk_connect_timeout, (int, float)) or zk_connect_timeout <= 0:
             raise ConfigError(f"zk_connect_timeout must be seconds > 0, got {zk_connect_timeout!r}")
+        check_source(partitions_from)
         super().__init__(brokers, **options)
         self.group = group
         self.zk_hosts = zk_hosts
@@ -199,6 +209,7 @@ class GroupedConsumer(_BaseConsumer):
         self.zk_chroot = zk_chroot
         self.zk_max_retry_delay = zk_max_retry_delay
         self.zk_connect_timeout = zk_connect_timeout
+        self.partitions_from = partitions_from
         self.zk_auth = zk_auth
         self.member_id = member_id
         self.capacity = capacity
@@ -302,6 +313,9 @@ class GroupedConsumer(_BaseConsumer):
             raise
         try:
             await self._offsets.coordinator()
+            from_zookeeper = self.partitions_from == "zookeeper" or (
+                self.partitions_from == "auto" and await brokers_registered(self.zk)
+            )
             self.member = GroupMember(
                 self.zk,
                 self.group,
@@ -312,10 +326,19 @@ class GroupedConsumer(_BaseConsumer):
                 capacity=self.capacity,
                 acquire_timeout=self.acquire_timeout,
                 leave_timeout=self.leave_timeout,
+                topics_from_zookeeper=from_zookeeper,
             )
             self.member_id = self.member.member_id
             if self._weighted:
                 self.member.capacities = self._capacities
+            if not from_zookeeper:
+                wanted = self._wanted_topics
+                counts = MetadataCounts(self.cluster, wanted if isinstance(wanted, list) else None)
+                self.member.set_partition_counts(await counts.read())
+                self._tasks.spawn(
+                    counts.follow(self.member.set_partition_counts, self.cluster.metadata_max_age),
+                    "partition counts",
+                )
             await self.member.join(timeout=self.join_timeout)
         except BaseException:
             await self.zk.stop()

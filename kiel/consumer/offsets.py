@@ -1,4 +1,4 @@
-"""Offsets requests: ListOffsets v0/v1, and a group's OffsetCommit v0 / OffsetFetch v0.
+"""Offsets requests: ListOffsets v0/v1, and a group's OffsetCommit v0/v2 and OffsetFetch v0/v1.
 
 The one implementation of these requests in kiel: the consumers, the Spark
 data source (:mod:`kiel.spark.kafka`) and the admin tools use it.
@@ -10,7 +10,8 @@ data source (:mod:`kiel.spark.kafka`) and the admin tools use it.
 * :class:`GroupOffsets` commits and fetches a group's offsets through the
   group's coordinator, looked up once and again after a coordinator error.
   A 0.8.2 broker keeps v0 offsets in ZooKeeper under
-  ``/consumers/<group>/offsets/<topic>/<partition>``.
+  ``/consumers/<group>/offsets/<topic>/<partition>``; a current broker
+  gets v2 commits (as a standalone member) and keeps them itself.
   :func:`send_commit` and :func:`fetch_committed` are one-shot shortcuts.
 
 Every request is retried with the cluster's backoff (:mod:`kiel.retry`), and
@@ -21,6 +22,7 @@ typed error.
 import asyncio
 from typing import (
     Any,
+    Callable,
     Dict,
     Iterable,
     Iterator,
@@ -53,15 +55,18 @@ from kiel.protocol import (
     ListOffsetsTopicDataV1,
     OffsetCommitPartitionData,
     OffsetCommitRequest,
+    OffsetCommitRequestV2,
     OffsetCommitResponse,
     OffsetCommitTopicData,
     OffsetFetchRequest,
+    OffsetFetchRequestV1,
     OffsetFetchResponse,
     OffsetFetchTopicData,
 )
 from kiel.protocol.fetch import CONSUMER_REPLICA_ID
 from kiel.protocol.list_offsets import EARLIEST, LATEST
-from kiel.protocol.versions import LIST_OFFSETS
+from kiel.protocol.offset_commit import DEFAULT_RETENTION, STANDALONE_GENERATION
+from kiel.protocol.versions import LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, Versions
 from kiel.retry import attempts
 from kiel.structs import TopicPartition
 
@@ -264,7 +269,12 @@ def _answers(response: Any) -> Iterator[Tuple[TopicPartition, Any]]:
 
 
 class GroupOffsets:
-    """Commit and fetch one group's offsets (OffsetCommit v0, OffsetFetch v0).
+    """Commit and fetch one group's offsets.
+
+    In the versions the coordinator speaks: OffsetCommit v2 (as a standalone
+    member: generation -1, no member id) and OffsetFetch v1 on a current
+    broker, which keeps the offsets itself; v0 on a 0.8 broker, which keeps
+    them in its ZooKeeper.
 
     Args:
         cluster: the client's cluster (its backoff bounds the retries).
@@ -325,9 +335,16 @@ class GroupOffsets:
             by_topic.setdefault(tp.topic, []).append(
                 OffsetCommitPartitionData(tp.partition, offset, metadata)
             )
-        request = OffsetCommitRequest(
-            self.group, [OffsetCommitTopicData(t, ps) for t, ps in by_topic.items()]
-        )
+        topics = [OffsetCommitTopicData(t, ps) for t, ps in by_topic.items()]
+
+        def request(versions: Versions) -> Any:
+            if versions.of(OFFSET_COMMIT) >= 2:
+                # A standalone member: ZooKeeper, not the broker, says who
+                # owns what, so there is no broker-side generation to give.
+                return OffsetCommitRequestV2(self.group, STANDALONE_GENERATION, "",
+                                             DEFAULT_RETENTION, topics)
+            return OffsetCommitRequest(self.group, topics)
+
         response: Optional[OffsetCommitResponse]
         response, error = await self._ask(request)
         if response is None:
@@ -345,9 +362,16 @@ class GroupOffsets:
         by_topic: Dict[str, List[int]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
-        request = OffsetFetchRequest(
-            self.group, [OffsetFetchTopicData(t, ps) for t, ps in sorted(by_topic.items())]
-        )
+        topics = [OffsetFetchTopicData(t, ps) for t, ps in sorted(by_topic.items())]
+
+        def request(versions: Versions) -> Any:
+            # v1 reads the broker's storage, where v2 commits go (negotiation
+            # pairs them: see kiel.protocol.versions); v0 reads ZooKeeper's
+            # on a 0.8 broker.
+            if versions.of(OFFSET_FETCH) >= 1:
+                return OffsetFetchRequestV1(self.group, topics)
+            return OffsetFetchRequest(self.group, topics)
+
         async for attempt in attempts(self.cluster.backoff):
             response: Optional[OffsetFetchResponse]
             response, error = await self._ask(request)
@@ -359,8 +383,9 @@ class GroupOffsets:
             attempt.failed(error or self._incomplete())
         raise AssertionError("attempts() ended without an answer or an error")  # pragma: no cover
 
-    async def _ask(self, request: Any) -> Tuple[Any, Optional[KielError]]:
-        """Send ``request`` to the coordinator once.
+    async def _ask(self, request: Callable[[Versions], Any]) -> Tuple[Any, Optional[KielError]]:
+        """Send the request that ``request(versions)`` builds for the
+        coordinator (in the versions it speaks) once.
 
         Returns:
             ``(response, None)``, or ``(None, error)`` for a retriable
@@ -370,7 +395,9 @@ class GroupOffsets:
             KielError: a failure that is not retriable.
         """
         try:
-            return await self.cluster.send(await self.coordinator(), request), None
+            coordinator = await self.coordinator()
+            versions = await self.cluster.versions(coordinator)
+            return await self.cluster.send(coordinator, request(versions)), None
         except KielError as e:
             if not e.retriable:
                 raise

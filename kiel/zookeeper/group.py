@@ -38,7 +38,19 @@ import re
 import socket
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterable, List, Optional, Pattern, Set, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Pattern,
+    Set,
+    Tuple,
+    Union,
+)
 
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -107,6 +119,12 @@ class GroupMember:
         pattern: ``topics`` is a regular expression (a string).
         leave_timeout: seconds :meth:`leave` takes at most (ZooKeeper may be
             unreachable when the member leaves).
+        topics_from_zookeeper: learn the topics and their partition counts
+            from ``/brokers/topics`` (the 0.8 layout, where brokers register
+            in this ZooKeeper). ``False``: the caller tells them with
+            :meth:`set_partition_counts` (from the brokers' metadata, for a
+            cluster whose brokers are not in this ZooKeeper), before
+            :meth:`join` and whenever they change.
 
     Raises:
         ConfigError: bad group name, topics or allocator.
@@ -124,6 +142,7 @@ class GroupMember:
         acquire_timeout: float = 30.0,
         pattern: bool = False,
         leave_timeout: float = 10.0,
+        topics_from_zookeeper: bool = True,
     ) -> None:
         if not group or "/" in group:
             raise ConfigError(f"bad group name {group!r}")
@@ -137,6 +156,7 @@ class GroupMember:
         self.capacity = capacity
         self.acquire_timeout = acquire_timeout
         self.leave_timeout = leave_timeout
+        self.topics_from_zookeeper = topics_from_zookeeper
         self.pattern, self.static_topics = _subscription(topics, pattern)
         self.base = f"/consumers/{group}"
         self.owners = Owners(zk, self.base, self.member_id)
@@ -202,7 +222,9 @@ class GroupMember:
         await self._ensure_paths()
         await self._register()
         await self.zk.children_watch(f"{self.base}/ids", self._on_members)
-        if self.pattern is not None:
+        if not self.topics_from_zookeeper:
+            pass  # set_partition_counts() tells them
+        elif self.pattern is not None:
             await self.zk.children_watch("/brokers/topics", self._on_topic_list)
         else:
             self._on_topic_list(self.static_topics)
@@ -371,6 +393,31 @@ class GroupMember:
             "kiel": {"host": socket.gethostname(), "pid": os.getpid(), "capacity": self.capacity},
         }
         return json.dumps(registration).encode()
+
+    def set_partition_counts(self, counts: Mapping[str, int]) -> None:
+        """The cluster's topics and their partition counts, when they do not
+        come from ZooKeeper (``topics_from_zookeeper=False``).
+
+        Only the subscribed topics (names, or pattern matches) are kept; a
+        topic missing from ``counts``, or with no partitions, is not
+        allocated. A change starts a rebalance.
+
+        Raises:
+            GroupError: the member reads its topics from ZooKeeper.
+        """
+        if self.topics_from_zookeeper:
+            raise GroupError("this member reads its topics from ZooKeeper", group=self.group)
+        wanted = set(self.static_topics) if self.pattern is None else None
+        found = {
+            topic: count for topic, count in counts.items()
+            if count > 0 and (topic in wanted if wanted is not None
+                              else self.pattern is not None and self.pattern.fullmatch(topic))
+        }
+        first = not self._topics_listed
+        self._topics_listed = True
+        if found != self.topic_partitions or first:
+            self.topic_partitions = found
+            self._mark_dirty()
 
     def _on_members(self, children: List[str]) -> None:
         self.members = sorted(children)
