@@ -16,9 +16,17 @@ fresh process state (kiel first, then kafka-python, then confluent-kafka):
   assignment, ``consume(num_messages=...)`` in a loop (pip install
   confluent-kafka for it; skipped when missing).
 
+With ``--broker tansu`` the broker is Tansu instead (a native Kafka-compatible
+broker, see :mod:`kiel.testing.tansu`), filled with record batches by kiel's
+Producer; every client negotiates its versions, and aiokafka (which cannot
+talk to 0.8) joins: ``AIOKafkaConsumer``, manual assignment, ``getmany()``.
+The broker's CPU time is printed beside each client's run, to show whether
+the broker or the client is the bottleneck.
+
 Prints only, never fails::
 
     .venv/bin/python benchmarks/bench_consume.py [--messages 1000000] [--partitions 3]
+    .venv/bin/python benchmarks/bench_consume.py --broker tansu [--messages 300000]
 """
 import argparse
 import asyncio
@@ -134,11 +142,13 @@ def bench_kiel(bootstrap: str, total: int) -> Tuple[float, Dict[str, Any]]:
     }
 
 
-def bench_kafka_python(bootstrap: str, partitions: int, total: int) -> float:
+def bench_kafka_python(bootstrap: str, partitions: int, total: int,
+                       modern: bool = False) -> float:
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap, api_version=(0, 8, 2), enable_auto_commit=False,
+        bootstrap_servers=bootstrap, api_version=None if modern else (0, 8, 2),
+        enable_auto_commit=False,
         auto_offset_reset="earliest", fetch_max_bytes=50 * 1024 * 1024,
         max_partition_fetch_bytes=1024 * 1024, max_poll_records=100_000,
     )
@@ -154,20 +164,22 @@ def bench_kafka_python(bootstrap: str, partitions: int, total: int) -> float:
     return count / elapsed
 
 
-def bench_confluent(bootstrap: str, partitions: int, total: int) -> Optional[float]:
+def bench_confluent(bootstrap: str, partitions: int, total: int,
+                    modern: bool = False) -> Optional[float]:
     try:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     except ImportError:
         return None
-    consumer = Consumer({
+    config: Dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": "bench-consume",
-        "api.version.request": False,
-        "broker.version.fallback": "0.8.2.2",
         "fetch.queue.backoff.ms": 0,
         "enable.auto.commit": False,
         "log_level": 3,
-    })
+    }
+    if not modern:
+        config.update({"api.version.request": False, "broker.version.fallback": "0.8.2.2"})
+    consumer = Consumer(config)
     consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(partitions)])
     count = 0
     started = time.perf_counter()
@@ -180,14 +192,110 @@ def bench_confluent(bootstrap: str, partitions: int, total: int) -> Optional[flo
     return count / elapsed
 
 
+def bench_aiokafka(bootstrap: str, partitions: int, total: int) -> Optional[float]:
+    try:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+    except ImportError:
+        return None
+
+    async def run() -> float:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                    auto_offset_reset="earliest",
+                                    max_partition_fetch_bytes=1024 * 1024)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(TOPIC, p) for p in range(partitions)])
+            await consumer.seek_to_beginning()
+            count = 0
+            started = time.perf_counter()
+            while count < total:
+                batches = await consumer.getmany(timeout_ms=1000, max_records=100_000)
+                count += sum(len(records) for records in batches.values())
+            return count / (time.perf_counter() - started)
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def fill_tansu(bootstrap: str, partitions: int, messages: int) -> None:
+    """Write ``messages`` 100-byte values with kiel's Producer (record batches)."""
+    from kiel.producer import Producer
+
+    async def run() -> None:
+        async with Producer(bootstrap, linger=0.01, batch_size=256 * 1024) as producer:
+            for i in range(messages):
+                await producer.enqueue(TOPIC, VALUE, partition=i % partitions)
+            result = await producer.flush()
+            if result.failed:
+                raise SystemExit(f"filling Tansu failed: {result.failures[:3]}")
+
+    asyncio.run(run())
+
+
+def _cpu_seconds(pid: Optional[int]) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    if pid is None:
+        return 0.0
+    import os
+
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main_tansu(args: argparse.Namespace) -> None:
+    from kiel.testing.tansu import TansuBroker
+
+    total = args.messages - args.messages % args.partitions
+    with TansuBroker() as broker:
+        broker.create_topic(TOPIC, args.partitions)
+        started = time.perf_counter()
+        fill_tansu(broker.bootstrap, args.partitions, total)
+        print(f"Tansu: filled {total:,} messages of {len(VALUE)} bytes in "
+              f"{time.perf_counter() - started:.1f} s ({args.partitions} partitions)")
+        runs: Dict[str, Any] = {
+            "kiel": lambda: bench_kiel(broker.bootstrap, total)[0],
+            "kafka-python": lambda: bench_kafka_python(broker.bootstrap, args.partitions, total,
+                                                       modern=True),
+            "confluent-kafka": lambda: bench_confluent(broker.bootstrap, args.partitions, total,
+                                                       modern=True),
+            "aiokafka": lambda: bench_aiokafka(broker.bootstrap, args.partitions, total),
+        }
+        results: Dict[str, Tuple[Optional[float], float, float]] = {}
+        for name, run in runs.items():
+            if name in args.skip:
+                continue
+            cpu, started = _cpu_seconds(broker.pid), time.perf_counter()
+            rate = run()
+            wall = time.perf_counter() - started
+            results[name] = (rate, _cpu_seconds(broker.pid) - cpu, wall)
+    kiel_rate = results["kiel"][0] or 0.0
+    print()
+    print(f"{'client':<16} {'msgs/s':>12} {'MB/s':>8} {'kiel / it':>10} {'broker CPU':>11}")
+    for name, (rate, cpu, wall) in results.items():
+        if rate is None:
+            print(f"{name:<16} {'(not installed)':>12}")
+            continue
+        print(f"{name:<16} {rate:>12,.0f} {rate * len(VALUE) / 1e6:>8.1f} "
+              f"{kiel_rate / rate:>9.2f}x {100 * cpu / wall:>10.0f}%")
+    print("(broker CPU: Tansu's CPU time over the client's run, per cent of one core)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--skip", action="append", default=[],
-                        choices=["kafka-python", "confluent"], help="leave a client out")
+                        choices=["kafka-python", "confluent", "confluent-kafka", "aiokafka"],
+                        help="leave a client out")
+    parser.add_argument("--broker", choices=["embedded", "tansu"], default="embedded",
+                        help="the embedded 0.8.2 cluster (default) or Tansu")
     args = parser.parse_args()
+    if args.broker == "tansu":
+        main_tansu(args)
+        return
     total = args.messages - args.messages % args.partitions
 
     started = time.perf_counter()

@@ -54,6 +54,7 @@ import time
 from functools import partial
 from typing import (
     Any,
+    Callable,
     Dict,
     Iterable,
     List,
@@ -280,6 +281,27 @@ def _read_headers(data: bytes, p: int, rend: int, offset: int) -> Tuple[Tuple[He
     return tuple(headers), p
 
 
+def _varint(
+    data: bytes, p: int, general: Callable[[Buffer, int], Tuple[int, int]] = decode_varint
+) -> Tuple[int, int]:
+    """The zig-zag varint at ``p``: ``(value, offset after it)``; one- and
+    two-byte ones read here, longer ones by ``general`` (which checks their
+    width: ``decode_varint`` or ``decode_varlong``).
+
+    Raises:
+        IndexError: ``data`` ends inside it.
+        ProtocolError: ``general`` found it too long or too wide.
+    """
+    b = data[p]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p + 1
+    c = data[p + 1]
+    if c < 0x80:
+        raw = (b & 0x7F) | (c << 7)
+        return (raw >> 1) ^ -(raw & 1), p + 2
+    return general(data, p)
+
+
 def _read_records(
     sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader
 ) -> List[Tuple[int, Optional[bytes]]]:
@@ -299,37 +321,24 @@ def _read_records(
     topic, partition = sink.topic, sink.partition
     append, new = sink.records.append, _new_record
     append_headers = sink.headers.append
+    varint = _varint
     seen: List[Tuple[int, Optional[bytes]]] = []
-    # Strategy: most varints here are one byte, so each is read inline with
-    # a one-byte fast path and the general reader for longer ones. Reading
-    # past the record's end is caught by the check that each record ends
-    # exactly where its length says; reading past the buffer by IndexError.
+    # Strategy: a record's varints are nearly all one or two bytes (lengths
+    # under 8 KiB, deltas under 8192): _varint reads those without the
+    # general reader. Reading past the record's end is caught by the check
+    # that each record ends exactly where its length says; reading past the
+    # buffer by IndexError.
     try:
         for _ in range(count):
-            b = data[p]
-            if b < 0x80:
-                length, p = (b >> 1) ^ -(b & 1), p + 1
-            else:
-                length, p = decode_varint(data, p)
+            length, p = varint(data, p)
             rend = p + length
             if length < _MIN_RECORD_BODY or rend > end:
                 raise _corrupt(f"record length {length} does not fit the batch", base_offset)
-            b = data[p + 1]  # after the unused attributes byte
-            if b < 0x80:
-                delta, p = (b >> 1) ^ -(b & 1), p + 2
-            else:
-                delta, p = decode_varlong(data, p + 1)
-            b = data[p]
-            if b < 0x80:
-                offset, p = base_offset + ((b >> 1) ^ -(b & 1)), p + 1
-            else:
-                offset, p = decode_varint(data, p)
-                offset += base_offset
-            b = data[p]
-            if b < 0x80:
-                klen, p = (b >> 1) ^ -(b & 1), p + 1
-            else:
-                klen, p = decode_varint(data, p)
+            # After the unused attributes byte: the timestamp and offset deltas.
+            delta, p = varint(data, p + 1, decode_varlong)
+            offset, p = varint(data, p)
+            offset += base_offset
+            klen, p = varint(data, p)
             if klen >= 0:
                 key: Optional[bytes] = data[p : p + klen]
                 p += klen
@@ -337,11 +346,7 @@ def _read_records(
                 key = None
             else:
                 raise _corrupt(f"record key length {klen} is invalid", offset)
-            b = data[p]
-            if b < 0x80:
-                vlen, p = (b >> 1) ^ -(b & 1), p + 1
-            else:
-                vlen, p = decode_varint(data, p)
+            vlen, p = varint(data, p)
             if vlen >= 0:
                 value: Optional[bytes] = data[p : p + vlen]
                 p += vlen
