@@ -21,12 +21,19 @@ records (default 200,000) produced as above, keeping every future:
 ``asyncio.gather(*futures)`` against ``await producer.flush()`` and its
 report (counts and failures), with the ratio of their client CPU time.
 
+With ``--broker tansu`` the clients produce to Tansu instead (a native
+Kafka-compatible broker, :mod:`kiel.testing.tansu`): each negotiates its
+versions (kiel and librdkafka write record batches), aiokafka (which cannot
+talk to 0.8) joins with ``send()`` per message and one wait for them all,
+and the broker's CPU over each run is printed.
+
 Prints a table and the ratios; never fails (a client that is not installed
 or errors out is reported and skipped)::
 
     .venv/bin/python benchmarks/bench_produce.py [--messages N] [--compression gzip]
                                                  [--clients kiel,kafka-python,confluent]
                                                  [--wait-messages N] [--profile]
+                                                 [--broker tansu]
 """
 import argparse
 import asyncio
@@ -37,12 +44,14 @@ import sys
 import time
 import traceback
 import uuid
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from kiel.producer import Producer
 from kiel.testing.broker import ClusterProcess
 
 VALUE = b"v" * 100
+#: Set by ``--broker tansu``: the clients negotiate versions instead of 0.8.2.
+MODERN = False
 PARTITIONS = 3
 YIELD_EVERY = 1000
 
@@ -150,7 +159,7 @@ def bench_kafka_python(bootstrap: str, topic: str, n: int, compression: Optional
         _kafka_python_snappy_shim()
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
-        api_version=(0, 8, 2),
+        api_version=None if MODERN else (0, 8, 2),
         acks=1,
         linger_ms=5,
         compression_type=compression,
@@ -192,16 +201,17 @@ def bench_confluent(bootstrap: str, topic: str, n: int, compression: Optional[st
         if err is not None:
             errors.append(err)
 
-    producer = ConfluentProducer({
+    config = {
         "bootstrap.servers": bootstrap,
-        "api.version.request": False,
-        "broker.version.fallback": "0.8.2.2",
         "acks": 1,
         "linger.ms": 5,
         "compression.codec": compression or "none",
         "queue.buffering.max.messages": 1000000,
         "log_level": 3,  # no deprecation warnings about the 0.8.2 settings
-    })
+    }
+    if not MODERN:
+        config.update({"api.version.request": False, "broker.version.fallback": "0.8.2.2"})
+    producer = ConfluentProducer(config)
     producer.produce(topic, b"warm-up", on_delivery=report)
     producer.flush(30)
     produce = producer.produce
@@ -224,28 +234,82 @@ def bench_confluent(bootstrap: str, topic: str, n: int, compression: Optional[st
     return elapsed
 
 
+def bench_aiokafka(bootstrap: str, topic: str, n: int, compression: Optional[str],
+                   profile: bool) -> float:
+    from aiokafka import AIOKafkaProducer
+
+    async def main() -> float:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5,
+                                    compression_type=compression)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topic, b"warm-up")
+            send = producer.send
+            value = VALUE
+            start = time.perf_counter()
+            pending = []
+            for _ in range(n):
+                pending.append(await send(topic, value))
+                if len(pending) >= 10000:
+                    await asyncio.gather(*pending)
+                    pending = []
+            await asyncio.gather(*pending)
+            return time.perf_counter() - start
+        finally:
+            await producer.stop()
+
+    return asyncio.run(main())
+
+
 CLIENTS: Dict[str, Callable[..., float]] = {
     "kiel": bench_kiel,
     "kafka-python": bench_kafka_python,
     "confluent": bench_confluent,
+    "aiokafka": bench_aiokafka,
 }
+
+
+def _cpu_seconds(pid: Optional[int]) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    if pid is None:
+        return 0.0
+    import os
+
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", "-n", type=int, default=1_000_000)
     parser.add_argument("--compression", default=None, choices=[None, "gzip", "snappy"])
-    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--clients", default=None,
+                        help="comma-separated (default: all; aiokafka only with --broker tansu)")
+    parser.add_argument("--broker", choices=["embedded", "tansu"], default="embedded",
+                        help="the embedded 0.8.2 cluster (default) or Tansu")
     parser.add_argument("--profile", action="store_true", help="cProfile kiel's run")
     parser.add_argument("--wait-messages", type=int, default=200_000,
                         help="records for the gather vs flush() row (0: skip it)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    global MODERN
+    MODERN = args.broker == "tansu"
+    if args.clients is None:
+        args.clients = ",".join(c for c in CLIENTS if MODERN or c != "aiokafka")
     n = args.messages
+    where = ("Tansu (one broker)" if MODERN
+             else "embedded 0.8.2 cluster (3 brokers) in a subprocess")
     print(f"{n:,} messages of {len(VALUE)} bytes, acks=1, compression={args.compression}, "
-          f"{PARTITIONS} partitions, embedded 0.8.2 cluster (3 brokers) in a subprocess")
+          f"{PARTITIONS} partitions, {where}")
     results: Dict[str, float] = {}
-    with ClusterProcess(brokers=3, partitions=PARTITIONS, replication=1) as cluster:
+    if MODERN:
+        from kiel.testing.tansu import TansuBroker
+
+        backend: Any = TansuBroker()
+    else:
+        backend = ClusterProcess(brokers=3, partitions=PARTITIONS, replication=1)
+    with backend as cluster:
         for name in args.clients.split(","):
             bench = CLIENTS.get(name.strip())
             if bench is None:
@@ -254,6 +318,8 @@ def main() -> None:
             topic = f"bench-{name.strip()}-{uuid.uuid4().hex[:6]}"
             cluster.create_topic(topic, PARTITIONS)
             cpu = time.process_time()
+            broker_pid = cluster.pid if MODERN else None
+            broker_cpu = _cpu_seconds(broker_pid)
             try:
                 elapsed = bench(cluster.bootstrap, topic, n, args.compression, args.profile)
             except ImportError as e:
@@ -265,9 +331,11 @@ def main() -> None:
                 continue
             cpu = time.process_time() - cpu
             results[name] = n / elapsed
+            broker = (f", broker CPU {100 * (_cpu_seconds(broker_pid) - broker_cpu) / elapsed:.0f}%"
+                      if MODERN else "")
             print(f"  {name:<14} {n / elapsed:>12,.0f} msgs/s  ({elapsed:.2f} s, "
-                  f"client CPU {cpu:.2f} s)")
-        if args.wait_messages > 0 and "kiel" in args.clients:
+                  f"client CPU {cpu:.2f} s{broker})")
+        if args.wait_messages > 0 and "kiel" in args.clients and not MODERN:
             wait_row(cluster, args.wait_messages)
     if "kiel" in results:
         for name, rate in results.items():
