@@ -15,7 +15,10 @@ Scenarios (each on a fresh topic and consumer):
 * ``idle``: no consumer, the baseline;
 * ``plain``: draining 1,000,000 plain messages of 100 bytes;
 * ``gzip``: draining 200,000 gzip messages of 100 bytes (wrappers of 1,000)
-  with ``max_bytes=4 MiB``.
+  with ``max_bytes=4 MiB``;
+* ``grouped``: draining 1,000,000 plain messages with a one-member
+  :class:`~kiel.consumer.GroupedConsumer` (ZooKeeper in the cluster's
+  subprocess), committing every 5 s as by default.
 
 Default settings, no ``gc.freeze()`` (``--gc-freeze`` adds it). Prints
 only, never fails on a time; exits non-zero if a consumer missed messages::
@@ -37,7 +40,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import tornado.web
 from tornado.httpserver import HTTPServer
 
-from kiel.consumer import SingleConsumer
+from kiel.consumer import GroupedConsumer, SingleConsumer
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
 from kiel.protocol.messages import CODEC_GZIP, encode_message_set
 from kiel.testing.broker import ClusterProcess
@@ -127,8 +130,20 @@ def summary(samples: List[float]) -> Dict[str, float]:
     return {"p50": pick(0.5), "p99": pick(0.99), "max": ordered[-1] * 1000, "n": len(samples)}
 
 
+def _consumer(bootstrap: str, topic: str, max_bytes: int,
+              zk_hosts: Optional[str]) -> Tuple[Any, Any]:
+    """The scenario's consumer and its record stream (single, or a one-member group)."""
+    if zk_hosts is None:
+        single = SingleConsumer(bootstrap, max_wait_time=0.5, max_bytes=max_bytes)
+        return single, lambda: single.stream(topic, start=SingleConsumer.BEGINNING)
+    grouped = GroupedConsumer(bootstrap, f"webapp-{topic}", zk_hosts, topics=[topic],
+                              max_wait_time=0.5, max_bytes=max_bytes)
+    return grouped, grouped.stream
+
+
 async def run_app(bootstrap: Optional[str], topic: Optional[str], total: int, rate: float,
-                  idle_seconds: float, max_bytes: int) -> Dict[str, Any]:
+                  idle_seconds: float, max_bytes: int,
+                  zk_hosts: Optional[str] = None) -> Dict[str, Any]:
     loop = asyncio.get_running_loop()
     state = {"consumed": 0}
     port = free_port()
@@ -154,9 +169,10 @@ async def run_app(bootstrap: Optional[str], topic: Optional[str], total: int, ra
     if topic is None:
         await asyncio.sleep(idle_seconds)
     else:
-        consumer = SingleConsumer(bootstrap, max_wait_time=0.5, max_bytes=max_bytes)
+        assert bootstrap is not None
+        consumer, stream = _consumer(bootstrap, topic, max_bytes, zk_hosts)
         async with consumer:
-            async for record in consumer.stream(topic, start=SingleConsumer.BEGINNING):
+            async for record in stream():
                 # The handler's work: check the order, count.
                 expected = seen.get(record.partition, 0)
                 if int(record.value[:9]) != expected:
@@ -182,7 +198,8 @@ async def run_app(bootstrap: Optional[str], topic: Optional[str], total: int, ra
 
 
 def scenario(bootstrap: Optional[str], topic: Optional[str], total: int, rate: float,
-             idle_seconds: float, max_bytes: int) -> Dict[str, Any]:
+             idle_seconds: float, max_bytes: int,
+             zk_hosts: Optional[str] = None) -> Dict[str, Any]:
     pauses: List[Tuple[int, float]] = []
     started = [0.0]
 
@@ -194,7 +211,8 @@ def scenario(bootstrap: Optional[str], topic: Optional[str], total: int, rate: f
 
     gc.callbacks.append(on_gc)
     try:
-        result = asyncio.run(run_app(bootstrap, topic, total, rate, idle_seconds, max_bytes))
+        result = asyncio.run(run_app(bootstrap, topic, total, rate, idle_seconds, max_bytes,
+                                     zk_hosts))
     finally:
         gc.callbacks.remove(on_gc)
     result["gc_max"] = max((p for _g, p in pauses), default=0.0) * 1000
@@ -207,10 +225,11 @@ def main() -> int:
     parser.add_argument("--scale", type=float, default=1.0,
                         help="multiply the message counts (0.05 for a quick run)")
     parser.add_argument("--rate", type=float, default=200.0, help="requests per second")
-    parser.add_argument("--scenario", choices=("idle", "plain", "gzip"), action="append")
+    parser.add_argument("--scenario", choices=("idle", "plain", "gzip", "grouped"),
+                        action="append")
     parser.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after start-up")
     args = parser.parse_args()
-    chosen = args.scenario or ["idle", "plain", "gzip"]
+    chosen = args.scenario or ["idle", "plain", "gzip", "grouped"]
     if args.gc_freeze:
         gc.collect()
         gc.freeze()
@@ -218,7 +237,8 @@ def main() -> int:
     gzip_n = max(PARTITIONS, int(200_000 * args.scale)) // PARTITIONS * PARTITIONS
     rows: List[Tuple[str, Dict[str, Any]]] = []
     missed = False
-    with ClusterProcess(brokers=1, replication=1, partitions=PARTITIONS) as cluster:
+    with ClusterProcess(brokers=1, replication=1, partitions=PARTITIONS,
+                        zookeeper="grouped" in chosen or None) as cluster:
         for name in chosen:
             if name == "idle":
                 result = scenario(None, None, 0, args.rate, max(2.0, 10 * args.scale), 1 << 20)
@@ -226,11 +246,15 @@ def main() -> int:
                 fill(cluster, "webapp-plain", plain_n, 0, 1000)
                 result = scenario(cluster.bootstrap, "webapp-plain", plain_n, args.rate, 0,
                                   1 << 20)
-            else:
+            elif name == "gzip":
                 fill(cluster, "webapp-gzip", gzip_n, CODEC_GZIP, 1000)
                 result = scenario(cluster.bootstrap, "webapp-gzip", gzip_n, args.rate, 0,
                                   4 << 20)
-            want = {"idle": 0, "plain": plain_n, "gzip": gzip_n}[name]
+            else:
+                fill(cluster, "webapp-grouped", plain_n, 0, 1000)
+                result = scenario(cluster.bootstrap, "webapp-grouped", plain_n, args.rate, 0,
+                                  1 << 20, cluster.zookeeper)
+            want = {"idle": 0, "plain": plain_n, "gzip": gzip_n, "grouped": plain_n}[name]
             if result["consumed"] != want:
                 missed = True
             rows.append((name, result))
