@@ -34,6 +34,7 @@ from kafka.record.util import encode_varint as kp_encode_varint
 
 from kiel import compression
 from kiel.exc import (
+    CompressionError,
     ConfigError,
     CorruptMessageError,
     LocalProtocolError,
@@ -44,7 +45,7 @@ from kiel.exc import (
 )
 from kiel.protocol import crc32c as crc_module
 from kiel.protocol.crc32c import crc32c, crc32c_pure
-from kiel.protocol.messages import encode_message_set
+from kiel.protocol.messages import assign_offsets, encode_message_set
 from kiel.protocol.primitives import (
     UnsignedVarInt,
     VarInt,
@@ -777,3 +778,23 @@ def test_encode_record_batch() -> None:
     assert encode_record_batch([]) == b""
     with pytest.raises(LocalProtocolError):
         encode_record_batch([b"not a pair"])  # type: ignore[list-item]
+
+
+def test_decoded_bytes_budget_spans_every_compressed_batch_and_old_entry() -> None:
+    # Each compressed batch decompresses to under the budget on its own (a
+    # per-call cap lets this through); together they exceed it and are
+    # refused, old gzip wrappers in the same answer included.
+    parts = []
+    for base in (0, 2):
+        builder = RecordBatchBuilder(CODEC_GZIP, base_offset=base)
+        for _ in range(2):
+            builder.append(None, b"\0" * 30_000, timestamp=1)
+        parts.append(builder.build())
+    old, _ = assign_offsets(encode_message_set([(None, b"\0" * 30_000)] * 2, 1), 4)
+    data = b"".join(parts) + old
+    assert len(decode_record_batches(data).records) == 6
+    assert len(decode_record_batches(data, max_decoded=200_000).records) == 6
+    with pytest.raises(CompressionError):
+        decode_record_batches(data, max_decoded=150_000)  # the old entry goes past it
+    with pytest.raises(CompressionError):
+        decode_record_batches(data, max_decoded=100_000)  # the second batch goes past it

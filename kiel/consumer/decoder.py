@@ -246,7 +246,9 @@ class Decoder:
                 # The magic-2 branch: the same slices and budget, a record
                 # batch being the unit that decodes whole (like a wrapper).
                 if batches:
-                    result: Any = decode_record_batches(piece, topic, partition, min_offset=offset)
+                    result: Any = decode_record_batches(
+                        piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded
+                    )
                     too_large = result.first_batch_too_large
                     first_size = result.first_batch_size
                 else:

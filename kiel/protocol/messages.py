@@ -170,7 +170,7 @@ DEFAULT_MAX_DECODED = 128 * 1024 * 1024
 
 
 def _decompress(
-    codec: int, value: bytes, offset: int, budget: Optional[List[int]] = None
+    codec: int, value: Buffer, offset: int, budget: Optional[List[int]] = None
 ) -> bytes:
     """Decompress one wrapper's value within what is left of ``budget[0]``.
 
@@ -478,11 +478,27 @@ def decode_message_set(
             data = bytes(buf)
         except TypeError as e:
             raise ConfigError(f"a message set must be bytes-like, not {type(buf).__name__}") from e
+    return decode_within(data, topic, partition, min_offset, check_crcs, [max_decoded])
+
+
+def decode_within(
+    data: bytes, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
+    budget: List[int],
+) -> DecodeResult:
+    """:func:`decode_message_set` of ``data`` (``bytes``) within ``budget[0]``
+    decompressed bytes, decremented as wrappers decompress: a caller that
+    decodes several sets (the old entries of a record-batch answer) shares
+    one budget between them.
+
+    Raises:
+        as :func:`decode_message_set`.
+    """
     end = len(data)
     scope = _Scope(
         topic, partition, bool(check_crcs),
-        _NO_MIN_OFFSET if min_offset is None else min_offset, max_decoded,
+        _NO_MIN_OFFSET if min_offset is None else min_offset, budget[0],
     )
+    scope.budget = budget
     top = _Level(data, memoryview(data), 0, None, 0, None)
     pos, last, needed = _decode_into(scope, top, 0, end)
     records = scope.out

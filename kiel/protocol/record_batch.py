@@ -69,7 +69,6 @@ import kiel.compression as _compression
 from kiel.exc import (
     ConfigError,
     CorruptMessageError,
-    KielError,
     LocalProtocolError,
     ProtocolError,
     UnsupportedVersionError,
@@ -88,7 +87,8 @@ from kiel.protocol.log_format import (
     TIMESTAMP_TYPE_BIT,
     Buffer,
 )
-from kiel.protocol.messages import decode_message_set
+from kiel.protocol.messages import DEFAULT_MAX_DECODED, decode_within
+from kiel.protocol.messages import _decompress as decompress_within
 from kiel.protocol.primitives import decode_varint, decode_varlong, encode_varint
 from kiel.structs import Header, Record
 
@@ -242,11 +242,14 @@ def _corrupt(message: str, offset: Optional[int]) -> CorruptMessageError:
 class _Sink:
     """The lists a decode fills, and what it was asked to keep."""
 
-    def __init__(self, topic: str, partition: int, min_offset: int, check: bool) -> None:
+    def __init__(self, topic: str, partition: int, min_offset: int, check: bool,
+                 max_decoded: int = DEFAULT_MAX_DECODED) -> None:
         self.topic = topic
         self.partition = partition
         self.min_offset = min_offset
         self.check = check
+        #: Decompressed bytes left for this decode (one list: shared, decremented).
+        self.budget = [max_decoded]
         self.records: List[Record] = []
         self.headers: List[Tuple[Header, ...]] = []
         self.timestamp_types: List[Optional[int]] = []
@@ -373,19 +376,6 @@ def _read_records(
     return seen
 
 
-def _decompress(codec: int, data: memoryview, offset: int) -> bytes:
-    try:
-        return _compression.decompress(codec, data)
-    except KielError as e:
-        raise e.with_context(offset=offset)  # noqa: B904 (the same error, more context)
-    except (ValueError, OSError, EOFError, struct.error, IndexError) as e:
-        # kiel.compression promises kiel errors; a safety net for a codec
-        # library that raises something else on garbage.
-        raise _corrupt(
-            f"compressed batch (codec {codec}) does not decompress: {e!r}", offset
-        ) from e
-
-
 def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int) -> int:
     """Decode the v2 batch ``data[pos:bend]`` into ``sink``; returns its next offset."""
     batch = tuple.__new__(BatchHeader, _HEADER.unpack_from(data, pos))
@@ -403,7 +393,10 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
     start = pos + HEADER_SIZE
     before = len(sink.records)
     if codec:
-        records = _decompress(codec, mv[start:bend], base_offset)
+        # One budget for every compressed batch of the answer (and the old
+        # wrappers among them): a per-call cap would let many batches, each
+        # under it, decompress to any size together.
+        records = decompress_within(codec, mv[start:bend], base_offset, sink.budget)
         seen = _read_records(sink, records, 0, len(records), batch)
     else:
         seen = _read_records(sink, data, start, bend, batch)
@@ -429,9 +422,8 @@ def _add_marker(sink: _Sink, batch: BatchHeader, first: Tuple[int, Optional[byte
 
 def _decode_legacy(sink: _Sink, data: bytes, pos: int, bend: int, magic: int) -> Optional[int]:
     """Decode one magic-0 or magic-1 entry into ``sink``; returns its next offset."""
-    legacy = decode_message_set(
-        data[pos:bend], sink.topic, sink.partition, min_offset=sink.min_offset,
-        check_crcs=sink.check,
+    legacy = decode_within(
+        data[pos:bend], sink.topic, sink.partition, sink.min_offset, sink.check, sink.budget
     )
     count = len(legacy.records)
     sink.records.extend(legacy.records)
@@ -448,6 +440,7 @@ def decode_record_batches(
     *,
     min_offset: Optional[int] = None,
     check_crcs: bool = True,
+    max_decoded: int = DEFAULT_MAX_DECODED,
 ) -> BatchDecodeResult:
     """Decode the record batches of a fetch response partition (magic 2, and 0/1 entries).
 
@@ -465,6 +458,8 @@ def decode_record_batches(
         min_offset: drop records with an offset below this (the fetch offset:
             a batch can start before it).
         check_crcs: verify each batch's CRC-32C (and each old message's CRC32).
+        max_decoded: the most bytes all compressed batches of ``buf`` (and
+            the old compressed wrappers among them) may decompress to, together.
 
     Returns:
         a :class:`BatchDecodeResult`.
@@ -472,7 +467,8 @@ def decode_record_batches(
     Raises:
         CorruptMessageError: a CRC mismatch or inconsistent framing.
         UnsupportedVersionError: a magic byte above 2.
-        CompressionError: a compressed batch does not decompress.
+        CompressionError: a compressed batch does not decompress, or the
+            compressed batches decompress to more than ``max_decoded`` bytes.
         UnsupportedCodecError: an unknown compression codec.
         ProtocolError: a header key that is not UTF-8, a bad varint.
         ConfigError: ``buf`` is not bytes-like.
@@ -485,7 +481,7 @@ def decode_record_batches(
         except TypeError as e:
             raise ConfigError(f"record batches must be bytes-like, not {type(buf).__name__}") from e
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset,
-                 bool(check_crcs))
+                 bool(check_crcs), max_decoded)
     mv = memoryview(data)
     end = len(data)
     pos = 0
