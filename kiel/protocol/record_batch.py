@@ -305,6 +305,21 @@ def _varint(
     return general(data, p)
 
 
+def _bytes_field(data: bytes, p: int, offset: int, what: str) -> Tuple[Optional[bytes], int]:
+    """The varint-length bytes (a key or a value; length -1: ``None``) at ``p``.
+
+    Raises:
+        CorruptMessageError: a length below -1.
+        IndexError: ``data`` ends inside the length.
+    """
+    n, p = _varint(data, p)
+    if n >= 0:
+        return data[p : p + n], p + n
+    if n == -1:
+        return None, p
+    raise _corrupt(f"record {what} length {n} is invalid", offset)
+
+
 def _read_records(
     sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader
 ) -> List[Tuple[int, Optional[bytes]]]:
@@ -324,7 +339,7 @@ def _read_records(
     topic, partition = sink.topic, sink.partition
     append, new = sink.records.append, _new_record
     append_headers = sink.headers.append
-    varint = _varint
+    varint, field = _varint, _bytes_field
     seen: List[Tuple[int, Optional[bytes]]] = []
     # Strategy: a record's varints are nearly all one or two bytes (lengths
     # under 8 KiB, deltas under 8192): _varint reads those without the
@@ -341,22 +356,8 @@ def _read_records(
             delta, p = varint(data, p + 1, decode_varlong)
             offset, p = varint(data, p)
             offset += base_offset
-            klen, p = varint(data, p)
-            if klen >= 0:
-                key: Optional[bytes] = data[p : p + klen]
-                p += klen
-            elif klen == -1:
-                key = None
-            else:
-                raise _corrupt(f"record key length {klen} is invalid", offset)
-            vlen, p = varint(data, p)
-            if vlen >= 0:
-                value: Optional[bytes] = data[p : p + vlen]
-                p += vlen
-            elif vlen == -1:
-                value = None
-            else:
-                raise _corrupt(f"record value length {vlen} is invalid", offset)
+            key, p = field(data, p, offset, "key")
+            value, p = field(data, p, offset, "value")
             if data[p] == 0:
                 headers, p = _NO_HEADERS, p + 1
             else:
