@@ -9,12 +9,12 @@ Strategy: every name is imported on first use (PEP 562 ``__getattr__``), so
 application never imports kazoo (only ``GroupedConsumer`` needs it).
 """
 import importlib
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any
 
 __version__ = "1.0.0.dev0"
 
 # name -> the module that defines it
-_EXPORTS: Dict[str, str] = {
+_EXPORTS: dict[str, str] = {
     "Producer": "kiel.producer",
     "SingleConsumer": "kiel.consumer",
     "GroupedConsumer": "kiel.consumer.grouped",
@@ -54,5 +54,5 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-def __dir__() -> List[str]:
+def __dir__() -> list[str]:
     return sorted(__all__)

@@ -7,7 +7,8 @@ through :mod:`kiel.zookeeper.bridge`).
 import asyncio
 import functools
 import logging
-from typing import Any, Coroutine, Iterator, Optional, Set, Tuple, Type, TypeVar
+from collections.abc import Coroutine, Iterator
+from typing import Any, Optional, TypeVar
 
 log = logging.getLogger("kiel")
 
@@ -77,14 +78,14 @@ class Tasks:
 
     def __init__(self, name: str = "kiel") -> None:
         self.name = name
-        self._tasks: Set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def spawn(
         self,
         coro: Coroutine[Any, Any, T],
         name: Optional[str] = None,
         *,
-        quiet: Tuple[Type[BaseException], ...] = (),
+        quiet: tuple[type[BaseException], ...] = (),
     ) -> "asyncio.Task[T]":
         """Start ``coro`` as a task owned by this set.
 
@@ -105,7 +106,7 @@ class Tasks:
         task.add_done_callback(functools.partial(self._done, quiet))
         return task
 
-    def _done(self, quiet: Tuple[Type[BaseException], ...], task: "asyncio.Task[Any]") -> None:
+    def _done(self, quiet: tuple[type[BaseException], ...], task: "asyncio.Task[Any]") -> None:
         self._tasks.discard(task)
         if task.cancelled():
             return

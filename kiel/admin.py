@@ -11,16 +11,11 @@ offset (OffsetFetch v0, which a 0.8 broker reads from
 import contextlib
 import datetime
 import json
+from collections.abc import AsyncIterator, Sequence
 from typing import (
     Any,
-    AsyncIterator,
-    Dict,
-    List,
     NamedTuple,
     Optional,
-    Sequence,
-    Set,
-    Tuple,
     Union,
 )
 
@@ -52,8 +47,8 @@ class PartitionDescription(NamedTuple):
 
     partition: int
     leader: int
-    replicas: Tuple[int, ...]
-    isr: Tuple[int, ...]
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
     earliest: int
     highwater: int
 
@@ -62,7 +57,7 @@ class TopicDescription(NamedTuple):
     """One topic and its partitions."""
 
     topic: str
-    partitions: List[PartitionDescription]
+    partitions: list[PartitionDescription]
 
 
 class GroupPartition(NamedTuple):
@@ -80,10 +75,10 @@ class GroupDescription(NamedTuple):
     """A group: its live members and every partition of the topics it consumes."""
 
     group: str
-    members: List[str]
-    partitions: List[GroupPartition]
+    members: list[str]
+    partitions: list[GroupPartition]
 
-    def as_dict(self) -> Dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form."""
         return {
             "group": self.group,
@@ -117,7 +112,7 @@ async def _zookeeper(hosts: str, timeout: float) -> AsyncIterator[ZooKeeper]:
 
 async def describe_topics(
     brokers: Union[str, Sequence[str]], topics: Sequence[str] = (), **options: Any
-) -> List[TopicDescription]:
+) -> list[TopicDescription]:
     """Leaders, replicas, ISR, earliest offset and high watermark per partition.
 
     Args:
@@ -158,14 +153,14 @@ async def describe_topics(
         ]
 
 
-async def _children(zk: ZooKeeper, path: str) -> List[str]:
+async def _children(zk: ZooKeeper, path: str) -> list[str]:
     try:
         return sorted(await zk.get_children(path))
     except NoNodeError:
         return []
 
 
-async def list_groups(zk_hosts: str, *, timeout: float = 15.0) -> List[str]:
+async def list_groups(zk_hosts: str, *, timeout: float = 15.0) -> list[str]:
     """The groups registered under ``/consumers`` in ZooKeeper, sorted.
 
     Raises:
@@ -175,7 +170,7 @@ async def list_groups(zk_hosts: str, *, timeout: float = 15.0) -> List[str]:
         return await _children(zk, "/consumers")
 
 
-async def _group_topics(zk: ZooKeeper, base: str, members: List[str]) -> Set[str]:
+async def _group_topics(zk: ZooKeeper, base: str, members: list[str]) -> set[str]:
     """Topics the group owns, committed, or that a static member subscribes to."""
     topics = set(await _children(zk, f"{base}/owners"))
     topics.update(await _children(zk, f"{base}/offsets"))
@@ -193,8 +188,8 @@ async def _group_topics(zk: ZooKeeper, base: str, members: List[str]) -> Set[str
     return topics
 
 
-async def _owners(zk: ZooKeeper, base: str, tps: List[TopicPartition]) -> Dict[TopicPartition, str]:
-    owners: Dict[TopicPartition, str] = {}
+async def _owners(zk: ZooKeeper, base: str, tps: list[TopicPartition]) -> dict[TopicPartition, str]:
+    owners: dict[TopicPartition, str] = {}
     for tp in tps:
         try:
             data, _ = await zk.get(f"{base}/owners/{tp.topic}/{tp.partition}")
@@ -224,7 +219,7 @@ async def describe_group(
         if await zk.exists(base) is None:
             raise ConfigError(f"ZooKeeper has no group {group!r} (no {base})")
         members = await _children(zk, f"{base}/ids")
-        tps: List[TopicPartition] = []
+        tps: list[TopicPartition] = []
         for topic in sorted(await _group_topics(zk, base, members)):
             tps.extend(TopicPartition(topic, p) for p in await cluster.partitions_for(topic))
         owners = await _owners(zk, base, tps)
@@ -249,7 +244,7 @@ async def reset_group(
     force: bool = False,
     timeout: float = 15.0,
     **options: Any,
-) -> Dict[TopicPartition, int]:
+) -> dict[TopicPartition, int]:
     """Commit new offsets for every partition of ``topics`` in ``group``.
 
     Args:
@@ -282,8 +277,8 @@ async def reset_group(
 
 
 async def _targets(
-    cluster: Cluster, tps: List[TopicPartition], to: ResetTo
-) -> Dict[TopicPartition, int]:
+    cluster: Cluster, tps: list[TopicPartition], to: ResetTo
+) -> dict[TopicPartition, int]:
     if to == "earliest":
         return await list_offsets(cluster, {tp: EARLIEST for tp in tps})
     if to == "latest":

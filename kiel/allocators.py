@@ -40,21 +40,14 @@ that no pure allocator can be exactly minimal.
 import hashlib
 import math
 import numbers
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from types import MappingProxyType
 from typing import (
     Any,
     Callable,
-    Collection,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
     Optional,
-    Sequence,
-    Set,
-    Tuple,
     Union,
 )
 
@@ -62,14 +55,14 @@ from kiel.exc import AllocationError, ConfigError
 from kiel.structs import TopicPartition
 
 #: ``{member: {topic: [partition_id, ...]}}``
-Allocation = Dict[str, Dict[str, List[int]]]
+Allocation = dict[str, dict[str, list[int]]]
 #: ``allocator(members, partitions) -> Allocation``
 Allocator = Callable[[Sequence[str], Sequence[str]], Allocation]
 #: What :func:`weighted` accepts: ``member -> capacity`` as a mapping or a callable.
 Capacities = Union[Mapping[str, Any], Callable[[str], Any]]
 
 # A parsed partition: (its "topic:id" name, topic, partition id).
-_Partition = Tuple[str, str, int]
+_Partition = tuple[str, str, int]
 
 __all__ = [
     "ALLOCATORS",
@@ -93,7 +86,7 @@ __all__ = [
 # Partition names
 
 
-def parse_partition(name: str) -> Tuple[str, int]:
+def parse_partition(name: str) -> tuple[str, int]:
     """Split a ``"topic:partition_id"`` string.
 
     The id is what follows the *last* ``:``; it must be a canonical decimal
@@ -151,7 +144,7 @@ def format_partition(topic: str, partition_id: int) -> str:
 # Input and output helpers shared by the built-ins
 
 
-def _members(members: Iterable[str]) -> List[str]:
+def _members(members: Iterable[str]) -> list[str]:
     if isinstance(members, str):
         raise ConfigError(f"members must be a collection of member names, not the str {members!r}")
     out = set()
@@ -164,7 +157,7 @@ def _members(members: Iterable[str]) -> List[str]:
     return sorted(out)
 
 
-def _partitions(partitions: Iterable[str]) -> List[_Partition]:
+def _partitions(partitions: Iterable[str]) -> list[_Partition]:
     if isinstance(partitions, str):
         raise ConfigError(
             f"partitions must be a collection of 'topic:id' names, not the str {partitions!r}"
@@ -174,16 +167,16 @@ def _partitions(partitions: Iterable[str]) -> List[_Partition]:
 
 def _prepare(
     members: Iterable[str], partitions: Iterable[str]
-) -> Tuple[List[str], List[_Partition]]:
+) -> tuple[list[str], list[_Partition]]:
     ms, ps = _members(members), _partitions(partitions)
     if ps and not ms:
         raise AllocationError(f"cannot allocate {len(ps)} partition(s): the group has no members")
     return ms, ps
 
 
-def _build(members: List[str], owned: Iterable[Tuple[str, str, int]]) -> Allocation:
+def _build(members: list[str], owned: Iterable[tuple[str, str, int]]) -> Allocation:
     """``{member: {topic: sorted ids}}`` from (member, topic, id) triples."""
-    out: Dict[str, Dict[str, List[int]]] = {m: {} for m in members}
+    out: dict[str, dict[str, list[int]]] = {m: {} for m in members}
     for member, topic, pid in owned:
         out[member].setdefault(topic, []).append(pid)
     return {m: {t: sorted(ids) for t, ids in sorted(topics.items())} for m, topics in out.items()}
@@ -249,10 +242,10 @@ def range_allocator(members: Sequence[str], partitions: Sequence[str]) -> Alloca
         AllocationError: partitions but no members.
     """
     ms, ps = _prepare(members, partitions)
-    by_topic: Dict[str, List[int]] = {}
+    by_topic: dict[str, list[int]] = {}
     for _, topic, pid in ps:
         by_topic.setdefault(topic, []).append(pid)
-    owned: List[Tuple[str, str, int]] = []
+    owned: list[tuple[str, str, int]] = []
     for topic, ids in by_topic.items():
         ids.sort()
         per, extra = divmod(len(ids), len(ms))
@@ -267,7 +260,7 @@ def range_allocator(members: Sequence[str], partitions: Sequence[str]) -> Alloca
 # sticky and weighted: rendezvous hashing with bounded loads
 
 
-def _scores(member: str, names: List[bytes]) -> List[int]:
+def _scores(member: str, names: list[bytes]) -> list[int]:
     """The member's rendezvous score for each partition: 64 bits of BLAKE2b.
 
     The same on every machine and in every process (unlike ``hash()``).
@@ -281,7 +274,7 @@ def _scores(member: str, names: List[bytes]) -> List[int]:
     return out
 
 
-def _rendezvous(members: List[str], ps: List[_Partition], weights: List[Fraction]) -> Allocation:
+def _rendezvous(members: list[str], ps: list[_Partition], weights: list[Fraction]) -> Allocation:
     """Allocate ``ps`` to ``members`` in proportion to ``weights``.
 
     Strategy: every member ranks every partition by a keyed hash of
@@ -323,7 +316,7 @@ def _rendezvous(members: List[str], ps: List[_Partition], weights: List[Fraction
                 tied[i] = True
 
     names = [name.encode("utf-8", "surrogatepass") for name, _, _ in ps]
-    steps: List[Tuple[float, int, int, int]] = []
+    steps: list[tuple[float, int, int, int]] = []
     for i, member in enumerate(members):
         if caps[i] == 0 and not tied[i]:
             continue  # can never take anything
@@ -508,13 +501,13 @@ def validate(
         ConfigError: ``members`` or ``partitions`` themselves are malformed.
     """
     known = set(_members(members))
-    expected: Set[Tuple[str, int]] = {(topic, pid) for _, topic, pid in _partitions(partitions)}
+    expected: set[tuple[str, int]] = {(topic, pid) for _, topic, pid in _partitions(partitions)}
     if not isinstance(allocation, Mapping):
         raise AllocationError(
             "an allocation must be a dict {member: {topic: [partition ids]}}, not "
             f"{type(allocation).__name__}"
         )
-    owner_of: Dict[Tuple[str, int], str] = {}
+    owner_of: dict[tuple[str, int], str] = {}
     for member, topics in allocation.items():
         if not isinstance(member, str):
             raise AllocationError(
@@ -595,7 +588,7 @@ def validate(
 
 def allocate(
     allocator: Allocator, members: Sequence[str], partitions: Iterable[TopicPartition]
-) -> Dict[str, List[TopicPartition]]:
+) -> dict[str, list[TopicPartition]]:
     """Run ``allocator`` for kiel code, which speaks :class:`~kiel.structs.TopicPartition`.
 
     The one place where partitions become the plug-in interface's
@@ -629,7 +622,7 @@ def allocate(
 # Registry by name
 
 
-_REGISTRY: Dict[str, Allocator] = {
+_REGISTRY: dict[str, Allocator] = {
     "round_robin": round_robin,
     "range": range_allocator,
     "sticky": sticky,

@@ -22,7 +22,8 @@ import functools
 import importlib
 import json
 import sys
-from typing import Any, BinaryIO, Callable, Dict, Iterable, List, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, BinaryIO, Callable, Optional
 
 from kiel.exc import ConfigError, KielError
 
@@ -126,7 +127,7 @@ def _unescape(text: str) -> bytes:
     return text.encode("utf-8").decode("unicode_escape").encode("latin-1")
 
 
-def _parse_when(text: str, symbols: Dict[str, Any]) -> Any:
+def _parse_when(text: str, symbols: dict[str, Any]) -> Any:
     """``beginning``/``end`` (or their aliases), an offset, or an ISO date/time."""
     lowered = text.lower()
     if lowered in symbols:
@@ -177,10 +178,10 @@ def load_allocator(name: str) -> Callable[..., Any]:
     return fn
 
 
-def _expand_partitions(spec: str) -> List[str]:
+def _expand_partitions(spec: str) -> list[str]:
     from kiel.allocators import format_partition, parse_partition
 
-    out: List[str] = []
+    out: list[str] = []
     for item in filter(None, (s.strip() for s in spec.split(","))):
         if item.endswith("*"):
             topic, _, count = item[:-1].rpartition(":")
@@ -241,7 +242,7 @@ async def produce(args: argparse.Namespace, stdin: BinaryIO, err: Any) -> int:
     if not delimiter:
         raise ConfigError("the message delimiter must not be empty")
     count = 0
-    failures: List[BaseException] = []
+    failures: list[BaseException] = []
 
     def done(future: "asyncio.Future[Any]") -> None:
         if not future.cancelled() and future.exception() is not None:

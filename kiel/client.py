@@ -1,5 +1,6 @@
 """What every kiel client shares: a :class:`kiel.cluster.Cluster`, connect and close."""
-from typing import Any, Optional, Sequence, Type, TypeVar, Union
+from collections.abc import Sequence
+from typing import Any, Optional, TypeVar, Union
 
 from kiel.cluster import Cluster
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE
@@ -81,5 +82,5 @@ class Client:
         await self.connect()
         return self
 
-    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Any, tb: Any) -> None:
+    async def __aexit__(self, exc_type: Optional[type[BaseException]], exc: Any, tb: Any) -> None:
         await self.close()

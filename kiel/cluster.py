@@ -19,18 +19,12 @@ import functools
 import logging
 import random
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import (
     Any,
     Callable,
-    Dict,
-    Iterable,
-    List,
     NamedTuple,
     Optional,
-    Sequence,
-    Set,
-    Tuple,
     Union,
 )
 
@@ -88,12 +82,12 @@ class PartitionInfo(NamedTuple):
     topic: str
     partition: int
     leader: int
-    replicas: Tuple[int, ...]
-    isr: Tuple[int, ...]
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
     error_code: int
 
 
-def parse_brokers(brokers: Union[str, Sequence[str]]) -> List[Tuple[str, int]]:
+def parse_brokers(brokers: Union[str, Sequence[str]]) -> list[tuple[str, int]]:
     """Parse a bootstrap list.
 
     Args:
@@ -121,7 +115,7 @@ def parse_brokers(brokers: Union[str, Sequence[str]]) -> List[Tuple[str, int]]:
     return result
 
 
-def _metadata_request(versions: Versions, topics: List[str]) -> Any:
+def _metadata_request(versions: Versions, topics: list[str]) -> Any:
     """The Metadata request for ``topics`` (``[]``: all) in the broker's version."""
     if versions.of(METADATA) >= 1:
         # v1 asks for every topic with a null array; an empty one asks for none.
@@ -186,7 +180,7 @@ class Cluster:
             None if release is None else for_broker_version(release)
         )
         #: Negotiated versions by broker address ``(host, port)``.
-        self.known_versions: Dict[Tuple[str, int], Versions] = {}
+        self.known_versions: dict[tuple[str, int], Versions] = {}
         for name, value in (
             ("connect_timeout", connect_timeout),
             ("request_timeout", request_timeout),
@@ -203,14 +197,14 @@ class Cluster:
         self.max_in_flight, self.max_frame_size = max_in_flight, max_frame_size
         self.metadata_max_age = metadata_max_age
         self.backoff = Backoff(retry_backoff, max_backoff, retries)
-        self.brokers: Dict[int, BrokerInfo] = {}
-        self.partitions: Dict[str, Dict[int, PartitionInfo]] = {}
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.partitions: dict[str, dict[int, PartitionInfo]] = {}
         #: The last topic-level error code of each topic (0: none).
-        self.topic_errors: Dict[str, int] = {}
-        self._connections: Dict[Any, Connection] = {}
+        self.topic_errors: dict[str, int] = {}
+        self._connections: dict[Any, Connection] = {}
         #: Every connection's requests: latency and errors by API.
         self.request_metrics = RequestCounters()
-        self._topics: Set[str] = set()
+        self._topics: set[str] = set()
         self._tasks = Tasks("kiel-cluster")
         self._refreshing: Optional[asyncio.Task[None]] = None
         self._metadata_time = 0.0
@@ -250,7 +244,7 @@ class Cluster:
         """
         return ClientMetrics(**self.metric_fields())
 
-    def metric_fields(self) -> Dict[str, Any]:
+    def metric_fields(self) -> dict[str, Any]:
         """The fields of :class:`~kiel.metrics.ClientMetrics`, for the clients' snapshots."""
         counters = self.request_metrics
         return {
@@ -350,7 +344,7 @@ class Cluster:
         """
         self._check_open()
         errors = []
-        candidates: List[Tuple[Any, str, int, Optional[int]]] = [
+        candidates: list[tuple[Any, str, int, Optional[int]]] = [
             (b.node_id, b.host, b.port, b.node_id) for b in self.brokers.values()
         ]
         random.shuffle(candidates)
@@ -459,7 +453,7 @@ class Cluster:
                 self.partitions.pop(topic.topic, None)
         self._metadata_time = IOLoop.current().time()
 
-    async def all_topics(self) -> Dict[str, int]:
+    async def all_topics(self) -> dict[str, int]:
         """Every topic of the cluster and its partition count (one Metadata
         request for all topics, retried; the answer also refreshes what this
         cluster knows).
@@ -487,7 +481,7 @@ class Cluster:
         if self.metadata_age > self.metadata_max_age:
             await self.refresh_metadata()
 
-    async def partitions_for(self, topic: str) -> List[int]:
+    async def partitions_for(self, topic: str) -> list[int]:
         """The partition ids of ``topic``, loading its metadata if needed.
 
         A topic being auto-created answers LeaderNotAvailable first; that is

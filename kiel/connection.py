@@ -25,7 +25,8 @@ import enum
 import logging
 import socket
 import time
-from typing import Any, Dict, MutableMapping, Optional, Tuple, Union
+from collections.abc import MutableMapping
+from typing import Any, Optional, Union
 
 from tornado import gen
 from tornado.ioloop import IOLoop
@@ -118,7 +119,7 @@ class Connection:
         ssl_options: Any = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         versions: Optional[Versions] = None,
-        known_versions: Optional[MutableMapping[Tuple[str, int], Versions]] = None,
+        known_versions: Optional[MutableMapping[tuple[str, int], Versions]] = None,
         metrics: Optional[RequestCounters] = None,
     ) -> None:
         self.host, self.port, self.broker_id = host, port, broker_id
@@ -135,7 +136,7 @@ class Connection:
         self._stream: Optional[IOStream] = None
         # The stream being negotiated on, before it becomes ``_stream``.
         self._opening: Optional[IOStream] = None
-        self._pending: Dict[int, asyncio.Future[Any]] = {}
+        self._pending: dict[int, asyncio.Future[Any]] = {}
         self._slots = Semaphore(max_in_flight)
         self._closed = False
         self._close_error: Optional[KielError] = None
@@ -147,7 +148,7 @@ class Connection:
         state = "closed" if self._closed else ("open" if self._stream else "new")
         return f"<Connection broker={self.broker_id} {self.host}:{self.port} {state}>"
 
-    def _context(self) -> Dict[str, Any]:
+    def _context(self) -> dict[str, Any]:
         return {"broker_id": self.broker_id, "host": self.host, "port": self.port}
 
     @property
@@ -289,7 +290,7 @@ class Connection:
             self._known[(self.host, self.port)] = versions
         return stream
 
-    async def _ask_versions(self, stream: IOStream) -> Optional[Dict[int, Any]]:
+    async def _ask_versions(self, stream: IOStream) -> Optional[dict[int, Any]]:
         """One ApiVersions v0 round trip on ``stream``.
 
         Returns:

@@ -20,7 +20,7 @@ import asyncio
 import collections
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any
 
 from kiel.clients import Producer
 from kiel.consumer import GroupedConsumer, SingleConsumer
@@ -39,8 +39,8 @@ def step(text: str) -> None:
     print(f"\n== {text}", flush=True)
 
 
-async def produce(bootstrap: str) -> Dict[int, int]:
-    per_partition: Dict[int, int] = collections.Counter()
+async def produce(bootstrap: str) -> dict[int, int]:
+    per_partition: dict[int, int] = collections.Counter()
     async with Producer(
         bootstrap,
         serializer=json_serializer,
@@ -62,8 +62,8 @@ async def produce(bootstrap: str) -> Dict[int, int]:
     return per_partition
 
 
-async def consume(bootstrap: str) -> List[Any]:
-    seen: List[Any] = []
+async def consume(bootstrap: str) -> list[Any]:
+    seen: list[Any] = []
     async with SingleConsumer(
         bootstrap, deserializer=json_deserializer, max_wait_time=0.5
     ) as consumer:
@@ -84,17 +84,17 @@ class ShowMoves:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def on_partitions_revoked(self, revoked: List[TopicPartition]) -> None:
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
         print(f"  {self.name}: gives up {[tp.partition for tp in revoked]} (commits first)")
 
-    def on_partitions_assigned(self, assigned: List[TopicPartition]) -> None:
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         print(f"  {self.name}: takes {[tp.partition for tp in assigned]}")
 
 
 async def group_tour(bootstrap: str, zk_hosts: str) -> bool:
     """Three grouped consumers share the topic; one leaves half-way."""
-    counts: Dict[int, int] = collections.Counter()
-    stops: Dict[str, asyncio.Event] = {}
+    counts: dict[int, int] = collections.Counter()
+    stops: dict[str, asyncio.Event] = {}
 
     def member(name: str) -> GroupedConsumer:
         return GroupedConsumer(
@@ -122,7 +122,7 @@ async def group_tour(bootstrap: str, zk_hosts: str) -> bool:
             if records:
                 await asyncio.sleep(0.02)  # a slow worker, so the others get work too
 
-    def ownership(names: List[str]) -> Dict[str, List[int]]:
+    def ownership(names: list[str]) -> dict[str, list[int]]:
         return {n: sorted(tp.partition for tp in consumers[n].assignment()) for n in names}
 
     names = ["alpha", "beta", "gamma"]
@@ -156,11 +156,11 @@ async def group_tour(bootstrap: str, zk_hosts: str) -> bool:
     return missed == 0 and twice == 0
 
 
-def check(seen: List[Any]) -> bool:
+def check(seen: list[Any]) -> bool:
     numbers = [view["n"] for view in seen]
     ok = sorted(numbers) == list(range(MESSAGES))
     # A user's views share a key, so a partition: they must come in order.
-    per_user: Dict[str, List[int]] = collections.defaultdict(list)
+    per_user: dict[str, list[int]] = collections.defaultdict(list)
     for view in seen:
         per_user[view["user"]].append(view["n"])
     in_order = all(ns == sorted(ns) for ns in per_user.values())

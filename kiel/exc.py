@@ -20,7 +20,7 @@ Errors carry structured context (``api``, ``topic``, ``partition``,
 ``offset``, ``broker_id``, ``host``, ``port``) as attributes, and the context
 that is known shows up in ``str(error)``.
 """
-from typing import Any, ClassVar, Dict, Optional, Type
+from typing import Any, ClassVar, Optional
 
 #: Context keys every error may carry, in the order ``str()`` shows them.
 CONTEXT_KEYS = ("api", "topic", "partition", "offset", "broker_id", "host", "port", "group")
@@ -42,7 +42,7 @@ class KielError(Exception):
 
     def __init__(self, message: str = "", **context: Any) -> None:
         self.message = message or (self.__doc__ or type(self).__name__).strip().splitlines()[0]
-        self.context: Dict[str, Any] = {k: v for k, v in context.items() if v is not None}
+        self.context: dict[str, Any] = {k: v for k, v in context.items() if v is not None}
         super().__init__(self.message)
 
     def __getattr__(self, name: str) -> Any:
@@ -76,7 +76,7 @@ class KielError(Exception):
         return (_rebuild, (type(self), self.message, self.context))
 
 
-def _rebuild(cls: Type[KielError], message: str, context: Dict[str, Any]) -> KielError:
+def _rebuild(cls: type[KielError], message: str, context: dict[str, Any]) -> KielError:
     err = cls.__new__(cls)
     KielError.__init__(err, message, **context)
     return err
@@ -272,12 +272,12 @@ class BrokerError(KielError):
         self.errno = int(context.get("errno", type(self).errno))
 
 
-_BY_CODE: Dict[int, Type[BrokerError]] = {}
+_BY_CODE: dict[int, type[BrokerError]] = {}
 
 
 def _register(
     code: int, name: str, doc: str, retriable: bool = False, invalid_metadata: bool = False
-) -> Type[BrokerError]:
+) -> type[BrokerError]:
     cls = type(
         name,
         (BrokerError,),
@@ -316,7 +316,7 @@ NotEnoughReplicasError = _register(19, "NotEnoughReplicasError", "Fewer in-sync 
 NotEnoughReplicasAfterAppendError = _register(20, "NotEnoughReplicasAfterAppendError", "Written, but fewer in-sync replicas than required.", retriable=True)
 
 
-def for_code(code: int) -> Optional[Type[BrokerError]]:
+def for_code(code: int) -> Optional[type[BrokerError]]:
     """Map a Kafka error code to its exception class.
 
     Args:

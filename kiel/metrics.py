@@ -13,8 +13,9 @@ exporter, :mod:`kiel.metrics_prometheus`, and :func:`as_dict` expose).
 """
 
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple, Optional
 
 from kiel.protocol.api import BY_REQUEST
 from kiel.structs import TopicPartition
@@ -40,12 +41,12 @@ __all__ = [
 #: Upper bounds (seconds) of the request latency histogram's buckets; a last
 #: bucket (``+Inf``) takes the rest. A Fetch long poll lasts up to the
 #: consumer's ``max_wait_time`` when no message comes.
-LATENCY_BUCKETS: Tuple[float, ...] = (
+LATENCY_BUCKETS: tuple[float, ...] = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )
 
 
-def count_error(errors: Dict[str, int], error: BaseException) -> None:
+def count_error(errors: dict[str, int], error: BaseException) -> None:
     """Count one ``error`` in ``errors``, by its class name.
 
     Args:
@@ -71,7 +72,7 @@ class Latency:
     count: int
     sum: float
     max: float
-    buckets: Tuple[Tuple[float, int], ...]
+    buckets: tuple[tuple[float, int], ...]
 
 
 class LatencySummary:
@@ -103,7 +104,7 @@ class LatencySummary:
         Returns:
             a :class:`Latency` with cumulative buckets.
         """
-        buckets: List[Tuple[float, int]] = []
+        buckets: list[tuple[float, int]] = []
         total = 0
         for bound, n in zip(LATENCY_BUCKETS + (float("inf"),), self._counts):
             total += n
@@ -122,9 +123,9 @@ class RequestCounters:
 
     def __init__(self) -> None:
         #: Answered requests by API name (``"Fetch"``, ``"Produce"``, ...).
-        self.latency: Dict[str, LatencySummary] = {}
+        self.latency: dict[str, LatencySummary] = {}
         #: Failed requests by ``(API name, error class name)``.
-        self.errors: Dict[Tuple[str, str], int] = {}
+        self.errors: dict[tuple[str, str], int] = {}
 
     @staticmethod
     def api_of(request: Any) -> str:
@@ -184,9 +185,9 @@ class ClientMetrics:
     """What every client reports (the requests of its cluster)."""
 
     #: answered requests by API name.
-    requests: Dict[str, Latency]
+    requests: dict[str, Latency]
     #: failed requests by ``(API name, error class name)``.
-    request_errors: Dict[Tuple[str, str], int]
+    request_errors: dict[tuple[str, str], int]
     #: open broker connections.
     connections: int
 
@@ -205,7 +206,7 @@ class ProducerMetrics(ClientMetrics):
     records_failed: int
     #: errors met sending batches, by error class name (each partition of a
     #: request counts once; a retried error counts each time).
-    errors: Dict[str, int]
+    errors: dict[str, int]
     #: records produced and not yet acknowledged or failed.
     pending_records: int
     #: their bytes.
@@ -222,9 +223,9 @@ class ConsumerMetrics(ClientMetrics):
     #: bytes of fetched message sets (record batches) the brokers answered with.
     bytes_in: int
     #: fetch errors, by error class name (per partition; decode errors too).
-    fetch_errors: Dict[str, int]
+    fetch_errors: dict[str, int]
     #: messages between position and high watermark (``None`` before the first fetch).
-    lag: Dict[TopicPartition, Optional[int]]
+    lag: dict[TopicPartition, Optional[int]]
     #: seconds the IOLoop spent decoding fetched answers.
     decode_seconds: float
     #: times the decoder handed the loop back (``decode_budget`` spent).
@@ -263,7 +264,7 @@ class MetricSpec(NamedTuple):
     #: ``counter``, ``gauge`` or ``histogram``.
     type: str
     unit: str
-    labels: Tuple[str, ...]
+    labels: tuple[str, ...]
     help: str
 
 
@@ -318,14 +319,14 @@ _SPECS = (
 )
 
 #: Every metric kiel exports, by name.
-METRICS: Dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
+METRICS: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
 
 
 class Sample(NamedTuple):
     """One value of a metric: a number, or a :class:`Latency` for a histogram."""
 
     name: str
-    labels: Tuple[str, ...]
+    labels: tuple[str, ...]
     value: Any
 
 
@@ -374,7 +375,7 @@ def samples(snapshot: ClientMetrics) -> Iterator[Sample]:
         yield Sample("kiel_group_commits", (), snapshot.commits)
 
 
-def as_dict(snapshot: ClientMetrics) -> Dict[str, List[Dict[str, Any]]]:
+def as_dict(snapshot: ClientMetrics) -> dict[str, list[dict[str, Any]]]:
     """``snapshot`` as JSON-ready data: ``{name: [{"labels": {...}, "value": ...}]}``.
 
     A histogram's value is ``{"count", "sum", "max", "buckets": [[le, n], ...]}``
@@ -386,7 +387,7 @@ def as_dict(snapshot: ClientMetrics) -> Dict[str, List[Dict[str, Any]]]:
     Returns:
         a dict of lists, JSON-serialisable.
     """
-    out: Dict[str, List[Dict[str, Any]]] = {}
+    out: dict[str, list[dict[str, Any]]] = {}
     for sample in samples(snapshot):
         value = sample.value
         if isinstance(value, Latency):

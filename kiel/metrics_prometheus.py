@@ -16,7 +16,8 @@ name the client was registered under.
 """
 
 import importlib
-from typing import Any, Dict, Iterator, List, Mapping, Tuple
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from kiel.exc import MissingDependencyError
 from kiel.metrics import METRICS, Latency, samples
@@ -61,7 +62,7 @@ class KielCollector:
             an iterator of ``prometheus_client`` metric families.
         """
         core = self._core
-        by_name: Dict[str, List[Tuple[Tuple[str, ...], Any]]] = {}
+        by_name: dict[str, list[tuple[tuple[str, ...], Any]]] = {}
         for client_name, client in sorted(self.clients.items()):
             for sample in samples(client.metrics()):
                 by_name.setdefault(sample.name, []).append(
@@ -85,7 +86,7 @@ class KielCollector:
                     family.add_metric(list(label_values), value)
             yield family
 
-    def describe(self) -> List[Any]:
+    def describe(self) -> list[Any]:
         """Nothing up front: the families depend on what the clients saw.
 
         Returns:
@@ -94,7 +95,7 @@ class KielCollector:
         return []
 
 
-def _buckets(latency: Latency) -> List[Tuple[str, int]]:
+def _buckets(latency: Latency) -> list[tuple[str, int]]:
     return [("+Inf" if le == float("inf") else repr(le), n) for le, n in latency.buckets]
 
 

@@ -20,7 +20,8 @@ never falls through silently.
 
 import asyncio
 import random
-from typing import AsyncIterator, Awaitable, Callable, Iterator, Optional, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from typing import Callable, Optional, TypeVar
 
 from kiel.exc import ClientClosedError, ConfigError
 

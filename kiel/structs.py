@@ -12,7 +12,7 @@ The ``"topic:partition"`` strings of the allocator plug-in interface
 """
 
 import sys
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Optional, TypeVar
 
 __all__ = ["Header", "K", "RawRecord", "Record", "RecordMetadata", "TopicPartition", "V"]
 
@@ -22,7 +22,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 #: One record header (magic 2): a text key and a bytes value, or ``None``.
-Header = Tuple[str, Optional[bytes]]
+Header = tuple[str, Optional[bytes]]
 
 
 class TopicPartition(NamedTuple):
@@ -78,7 +78,7 @@ if sys.version_info >= (3, 11) or TYPE_CHECKING:
         #: broker); ``None`` for magic-0 messages, which carry no timestamp.
         timestamp_type: Optional[int] = None
         #: The record's headers (magic 2), in order; ``()`` when it has none.
-        headers: Tuple[Header, ...] = ()
+        headers: tuple[Header, ...] = ()
 
 else:  # pragma: no cover - Python < 3.11
 
@@ -90,7 +90,7 @@ else:  # pragma: no cover - Python < 3.11
         value: Any
         timestamp: Optional[int] = None
         timestamp_type: Optional[int] = None
-        headers: Tuple[Header, ...] = ()
+        headers: tuple[Header, ...] = ()
 
         def __class_getitem__(cls, item: Any) -> Any:
             return cls

@@ -23,7 +23,7 @@ Example::
     assert compression.decompress(compression.GZIP, packed) == b"payload"
     codec = compression.get_codec(compression.SNAPPY, xerial=False)
 """
-from typing import Any, Dict, Type
+from typing import Any
 
 from kiel.compression.base import DEFAULT_MAX_OUTPUT_SIZE, BytesLike, Codec, NoneCodec
 from kiel.compression.gzip import DEFAULT_GZIP_LEVEL, GzipCodec
@@ -68,7 +68,7 @@ ZSTD = 4
 #: The attribute bits that hold the codec id.
 CODEC_MASK = 0x07
 
-_CODECS: Dict[int, Type[Codec]] = {
+_CODECS: dict[int, type[Codec]] = {
     NONE: NoneCodec,
     GZIP: GzipCodec,
     SNAPPY: SnappyCodec,
@@ -77,12 +77,12 @@ _CODECS: Dict[int, Type[Codec]] = {
 }
 #: Codec names (as in Kafka's ``compression.codec`` setting) to ids, for
 #: message sets (magic 0 and 1): zstd is not among them.
-CODEC_NAMES: Dict[str, int] = {
+CODEC_NAMES: dict[str, int] = {
     cls.name: codec_id for codec_id, cls in _CODECS.items() if codec_id != ZSTD
 }
-_BATCH_CODEC_NAMES: Dict[str, int] = {cls.name: codec_id for codec_id, cls in _CODECS.items()}
+_BATCH_CODEC_NAMES: dict[str, int] = {cls.name: codec_id for codec_id, cls in _CODECS.items()}
 
-_defaults: Dict[int, Codec] = {}
+_defaults: dict[int, Codec] = {}
 
 
 def codec_id_for(name: str, *, magic: int = 0) -> int:

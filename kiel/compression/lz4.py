@@ -24,7 +24,6 @@ already covers the compressed bytes. Linked (dependent) blocks, dictionaries
 and legacy or skippable frames are rejected: Kafka never produces them.
 """
 import struct
-from typing import List
 
 from kiel.compression._xxh32 import xxh32
 from kiel.compression.base import (
@@ -114,7 +113,7 @@ class LZ4Codec(Codec):
         :meth:`Codec.compress`).
         """
         view = as_view(data)
-        parts: List[BytesLike] = [_HEADERS[self.magic]]
+        parts: list[BytesLike] = [_HEADERS[self.magic]]
         for start in range(0, len(view), LZ4_BLOCK_SIZE):
             chunk = view[start:start + LZ4_BLOCK_SIZE]
             block = self._compress_block(chunk, store_size=False)

@@ -21,7 +21,6 @@ block) and ignores the version and compat fields, which some producers write
 little-endian.
 """
 import struct
-from typing import List
 
 from kiel.compression.base import (
     DEFAULT_MAX_OUTPUT_SIZE,
@@ -88,7 +87,7 @@ class SnappyCodec(Codec):
         if not self.xerial:
             return bytes(self._compress_raw(view))
         size = self.block_size
-        parts: List[BytesLike] = [XERIAL_HEADER]
+        parts: list[BytesLike] = [XERIAL_HEADER]
         for start in range(0, len(view), size):
             block = self._compress_raw(view[start:start + size])
             parts.append(_INT32.pack(len(block)))
@@ -109,7 +108,7 @@ class SnappyCodec(Codec):
         if end < len(XERIAL_HEADER):
             raise CompressionError(f"snappy: truncated xerial header ({end} of 16 bytes)")
         pos = len(XERIAL_HEADER)
-        parts: List[bytes] = []
+        parts: list[bytes] = []
         total = 0
         while pos < end:
             if end - pos < 4:

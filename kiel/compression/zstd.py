@@ -20,7 +20,7 @@ above ``max_output_size`` yet a real output below it: they get a buffer of
 exactly ``max_output_size``, and output that does not fit is over the limit.
 """
 import struct
-from typing import Optional, Tuple
+from typing import Optional
 
 from kiel.compression.base import (
     DEFAULT_MAX_OUTPUT_SIZE,
@@ -45,7 +45,7 @@ _DICT_ID_SIZES = (0, 1, 2, 4)
 _FCS_SIZES = (0, 2, 4, 8)
 
 
-def _frame_header(view: memoryview, pos: int) -> Tuple[int, Optional[int], int, bool]:
+def _frame_header(view: memoryview, pos: int) -> tuple[int, Optional[int], int, bool]:
     """Parse the frame header at ``pos`` (after the magic).
 
     Returns:
@@ -89,7 +89,7 @@ def _frame_header(view: memoryview, pos: int) -> Tuple[int, Optional[int], int, 
     return pos, content_size, max(1, min(window_size, _MAX_BLOCK)), bool(descriptor & 0x04)
 
 
-def _frame_bound(view: memoryview, pos: int) -> Tuple[int, int, bool]:
+def _frame_bound(view: memoryview, pos: int) -> tuple[int, int, bool]:
     """Walk one zstd frame (after its magic) without decompressing it.
 
     Returns:
@@ -135,7 +135,7 @@ def _frame_bound(view: memoryview, pos: int) -> Tuple[int, int, bool]:
     return pos, bound, exact
 
 
-def _output_bound(view: memoryview) -> Tuple[int, bool]:
+def _output_bound(view: memoryview) -> tuple[int, bool]:
     """The most bytes ``view`` (zstd frames, possibly concatenated) can decompress to.
 
     Returns:

@@ -15,17 +15,11 @@ Records fetched ahead and not handed out yet do not count.
 """
 
 import collections
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from typing import (
     Any,
-    AsyncIterator,
-    Awaitable,
     Callable,
-    Deque,
-    Dict,
-    Iterable,
-    List,
     Optional,
-    Sequence,
     Union,
     overload,
 )
@@ -54,12 +48,12 @@ __all__ = ["ConsumedBatches", "ConsumedRecord", "Topics"]
 #: without deserializers, and whatever the deserializers return with them.
 ConsumedRecord = Record[Any, Any]
 #: Records per partition, in offset order.
-ConsumedBatches = Dict[TopicPartition, List[ConsumedRecord]]
+ConsumedBatches = dict[TopicPartition, list[ConsumedRecord]]
 #: A topic name, or several.
 Topics = Union[str, Sequence[str]]
 
 
-def topic_list(topics: Topics) -> List[str]:
+def topic_list(topics: Topics) -> list[str]:
     """``topics`` as a list of names.
 
     Raises:
@@ -283,11 +277,13 @@ class _BaseConsumer(Client):
         )
         self._tasks = Tasks(f"kiel-{type(self).__name__}")
         #: Records lent to stream() loops and not yielded yet, per partition.
-        self._loans: Dict[TopicPartition, _Loan] = {}
+        self._loans: dict[TopicPartition, _Loan] = {}
         #: Errors met in the background, raised by the next consume(). Each
         #: was logged when it happened; an application that does not call
         #: consume() for a while gets the newest MAX_PENDING_ERRORS.
-        self._errors: Deque[BaseException] = collections.deque(maxlen=MAX_PENDING_ERRORS)
+        self._errors: collections.deque[BaseException] = collections.deque(
+            maxlen=MAX_PENDING_ERRORS
+        )
         self._closing = False
 
     # ------------------------------------------------------------------
@@ -308,11 +304,11 @@ class _BaseConsumer(Client):
         return self.max_records or STREAM_RECORDS
 
     @staticmethod
-    def _flatten(batches: ConsumedBatches) -> List[ConsumedRecord]:
+    def _flatten(batches: ConsumedBatches) -> list[ConsumedRecord]:
         """One list: partitions in order, each partition's records in offset order."""
         if len(batches) == 1:
             return next(iter(batches.values()))
-        records: List[ConsumedRecord] = []
+        records: list[ConsumedRecord] = []
         for tp in sorted(batches):
             records.extend(batches[tp])
         return records
@@ -374,7 +370,7 @@ class _BaseConsumer(Client):
     # ------------------------------------------------------------------
     # positions
 
-    def _tps(self, topic: str, partition: Optional[int]) -> List[TopicPartition]:
+    def _tps(self, topic: str, partition: Optional[int]) -> list[TopicPartition]:
         """The partitions a positions call names (all of ``topic``'s for ``None``).
 
         Raises:
@@ -415,14 +411,14 @@ class _BaseConsumer(Client):
         return None if st is None else st.highwater
 
     @overload
-    def lag(self, topic: str) -> Dict[int, Optional[int]]: ...
+    def lag(self, topic: str) -> dict[int, Optional[int]]: ...
 
     @overload
     def lag(self, topic: str, partition: int) -> Optional[int]: ...
 
     def lag(
         self, topic: str, partition: Optional[int] = None
-    ) -> Union[Optional[int], Dict[int, Optional[int]]]:
+    ) -> Union[Optional[int], dict[int, Optional[int]]]:
         """Messages between the position and the high watermark.
 
         Args:
@@ -436,7 +432,7 @@ class _BaseConsumer(Client):
         Raises:
             UnknownTopicError, UnknownPartitionError: not consumed.
         """
-        lags: Dict[int, Optional[int]] = {}
+        lags: dict[int, Optional[int]] = {}
         for tp in self._tps(topic, partition):
             st = self.subscription.get(tp)
             position = self._position(tp)
@@ -448,7 +444,7 @@ class _BaseConsumer(Client):
         """Make ``offset`` the next offset handed out for a partition (see the subclasses)."""
         raise NotImplementedError
 
-    async def _seek_all(self, topic: str, tps: List[TopicPartition], start: Start) -> None:
+    async def _seek_all(self, topic: str, tps: list[TopicPartition], start: Start) -> None:
         """Seek ``tps`` (partitions of ``topic``) to ``start``, through :meth:`seek`.
 
         Raises:
@@ -484,13 +480,13 @@ class _BaseConsumer(Client):
         """
         return ConsumerMetrics(**self._metric_fields())
 
-    def _metric_fields(self) -> Dict[str, Any]:
+    def _metric_fields(self) -> dict[str, Any]:
         """The fields of :class:`~kiel.metrics.ConsumerMetrics`, for subclasses to extend."""
         decoder, fetcher = self.decoder, self.fetcher
         errors = dict(fetcher.errors)
         for name, n in decoder.errors.items():
             errors[name] = errors.get(name, 0) + n
-        lag: Dict[TopicPartition, Optional[int]] = {}
+        lag: dict[TopicPartition, Optional[int]] = {}
         subscription = self.subscription
         for tp in subscription.assignment():
             st = subscription.get(tp)

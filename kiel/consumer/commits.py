@@ -12,7 +12,8 @@ every revocation.
 
 import asyncio
 import collections
-from typing import Callable, Deque, Dict, Iterable, List, Optional, Sequence, Set
+from collections.abc import Iterable, Sequence
+from typing import Callable, Optional
 
 from kiel._aio import Tasks, Wakeup
 from kiel.consumer.offsets import GroupOffsets
@@ -37,8 +38,8 @@ class Held:
     __slots__ = ("pending", "done", "end")
 
     def __init__(self, position: int) -> None:
-        self.pending: Deque[int] = collections.deque()
-        self.done: Set[int] = set()
+        self.pending: collections.deque[int] = collections.deque()
+        self.done: set[int] = set()
         self.end = position
 
     @property
@@ -108,7 +109,7 @@ class Commits:
         self,
         offsets: GroupOffsets,
         tasks: Tasks,
-        errors: Deque[BaseException],
+        errors: collections.deque[BaseException],
         *,
         metadata: str = "",
         every: Optional[int] = None,
@@ -122,11 +123,11 @@ class Commits:
         self.may_commit = may_commit
         #: Per partition, how many times it was acquired: a start computed
         #: for an earlier ownership must not start a later one.
-        self.generation: Dict[TopicPartition, int] = {}
+        self.generation: dict[TopicPartition, int] = {}
         #: The owned partitions, with what the application holds of each.
-        self.held: Dict[TopicPartition, Held] = {}
+        self.held: dict[TopicPartition, Held] = {}
         #: The offset last committed (or found committed) per owned partition.
-        self.committed: Dict[TopicPartition, int] = {}
+        self.committed: dict[TopicPartition, int] = {}
         #: Fired whenever records were finished (a revocation waits for it).
         self.finished = Wakeup()
         #: Completed commits (for tests and metrics).
@@ -190,7 +191,7 @@ class Commits:
 
     async def wait_finished(
         self, tps: Sequence[TopicPartition], timeout: float, stop: Callable[[], bool]
-    ) -> List[TopicPartition]:
+    ) -> list[TopicPartition]:
         """Wait until the application holds no record of ``tps``.
 
         Args:

@@ -18,7 +18,7 @@ out and where the raw answer goes on, or the error to raise. No I/O.
 import asyncio
 import logging
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Optional
 
 from kiel.consumer.subscription import PartitionState, Status
 from kiel.exc import (
@@ -52,7 +52,7 @@ DECODE_RECORDS = 1000
 #: What the slicing pass found: records, the offset after the last complete
 #: message, where decoding stopped, the size the first message needs, and
 #: whether complete messages are left after that point.
-_Sliced = Tuple[List[Record], Optional[int], int, Optional[int], bool]
+_Sliced = tuple[list[Record], Optional[int], int, Optional[int], bool]
 
 
 class Decoder:
@@ -89,7 +89,7 @@ class Decoder:
         #: Seconds spent decoding message sets (deserializers not included).
         self.decode_seconds = 0.0
         #: Errors decoding (corrupt, too large, deserializer failed), by class name.
-        self.errors: Dict[str, int] = {}
+        self.errors: dict[str, int] = {}
         self._step_started = 0.0
         self._chunk = _DECODE_CHUNK
         #: Bytes per record in the last slice (0: none seen yet), to size slices by ``want``.
@@ -222,7 +222,7 @@ class Decoder:
             ProtocolError: a message does not decode.
         """
         topic, partition = st.tp
-        records: List[Record] = []
+        records: list[Record] = []
         next_offset: Optional[int] = None
         needed: Optional[int] = None
         size = len(data)
@@ -310,10 +310,10 @@ class Decoder:
             return self._chunk
         return min(self._chunk, max(_MIN_DECODE_CHUNK, self._record_bytes * want))
 
-    def _good_prefix(self, piece: bytes, topic: str, partition: int, offset: int) -> List[Record]:
+    def _good_prefix(self, piece: bytes, topic: str, partition: int, offset: int) -> list[Record]:
         """The records of ``piece``'s top-level messages before the first
         that does not decode (the error path only: each is decoded alone)."""
-        good: List[Record] = []
+        good: list[Record] = []
         try:
             for bound in iter_message_boundaries(piece, strict=False):
                 one = decode_message_set(
@@ -373,8 +373,8 @@ class Decoder:
         )
 
     async def _deserialize(
-        self, st: PartitionState, offset: int, epoch: int, records: List[Record]
-    ) -> Optional[List[Record]]:
+        self, st: PartitionState, offset: int, epoch: int, records: list[Record]
+    ) -> Optional[list[Record]]:
         """Apply the deserializers; on failure keep the good prefix and the error.
 
         Returns:
@@ -383,7 +383,7 @@ class Decoder:
         """
         value_fn = self.deserializer
         key_fn = self.key_deserializer
-        out: List[Record[Any, Any]] = []
+        out: list[Record[Any, Any]] = []
         append = out.append
         new = _new_record
         record = records[0]

@@ -31,7 +31,8 @@ import asyncio
 import functools
 import logging
 import time
-from typing import Any, Dict, Iterable, List, Optional, Set, Tuple
+from collections.abc import Iterable
+from typing import Any, Optional
 
 from kiel._aio import Tasks, Wakeup
 from kiel.cluster import Cluster
@@ -70,7 +71,7 @@ OFFSET_RESET_POLICIES = ("earliest", "latest", "raise")
 
 #: What one request asks for a partition: its state, and its position, epoch
 #: and fetch size when the request left.
-_Asked = Tuple[PartitionState, int, int, int]
+_Asked = tuple[PartitionState, int, int, int]
 
 #: Room kept in a frame for a Fetch answer's headers (correlation id, a
 #: one-topic header; a topic name is at most 255 bytes).
@@ -127,17 +128,17 @@ class Fetcher:
         )
         self._changed = changed
         self._tasks = Tasks("kiel-fetcher")
-        self._inflight: Dict[int, asyncio.Task[Set[TopicPartition]]] = {}
+        self._inflight: dict[int, asyncio.Task[set[TopicPartition]]] = {}
         #: Per leader, where the next request starts taking partitions.
-        self._turns: Dict[int, int] = {}
+        self._turns: dict[int, int] = {}
         #: Per leader in flight, the fetch sizes its request asked for.
-        self._asked: Dict[int, int] = {}
+        self._asked: dict[int, int] = {}
         #: Leaders the prefetch bound left out, first come first.
-        self._waiting: List[int] = []
+        self._waiting: list[int] = []
         #: Where the next round starts decoding (turns, so no partition starves).
         self._decode_turn = 0
         self._refresh: Optional[asyncio.Task[None]] = None
-        self._errors: List[BaseException] = []
+        self._errors: list[BaseException] = []
         self._closed = False
         #: The latest failure that was retried (for logs, metrics and tests).
         self.last_error: Optional[KielError] = None
@@ -147,7 +148,7 @@ class Fetcher:
         #: Bytes of message sets (record batches) fetched.
         self.bytes_in = 0
         #: Fetch errors per partition, by class name.
-        self.errors: Dict[str, int] = {}
+        self.errors: dict[str, int] = {}
 
     @property
     def prefetched(self) -> int:
@@ -205,7 +206,7 @@ class Fetcher:
             # Wait for any leader's answer (one for other partitions may free
             # its leader for ours), a change (seek, resume, assign, close), or
             # the end of a backoff.
-            tasks: Set[asyncio.Future[Any]] = set(self._inflight.values())
+            tasks: set[asyncio.Future[Any]] = set(self._inflight.values())
             changed = self._changed.future()
             delay = subscription.retry_delay(subscription.wanted(partitions), time.monotonic())
             if not tasks and delay is None:
@@ -272,7 +273,7 @@ class Fetcher:
             await self.decoder.decode(st, want - have)
             have += len(st.buffer)
 
-    def _collect(self, wanted: Set[TopicPartition], max_records: Optional[int] = None) -> Batches:
+    def _collect(self, wanted: set[TopicPartition], max_records: Optional[int] = None) -> Batches:
         """Drain what is buffered for ``wanted`` and send the fetches that can go.
 
         Raises:
@@ -293,11 +294,11 @@ class Fetcher:
                 raise error
         return out
 
-    def _kick(self, wanted: Set[TopicPartition]) -> None:
+    def _kick(self, wanted: set[TopicPartition]) -> None:
         """Send a fetch to every leader that has fetchable wanted partitions and none in flight."""
         now = time.monotonic()
-        by_leader: Dict[int, List[PartitionState]] = {}
-        busy: Set[int] = set()
+        by_leader: dict[int, list[PartitionState]] = {}
+        busy: set[int] = set()
         cluster = self.cluster
         state = self.subscription.state
         fetching = Status.FETCHING
@@ -334,7 +335,7 @@ class Fetcher:
         # whose long polls keep coming back empty would take the room for
         # ever from the one that has data.
         waiting = self._waiting
-        def turn(leader: int) -> Tuple[int, int]:
+        def turn(leader: int) -> tuple[int, int]:
             return (waiting.index(leader) if leader in waiting else len(waiting), leader)
 
         ready = sorted(
@@ -363,8 +364,8 @@ class Fetcher:
             task.add_done_callback(functools.partial(self._fetch_done, leader))
 
     def _within_frame(
-        self, leader: int, states: List[PartitionState], room: int, alone: bool
-    ) -> List[_Asked]:
+        self, leader: int, states: list[PartitionState], room: int, alone: bool
+    ) -> list[_Asked]:
         """The partitions of ``states`` whose answers fit one frame, and ``room``, together.
 
         Strategy: a broker answers each partition with up to its fetch size,
@@ -380,7 +381,7 @@ class Fetcher:
         turn = self._turns.get(leader, 0) % len(states)
         ordered = states[turn:] + states[:turn]
         frame_room = self.cluster.max_frame_size - FETCH_ANSWER_OVERHEAD
-        asked: List[_Asked] = []
+        asked: list[_Asked] = []
         for st in ordered:
             cost = st.fetch_size + PARTITION_ANSWER_OVERHEAD + len(st.tp.topic)
             if (asked or not alone) and (cost > frame_room or st.fetch_size > room):
@@ -392,7 +393,7 @@ class Fetcher:
             self._turns[leader] = turn + len(asked)
         return asked
 
-    def _fetch_done(self, leader: int, task: "asyncio.Task[Set[TopicPartition]]") -> None:
+    def _fetch_done(self, leader: int, task: "asyncio.Task[set[TopicPartition]]") -> None:
         if self._inflight.get(leader) is task:
             del self._inflight[leader]
             self._asked.pop(leader, None)
@@ -404,7 +405,7 @@ class Fetcher:
     # ------------------------------------------------------------------
     # one request
 
-    async def _fetch_from(self, leader: int, asked: List[_Asked]) -> Set[TopicPartition]:
+    async def _fetch_from(self, leader: int, asked: list[_Asked]) -> set[TopicPartition]:
         """Send one Fetch to ``leader`` and decode the answers into buffers.
 
         Returns:
@@ -434,9 +435,9 @@ class Fetcher:
             for st, _offset, _epoch, _size in asked:
                 st.in_flight = False
 
-    def _request(self, asked: List[_Asked], version: int) -> Any:
+    def _request(self, asked: list[_Asked], version: int) -> Any:
         """The Fetch request for ``asked``: v0, or v4 (record batches) when the leader speaks it."""
-        by_topic: Dict[str, List[FetchPartitionData]] = {}
+        by_topic: dict[str, list[FetchPartitionData]] = {}
         for st, offset, _epoch, size in asked:
             by_topic.setdefault(st.tp.topic, []).append(
                 FetchPartitionData(st.tp.partition, offset, size)
@@ -456,15 +457,15 @@ class Fetcher:
         )
 
     async def _take(
-        self, leader: int, asked: List[_Asked], response: FetchResponse, batches: bool = False
-    ) -> Set[TopicPartition]:
+        self, leader: int, asked: list[_Asked], response: FetchResponse, batches: bool = False
+    ) -> set[TopicPartition]:
         """Hand each partition's answer to the decoder, or count its error.
 
         ``batches``: the answer is Fetch v4's (record batches, magic 2).
         """
-        healthy: Set[TopicPartition] = set()
+        healthy: set[TopicPartition] = set()
         expected = {st.tp: (st, offset, epoch) for st, offset, epoch, _size in asked}
-        resets: List[Tuple[PartitionState, int, int]] = []
+        resets: list[tuple[PartitionState, int, int]] = []
         for topic in response.topics:
             for part in topic.partitions:
                 entry = expected.pop(TopicPartition(topic.topic, part.partition), None)

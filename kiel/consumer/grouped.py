@@ -36,20 +36,12 @@ import re
 import sys
 import time
 import weakref
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from re import Pattern
 from typing import (
     Any,
-    AsyncIterator,
-    Awaitable,
     Callable,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
     Optional,
-    Pattern,
-    Sequence,
-    Set,
-    Tuple,
     TypeVar,
     Union,
     cast,
@@ -82,7 +74,7 @@ __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 log = logging.getLogger(__name__)
 
 #: Records one consume() returned to a task: (partition, ownership generation, offsets).
-_Lent = Tuple[TopicPartition, int, List[int]]
+_Lent = tuple[TopicPartition, int, list[int]]
 
 
 class GroupedConsumer(_BaseConsumer):
@@ -225,7 +217,7 @@ class GroupedConsumer(_BaseConsumer):
         self.commit_metadata = commit_metadata
         self._weighted = isinstance(allocator, str) and allocator.lower() == "weighted"
         #: Members' advertised capacities (filled by the GroupMember for "weighted").
-        self._capacities: Dict[str, float] = {}
+        self._capacities: dict[str, float] = {}
         if self._weighted:
             self._allocator: Callable[..., Any] = weighted(self._capacities.get)
         else:
@@ -245,10 +237,10 @@ class GroupedConsumer(_BaseConsumer):
         self._ownership = _Ownership(self)
         #: Owned partitions the application paused (kept across ZooKeeper
         #: suspensions, dropped when the partition is revoked).
-        self._paused: Set[TopicPartition] = set()
+        self._paused: set[TopicPartition] = set()
         #: With auto_finish: per task, the records its last consume() returned
         #: ``(partition, ownership generation, offsets)``; its next call finishes them.
-        self._in_hands: weakref.WeakKeyDictionary[asyncio.Task[Any], List[_Lent]] = (
+        self._in_hands: weakref.WeakKeyDictionary[asyncio.Task[Any], list[_Lent]] = (
             weakref.WeakKeyDictionary()
         )
         #: Changes to this member's partitions and their durations (metrics()).
@@ -380,17 +372,17 @@ class GroupedConsumer(_BaseConsumer):
     # ------------------------------------------------------------------
     # consuming
 
-    def assignment(self) -> List[TopicPartition]:
+    def assignment(self) -> list[TopicPartition]:
         """The partitions this member owns, sorted."""
         return sorted(self._commits.held)
 
-    def fetching(self) -> List[TopicPartition]:
+    def fetching(self) -> list[TopicPartition]:
         """The partitions being fetched right now (owned, started, not suspended)."""
         return self.subscription.with_status(Status.FETCHING)
 
     async def consume(
         self, topics: Optional[Topics] = None, *, max_records: Optional[int] = None
-    ) -> List[ConsumedRecord]:
+    ) -> list[ConsumedRecord]:
         """Return the records one fetch round brought for the owned partitions.
 
         With ``auto_finish``, calling this finishes every record returned
@@ -464,7 +456,7 @@ class GroupedConsumer(_BaseConsumer):
                     self._lend(tp, records)
         return batches
 
-    def _lend(self, tp: TopicPartition, records: List[ConsumedRecord]) -> None:
+    def _lend(self, tp: TopicPartition, records: list[ConsumedRecord]) -> None:
         """``records`` went to the current task: its next call finishes them."""
         task = asyncio.current_task()
         if task is None:
@@ -534,7 +526,7 @@ class GroupedConsumer(_BaseConsumer):
         if self._ownership.suspended or tp in self._paused:
             self.subscription.pause(tp)
 
-    def _tps(self, topic: str, partition: Optional[int]) -> List[TopicPartition]:
+    def _tps(self, topic: str, partition: Optional[int]) -> list[TopicPartition]:
         held = self._commits.held
         if partition is None:
             revoking = self._ownership.revoking
@@ -568,7 +560,7 @@ class GroupedConsumer(_BaseConsumer):
     # ------------------------------------------------------------------
     # commits
 
-    async def commit(self, offsets: Optional[Mapping[Tuple[str, int], int]] = None) -> None:
+    async def commit(self, offsets: Optional[Mapping[tuple[str, int], int]] = None) -> None:
         """Commit now: every owned partition's finished position, or ``offsets``.
 
         Args:
@@ -590,7 +582,7 @@ class GroupedConsumer(_BaseConsumer):
         if offsets is None:
             await self._commits.commit(sorted(self._commits.held))
             return
-        chosen: Dict[TopicPartition, int] = {}
+        chosen: dict[TopicPartition, int] = {}
         for (topic, partition), offset in offsets.items():
             (tp,) = self._tps(topic, partition)
             check_offset(offset, topic, partition)
@@ -652,7 +644,7 @@ class GroupedConsumer(_BaseConsumer):
             if not self._ownership.suspended:
                 self.subscription.resume(tp)
 
-    def paused(self) -> List[TopicPartition]:
+    def paused(self) -> list[TopicPartition]:
         """The owned partitions the application paused, sorted."""
         return sorted(self._paused)
 
@@ -681,7 +673,7 @@ def _timed(hook: _Hook) -> _Hook:
     """Count a change of partitions in the consumer's ``rebalances``, timed."""
 
     @functools.wraps(hook)
-    async def timed(self: "_Ownership", partitions: Sequence[Tuple[str, int]]) -> None:
+    async def timed(self: "_Ownership", partitions: Sequence[tuple[str, int]]) -> None:
         started = time.monotonic()
         try:
             await hook(self, partitions)
@@ -709,10 +701,10 @@ class _Ownership(PartitionHooks):
         self.suspended = False
         #: Partitions being handed over (fetching stopped, owner znode not yet
         #: released): nothing may fetch them again (seek(), a late start()).
-        self.revoking: Set[TopicPartition] = set()
+        self.revoking: set[TopicPartition] = set()
 
     @_timed
-    async def assigned(self, partitions: Sequence[Tuple[str, int]]) -> None:
+    async def assigned(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         consumer = self.consumer
         for tp in tps:
@@ -723,7 +715,7 @@ class _Ownership(PartitionHooks):
             await self.start(tps)
 
     @_timed
-    async def revoked(self, partitions: Sequence[Tuple[str, int]]) -> None:
+    async def revoked(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         consumer = self.consumer
         commits = consumer._commits
@@ -752,7 +744,7 @@ class _Ownership(PartitionHooks):
             self.revoking.difference_update(tps)
 
     @_timed
-    async def lost(self, partitions: Sequence[Tuple[str, int]]) -> None:
+    async def lost(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         consumer = self.consumer
         self._stop(tps)
@@ -760,7 +752,7 @@ class _Ownership(PartitionHooks):
             consumer._commits.forget(tp)
         await self._listen("on_partitions_lost", tps)
 
-    async def _listen(self, name: str, tps: List[TopicPartition]) -> None:
+    async def _listen(self, name: str, tps: list[TopicPartition]) -> None:
         """The listener's ``name`` callback, bounded by ``listener_timeout``."""
         consumer = self.consumer
         await call_listener(
@@ -786,14 +778,14 @@ class _Ownership(PartitionHooks):
             if tp not in paused_by_application:
                 subscription.resume(tp)
 
-    def _stop(self, tps: List[TopicPartition]) -> None:
+    def _stop(self, tps: list[TopicPartition]) -> None:
         consumer = self.consumer
         for tp in tps:
             consumer.subscription.unassign(tp)
             consumer._loans.pop(tp, None)
             consumer._paused.discard(tp)
 
-    async def start(self, tps: List[TopicPartition]) -> None:
+    async def start(self, tps: list[TopicPartition]) -> None:
         """Committed offset (or the reset policy) -> fetching.
 
         Errors are kept for ``consume()``; the partitions await their start
@@ -831,8 +823,8 @@ class _Ownership(PartitionHooks):
                 subscription.pause(tp)
 
     async def _starts(
-        self, tps: List[TopicPartition]
-    ) -> Tuple[Dict[TopicPartition, Optional[int]], Dict[TopicPartition, int]]:
+        self, tps: list[TopicPartition]
+    ) -> tuple[dict[TopicPartition, Optional[int]], dict[TopicPartition, int]]:
         """The committed offsets of ``tps``, and where each starts.
 
         A partition without a committed offset starts where ``offset_reset``
@@ -871,7 +863,7 @@ class _Ownership(PartitionHooks):
         return committed, starts
 
 
-    async def _stored_offsets(self, tps: List[TopicPartition]) -> Dict[TopicPartition, int]:
+    async def _stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The offsets a 0.8 broker stored for ``tps`` in ZooKeeper, where there are any.
 
         Strategy: a 0.8.2 coordinator answers UnknownTopicOrPartition (with
@@ -888,7 +880,7 @@ class _Ownership(PartitionHooks):
         """
         consumer = self.consumer
         zk = consumer.zk
-        found: Dict[TopicPartition, int] = {}
+        found: dict[TopicPartition, int] = {}
         if zk is None:
             return found
         for tp in tps:
@@ -909,7 +901,7 @@ class _Ownership(PartitionHooks):
         return found
 
 
-def _partitions(partitions: Sequence[Tuple[str, int]]) -> List[TopicPartition]:
+def _partitions(partitions: Sequence[tuple[str, int]]) -> list[TopicPartition]:
     # GroupMember hands TopicPartitions (plain (topic, partition) tuples before
     # kiel.zookeeper moved to kiel.structs); TopicPartition(*tp) takes both.
     return [TopicPartition(*tp) for tp in partitions]
@@ -917,7 +909,7 @@ def _partitions(partitions: Sequence[Tuple[str, int]]) -> List[TopicPartition]:
 
 def _topics_or_pattern(
     topics: Optional[Topics], pattern: Union[str, Pattern[str], None]
-) -> Union[List[str], Pattern[str]]:
+) -> Union[list[str], Pattern[str]]:
     """What a member subscribes to: sorted topic names, or a compiled pattern.
 
     Raises:

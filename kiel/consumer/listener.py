@@ -7,7 +7,9 @@ the grouped consumer's ZooKeeper machinery.
 import asyncio
 import inspect
 import logging
-from typing import Any, Deque, List, Optional, Sequence
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Optional
 
 from kiel.exc import GroupError
 from kiel.structs import TopicPartition
@@ -36,16 +38,16 @@ class ConsumerRebalanceListener:
     function cannot be interrupted.
     """
 
-    def on_partitions_revoked(self, revoked: List[TopicPartition]) -> Any:
+    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> Any:
         """Before ``revoked`` are handed over: no record of them is in the
         application's hands any more (or ``revoke_timeout`` passed); their
         finished positions are committed right after this returns."""
 
-    def on_partitions_assigned(self, assigned: List[TopicPartition]) -> Any:
+    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> Any:
         """``assigned`` are owned now; fetching starts from their committed
         positions right after this returns."""
 
-    def on_partitions_lost(self, lost: List[TopicPartition]) -> Any:
+    def on_partitions_lost(self, lost: list[TopicPartition]) -> Any:
         """The ZooKeeper session expired: ``lost`` may already belong to
         another member; nothing is committed. Defaults to
         :meth:`on_partitions_revoked` when a listener lacks this method."""
@@ -55,7 +57,7 @@ async def call_listener(
     listener: Any,
     name: str,
     tps: Sequence[TopicPartition],
-    errors: Deque[BaseException],
+    errors: deque[BaseException],
     timeout: Optional[float] = None,
 ) -> None:
     """Call ``listener.<name>(tps)`` if it has that method, awaiting an ``async`` one.

@@ -20,17 +20,11 @@ typed error.
 """
 
 import asyncio
+from collections.abc import Iterable, Iterator, Mapping
 from typing import (
     Any,
     Callable,
-    Dict,
-    Iterable,
-    Iterator,
-    List,
-    Mapping,
     Optional,
-    Tuple,
-    Type,
 )
 
 from kiel.cluster import Cluster
@@ -83,14 +77,14 @@ __all__ = [
 
 
 #: After these the group's coordinator is looked up again before the retry.
-_COORDINATOR_ERRORS: Tuple[Type[BrokerError], ...] = (
+_COORDINATOR_ERRORS: tuple[type[BrokerError], ...] = (
     OffsetsLoadInProgressError,
     ConsumerCoordinatorNotAvailableError,
     NotCoordinatorForConsumerError,
 )
 #: "No committed offset" besides a plain -1: a 0.8.2 broker answers -1 with
 #: UnknownTopicOrPartition for a partition the group never committed.
-_NO_OFFSET_ERRORS: Tuple[Type[BrokerError], ...] = (UnknownTopicOrPartitionError,)
+_NO_OFFSET_ERRORS: tuple[type[BrokerError], ...] = (UnknownTopicOrPartitionError,)
 
 # ----------------------------------------------------------------------
 # ListOffsets
@@ -98,7 +92,7 @@ _NO_OFFSET_ERRORS: Tuple[Type[BrokerError], ...] = (UnknownTopicOrPartitionError
 
 async def list_offsets(
     cluster: Cluster, timestamps: Mapping[TopicPartition, int]
-) -> Dict[TopicPartition, int]:
+) -> dict[TopicPartition, int]:
     """Resolve timestamps to offsets, one ListOffsets request per leader.
 
     A leader that speaks ListOffsets v1 (Kafka 0.10.1+) answers exactly: the
@@ -127,7 +121,7 @@ async def list_offsets(
         ProtocolError: a broker answered no offset for EARLIEST or LATEST.
     """
     remaining = dict(timestamps)
-    result: Dict[TopicPartition, int] = {}
+    result: dict[TopicPartition, int] = {}
     async for attempt in attempts(cluster.backoff):
         found, fallback, errors = await _ask_leaders(cluster, remaining)
         if fallback:  # a time outside every record: ask at once for an end of the log
@@ -154,7 +148,7 @@ async def list_offsets(
 #: What :func:`_ask_leaders` and :func:`_list_from` find: offsets (``None``
 #: for a time outside every record), the end of the log to ask for those
 #: instead, and the errors met.
-_Found = Tuple[Dict[TopicPartition, Optional[int]], Dict[TopicPartition, int], List[KielError]]
+_Found = tuple[dict[TopicPartition, Optional[int]], dict[TopicPartition, int], list[KielError]]
 
 
 async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int]) -> _Found:
@@ -165,8 +159,8 @@ async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int
         timestamp to ask instead in the second dict) and the errors met (a
         partition without a leader, a failed request, a partition's error code).
     """
-    by_leader: Dict[int, List[TopicPartition]] = {}
-    errors: List[KielError] = []
+    by_leader: dict[int, list[TopicPartition]] = {}
+    errors: list[KielError] = []
     for tp in timestamps:
         leader = cluster.leader(tp.topic, tp.partition)
         if leader < 0 or leader not in cluster.brokers:
@@ -176,8 +170,8 @@ async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int
     answers = await asyncio.gather(
         *(_list_from(cluster, leader, tps, timestamps) for leader, tps in by_leader.items())
     )
-    found: Dict[TopicPartition, Optional[int]] = {}
-    fallback: Dict[TopicPartition, int] = {}
+    found: dict[TopicPartition, Optional[int]] = {}
+    fallback: dict[TopicPartition, int] = {}
     for offsets, ends, errs in answers:
         found.update(offsets)
         fallback.update(ends)
@@ -185,11 +179,11 @@ async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int
     return found, fallback, errors
 
 
-def _list_request(version: int, tps: List[TopicPartition],
+def _list_request(version: int, tps: list[TopicPartition],
                   timestamps: Mapping[TopicPartition, int]) -> Any:
     """The ListOffsets request for ``tps`` in ``version`` (0 or 1)."""
     if version >= 1:
-        by_topic_v1: Dict[str, List[ListOffsetsPartitionDataV1]] = {}
+        by_topic_v1: dict[str, list[ListOffsetsPartitionDataV1]] = {}
         for tp in tps:
             by_topic_v1.setdefault(tp.topic, []).append(
                 ListOffsetsPartitionDataV1(tp.partition, timestamps[tp])
@@ -197,7 +191,7 @@ def _list_request(version: int, tps: List[TopicPartition],
         return ListOffsetsRequestV1(
             CONSUMER_REPLICA_ID, [ListOffsetsTopicDataV1(t, ps) for t, ps in by_topic_v1.items()]
         )
-    by_topic: Dict[str, List[ListOffsetsPartitionData]] = {}
+    by_topic: dict[str, list[ListOffsetsPartitionData]] = {}
     for tp in tps:
         by_topic.setdefault(tp.topic, []).append(
             ListOffsetsPartitionData(tp.partition, timestamps[tp], 1)
@@ -210,12 +204,12 @@ def _list_request(version: int, tps: List[TopicPartition],
 async def _list_from(
     cluster: Cluster,
     leader: int,
-    tps: List[TopicPartition],
+    tps: list[TopicPartition],
     timestamps: Mapping[TopicPartition, int],
 ) -> _Found:
-    found: Dict[TopicPartition, Optional[int]] = {}
-    fallback: Dict[TopicPartition, int] = {}
-    errors: List[KielError] = []
+    found: dict[TopicPartition, Optional[int]] = {}
+    fallback: dict[TopicPartition, int] = {}
+    errors: list[KielError] = []
     try:
         version = (await cluster.versions(leader)).of(LIST_OFFSETS)
         response: Any = await cluster.send(leader, _list_request(version, tps, timestamps))
@@ -257,7 +251,7 @@ async def _list_from(
     return found, fallback, errors
 
 
-def _answers(response: Any) -> Iterator[Tuple[TopicPartition, Any]]:
+def _answers(response: Any) -> Iterator[tuple[TopicPartition, Any]]:
     """``(TopicPartition, partition answer)`` for every partition of a response."""
     for topic in response.topics:
         for part in topic.partitions:
@@ -319,8 +313,8 @@ class GroupOffsets:
             attempt.failed(error or self._incomplete())
 
     async def _commit_once(
-        self, remaining: Dict[TopicPartition, int], metadata: str
-    ) -> Tuple[Optional[KielError], bool]:
+        self, remaining: dict[TopicPartition, int], metadata: str
+    ) -> tuple[Optional[KielError], bool]:
         """One OffsetCommit of ``remaining``; the committed partitions leave it.
 
         Returns:
@@ -330,7 +324,7 @@ class GroupOffsets:
         Raises:
             KielError: an error that is not retriable.
         """
-        by_topic: Dict[str, List[OffsetCommitPartitionData]] = {}
+        by_topic: dict[str, list[OffsetCommitPartitionData]] = {}
         for tp, offset in sorted(remaining.items()):
             by_topic.setdefault(tp.topic, []).append(
                 OffsetCommitPartitionData(tp.partition, offset, metadata)
@@ -352,14 +346,14 @@ class GroupOffsets:
         errors, refused = commit_answers(response, remaining, metadata, self.group)
         return self._retry_or_raise(errors), refused
 
-    async def fetch(self, tps: Iterable[TopicPartition]) -> Dict[TopicPartition, Optional[int]]:
+    async def fetch(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
         """The committed offsets of ``tps``: ``None`` where the group committed none.
 
         Raises:
             KielError: as for :meth:`commit`.
         """
         tps = list(tps)
-        by_topic: Dict[str, List[int]] = {}
+        by_topic: dict[str, list[int]] = {}
         for tp in tps:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         topics = [OffsetFetchTopicData(t, ps) for t, ps in sorted(by_topic.items())]
@@ -383,7 +377,7 @@ class GroupOffsets:
             attempt.failed(error or self._incomplete())
         raise AssertionError("attempts() ended without an answer or an error")  # pragma: no cover
 
-    async def _ask(self, request: Callable[[Versions], Any]) -> Tuple[Any, Optional[KielError]]:
+    async def _ask(self, request: Callable[[Versions], Any]) -> tuple[Any, Optional[KielError]]:
         """Send the request that ``request(versions)`` builds for the
         coordinator (in the versions it speaks) once.
 
@@ -404,7 +398,7 @@ class GroupOffsets:
             self._coordinator = None
             return None, e
 
-    def _retry_or_raise(self, errors: List[BrokerError]) -> Optional[KielError]:
+    def _retry_or_raise(self, errors: list[BrokerError]) -> Optional[KielError]:
         """Judge partitions' errors: the last one to retry (``None``: none).
 
         A coordinator error makes the coordinator be looked up again.
@@ -427,10 +421,10 @@ class GroupOffsets:
 
 def commit_answers(
     response: OffsetCommitResponse,
-    remaining: Dict[TopicPartition, int],
+    remaining: dict[TopicPartition, int],
     metadata: str,
     group: str,
-) -> Tuple[List[BrokerError], bool]:
+) -> tuple[list[BrokerError], bool]:
     """Read an OffsetCommit v0 answer. Pure.
 
     Args:
@@ -443,7 +437,7 @@ def commit_answers(
         the errors of the partitions not committed, and whether the broker
         refused the (non-empty) metadata as too large.
     """
-    errors: List[BrokerError] = []
+    errors: list[BrokerError] = []
     refused = False
     for tp, part in _answers(response):
         if tp not in remaining:
@@ -460,7 +454,7 @@ def commit_answers(
 
 def fetch_answers(
     response: OffsetFetchResponse, group: str
-) -> Tuple[Dict[TopicPartition, Optional[int]], List[BrokerError]]:
+) -> tuple[dict[TopicPartition, Optional[int]], list[BrokerError]]:
     """Read an OffsetFetch v0 answer. Pure.
 
     A partition the group never committed reads -1, which a 0.8.2 broker
@@ -470,8 +464,8 @@ def fetch_answers(
         the committed offset per partition (``None``: none), and the errors
         of the partitions that could not be read.
     """
-    found: Dict[TopicPartition, Optional[int]] = {}
-    errors: List[BrokerError] = []
+    found: dict[TopicPartition, Optional[int]] = {}
+    errors: list[BrokerError] = []
     for tp, part in _answers(response):
         cls = for_code(part.error_code)
         if cls is None or (issubclass(cls, _NO_OFFSET_ERRORS) and part.offset < 0):
@@ -482,7 +476,7 @@ def fetch_answers(
 
 
 def _error(
-    cls: Type[BrokerError], api: str, tp: TopicPartition, group: str, code: int
+    cls: type[BrokerError], api: str, tp: TopicPartition, group: str, code: int
 ) -> BrokerError:
     return cls(api=api, topic=tp.topic, partition=tp.partition, group=group, errno=code)
 
@@ -505,7 +499,7 @@ async def send_commit(
 
 async def fetch_committed(
     cluster: Cluster, group: str, tps: Iterable[TopicPartition]
-) -> Dict[TopicPartition, Optional[int]]:
+) -> dict[TopicPartition, Optional[int]]:
     """The committed offsets of ``group`` (see :meth:`GroupOffsets.fetch`).
 
     Raises:

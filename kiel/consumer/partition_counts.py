@@ -14,7 +14,8 @@ still keep a partition with one member at a time.
 
 import asyncio
 import logging
-from typing import Callable, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Callable, Optional
 
 from kazoo.exceptions import NoNodeError
 
@@ -59,11 +60,11 @@ class MetadataCounts:
             (then every topic is read, and the member keeps the matches).
     """
 
-    def __init__(self, cluster: Cluster, topics: Optional[List[str]]) -> None:
+    def __init__(self, cluster: Cluster, topics: Optional[list[str]]) -> None:
         self.cluster = cluster
         self.topics = topics
 
-    async def read(self) -> Dict[str, int]:
+    async def read(self) -> dict[str, int]:
         """The partition count of each topic the cluster has (absent: none).
 
         Raises:

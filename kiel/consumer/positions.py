@@ -8,7 +8,7 @@ Pure: no I/O. A start position is resolved to offsets with ListOffsets v0
 import datetime
 import enum
 import time
-from typing import Any, Dict, Optional, Union
+from typing import Any, Optional, Union
 
 from kiel.exc import ConfigError
 from kiel.protocol.list_offsets import EARLIEST, LATEST
@@ -33,7 +33,7 @@ END = StartPosition.END
 
 #: What ``start`` may be: a symbolic position, an offset for every partition,
 #: offsets per partition, a point in time, or a time ago.
-Start = Union[StartPosition, int, Dict[int, int], datetime.datetime, datetime.timedelta]
+Start = Union[StartPosition, int, dict[int, int], datetime.datetime, datetime.timedelta]
 
 
 def to_timestamp(start: Any, now: Optional[float] = None) -> int:

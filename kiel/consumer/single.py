@@ -17,7 +17,8 @@ Example::
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Union
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Optional, Union
 
 from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
 from kiel.consumer.offsets import EARLIEST, list_offsets
@@ -55,7 +56,7 @@ class SingleConsumer(_BaseConsumer):
     def __init__(self, brokers: Union[str, Sequence[str]], **options: Any) -> None:
         super().__init__(brokers, **options)
         #: Topics being consumed, and whether new partitions join automatically.
-        self._topics: Dict[str, bool] = {}
+        self._topics: dict[str, bool] = {}
         self._adding = asyncio.Lock()
 
     # ------------------------------------------------------------------
@@ -63,7 +64,7 @@ class SingleConsumer(_BaseConsumer):
 
     async def consume(
         self, topics: Topics, start: Start = END, *, max_records: Optional[int] = None
-    ) -> List[ConsumedRecord]:
+    ) -> list[ConsumedRecord]:
         """Return the records one fetch round brought for ``topics``.
 
         The first call for a topic resolves ``start`` for each of its
@@ -187,7 +188,7 @@ class SingleConsumer(_BaseConsumer):
     # ------------------------------------------------------------------
     # partitions and positions
 
-    def _tps(self, topic: str, partition: Optional[int]) -> List[TopicPartition]:
+    def _tps(self, topic: str, partition: Optional[int]) -> list[TopicPartition]:
         if topic not in self._topics:
             raise UnknownTopicError("the consumer has not consumed this topic yet", topic=topic)
         if partition is None:
@@ -196,7 +197,7 @@ class SingleConsumer(_BaseConsumer):
         self.subscription.state(tp)  # raises UnknownPartitionError
         return [tp]
 
-    def partitions(self, topic: str) -> List[int]:
+    def partitions(self, topic: str) -> list[int]:
         """The partitions of ``topic`` this consumer fetches.
 
         Raises:

@@ -21,7 +21,8 @@ handed out, a bounded number at a time (see :mod:`kiel.consumer.decoder`).
 """
 
 import enum
-from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+from collections.abc import Iterable
+from typing import Callable, Optional
 
 from kiel.consumer.positions import check_offset
 from kiel.exc import KielError, UnknownPartitionError
@@ -31,7 +32,7 @@ from kiel.structs import Record, TopicPartition
 __all__ = ["PartitionState", "Status", "Subscription"]
 
 #: Records as the fetcher hands them out, per partition.
-Batches = Dict[TopicPartition, List[Record]]
+Batches = dict[TopicPartition, list[Record]]
 
 
 class Status(enum.Enum):
@@ -86,7 +87,7 @@ class PartitionState:
         self.highwater: Optional[int] = None
         self.fetch_size = fetch_size
         #: Decoded records not handed out yet, and the offset that follows them.
-        self.buffer: List[Record] = []
+        self.buffer: list[Record] = []
         self.next_offset = position
         #: The fetched message set still to decode (``None``: none), and
         #: where in it decoding goes on.
@@ -168,7 +169,7 @@ class Subscription:
     def __init__(self, fetch_size: int, on_change: Callable[[], None] = lambda: None) -> None:
         self.fetch_size = fetch_size
         self._on_change = on_change
-        self._parts: Dict[TopicPartition, PartitionState] = {}
+        self._parts: dict[TopicPartition, PartitionState] = {}
 
     # ------------------------------------------------------------------
     # moving partitions between states
@@ -279,15 +280,15 @@ class Subscription:
         """Whether ``tp`` is assigned (in any state)."""
         return tp in self._parts
 
-    def assignment(self) -> List[TopicPartition]:
+    def assignment(self) -> list[TopicPartition]:
         """The assigned partitions, sorted."""
         return sorted(self._parts)
 
-    def with_status(self, status: Status) -> List[TopicPartition]:
+    def with_status(self, status: Status) -> list[TopicPartition]:
         """The partitions in ``status``, sorted."""
         return sorted(tp for tp, st in self._parts.items() if st.status is status)
 
-    def paused(self) -> List[TopicPartition]:
+    def paused(self) -> list[TopicPartition]:
         """The paused partitions, sorted."""
         return self.with_status(Status.PAUSED)
 
@@ -310,7 +311,7 @@ class Subscription:
     # ------------------------------------------------------------------
     # one fetch round (the fetcher's side)
 
-    def wanted(self, partitions: Optional[Iterable[TopicPartition]]) -> Set[TopicPartition]:
+    def wanted(self, partitions: Optional[Iterable[TopicPartition]]) -> set[TopicPartition]:
         """The partitions of ``partitions`` (default: all) that have a position."""
         parts = self._parts
         if partitions is None:
@@ -355,7 +356,7 @@ class Subscription:
                 left -= len(out[tp])
         return out
 
-    def to_decode(self, wanted: Iterable[TopicPartition]) -> List[PartitionState]:
+    def to_decode(self, wanted: Iterable[TopicPartition]) -> list[PartitionState]:
         """The fetching partitions of ``wanted`` with a raw answer and no
         decoded record left, in order: what to decode before handing out."""
         parts = self._parts
@@ -370,7 +371,7 @@ class Subscription:
         parts = self._parts
         return sum(len(st.buffer) for st in (parts.get(tp) for tp in wanted) if st is not None)
 
-    def held(self) -> Tuple[int, int]:
+    def held(self) -> tuple[int, int]:
         """What the consumer holds: ``(raw bytes, decoded records)``, all partitions."""
         raw = records = 0
         for st in self._parts.values():
@@ -410,6 +411,6 @@ class Subscription:
             return None
         return min(waits) - now
 
-    def topics(self) -> List[str]:
+    def topics(self) -> list[str]:
         """The topics of the assigned partitions, sorted."""
         return sorted({tp.topic for tp in self._parts})

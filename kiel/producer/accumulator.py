@@ -26,7 +26,7 @@ always the sum of the sizes of the unfinished batches, so never negative.
 
 import collections
 import time
-from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, NamedTuple, Optional
 
 from kiel.compression import ZSTD, Codec
 from kiel.exc import UnsupportedFeatureError
@@ -70,9 +70,9 @@ class ProducerBatch:
 
     def __init__(self, tp: TopicPartition, created: float, seq: int) -> None:
         self.tp = tp
-        self.records: List[Tuple[Optional[bytes], Optional[bytes]]] = []
-        self.extras: Optional[Dict[int, Tuple[Optional[int], Tuple[Header, ...]]]] = None
-        self.payloads: List[Any] = []
+        self.records: list[tuple[Optional[bytes], Optional[bytes]]] = []
+        self.extras: Optional[dict[int, tuple[Optional[int], tuple[Header, ...]]]] = None
+        self.payloads: list[Any] = []
         self.size = 0
         self.created = created
         self.wall = int(time.time() * 1000)
@@ -150,7 +150,7 @@ class PartitionQueue:
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
         self.open: Optional[ProducerBatch] = None
-        self.ready: Deque[ProducerBatch] = collections.deque()
+        self.ready: collections.deque[ProducerBatch] = collections.deque()
         self.in_flight = False
         #: no send before this time (a retry's backoff)
         self.retry_at = 0.0
@@ -159,16 +159,16 @@ class PartitionQueue:
 
 
 #: What a partition's share of a request is: its queue and the batches taken.
-Taken = Tuple[PartitionQueue, List[ProducerBatch]]
+Taken = tuple[PartitionQueue, list[ProducerBatch]]
 
 
 class Drained(NamedTuple):
     """What :meth:`RecordAccumulator.drain` took out."""
 
     #: Batches to send now, by leader broker id; their queues are in flight.
-    ready: Dict[int, List[Taken]]
+    ready: dict[int, list[Taken]]
     #: Batches of partitions without a usable leader (to retry or fail).
-    unroutable: List[Taken]
+    unroutable: list[Taken]
     #: When something not sendable now becomes sendable (a linger or a
     #: backoff ends), or ``None``.
     next_due: Optional[float]
@@ -211,10 +211,10 @@ class RecordAccumulator:
         self._clock = clock
         #: Bytes of records appended and not yet completed.
         self.pending_bytes = 0
-        self._queues: Dict[TopicPartition, PartitionQueue] = {}
-        self._active: Set[PartitionQueue] = set()  # with an open or a closed batch
+        self._queues: dict[TopicPartition, PartitionQueue] = {}
+        self._active: set[PartitionQueue] = set()  # with an open or a closed batch
         # Insertion order is creation order: the first key is the oldest.
-        self._unfinished: Dict[ProducerBatch, None] = {}
+        self._unfinished: dict[ProducerBatch, None] = {}
         self._seq = 0
         self._flushes = 0
 
@@ -241,7 +241,7 @@ class RecordAccumulator:
         size: int,
         payload: Any,
         timestamp: Optional[int] = None,
-        headers: Tuple[Header, ...] = (),
+        headers: tuple[Header, ...] = (),
     ) -> Optional[float]:
         """Add a record to its partition's open batch.
 
@@ -313,8 +313,8 @@ class RecordAccumulator:
         """
         force = force or self._flushes > 0
         due = now - self.linger + CLOCK_SLACK
-        ready: Dict[int, List[Taken]] = {}
-        unroutable: List[Taken] = []
+        ready: dict[int, list[Taken]] = {}
+        unroutable: list[Taken] = []
         next_due: Optional[float] = None
         for queue in list(self._active):
             if queue.in_flight or queue.stale:
@@ -349,7 +349,7 @@ class RecordAccumulator:
             ready.setdefault(leader, []).append((queue, taken))
         return Drained(ready, unroutable, next_due)
 
-    def _take(self, queue: PartitionQueue) -> List[ProducerBatch]:
+    def _take(self, queue: PartitionQueue) -> list[ProducerBatch]:
         """The first unfinished batch of ``queue.ready``, then more while they
         fit in ``max_request_size``; finished ones met on the way are dropped.
 
@@ -358,7 +358,7 @@ class RecordAccumulator:
         skipped here, where the deque is consumed from the front anyway.
         """
         batches = queue.ready
-        taken: List[ProducerBatch] = []
+        taken: list[ProducerBatch] = []
         total = 0
         while batches:
             batch = batches[0]
@@ -373,7 +373,7 @@ class RecordAccumulator:
     # ------------------------------------------------------------------
     # settling
 
-    def requeue(self, queue: PartitionQueue, batches: List[ProducerBatch], retry_at: float) -> None:
+    def requeue(self, queue: PartitionQueue, batches: list[ProducerBatch], retry_at: float) -> None:
         """Put batches back at the front of their partition, in their order,
         not to be sent before ``retry_at``; finished ones are left out (a
         finished batch is never sent again)."""
@@ -384,7 +384,7 @@ class RecordAccumulator:
         queue.retry_at = retry_at
         self._active.add(queue)
 
-    def complete(self, batch: ProducerBatch) -> List[Any]:
+    def complete(self, batch: ProducerBatch) -> list[Any]:
         """Forget a batch that was acknowledged or failed for good.
 
         Idempotent: a batch finishes once, whatever calls this again.
@@ -439,7 +439,7 @@ class RecordAccumulator:
             return batch.seq
         return None
 
-    def unfinished(self) -> List[ProducerBatch]:
+    def unfinished(self) -> list[ProducerBatch]:
         """Every batch not completed yet, oldest first."""
         return list(self._unfinished)
 

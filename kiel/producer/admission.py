@@ -12,7 +12,7 @@ waits for room itself instead.
 import asyncio
 import collections
 import logging
-from typing import Callable, Deque, NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional
 
 from kiel._aio import Tasks, Wakeup
 from kiel.cluster import Cluster
@@ -41,7 +41,7 @@ class PreparedRecord(NamedTuple):
     #: its CreateTime (epoch ms), or ``None`` for the time its batch opens
     timestamp: Optional[int] = None
     #: its headers (record batches only)
-    headers: Tuple[Header, ...] = ()
+    headers: tuple[Header, ...] = ()
 
 
 class Parked(NamedTuple):
@@ -90,7 +90,7 @@ class Admission:
         self._expedite = expedite
         self._tasks = tasks
         self.buffer_timeout = buffer_timeout
-        self.parked: Deque[Parked] = collections.deque()
+        self.parked: collections.deque[Parked] = collections.deque()
         self._seq = 0
         self._admitting: Optional[asyncio.Task[None]] = None
         #: Fired when bytes were freed or parked records left the queue.
@@ -210,7 +210,7 @@ class Admission:
 
     def _fail_topic(self, topic: str, error: Exception) -> None:
         """Fail every parked record of ``topic`` (its metadata cannot be had)."""
-        keep: Deque[Parked] = collections.deque()
+        keep: collections.deque[Parked] = collections.deque()
         for item in self.parked:
             if item.record.topic != topic:
                 keep.append(item)

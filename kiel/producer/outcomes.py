@@ -10,7 +10,7 @@ CPU than producing them.
 """
 
 import asyncio
-from typing import List, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 from kiel.structs import RecordMetadata
 
@@ -47,7 +47,7 @@ class FlushResult(NamedTuple):
     #: records whose future failed.
     failed: int
     #: the first :data:`MAX_LISTED_FAILURES` of them, in the order they failed.
-    failures: List[FailedRecord]
+    failures: list[FailedRecord]
 
 
 class Outcomes:
@@ -67,7 +67,7 @@ class Outcomes:
         self.failed = 0
         #: records failed since the start (not reset by :meth:`take`).
         self.failed_total = 0
-        self.failures: List[FailedRecord] = []
+        self.failures: list[FailedRecord] = []
 
     def fail(self, future: "asyncio.Future[RecordMetadata]", error: BaseException,
              topic: str, partition: Optional[int] = None) -> None:

@@ -18,7 +18,8 @@ them, and spreads unkeyed records round-robin.
 import itertools
 import random
 import struct
-from typing import Callable, Optional, Sequence
+from collections.abc import Sequence
+from typing import Callable, Optional
 
 __all__ = ["DefaultPartitioner", "Partitioner", "murmur2", "random_partitioner", "key_partition"]
 

@@ -23,7 +23,8 @@ from a ``tornado.gen.coroutine``, gathered or given callbacks.
 import asyncio
 import datetime
 import warnings
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from collections.abc import Iterable, Sequence
+from typing import Any, Callable, Optional, Union
 
 from kiel import compression as codecs
 from kiel._aio import Tasks
@@ -271,7 +272,7 @@ class Producer(Client):
         key: Any = None,
         partition: Optional[int] = None,
         *,
-        headers: Optional[Iterable[Tuple[str, Optional[bytes]]]] = None,
+        headers: Optional[Iterable[tuple[str, Optional[bytes]]]] = None,
         timestamp: Optional[Union[int, datetime.datetime]] = None,
     ) -> "asyncio.Future[RecordMetadata]":
         """Queue one record; the returned future resolves once it is acknowledged.
@@ -366,7 +367,7 @@ class Producer(Client):
         key: Any = None,
         partition: Optional[int] = None,
         *,
-        headers: Optional[Iterable[Tuple[str, Optional[bytes]]]] = None,
+        headers: Optional[Iterable[tuple[str, Optional[bytes]]]] = None,
         timestamp: Optional[Union[int, datetime.datetime]] = None,
     ) -> "asyncio.Future[RecordMetadata]":
         """Wait for room in the buffer, then :meth:`produce`.
@@ -509,7 +510,7 @@ class Producer(Client):
         value: Any,
         key: Any,
         partition: Optional[int],
-        headers: Optional[Iterable[Tuple[str, Optional[bytes]]]] = None,
+        headers: Optional[Iterable[tuple[str, Optional[bytes]]]] = None,
         timestamp: Optional[Union[int, datetime.datetime]] = None,
     ) -> PreparedRecord:
         """Check and serialize a record."""
@@ -589,7 +590,7 @@ class Producer(Client):
             self._sender.wake_at(due)
 
 
-def _check_headers(headers: Optional[Iterable[Any]], topic: str) -> Tuple[Header, ...]:
+def _check_headers(headers: Optional[Iterable[Any]], topic: str) -> tuple[Header, ...]:
     """``headers`` as a tuple of ``(str, bytes or None)`` pairs.
 
     Raises:
@@ -601,7 +602,7 @@ def _check_headers(headers: Optional[Iterable[Any]], topic: str) -> Tuple[Header
         raise ConfigError(
             f"headers must be (key, value) pairs, not a {type(headers).__name__}", topic=topic
         )
-    pairs: List[Header] = []
+    pairs: list[Header] = []
     try:
         items = list(headers)
     except TypeError as e:

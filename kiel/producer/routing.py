@@ -8,7 +8,7 @@ custom partitioners see every partition.
 """
 
 import random
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 from kiel.cluster import Cluster
 from kiel.exc import ConfigError, UnknownPartitionError
@@ -37,10 +37,10 @@ class TopicRoute:
     def __init__(self, name: str) -> None:
         self.name = name
         self.snapshot: Any = None
-        self.all: List[int] = []
-        self.available: List[int] = []
-        self.queues: Dict[int, PartitionQueue] = {}
-        self.rr_queues: List[PartitionQueue] = []
+        self.all: list[int] = []
+        self.available: list[int] = []
+        self.queues: dict[int, PartitionQueue] = {}
+        self.rr_queues: list[PartitionQueue] = []
         # A random start, so that producers started together do not all
         # begin with partition 0.
         self.rr = random.randrange(1 << 16)
@@ -65,7 +65,7 @@ class Router:
         #: Unkeyed records go round-robin without asking the partitioner.
         self.round_robin = partitioner is None
         #: Every topic seen, by name (what a metadata refresh asks about).
-        self.routes: Dict[str, TopicRoute] = {}
+        self.routes: dict[str, TopicRoute] = {}
 
     def route(self, topic: str) -> Optional[TopicRoute]:
         """The topic's route as of the current metadata, or ``None`` if its

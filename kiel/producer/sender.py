@@ -19,7 +19,8 @@ metadata is stale), or failed with the typed error.
 import asyncio
 import copy
 import logging
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from collections.abc import Iterable, Iterator
+from typing import Any, Callable, Optional
 
 from kiel._aio import Tasks
 from kiel.cluster import Cluster
@@ -108,7 +109,7 @@ class Sender:
         #: Bytes of encoded batches sent, and the batches (retries included).
         self.bytes_out = self.batches_out = 0
         #: Errors sending batches, by class name (per partition and attempt).
-        self.errors: Dict[str, int] = {}
+        self.errors: dict[str, int] = {}
 
     # ------------------------------------------------------------------
     # when to drain
@@ -193,14 +194,14 @@ class Sender:
     # ------------------------------------------------------------------
     # one request
 
-    async def _send(self, leader: int, chunk: List[Taken]) -> None:
+    async def _send(self, leader: int, chunk: list[Taken]) -> None:
         """Send one ProduceRequest and settle every batch in it."""
         # Strategy: each batch counts its attempts that are out without an
         # answer. An answer (or a failure to even connect) settles the
         # attempt; a timeout, a broken connection or a cancellation (close)
         # leaves it counted: the broker may have written the batch, which
         # stop() must not report as "not sent".
-        sent: List[ProducerBatch] = []
+        sent: list[ProducerBatch] = []
         try:
             version = (await self._cluster.versions(leader)).of(PRODUCE)
             request, chunk = self._request(chunk, version)
@@ -228,7 +229,7 @@ class Sender:
             self._settle(leader, chunk, response)
         self.wake()
 
-    def _request(self, chunk: List[Taken], version: int) -> Tuple[Any, List[Taken]]:
+    def _request(self, chunk: list[Taken], version: int) -> tuple[Any, list[Taken]]:
         """The ProduceRequest for ``chunk`` in the leader's ``version``.
 
         Produce v3 and later carry record batches (magic 2), v0 message sets.
@@ -242,8 +243,8 @@ class Sender:
         accumulator = self._accumulator
         codec = accumulator.codec
         batches_v2 = version >= 3
-        topics: Dict[str, List[ProducePartitionData]] = {}
-        sent: List[Taken] = []
+        topics: dict[str, list[ProducePartitionData]] = {}
+        sent: list[Taken] = []
         for queue, batches in chunk:
             try:
                 parts = [batch.encode(codec, batches_v2, accumulator.codec_id,
@@ -268,7 +269,7 @@ class Sender:
             ), sent
         return ProduceRequest(self._required_acks, self._ack_timeout_ms, topic_data), sent
 
-    def _settle(self, leader: int, chunk: List[Taken], response: Any) -> None:
+    def _settle(self, leader: int, chunk: list[Taken], response: Any) -> None:
         """Each partition's answer: its offset, or its error code as a class."""
         if response is None:  # required_acks=0: written, nothing more to learn
             for queue, batches in chunk:
@@ -304,7 +305,7 @@ class Sender:
     # ------------------------------------------------------------------
     # settling batches
 
-    def _complete(self, queue: PartitionQueue, batches: List[ProducerBatch], base: int) -> None:
+    def _complete(self, queue: PartitionQueue, batches: list[ProducerBatch], base: int) -> None:
         """Resolve the futures of acknowledged batches; ``base`` is the first
         record's offset (-1 without acknowledgements)."""
         topic, partition = queue.tp
@@ -333,7 +334,7 @@ class Sender:
             offset += len(futures)
         self._settled()
 
-    def _fail(self, batches: List[ProducerBatch], error: BaseException) -> None:
+    def _fail(self, batches: list[ProducerBatch], error: BaseException) -> None:
         """Fail every record of ``batches`` with ``error``."""
         fail = self._outcomes.fail
         for batch in batches:
@@ -342,7 +343,7 @@ class Sender:
                 fail(future, error, topic, partition)
         self._settled()
 
-    def _retry_or_fail(self, queue: PartitionQueue, batches: List[ProducerBatch],
+    def _retry_or_fail(self, queue: PartitionQueue, batches: list[ProducerBatch],
                        error: KielError) -> None:
         """Put retriable batches back at the front of their partition (order
         kept) after a backoff; fail the others, and those out of retries."""
@@ -352,7 +353,7 @@ class Sender:
             self._fail(batches, error)
             return
         backoff = self._cluster.backoff
-        retry: List[ProducerBatch] = []
+        retry: list[ProducerBatch] = []
         delay = 0.0
         for batch in batches:
             batch.failures += 1
@@ -434,7 +435,7 @@ class Sender:
             self._fail([batch], reason)
 
 
-def _answered(batches: List[ProducerBatch]) -> None:
+def _answered(batches: list[ProducerBatch]) -> None:
     """The attempt that carried ``batches`` is settled: answered, or never written."""
     for batch in batches:
         batch.unanswered -= 1
@@ -449,10 +450,10 @@ def _never_written(error: KielError) -> bool:
     )
 
 
-def _requests(items: List[Taken], max_request_size: int) -> Iterator[List[Taken]]:
+def _requests(items: list[Taken], max_request_size: int) -> Iterator[list[Taken]]:
     """Split a leader's partitions into requests of at most
     ``max_request_size`` bytes (each partition's share is already bounded)."""
-    chunk: List[Taken] = []
+    chunk: list[Taken] = []
     chunk_size = 0
     for item in items:
         item_size = sum(batch.size for batch in item[1])

@@ -11,7 +11,7 @@ Wire grammar (Kafka protocol guide)::
                          ClientId(string) Request
     ResponseMessage   => CorrelationId(int32) Response
 """
-from typing import Annotated, Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import Annotated, Any, Callable, NamedTuple, Optional
 
 from kiel.protocol.primitives import Int16, Int32, NullableString
 
@@ -46,9 +46,9 @@ class Api(NamedTuple):
     expects_response: Callable[[Any], bool] = lambda request: True
 
 
-BY_KEY: Dict[Tuple[int, int], Api] = {}
-BY_REQUEST: Dict[type, Api] = {}
-BY_RESPONSE: Dict[type, Api] = {}
+BY_KEY: dict[tuple[int, int], Api] = {}
+BY_REQUEST: dict[type, Api] = {}
+BY_RESPONSE: dict[type, Api] = {}
 
 
 def register(api: Api) -> Api:

@@ -29,7 +29,7 @@ Example::
     ranges = version_ranges(response)       # {api_key: ApiVersionRange}
     fetch_version = pick_version((0, 4), ranges.get(1))
 """
-from typing import Annotated, Any, Dict, List, NamedTuple, Optional, Tuple
+from typing import Annotated, Any, NamedTuple, Optional
 
 from kiel.exc import ConfigError
 from kiel.protocol.api import Api, register
@@ -62,14 +62,14 @@ class ApiVersionsResponseV0(NamedTuple):
     """ApiVersions v0 response."""
 
     error_code: Annotated[int, Int16]
-    api_keys: Annotated[List[ApiVersionRange], Array(ApiVersionRange)]
+    api_keys: Annotated[list[ApiVersionRange], Array(ApiVersionRange)]
 
 
 class ApiVersionsResponseV1(NamedTuple):
     """ApiVersions v1 response: v0 plus the time the broker throttled the request."""
 
     error_code: Annotated[int, Int16]
-    api_keys: Annotated[List[ApiVersionRange], Array(ApiVersionRange)]
+    api_keys: Annotated[list[ApiVersionRange], Array(ApiVersionRange)]
     throttle_time_ms: Annotated[int, Int32]
 
 
@@ -90,7 +90,7 @@ API_VERSIONS_V2 = register(
 )
 
 #: The registered ApiVersions versions, by version.
-API_VERSIONS: Dict[int, Api] = {api.version: api for api in (
+API_VERSIONS: dict[int, Api] = {api.version: api for api in (
     API_VERSIONS_V0, API_VERSIONS_V1, API_VERSIONS_V2)}
 
 
@@ -112,7 +112,7 @@ def api_versions_request(version: int = 0) -> Any:
     return api.request()
 
 
-def version_ranges(response: Any) -> Dict[int, ApiVersionRange]:
+def version_ranges(response: Any) -> dict[int, ApiVersionRange]:
     """Index an ApiVersions response (any version) by API key.
 
     Args:
@@ -124,7 +124,7 @@ def version_ranges(response: Any) -> Dict[int, ApiVersionRange]:
     return {entry.api_key: entry for entry in response.api_keys}
 
 
-def pick_version(ours: Tuple[int, int], theirs: Optional[ApiVersionRange]) -> Optional[int]:
+def pick_version(ours: tuple[int, int], theirs: Optional[ApiVersionRange]) -> Optional[int]:
     """The highest version of one API both sides speak.
 
     Args:

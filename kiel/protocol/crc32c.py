@@ -17,7 +17,7 @@ is why the package is worth installing (``pip install google-crc32c``).
 
 Standard library only besides the optional package; no I/O.
 """
-from typing import Callable, List, Optional, Union
+from typing import Callable, Optional, Union
 
 __all__ = ["IMPLEMENTATION", "crc32c", "crc32c_pure"]
 
@@ -27,7 +27,7 @@ Buffer = Union[bytes, bytearray, memoryview]
 _POLYNOMIAL = 0x82F63B78
 
 
-def _make_table() -> List[int]:
+def _make_table() -> list[int]:
     table = []
     for byte in range(256):
         crc = byte

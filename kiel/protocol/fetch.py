@@ -31,7 +31,7 @@ magic-0/1 entries: decode it with
 :func:`kiel.protocol.record_batch.decode_record_batches`. The aborted
 transactions array is null (decoded as ``[]``) unless read_committed.
 """
-from typing import Annotated, List, NamedTuple, Optional
+from typing import Annotated, NamedTuple, Optional
 
 from kiel.protocol.api import Api, register
 from kiel.protocol.primitives import (
@@ -60,14 +60,14 @@ class FetchPartitionData(NamedTuple):
 
 class FetchTopicData(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[FetchPartitionData], Array(FetchPartitionData)]
+    partitions: Annotated[list[FetchPartitionData], Array(FetchPartitionData)]
 
 
 class FetchRequest(NamedTuple):
     replica_id: Annotated[int, Int32]
     max_wait_time: Annotated[int, Int32]
     min_bytes: Annotated[int, Int32]
-    topics: Annotated[List[FetchTopicData], Array(FetchTopicData)]
+    topics: Annotated[list[FetchTopicData], Array(FetchTopicData)]
 
 
 class FetchPartitionResponse(NamedTuple):
@@ -79,11 +79,11 @@ class FetchPartitionResponse(NamedTuple):
 
 class FetchTopicResponse(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[FetchPartitionResponse], Array(FetchPartitionResponse)]
+    partitions: Annotated[list[FetchPartitionResponse], Array(FetchPartitionResponse)]
 
 
 class FetchResponse(NamedTuple):
-    topics: Annotated[List[FetchTopicResponse], Array(FetchTopicResponse)]
+    topics: Annotated[list[FetchTopicResponse], Array(FetchTopicResponse)]
 
 
 FETCH_V0 = register(Api(1, 0, "Fetch", FetchRequest, FetchResponse))
@@ -95,7 +95,7 @@ class FetchRequestV4(NamedTuple):
     min_bytes: Annotated[int, Int32]
     max_bytes: Annotated[int, Int32]
     isolation_level: Annotated[int, Int8]
-    topics: Annotated[List[FetchTopicData], Array(FetchTopicData)]
+    topics: Annotated[list[FetchTopicData], Array(FetchTopicData)]
 
 
 class AbortedTransaction(NamedTuple):
@@ -108,7 +108,7 @@ class FetchPartitionResponseV4(NamedTuple):
     error_code: Annotated[int, Int16]
     high_watermark: Annotated[int, Int64]
     last_stable_offset: Annotated[int, Int64]
-    aborted_transactions: Annotated[List[AbortedTransaction], Array(AbortedTransaction)]
+    aborted_transactions: Annotated[list[AbortedTransaction], Array(AbortedTransaction)]
     records: Annotated[Optional[bytes], NullableBytes]
 
     @property
@@ -120,12 +120,12 @@ class FetchPartitionResponseV4(NamedTuple):
 
 class FetchTopicResponseV4(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[FetchPartitionResponseV4], Array(FetchPartitionResponseV4)]
+    partitions: Annotated[list[FetchPartitionResponseV4], Array(FetchPartitionResponseV4)]
 
 
 class FetchResponseV4(NamedTuple):
     throttle_time_ms: Annotated[int, Int32]
-    topics: Annotated[List[FetchTopicResponseV4], Array(FetchTopicResponseV4)]
+    topics: Annotated[list[FetchTopicResponseV4], Array(FetchTopicResponseV4)]
 
 
 FETCH_V4 = register(Api(1, 4, "Fetch", FetchRequestV4, FetchResponseV4))

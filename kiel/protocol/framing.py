@@ -18,7 +18,7 @@ any further input with a ``ProtocolError`` caused by it.
 """
 import struct
 from collections import deque
-from typing import Any, Callable, Deque, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 from kiel.exc import (
     CorrelationIdError,
@@ -49,7 +49,7 @@ class _FrameReader:
         self.min_frame_size = min_frame_size
         self._buf = bytearray()
 
-    def feed(self, data: Buffer) -> List[bytes]:
+    def feed(self, data: Buffer) -> list[bytes]:
         buf = self._buf
         buf += data
         frames = []
@@ -111,7 +111,7 @@ class _Receiver:
         """Bytes received but not yet part of a complete frame."""
         return self._reader.buffered
 
-    def _latched(self, receive: Callable[[Buffer], List[R]], data: Buffer) -> List[R]:
+    def _latched(self, receive: Callable[[Buffer], list[R]], data: Buffer) -> list[R]:
         """Run ``receive(data)``, remembering the first ProtocolError for ever."""
         if self._error is not None:
             raise ProtocolError(
@@ -139,14 +139,14 @@ class ClientFraming(_Receiver):
         self.client_id = client_id
         self._reader = _FrameReader(max_frame_size, min_frame_size=4)
         self._next_id = 0
-        self._pending: Deque[Tuple[int, Api]] = deque()
+        self._pending: deque[tuple[int, Api]] = deque()
 
     @property
     def in_flight(self) -> int:
         """Requests sent whose response has not arrived."""
         return len(self._pending)
 
-    def send_request(self, request: Any) -> Tuple[int, bytes, bool]:
+    def send_request(self, request: Any) -> tuple[int, bytes, bool]:
         """Encode ``request`` as a frame.
 
         Args:
@@ -182,7 +182,7 @@ class ClientFraming(_Receiver):
             self._pending.append((correlation_id, api))
         return correlation_id, frame, expects
 
-    def receive_data(self, data: Buffer) -> List[Tuple[int, Any]]:
+    def receive_data(self, data: Buffer) -> list[tuple[int, Any]]:
         """Feed received bytes; get back the responses they complete.
 
         Returns:
@@ -196,7 +196,7 @@ class ClientFraming(_Receiver):
         """
         return self._latched(self._receive, data)
 
-    def _receive(self, data: Buffer) -> List[Tuple[int, Any]]:
+    def _receive(self, data: Buffer) -> list[tuple[int, Any]]:
         results = []
         for frame in self._reader.feed(data):
             if not self._pending:
@@ -248,7 +248,7 @@ class ServerFraming(_Receiver):
         # A request header is at least 10 bytes (int16, int16, int32, string length).
         self._reader = _FrameReader(max_frame_size, min_frame_size=10)
 
-    def receive_data(self, data: Buffer) -> List[Tuple[RequestHeader, Api, Any]]:
+    def receive_data(self, data: Buffer) -> list[tuple[RequestHeader, Api, Any]]:
         """Feed received bytes; get back the requests they complete.
 
         Returns:
@@ -262,7 +262,7 @@ class ServerFraming(_Receiver):
         """
         return self._latched(self._receive, data)
 
-    def _receive(self, data: Buffer) -> List[Tuple[RequestHeader, Api, Any]]:
+    def _receive(self, data: Buffer) -> list[tuple[RequestHeader, Api, Any]]:
         results = []
         header_type = struct_type(RequestHeader)
         for frame in self._reader.feed(data):

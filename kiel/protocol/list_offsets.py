@@ -27,7 +27,7 @@ after ``timestamp`` (with that record's timestamp), or offset -1 when no
 record is that recent. For :data:`LATEST` and :data:`EARLIEST` the
 timestamp answered is -1.
 """
-from typing import Annotated, List, NamedTuple
+from typing import Annotated, NamedTuple
 
 from kiel.protocol.api import Api, register
 from kiel.protocol.primitives import Array, Int16, Int32, Int64, String
@@ -44,27 +44,27 @@ class ListOffsetsPartitionData(NamedTuple):
 
 class ListOffsetsTopicData(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[ListOffsetsPartitionData], Array(ListOffsetsPartitionData)]
+    partitions: Annotated[list[ListOffsetsPartitionData], Array(ListOffsetsPartitionData)]
 
 
 class ListOffsetsRequest(NamedTuple):
     replica_id: Annotated[int, Int32]
-    topics: Annotated[List[ListOffsetsTopicData], Array(ListOffsetsTopicData)]
+    topics: Annotated[list[ListOffsetsTopicData], Array(ListOffsetsTopicData)]
 
 
 class ListOffsetsPartitionResponse(NamedTuple):
     partition: Annotated[int, Int32]
     error_code: Annotated[int, Int16]
-    offsets: Annotated[List[int], Array(Int64)]
+    offsets: Annotated[list[int], Array(Int64)]
 
 
 class ListOffsetsTopicResponse(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[ListOffsetsPartitionResponse], Array(ListOffsetsPartitionResponse)]
+    partitions: Annotated[list[ListOffsetsPartitionResponse], Array(ListOffsetsPartitionResponse)]
 
 
 class ListOffsetsResponse(NamedTuple):
-    topics: Annotated[List[ListOffsetsTopicResponse], Array(ListOffsetsTopicResponse)]
+    topics: Annotated[list[ListOffsetsTopicResponse], Array(ListOffsetsTopicResponse)]
 
 
 LIST_OFFSETS_V0 = register(Api(2, 0, "ListOffsets", ListOffsetsRequest, ListOffsetsResponse))
@@ -77,12 +77,12 @@ class ListOffsetsPartitionDataV1(NamedTuple):
 
 class ListOffsetsTopicDataV1(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[ListOffsetsPartitionDataV1], Array(ListOffsetsPartitionDataV1)]
+    partitions: Annotated[list[ListOffsetsPartitionDataV1], Array(ListOffsetsPartitionDataV1)]
 
 
 class ListOffsetsRequestV1(NamedTuple):
     replica_id: Annotated[int, Int32]
-    topics: Annotated[List[ListOffsetsTopicDataV1], Array(ListOffsetsTopicDataV1)]
+    topics: Annotated[list[ListOffsetsTopicDataV1], Array(ListOffsetsTopicDataV1)]
 
 
 class ListOffsetsPartitionResponseV1(NamedTuple):
@@ -95,12 +95,12 @@ class ListOffsetsPartitionResponseV1(NamedTuple):
 class ListOffsetsTopicResponseV1(NamedTuple):
     topic: Annotated[str, String]
     partitions: Annotated[
-        List[ListOffsetsPartitionResponseV1], Array(ListOffsetsPartitionResponseV1)
+        list[ListOffsetsPartitionResponseV1], Array(ListOffsetsPartitionResponseV1)
     ]
 
 
 class ListOffsetsResponseV1(NamedTuple):
-    topics: Annotated[List[ListOffsetsTopicResponseV1], Array(ListOffsetsTopicResponseV1)]
+    topics: Annotated[list[ListOffsetsTopicResponseV1], Array(ListOffsetsTopicResponseV1)]
 
 
 LIST_OFFSETS_V1 = register(

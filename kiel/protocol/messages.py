@@ -30,8 +30,9 @@ against the buffer before anything is sliced.
 """
 import struct
 import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
-from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, NamedTuple, Optional, Union
 
 import kiel.compression as _compression
 from kiel.exc import (
@@ -113,7 +114,7 @@ class DecodeResult(NamedTuple):
     """
 
     #: Decoded records in offset order, wrappers unwrapped, below ``min_offset`` dropped.
-    records: List[Record]
+    records: list[Record]
     #: Offset after the last complete message (dropped ones included); ``None`` if none.
     next_offset: Optional[int]
     #: Bytes taken by complete messages (where a partial trailing message starts).
@@ -151,10 +152,10 @@ def _crc_error(stored: int, computed: int, offset: int) -> CorruptMessageError:
 
 #: Speculative header structs by key length (see ``_decode_into``).
 _MAX_SPEC_KEY = 1024
-_spec_cache: Dict[int, Tuple[Any, int]] = {}
+_spec_cache: dict[int, tuple[Any, int]] = {}
 
 
-def _spec(klen: int) -> Tuple[Any, int]:
+def _spec(klen: int) -> tuple[Any, int]:
     """(unpack_from, size) of the one-shot magic-0 header for a key of ``klen`` bytes."""
     entry = _spec_cache.get(klen)
     if entry is None:
@@ -170,7 +171,7 @@ DEFAULT_MAX_DECODED = 128 * 1024 * 1024
 
 
 def _decompress(
-    codec: int, value: Buffer, offset: int, budget: Optional[List[int]] = None
+    codec: int, value: Buffer, offset: int, budget: Optional[list[int]] = None
 ) -> bytes:
     """Decompress one wrapper's value within what is left of ``budget[0]``.
 
@@ -202,7 +203,7 @@ class _Scope:
     def __init__(
         self, topic: str, partition: int, check: bool, min_offset: int, max_decoded: int
     ) -> None:
-        self.out: List[Record] = []
+        self.out: list[Record] = []
         self.topic, self.partition = topic, partition
         self.check, self.min_offset = check, min_offset
         #: Decompressed bytes still allowed, one cell shared by every wrapper.
@@ -225,7 +226,7 @@ class _Level(NamedTuple):
 
 def _decode_into(
     scope: _Scope, level: _Level, pos: int, end: int
-) -> Tuple[int, Optional[int], Optional[int]]:
+) -> tuple[int, Optional[int], Optional[int]]:
     """Decode the messages of ``data[pos:end]`` into ``out``.
 
     Returns ``(pos, last_offset, needed)``: ``pos`` is where decoding stopped
@@ -296,7 +297,7 @@ def _decode_into(
 
 def _decode_one(
     scope: _Scope, level: _Level, pos: int, end: int
-) -> Tuple[int, Optional[int], Optional[int]]:
+) -> tuple[int, Optional[int], Optional[int]]:
     """Decode the one message at ``pos``, whatever it is, validating everything.
 
     Returns ``(end_of_message, last_offset, key_length_to_speculate)``; for a
@@ -400,7 +401,7 @@ def _decode_one(
 
 
 def _check_nested_offsets(
-    out: List[Record], first_new: int, inner_last: Optional[int], offset: int
+    out: list[Record], first_new: int, inner_last: Optional[int], offset: int
 ) -> None:
     """Refuse a nested wrapper whose offsets are not the log's.
 
@@ -483,7 +484,7 @@ def decode_message_set(
 
 def decode_within(
     data: bytes, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
-    budget: List[int],
+    budget: list[int],
 ) -> DecodeResult:
     """:func:`decode_message_set` of ``data`` (``bytes``) within ``budget[0]``
     decompressed bytes, decremented as wrappers decompress: a caller that
@@ -598,7 +599,7 @@ _NULL_KEY_MESSAGE = struct.Struct(">qiIbbii")  # _LOG_HEADER then _NULL_KEY_BODY
 #: CRC32 of a null-key message's bytes before its value, by value length
 #: (lengths below this bound only, so the cache stays small).
 _CRC_CACHE_LIMIT = 1 << 16
-_null_key_crcs: Dict[int, int] = {}
+_null_key_crcs: dict[int, int] = {}
 
 _TOO_LONG = "a message key or value is longer than an int32 length can say"
 
@@ -621,7 +622,7 @@ def _check_bytes(item: Any, what: str) -> Optional[bytes]:
     )
 
 
-def _as_pair(m: Any) -> Tuple[Any, Any]:
+def _as_pair(m: Any) -> tuple[Any, Any]:
     if isinstance(m, Record):
         return m.key, m.value
     try:
@@ -691,7 +692,7 @@ class MessageSetBuilder:
         # Strategy: the encoded pieces (headers, keys, values) are kept as a
         # list and joined once by build(): cheaper than growing a bytearray
         # and copying it out, and the values are not copied until then.
-        self._parts: List[bytes] = []
+        self._parts: list[bytes] = []
         self._base_offset = base_offset
         self._next_offset = base_offset
         self._size = 0  # bytes of the first _counted parts
@@ -750,7 +751,7 @@ class MessageSetBuilder:
         self._parts.append(body)
         return LOG_OVERHEAD + 4 + len(body)
 
-    def extend(self, messages: Iterable[Union[Tuple[Any, Any], Record]]) -> None:
+    def extend(self, messages: Iterable[Union[tuple[Any, Any], Record]]) -> None:
         """Append many messages: what :meth:`append` does for each, in one loop.
 
         The fast way to encode: a producer's batch is encoded with one call.
@@ -845,7 +846,7 @@ def _wrapper(codec: _compression.Codec, inner: Buffer, offset: int) -> bytes:
 
 
 def encode_message_set(
-    messages: Iterable[Union[Tuple[Optional[bytes], Optional[bytes]], Record]],
+    messages: Iterable[Union[tuple[Optional[bytes], Optional[bytes]], Record]],
     codec: int = CODEC_NONE,
     *,
     compresslevel: Optional[int] = None,
@@ -927,7 +928,7 @@ def _wrapper_value(data: bytes, bound: MessageBoundary) -> bytes:
 
 def assign_offsets(
     buf: Buffer, base_offset: int, *, compresslevel: Optional[int] = None
-) -> Tuple[bytes, int]:
+) -> tuple[bytes, int]:
     """Validate a produced message set and give it log offsets, as Kafka 0.8.2 does.
 
     Every message must be magic 0 with a good CRC (inner messages of
@@ -972,7 +973,7 @@ def assign_offsets(
 
     # Crack every wrapper open (one level, as 0.8.2's deep iterator does) and
     # collect the inner messages' bytes; plain messages are taken as they are.
-    pieces: List[bytes] = []
+    pieces: list[bytes] = []
     for bound in bounds:
         msg_codec = data[bound.start + 17] & _CODEC_MASK
         if not msg_codec:

@@ -20,14 +20,14 @@ Wire grammar (v1, Kafka 0.10+)::
 Mind the change of meaning: an empty topic list asks for every topic in v0
 and for none in v1, where ``None`` (a null array) asks for all.
 """
-from typing import Annotated, List, NamedTuple, Optional
+from typing import Annotated, NamedTuple, Optional
 
 from kiel.protocol.api import Api, register
 from kiel.protocol.primitives import Array, Boolean, Int16, Int32, NullableString, String
 
 
 class MetadataRequest(NamedTuple):
-    topics: Annotated[List[str], Array(String)]
+    topics: Annotated[list[str], Array(String)]
 
 
 class BrokerMetadata(NamedTuple):
@@ -40,19 +40,19 @@ class PartitionMetadata(NamedTuple):
     error_code: Annotated[int, Int16]
     partition_id: Annotated[int, Int32]
     leader: Annotated[int, Int32]
-    replicas: Annotated[List[int], Array(Int32)]
-    isr: Annotated[List[int], Array(Int32)]
+    replicas: Annotated[list[int], Array(Int32)]
+    isr: Annotated[list[int], Array(Int32)]
 
 
 class TopicMetadata(NamedTuple):
     error_code: Annotated[int, Int16]
     topic: Annotated[str, String]
-    partitions: Annotated[List[PartitionMetadata], Array(PartitionMetadata)]
+    partitions: Annotated[list[PartitionMetadata], Array(PartitionMetadata)]
 
 
 class MetadataResponse(NamedTuple):
-    brokers: Annotated[List[BrokerMetadata], Array(BrokerMetadata)]
-    topics: Annotated[List[TopicMetadata], Array(TopicMetadata)]
+    brokers: Annotated[list[BrokerMetadata], Array(BrokerMetadata)]
+    topics: Annotated[list[TopicMetadata], Array(TopicMetadata)]
 
 
 METADATA_V0 = register(Api(3, 0, "Metadata", MetadataRequest, MetadataResponse))
@@ -60,7 +60,7 @@ METADATA_V0 = register(Api(3, 0, "Metadata", MetadataRequest, MetadataResponse))
 
 class MetadataRequestV1(NamedTuple):
     #: ``None`` asks for every topic.
-    topics: Annotated[Optional[List[str]], Array(String)]
+    topics: Annotated[Optional[list[str]], Array(String)]
 
 
 class BrokerMetadataV1(NamedTuple):
@@ -74,13 +74,13 @@ class TopicMetadataV1(NamedTuple):
     error_code: Annotated[int, Int16]
     topic: Annotated[str, String]
     is_internal: Annotated[bool, Boolean]
-    partitions: Annotated[List[PartitionMetadata], Array(PartitionMetadata)]
+    partitions: Annotated[list[PartitionMetadata], Array(PartitionMetadata)]
 
 
 class MetadataResponseV1(NamedTuple):
-    brokers: Annotated[List[BrokerMetadataV1], Array(BrokerMetadataV1)]
+    brokers: Annotated[list[BrokerMetadataV1], Array(BrokerMetadataV1)]
     controller_id: Annotated[int, Int32]
-    topics: Annotated[List[TopicMetadataV1], Array(TopicMetadataV1)]
+    topics: Annotated[list[TopicMetadataV1], Array(TopicMetadataV1)]
 
 
 METADATA_V1 = register(Api(3, 1, "Metadata", MetadataRequestV1, MetadataResponseV1))

@@ -24,7 +24,7 @@ A member outside any broker-side group (kiel's grouped consumer splits
 partitions through ZooKeeper) commits with :data:`STANDALONE_GENERATION`
 and an empty member id; ``retention_time`` -1 keeps the broker's default.
 """
-from typing import Annotated, List, NamedTuple
+from typing import Annotated, NamedTuple
 
 from kiel.protocol.api import Api, register
 from kiel.protocol.primitives import Array, Int16, Int32, Int64, String
@@ -43,12 +43,12 @@ class OffsetCommitPartitionData(NamedTuple):
 
 class OffsetCommitTopicData(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[OffsetCommitPartitionData], Array(OffsetCommitPartitionData)]
+    partitions: Annotated[list[OffsetCommitPartitionData], Array(OffsetCommitPartitionData)]
 
 
 class OffsetCommitRequest(NamedTuple):
     group_id: Annotated[str, String]
-    topics: Annotated[List[OffsetCommitTopicData], Array(OffsetCommitTopicData)]
+    topics: Annotated[list[OffsetCommitTopicData], Array(OffsetCommitTopicData)]
 
 
 class OffsetCommitPartitionResponse(NamedTuple):
@@ -58,11 +58,11 @@ class OffsetCommitPartitionResponse(NamedTuple):
 
 class OffsetCommitTopicResponse(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[OffsetCommitPartitionResponse], Array(OffsetCommitPartitionResponse)]
+    partitions: Annotated[list[OffsetCommitPartitionResponse], Array(OffsetCommitPartitionResponse)]
 
 
 class OffsetCommitResponse(NamedTuple):
-    topics: Annotated[List[OffsetCommitTopicResponse], Array(OffsetCommitTopicResponse)]
+    topics: Annotated[list[OffsetCommitTopicResponse], Array(OffsetCommitTopicResponse)]
 
 
 OFFSET_COMMIT_V0 = register(Api(8, 0, "OffsetCommit", OffsetCommitRequest, OffsetCommitResponse))
@@ -73,7 +73,7 @@ class OffsetCommitRequestV2(NamedTuple):
     generation_id: Annotated[int, Int32]
     member_id: Annotated[str, String]
     retention_time: Annotated[int, Int64]
-    topics: Annotated[List[OffsetCommitTopicData], Array(OffsetCommitTopicData)]
+    topics: Annotated[list[OffsetCommitTopicData], Array(OffsetCommitTopicData)]
 
 
 class OffsetCommitResponseV2(OffsetCommitResponse):

@@ -16,7 +16,7 @@ v1 (Kafka 0.8.2+) reads the offsets the broker stores itself (OffsetCommit
 v1 and later), v0 those in ZooKeeper: pair v1 with OffsetCommit v2, v0 with
 OffsetCommit v0.
 """
-from typing import Annotated, List, NamedTuple
+from typing import Annotated, NamedTuple
 
 from kiel.protocol.api import Api, register
 from kiel.protocol.primitives import Array, Int16, Int32, Int64, String
@@ -24,12 +24,12 @@ from kiel.protocol.primitives import Array, Int16, Int32, Int64, String
 
 class OffsetFetchTopicData(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[int], Array(Int32)]
+    partitions: Annotated[list[int], Array(Int32)]
 
 
 class OffsetFetchRequest(NamedTuple):
     group_id: Annotated[str, String]
-    topics: Annotated[List[OffsetFetchTopicData], Array(OffsetFetchTopicData)]
+    topics: Annotated[list[OffsetFetchTopicData], Array(OffsetFetchTopicData)]
 
 
 class OffsetFetchPartitionResponse(NamedTuple):
@@ -41,11 +41,11 @@ class OffsetFetchPartitionResponse(NamedTuple):
 
 class OffsetFetchTopicResponse(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[OffsetFetchPartitionResponse], Array(OffsetFetchPartitionResponse)]
+    partitions: Annotated[list[OffsetFetchPartitionResponse], Array(OffsetFetchPartitionResponse)]
 
 
 class OffsetFetchResponse(NamedTuple):
-    topics: Annotated[List[OffsetFetchTopicResponse], Array(OffsetFetchTopicResponse)]
+    topics: Annotated[list[OffsetFetchTopicResponse], Array(OffsetFetchTopicResponse)]
 
 
 OFFSET_FETCH_V0 = register(Api(9, 0, "OffsetFetch", OffsetFetchRequest, OffsetFetchResponse))

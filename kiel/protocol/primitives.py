@@ -24,12 +24,13 @@ Encoders raise :class:`kiel.exc.LocalProtocolError` for values the wire
 cannot carry. ``bytes`` stay ``bytes``: payloads are never decoded as text.
 """
 import struct
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from collections.abc import Sequence
+from typing import Any, Optional, Union
 
 from kiel.exc import LocalProtocolError, ProtocolError, TruncatedError
 
 Buffer = Union[bytes, bytearray, memoryview]
-Out = List[bytes]
+Out = list[bytes]
 
 
 class WireType:
@@ -44,7 +45,7 @@ class WireType:
     def encode(self, value: Any, out: Out) -> None:
         raise NotImplementedError
 
-    def decode(self, buf: Buffer, offset: int) -> Tuple[Any, int]:
+    def decode(self, buf: Buffer, offset: int) -> tuple[Any, int]:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -71,7 +72,7 @@ class _Fixed(WireType):
                 f"{value!r} does not fit {self.name} [{self.lo}, {self.hi}]"
             ) from e
 
-    def decode(self, buf: Buffer, offset: int) -> Tuple[int, int]:
+    def decode(self, buf: Buffer, offset: int) -> tuple[int, int]:
         try:
             return self._unpack_from(buf, offset)[0], offset + self.size
         except struct.error as e:
@@ -99,7 +100,7 @@ class _Boolean(WireType):
             raise LocalProtocolError(f"{self.name} needs a bool, got {value!r:.80}")
         out.append(b"\x01" if value else b"\x00")
 
-    def decode(self, buf: Buffer, offset: int) -> Tuple[bool, int]:
+    def decode(self, buf: Buffer, offset: int) -> tuple[bool, int]:
         if offset >= len(buf):
             raise TruncatedError(f"{self.name} runs past the end", offset=offset)
         return buf[offset] != 0, offset + 1
@@ -148,7 +149,7 @@ class _String(WireType):
         out.append(_int16.pack(len(data)))
         out.append(data)
 
-    def decode(self, buf: Buffer, offset: int) -> Tuple[Optional[str], int]:
+    def decode(self, buf: Buffer, offset: int) -> tuple[Optional[str], int]:
         try:
             (length,) = _int16.unpack_from(buf, offset)
         except struct.error as e:
@@ -192,7 +193,7 @@ class _Bytes(WireType):
         out.append(_int32.pack(len(data)))
         out.append(data)
 
-    def decode(self, buf: Buffer, offset: int) -> Tuple[Optional[bytes], int]:
+    def decode(self, buf: Buffer, offset: int) -> tuple[Optional[bytes], int]:
         try:
             (length,) = _int32.unpack_from(buf, offset)
         except struct.error as e:
@@ -255,7 +256,7 @@ def size_of_varint(value: int) -> int:
     return max(1, (zigzag.bit_length() + 6) // 7)
 
 
-def decode_unsigned_varint(buf: Buffer, offset: int, max_bytes: int = 5) -> Tuple[int, int]:
+def decode_unsigned_varint(buf: Buffer, offset: int, max_bytes: int = 5) -> tuple[int, int]:
     """Read an unsigned varint of at most ``max_bytes`` bytes (5: 32 bits, 10: 64 bits).
 
     Returns:
@@ -284,7 +285,7 @@ def decode_unsigned_varint(buf: Buffer, offset: int, max_bytes: int = 5) -> Tupl
     raise TruncatedError("varint runs past the end", offset=offset)
 
 
-def decode_varint(buf: Buffer, offset: int) -> Tuple[int, int]:
+def decode_varint(buf: Buffer, offset: int) -> tuple[int, int]:
     """Read a zig-zag ``varint`` (signed 32 bits, at most 5 bytes).
 
     Raises:
@@ -295,7 +296,7 @@ def decode_varint(buf: Buffer, offset: int) -> Tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), pos
 
 
-def decode_varlong(buf: Buffer, offset: int) -> Tuple[int, int]:
+def decode_varlong(buf: Buffer, offset: int) -> tuple[int, int]:
     """Read a zig-zag ``varlong`` (signed 64 bits, at most 10 bytes).
 
     Raises:
@@ -323,7 +324,7 @@ class _VarInt(WireType):
             raise LocalProtocolError(f"{value!r} does not fit {self.name} [{self.lo}, {self.hi}]")
         out.append(self._encode(value))
 
-    def decode(self, buf: Buffer, offset: int) -> Tuple[int, int]:
+    def decode(self, buf: Buffer, offset: int) -> tuple[int, int]:
         raw, pos = decode_unsigned_varint(buf, offset, self._max_bytes)
         return ((raw >> 1) ^ -(raw & 1) if self._signed else raw), pos
 
@@ -389,7 +390,7 @@ class Array(WireType):
         for item in items:
             encode(item, out)
 
-    def decode(self, buf: Buffer, offset: int) -> Tuple[List[Any], int]:
+    def decode(self, buf: Buffer, offset: int) -> tuple[list[Any], int]:
         try:
             (count,) = _int32.unpack_from(buf, offset)
         except struct.error as e:

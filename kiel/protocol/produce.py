@@ -27,7 +27,7 @@ the same size-prefixed bytes field; ``log_append_time`` is -1 unless the
 topic uses LogAppendTime. v1 and v2 (throttle time, then the append time)
 are not implemented: a broker that speaks v3 is asked v3, an older one v0.
 """
-from typing import Annotated, List, NamedTuple, Optional
+from typing import Annotated, NamedTuple, Optional
 
 from kiel.protocol.api import Api, register
 from kiel.protocol.primitives import Array, Bytes, Int16, Int32, Int64, NullableString, String
@@ -40,13 +40,13 @@ class ProducePartitionData(NamedTuple):
 
 class ProduceTopicData(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[ProducePartitionData], Array(ProducePartitionData)]
+    partitions: Annotated[list[ProducePartitionData], Array(ProducePartitionData)]
 
 
 class ProduceRequest(NamedTuple):
     required_acks: Annotated[int, Int16]
     timeout: Annotated[int, Int32]
-    topics: Annotated[List[ProduceTopicData], Array(ProduceTopicData)]
+    topics: Annotated[list[ProduceTopicData], Array(ProduceTopicData)]
 
 
 class ProducePartitionResponse(NamedTuple):
@@ -57,11 +57,11 @@ class ProducePartitionResponse(NamedTuple):
 
 class ProduceTopicResponse(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[ProducePartitionResponse], Array(ProducePartitionResponse)]
+    partitions: Annotated[list[ProducePartitionResponse], Array(ProducePartitionResponse)]
 
 
 class ProduceResponse(NamedTuple):
-    topics: Annotated[List[ProduceTopicResponse], Array(ProduceTopicResponse)]
+    topics: Annotated[list[ProduceTopicResponse], Array(ProduceTopicResponse)]
 
 
 PRODUCE_V0 = register(
@@ -74,7 +74,7 @@ class ProduceRequestV3(NamedTuple):
     transactional_id: Annotated[Optional[str], NullableString]
     required_acks: Annotated[int, Int16]
     timeout: Annotated[int, Int32]
-    topics: Annotated[List[ProduceTopicData], Array(ProduceTopicData)]
+    topics: Annotated[list[ProduceTopicData], Array(ProduceTopicData)]
 
 
 class ProducePartitionResponseV3(NamedTuple):
@@ -86,11 +86,11 @@ class ProducePartitionResponseV3(NamedTuple):
 
 class ProduceTopicResponseV3(NamedTuple):
     topic: Annotated[str, String]
-    partitions: Annotated[List[ProducePartitionResponseV3], Array(ProducePartitionResponseV3)]
+    partitions: Annotated[list[ProducePartitionResponseV3], Array(ProducePartitionResponseV3)]
 
 
 class ProduceResponseV3(NamedTuple):
-    topics: Annotated[List[ProduceTopicResponseV3], Array(ProduceTopicResponseV3)]
+    topics: Annotated[list[ProduceTopicResponseV3], Array(ProduceTopicResponseV3)]
     throttle_time_ms: Annotated[int, Int32]
 
 

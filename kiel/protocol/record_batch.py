@@ -51,17 +51,13 @@ to ``records`` (the shape callers of the first version used).
 """
 import struct
 import time
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import (
     Any,
     Callable,
-    Dict,
-    Iterable,
-    List,
     NamedTuple,
     Optional,
-    Sequence,
-    Tuple,
     Union,
 )
 
@@ -142,7 +138,7 @@ _CONTROL_KEY = struct.Struct(">hh")
 
 # Strategy: see kiel.protocol.messages, a C-level constructor per record.
 _new_record = partial(tuple.__new__, Record)
-_NO_HEADERS: Tuple[Header, ...] = ()
+_NO_HEADERS: tuple[Header, ...] = ()
 
 
 class BatchHeader(NamedTuple):
@@ -210,15 +206,15 @@ class BatchDecodeResult(NamedTuple):
     """
 
     #: Decoded records in offset order, control records and those below ``min_offset`` dropped.
-    records: List[Record]
+    records: list[Record]
     #: Each record's headers: a tuple of ``(key, value)`` pairs, ``()`` for none.
-    headers: List[Tuple[Header, ...]]
+    headers: list[tuple[Header, ...]]
     #: Each record's timestamp type (``None`` for magic-0 messages).
-    timestamp_types: List[Optional[int]]
+    timestamp_types: list[Optional[int]]
     #: The header of every complete v2 batch, control batches included.
-    batches: List[BatchHeader]
+    batches: list[BatchHeader]
     #: The transaction markers of the control batches.
-    markers: List[ControlMarker]
+    markers: list[ControlMarker]
     #: Offset after the last complete batch; ``None`` if there is none.
     next_offset: Optional[int]
     #: Bytes taken by complete batches (where a partial trailing batch starts).
@@ -250,20 +246,20 @@ class _Sink:
         self.check = check
         #: Decompressed bytes left for this decode (one list: shared, decremented).
         self.budget = [max_decoded]
-        self.records: List[Record] = []
-        self.headers: List[Tuple[Header, ...]] = []
-        self.timestamp_types: List[Optional[int]] = []
-        self.batches: List[BatchHeader] = []
-        self.markers: List[ControlMarker] = []
+        self.records: list[Record] = []
+        self.headers: list[tuple[Header, ...]] = []
+        self.timestamp_types: list[Optional[int]] = []
+        self.batches: list[BatchHeader] = []
+        self.markers: list[ControlMarker] = []
 
 
-def _read_headers(data: bytes, p: int, rend: int, offset: int) -> Tuple[Tuple[Header, ...], int]:
+def _read_headers(data: bytes, p: int, rend: int, offset: int) -> tuple[tuple[Header, ...], int]:
     """The headers of one record, starting at their count."""
     count, p = decode_varint(data, p)
     # Every header takes at least two bytes (two lengths).
     if count < 0 or 2 * count > rend - p:
         raise _corrupt(f"record header count {count} does not fit the record", offset)
-    headers: List[Header] = []
+    headers: list[Header] = []
     for _ in range(count):
         klen, p = decode_varint(data, p)
         if klen < 0 or p + klen > rend:
@@ -285,8 +281,8 @@ def _read_headers(data: bytes, p: int, rend: int, offset: int) -> Tuple[Tuple[He
 
 
 def _varint(
-    data: bytes, p: int, general: Callable[[Buffer, int], Tuple[int, int]] = decode_varint
-) -> Tuple[int, int]:
+    data: bytes, p: int, general: Callable[[Buffer, int], tuple[int, int]] = decode_varint
+) -> tuple[int, int]:
     """The zig-zag varint at ``p``: ``(value, offset after it)``; one- and
     two-byte ones read here, longer ones by ``general`` (which checks their
     width: ``decode_varint`` or ``decode_varlong``).
@@ -305,7 +301,7 @@ def _varint(
     return general(data, p)
 
 
-def _bytes_field(data: bytes, p: int, offset: int, what: str) -> Tuple[Optional[bytes], int]:
+def _bytes_field(data: bytes, p: int, offset: int, what: str) -> tuple[Optional[bytes], int]:
     """The varint-length bytes (a key or a value; length -1: ``None``) at ``p``.
 
     Raises:
@@ -322,7 +318,7 @@ def _bytes_field(data: bytes, p: int, offset: int, what: str) -> Tuple[Optional[
 
 def _read_records(
     sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader
-) -> List[Tuple[int, Optional[bytes]]]:
+) -> list[tuple[int, Optional[bytes]]]:
     """Decode the ``batch.record_count`` records of ``data[p:end]`` into ``sink``.
 
     Returns the ``(offset, key)`` of every record (control batches need the keys).
@@ -340,7 +336,7 @@ def _read_records(
     append, new = sink.records.append, _new_record
     append_headers = sink.headers.append
     varint, field = _varint, _bytes_field
-    seen: List[Tuple[int, Optional[bytes]]] = []
+    seen: list[tuple[int, Optional[bytes]]] = []
     # Strategy: a record's varints are nearly all one or two bytes (lengths
     # under 8 KiB, deltas under 8192): _varint reads those without the
     # general reader. Reading past the record's end is caught by the check
@@ -410,7 +406,7 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
     return base_offset + batch.last_offset_delta + 1
 
 
-def _add_marker(sink: _Sink, batch: BatchHeader, first: Tuple[int, Optional[bytes]]) -> None:
+def _add_marker(sink: _Sink, batch: BatchHeader, first: tuple[int, Optional[bytes]]) -> None:
     """Record the marker of a control batch from its first record's key."""
     offset, key = first
     if key is None or len(key) < _CONTROL_KEY.size:
@@ -525,7 +521,7 @@ def decode_record_batches(
 #: Pre-encoded zig-zag varints of 0..8191 (every value up to two bytes).
 _SMALL_VARINTS = [encode_varint(v) for v in range(8192)]
 _NULL_LENGTH = encode_varint(-1)
-_codecs: Dict[Tuple[int, Optional[int]], _compression.Codec] = {}
+_codecs: dict[tuple[int, Optional[int]], _compression.Codec] = {}
 
 
 def _batch_codec(codec: int, compresslevel: Optional[int]) -> Optional[_compression.Codec]:
@@ -534,7 +530,7 @@ def _batch_codec(codec: int, compresslevel: Optional[int]) -> Optional[_compress
         return None
     cached = _codecs.get((codec, compresslevel))
     if cached is None:
-        options: Dict[str, Any] = {}
+        options: dict[str, Any] = {}
         if codec == CODEC_LZ4:
             options["magic"] = 1
         if compresslevel is not None and codec in (CODEC_GZIP, CODEC_ZSTD):
@@ -633,7 +629,7 @@ class RecordBatchBuilder:
         )
         self._fields = (base_offset, partition_leader_epoch, producer_id, producer_epoch,
                         base_sequence)
-        self._records: List[bytes] = []
+        self._records: list[bytes] = []
         self._records_size = 0
         self._base_timestamp = 0
         self._max_timestamp = 0
@@ -726,7 +722,7 @@ class RecordBatchBuilder:
 
 
 def encode_record_batch(
-    records: Iterable[Union[Tuple[Optional[bytes], Optional[bytes]], Record]],
+    records: Iterable[Union[tuple[Optional[bytes], Optional[bytes]], Record]],
     codec: int = CODEC_NONE,
     *,
     timestamp: Optional[int] = None,

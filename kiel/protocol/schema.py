@@ -19,14 +19,14 @@ whose steps fuse runs of consecutive fixed-width fields into one precompiled
 one ``unpack_from`` call rather than three.
 """
 import struct
-from typing import Any, Dict, List, Optional, Tuple, Type, TypeVar, Union, get_type_hints
+from typing import Any, Optional, TypeVar, Union, get_type_hints
 
 from kiel.exc import LocalProtocolError, TruncatedError
 from kiel.protocol.primitives import Buffer, Out, WireType
 
 T = TypeVar("T")
 
-_COMPILED: Dict[type, "StructType"] = {}
+_COMPILED: dict[type, "StructType"] = {}
 
 
 def is_struct(cls: Any) -> bool:
@@ -68,15 +68,15 @@ class StructType(WireType):
         self.cls = cls
         self.name = cls.__name__
         hints = get_type_hints(cls, include_extras=True)
-        fields: List[Tuple[str, WireType]] = []
+        fields: list[tuple[str, WireType]] = []
         for name in cls._fields:  # type: ignore[attr-defined]
             hint = hints[name]
             metadata = getattr(hint, "__metadata__", None)
             fields.append((name, wire_type(metadata[0] if metadata else hint)))
         self.fields = fields
         # Steps: ("fixed", Struct, first_index, count) or ("var", WireType, index, 1).
-        steps: List[Tuple[str, Any, int, int]] = []
-        run: List[int] = []
+        steps: list[tuple[str, Any, int, int]] = []
+        run: list[int] = []
 
         def flush() -> None:
             if run:
@@ -120,8 +120,8 @@ class StructType(WireType):
                     e.message = f"{self.name}.{self.fields[index][0]}: {e.message}"
                     raise
 
-    def decode(self, buf: Buffer, offset: int) -> Tuple[Any, int]:
-        values: List[Any] = []
+    def decode(self, buf: Buffer, offset: int) -> tuple[Any, int]:
+        values: list[Any] = []
         for kind, codec, _, _ in self.steps:
             if kind == "fixed":
                 try:
@@ -149,7 +149,7 @@ def encode(value: Any, cls: Union[type, None] = None) -> bytes:
     return b"".join(out)
 
 
-def decode(cls: Type[T], buf: Buffer, offset: int = 0) -> Tuple[T, int]:
+def decode(cls: type[T], buf: Buffer, offset: int = 0) -> tuple[T, int]:
     """Decode a ``cls`` struct from ``buf`` at ``offset``.
 
     Returns:

@@ -22,7 +22,8 @@ Example::
     if versions.of(PRODUCE) >= 3:
         ...  # record batches
 """
-from typing import Any, Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from kiel.exc import ConfigError, UnsupportedFeatureError
 from kiel.protocol.api import BY_KEY
@@ -66,7 +67,7 @@ API_NAMES = {
 # releases where one of kiel's versions becomes available matter; later
 # releases keep serving these (Kafka 4.0's new minimums are Produce v3,
 # Fetch v4 and ListOffsets v1, exactly kiel's newer versions).
-_RELEASES: Tuple[Tuple[Tuple[int, ...], Dict[int, int]], ...] = (
+_RELEASES: tuple[tuple[tuple[int, ...], dict[int, int]], ...] = (
     ((0, 8, 0), {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0}),
     ((0, 8, 1), {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0,
                  OFFSET_COMMIT: 0, OFFSET_FETCH: 0}),
@@ -83,19 +84,19 @@ _RELEASES: Tuple[Tuple[Tuple[int, ...], Dict[int, int]], ...] = (
 )
 
 
-def supported() -> Dict[int, Tuple[int, ...]]:
+def supported() -> dict[int, tuple[int, ...]]:
     """The versions kiel implements, per API key (from the registry).
 
     Returns:
         ``{api_key: (version, ...)}``, versions ascending.
     """
-    out: Dict[int, Tuple[int, ...]] = {}
+    out: dict[int, tuple[int, ...]] = {}
     for key, version in sorted(BY_KEY):
         out[key] = out.get(key, ()) + (version,)
     return out
 
 
-def _pair_offsets(chosen: Dict[int, int], fetch_v0: bool) -> Dict[int, int]:
+def _pair_offsets(chosen: dict[int, int], fetch_v0: bool) -> dict[int, int]:
     """Keep OffsetFetch and OffsetCommit on the same offset storage.
 
     Strategy: OffsetCommit v0 and OffsetFetch v0 use ZooKeeper storage on a
@@ -128,7 +129,7 @@ class Versions:
 
     def __init__(self, chosen: Mapping[int, int], source: str,
                  broker: Optional[Mapping[int, ApiVersionRange]] = None) -> None:
-        self.chosen: Dict[int, int] = dict(chosen)
+        self.chosen: dict[int, int] = dict(chosen)
         self.source = source
         self.broker = dict(broker) if broker is not None else None
 
@@ -179,7 +180,7 @@ def negotiate(ranges: Mapping[int, ApiVersionRange]) -> Versions:
     Returns:
         the :class:`Versions` (``source="ApiVersions"``).
     """
-    chosen: Dict[int, int] = {}
+    chosen: dict[int, int] = {}
     for key, ours in supported().items():
         theirs = ranges.get(key)
         if theirs is None:
@@ -192,7 +193,7 @@ def negotiate(ranges: Mapping[int, ApiVersionRange]) -> Versions:
     return Versions(chosen, "ApiVersions", ranges)
 
 
-def check_api_version(value: Any) -> Optional[Tuple[int, ...]]:
+def check_api_version(value: Any) -> Optional[tuple[int, ...]]:
     """Validate a client's ``api_version`` setting.
 
     Args:
@@ -220,7 +221,7 @@ def check_api_version(value: Any) -> Optional[Tuple[int, ...]]:
     return value
 
 
-def for_broker_version(release: Tuple[int, ...]) -> Versions:
+def for_broker_version(release: tuple[int, ...]) -> Versions:
     """The versions to speak with a broker of a known Kafka release (no probe).
 
     Args:
@@ -235,11 +236,11 @@ def for_broker_version(release: Tuple[int, ...]) -> Versions:
     """
     release = check_api_version(release) or (0, 8, 0)
     release = release + (0,) * (3 - len(release))  # (0, 10) is (0, 10, 0)
-    table: Dict[int, int] = {}
+    table: dict[int, int] = {}
     for since, maxima in _RELEASES:
         if release >= since:
             table = maxima
-    chosen: Dict[int, int] = {}
+    chosen: dict[int, int] = {}
     for key, ours in supported().items():
         highest = table.get(key)
         if highest is None:

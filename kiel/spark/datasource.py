@@ -19,7 +19,8 @@ event loop and closes it (:mod:`kiel.spark.kafka`).
 
 import logging
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Callable, Optional
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -69,7 +70,7 @@ __all__ = ["HAS_READ_LIMITS", "HEADERS_TYPE", "KielDataSource", "SCHEMA", "SCHEM
 
 log = logging.getLogger(__name__)
 
-TP = Tuple[str, int]
+TP = tuple[str, int]
 
 #: Always true: kiel.spark needs pyspark >= 4.2, whose streaming sources have
 #: read limits (admission control) and Trigger.AvailableNow. Kept for code
@@ -129,7 +130,7 @@ class KielDataSource(DataSource):
     planned.
     """
 
-    def __init__(self, options: Dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         self.options = dict(options)
 
@@ -179,7 +180,7 @@ def _check_schema(schema: StructType, opts: SourceOptions) -> None:
 
 
 def _sink_options(options: Mapping[str, str],
-                  schema: StructType) -> Tuple[SinkOptions, "RowAdapter"]:
+                  schema: StructType) -> tuple[SinkOptions, "RowAdapter"]:
     sink = SinkOptions.parse(options)
     names = set(schema.fieldNames())
     if "value" not in names:
@@ -308,8 +309,8 @@ def to_arrow(records: Sequence[Record], headers: bool = False) -> pa.RecordBatch
     )
 
 
-def _ranges(start: Dict[TP, int], end: Dict[TP, int],
-            min_partitions: Optional[int]) -> List[KielInputPartition]:
+def _ranges(start: dict[TP, int], end: dict[TP, int],
+            min_partitions: Optional[int]) -> list[KielInputPartition]:
     ranges = [Range(t, p, start[(t, p)], end[(t, p)]) for t, p in sorted(end) if (t, p) in start]
     return [KielInputPartition(*r) for r in kafka.split_ranges(ranges, min_partitions)]
 
@@ -318,7 +319,7 @@ def _ranges(start: Dict[TP, int], end: Dict[TP, int],
 # positions: offsets, earliest/latest, or times
 
 
-def offsets_for_times(opts: SourceOptions, times: Dict[TP, int]) -> Dict[TP, int]:
+def offsets_for_times(opts: SourceOptions, times: dict[TP, int]) -> dict[TP, int]:
     """Resolve epoch-millisecond times to offsets with ListOffsets v0.
 
     A 0.8 broker answers at log-segment granularity: the first offset of
@@ -337,7 +338,7 @@ def offsets_for_times(opts: SourceOptions, times: Dict[TP, int]) -> Dict[TP, int
     if not times:
         return {}
 
-    async def work(client: Any) -> Dict[TP, int]:
+    async def work(client: Any) -> dict[TP, int]:
         asked = {TopicPartition(t, p): ms for (t, p), ms in times.items()}
         found = await list_offsets(client.cluster, asked)
         return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
@@ -349,8 +350,8 @@ def _option(spec: OffsetSpec, default: str) -> str:
     return spec.option if isinstance(spec, Timestamps) else default
 
 
-def _resolve(opts: SourceOptions, spec: OffsetSpec, tps: List[TP], earliest: Dict[TP, int],
-             latest: Dict[TP, int], what: str, strict: bool) -> Dict[TP, int]:
+def _resolve(opts: SourceOptions, spec: OffsetSpec, tps: list[TP], earliest: dict[TP, int],
+             latest: dict[TP, int], what: str, strict: bool) -> dict[TP, int]:
     """Offsets for a parsed position option (see :func:`kiel.spark.kafka.resolve`)."""
     if not isinstance(spec, Timestamps):
         return kafka.resolve(spec, tps, earliest, latest, what, strict)
@@ -365,8 +366,8 @@ def _resolve(opts: SourceOptions, spec: OffsetSpec, tps: List[TP], earliest: Dic
     return offsets_for_times(opts, times)
 
 
-def _start(opts: SourceOptions, tps: List[TP], earliest: Dict[TP, int],
-           latest: Dict[TP, int]) -> Dict[TP, int]:
+def _start(opts: SourceOptions, tps: list[TP], earliest: dict[TP, int],
+           latest: dict[TP, int]) -> dict[TP, int]:
     """Where a batch read or a new query starts.
 
     Raises:
@@ -427,8 +428,8 @@ class KielBatchReader(DataSourceReader):
         return _read(self.opts, partition)
 
 
-def _check_start(opts: SourceOptions, start: Dict[TP, int],
-                 earliest: Dict[TP, int]) -> Dict[TP, int]:
+def _check_start(opts: SourceOptions, start: dict[TP, int],
+                 earliest: dict[TP, int]) -> dict[TP, int]:
     """Offsets before the log start are data loss: fail, or warn and start at the log start."""
     out = dict(start)
     for tp, offset in start.items():
@@ -496,8 +497,8 @@ class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.opts = options
         #: The offsets Trigger.AvailableNow must stop at (None otherwise).
-        self.target: Optional[Dict[TP, int]] = None
-        self._latest: Optional[Dict[TP, int]] = None
+        self.target: Optional[dict[TP, int]] = None
+        self._latest: Optional[dict[TP, int]] = None
         self.gate = (None if options.min_offsets_per_trigger is None else
                      TriggerGate(options.min_offsets_per_trigger, options.max_trigger_delay))
 
@@ -605,7 +606,7 @@ class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to release: no connection outlives a call."""
 
 
-def cap_offsets(start: Dict[TP, int], end: Dict[TP, int], max_rows: int) -> Dict[TP, int]:
+def cap_offsets(start: dict[TP, int], end: dict[TP, int], max_rows: int) -> dict[TP, int]:
     """Move ``end`` back so that at most ``max_rows`` offsets lie between ``start`` and it.
 
     The budget is shared in proportion to each partition's backlog (as Spark's
@@ -665,11 +666,11 @@ class KielBatchWriter(_Producing, DataSourceWriter):
     #: Records written by the whole job (set by :meth:`commit`).
     written = 0
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def commit(self, messages: list[Optional[WriterCommitMessage]]) -> None:
         """Every task succeeded: nothing to do (the messages are already in Kafka)."""
         self.written = sum(getattr(m, "count", 0) for m in messages if m is not None)
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+    def abort(self, messages: list[Optional[WriterCommitMessage]]) -> None:
         """A task failed: messages already written stay (Kafka cannot take them back)."""
         log.warning("kiel write aborted: messages already acknowledged stay in Kafka")
 
@@ -680,9 +681,9 @@ class KielStreamWriter(_Producing, DataSourceStreamWriter):
     At-least-once: a micro-batch replayed after a failure is produced again.
     """
 
-    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
         """The micro-batch is in Kafka: nothing to do."""
 
-    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
         """Messages already acknowledged stay; Spark replays the micro-batch."""
         log.warning("kiel stream write of batch %d aborted: it will be written again", batchId)

@@ -8,17 +8,12 @@ generators) and closes every connection before it returns. No pyspark here.
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Iterable, Iterator
 from typing import (
     Any,
-    Awaitable,
     Callable,
-    Dict,
-    Iterable,
-    Iterator,
-    List,
     NamedTuple,
     Optional,
-    Tuple,
     TypeVar,
 )
 
@@ -48,7 +43,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-TP = Tuple[str, int]
+TP = tuple[str, int]
 
 
 class DataLossError(KielError):
@@ -87,9 +82,9 @@ def _run(options: SourceOptions, work: Callable[[Client], Awaitable[T]]) -> T:
     return asyncio.run(main())
 
 
-async def _discover(client: Client, options: SourceOptions) -> List[TP]:
+async def _discover(client: Client, options: SourceOptions) -> list[TP]:
     cluster = client.cluster
-    out: List[TP] = []
+    out: list[TP] = []
     if options.assign is not None:
         for topic, parts in sorted(options.assign.items()):
             known = await cluster.partitions_for(topic)
@@ -115,7 +110,7 @@ async def _discover(client: Client, options: SourceOptions) -> List[TP]:
     )
 
 
-def discover(options: SourceOptions) -> List[TP]:
+def discover(options: SourceOptions) -> list[TP]:
     """The ``(topic, partition)`` pairs the options subscribe to, sorted.
 
     Raises:
@@ -125,7 +120,7 @@ def discover(options: SourceOptions) -> List[TP]:
     return sorted(_run(options, lambda c: _discover(c, options)))
 
 
-async def _edges(client: Client, tps: Iterable[TP]) -> Tuple[Dict[TP, int], Dict[TP, int]]:
+async def _edges(client: Client, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
     wanted = [TopicPartition(t, p) for t, p in tps]
     if not wanted:
         return {}, {}
@@ -137,7 +132,7 @@ async def _edges(client: Client, tps: Iterable[TP]) -> Tuple[Dict[TP, int], Dict
     )
 
 
-def list_edges(options: SourceOptions, tps: Iterable[TP]) -> Tuple[Dict[TP, int], Dict[TP, int]]:
+def list_edges(options: SourceOptions, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
     """The earliest and latest offsets of partitions (ListOffsets v0)."""
     tps = list(tps)
     return _run(options, lambda c: _edges(c, tps))
@@ -145,10 +140,10 @@ def list_edges(options: SourceOptions, tps: Iterable[TP]) -> Tuple[Dict[TP, int]
 
 def discover_with_edges(
     options: SourceOptions,
-) -> Tuple[List[TP], Dict[TP, int], Dict[TP, int]]:
+) -> tuple[list[TP], dict[TP, int], dict[TP, int]]:
     """:func:`discover` and :func:`list_edges` on one connection."""
 
-    async def work(client: Client) -> Tuple[List[TP], Dict[TP, int], Dict[TP, int]]:
+    async def work(client: Client) -> tuple[list[TP], dict[TP, int], dict[TP, int]]:
         tps = sorted(await _discover(client, options))
         earliest, latest = await _edges(client, tps)
         return tps, earliest, latest
@@ -158,12 +153,12 @@ def discover_with_edges(
 
 def resolve(
     spec: Any,
-    tps: List[TP],
-    earliest: Dict[TP, int],
-    latest: Dict[TP, int],
+    tps: list[TP],
+    earliest: dict[TP, int],
+    latest: dict[TP, int],
     what: str,
     strict: bool,
-) -> Dict[TP, int]:
+) -> dict[TP, int]:
     """Turn ``"earliest"``/``"latest"``/per-partition JSON into offsets.
 
     Args:
@@ -190,14 +185,14 @@ def resolve(
     missing = sorted(set(tps) - set(named))
     if strict and missing:
         raise ConfigError(f"option {what} must name every subscribed partition; missing {missing}")
-    out: Dict[TP, int] = {}
+    out: dict[TP, int] = {}
     for tp in tps:
         o = named.get(tp, EARLIEST)
         out[tp] = earliest[tp] if o == EARLIEST else latest[tp] if o == LATEST else o
     return out
 
 
-def split_ranges(ranges: List[Range], min_partitions: Optional[int]) -> List[Range]:
+def split_ranges(ranges: list[Range], min_partitions: Optional[int]) -> list[Range]:
     """Split ranges so there are at least ``min_partitions`` of them (when they
     hold that many offsets), each range in parts proportional to its size.
 
@@ -208,7 +203,7 @@ def split_ranges(ranges: List[Range], min_partitions: Optional[int]) -> List[Ran
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
-    out: List[Range] = []
+    out: list[Range] = []
     for r in ranges:
         parts = max(1, min(r.size, round(r.size / total * min_partitions)))
         topic, partition, start, end = r
@@ -226,7 +221,7 @@ def split_ranges(ranges: List[Range], min_partitions: Optional[int]) -> List[Ran
 
 def read_range(
     options: SourceOptions, rng: Range
-) -> Iterator[List[ConsumedRecord]]:
+) -> Iterator[list[ConsumedRecord]]:
     """Fetch exactly the offsets ``[start, end)`` of one partition.
 
     A generator driving a private event loop one fetch round at a time, so
@@ -343,7 +338,7 @@ def _skip_lost(
 # committing (the stream reader's commit())
 
 
-def commit_offsets(options: SourceOptions, offsets: Dict[TP, int]) -> None:
+def commit_offsets(options: SourceOptions, offsets: dict[TP, int]) -> None:
     """Commit ``offsets`` (the next offset to read, per partition) for
     ``options.group_id`` with OffsetCommit v0 (0.8.2 keeps them in ZooKeeper).
 
@@ -376,9 +371,9 @@ def _bytes(value: Any, column: str) -> Optional[bytes]:
     raise ConfigError(f"column {column} must be binary or string, got {type(value).__name__}")
 
 
-_Headers = Optional[List[Tuple[str, Optional[bytes]]]]
+_Headers = Optional[list[tuple[str, Optional[bytes]]]]
 #: A row as the sink produces it: topic, key, value, partition, headers.
-_Row = Tuple[str, Optional[bytes], Optional[bytes], Optional[int], _Headers]
+_Row = tuple[str, Optional[bytes], Optional[bytes], Optional[int], _Headers]
 
 
 def _headers(column: Any) -> _Headers:
@@ -420,15 +415,15 @@ def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> 
         asyncio.set_event_loop(loop)
         producer = Producer(options.brokers, **options.producer_options())
         loop.run_until_complete(producer.connect())
-        futures: List[asyncio.Future[Any]] = []
+        futures: list[asyncio.Future[Any]] = []
 
-        async def send(batch: List[_Row]) -> None:
+        async def send(batch: list[_Row]) -> None:
             assert producer is not None
             for topic, key, value, partition, headers in batch:
                 futures.append(await producer.enqueue(topic, value, key=key, partition=partition,
                                                       headers=headers))
 
-        pending: List[_Row] = []
+        pending: list[_Row] = []
         for row in rows:
             fields = row.asDict() if hasattr(row, "asDict") else dict(row)
             topic = fields.get("topic") or options.topic
@@ -460,7 +455,7 @@ def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> 
             loop.close()
 
 
-def _check(futures: List["asyncio.Future[Any]"]) -> int:
+def _check(futures: list["asyncio.Future[Any]"]) -> int:
     """Raise the first failure among finished futures; drop finished ones; count them."""
     done = 0
     keep = []

@@ -30,18 +30,14 @@ Offsets travel as JSON, as in Spark's Kafka source::
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from re import Pattern
 from typing import (
     Any,
     Callable,
-    Dict,
-    FrozenSet,
-    List,
-    Mapping,
     NamedTuple,
     Optional,
-    Pattern,
-    Tuple,
     Union,
 )
 
@@ -88,12 +84,12 @@ class Timestamps(NamedTuple):
 
     option: str
     every: Optional[int]
-    by_partition: Optional[Dict[str, Dict[int, int]]]
+    by_partition: Optional[dict[str, dict[int, int]]]
 
 
 #: ``"earliest"``, ``"latest"``, ``{topic: {partition: offset or -2/-1}}``, or
 #: :class:`Timestamps`.
-OffsetSpec = Union[str, Dict[str, Dict[int, int]], Timestamps]
+OffsetSpec = Union[str, dict[str, dict[int, int]], Timestamps]
 
 # ----------------------------------------------------------------------
 # value parsers: (option name, raw string) -> value, or ConfigError
@@ -185,12 +181,12 @@ class Setting(NamedTuple):
     """
 
     attr: Optional[str]
-    names: Tuple[str, ...]
+    names: tuple[str, ...]
     parse: Callable[[str, str], Any]
 
 
 #: Settings of every kiel client (source and sink).
-CLIENT_SETTINGS: Tuple[Setting, ...] = (
+CLIENT_SETTINGS: tuple[Setting, ...] = (
     Setting("brokers", ("kafka.bootstrap.servers", "brokers"), _text),
     Setting("client_id", ("kafka.client.id", "clientId"), _text),
     Setting("request_timeout", ("kafka.request.timeout.ms", "requestTimeoutMs"),
@@ -206,7 +202,7 @@ CLIENT_SETTINGS: Tuple[Setting, ...] = (
 )
 
 #: Settings of reads (``spark.read``/``spark.readStream``).
-SOURCE_SETTINGS: Tuple[Setting, ...] = CLIENT_SETTINGS + (
+SOURCE_SETTINGS: tuple[Setting, ...] = CLIENT_SETTINGS + (
     Setting("group_id", ("kafka.group.id", "groupId"), _text),
     Setting("fetch_max_wait", ("kafka.fetch.max.wait.ms", "fetchMaxWaitMs"), _millis(0, 60_000)),
     Setting("fetch_max_bytes", ("kafka.max.partition.fetch.bytes", "fetchMaxBytes"),
@@ -223,7 +219,7 @@ SOURCE_SETTINGS: Tuple[Setting, ...] = CLIENT_SETTINGS + (
 )
 
 #: Settings of writes (``df.write``/``df.writeStream``).
-SINK_SETTINGS: Tuple[Setting, ...] = CLIENT_SETTINGS + (
+SINK_SETTINGS: tuple[Setting, ...] = CLIENT_SETTINGS + (
     Setting("topic", ("topic",), _text),
     Setting("acks", ("kafka.acks", "acks"), _choice({"all": -1, "-1": -1, "0": 0, "1": 1})),
     Setting("compression", ("kafka.compression.type", "compression"),
@@ -237,7 +233,7 @@ SINK_SETTINGS: Tuple[Setting, ...] = CLIENT_SETTINGS + (
 )
 
 #: Options of Spark's Kafka source that kiel accepts and ignores (with a warning).
-SPARK_ONLY: FrozenSet[str] = frozenset({
+SPARK_ONLY: frozenset[str] = frozenset({
     "groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
 })
@@ -266,12 +262,12 @@ _CLIENT_KWARGS = ("connect_timeout", "metadata_max_age", "retry_backoff", "max_b
 # reading the tables
 
 
-def _lower(options: Mapping[str, str]) -> Dict[str, str]:
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
 
 
-def _read_settings(options: Mapping[str, str], settings: Tuple[Setting, ...],
-                   structural: FrozenSet[str], what: str) -> Dict[str, Any]:
+def _read_settings(options: Mapping[str, str], settings: tuple[Setting, ...],
+                   structural: frozenset[str], what: str) -> dict[str, Any]:
     """Parse every option the table knows; refuse unknown ones; warn about ignored ones.
 
     Args:
@@ -288,7 +284,7 @@ def _read_settings(options: Mapping[str, str], settings: Tuple[Setting, ...],
             unknown option outside ``kafka.*``.
     """
     opts = _lower(options)
-    values: Dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for setting in settings:
         found = [(name, setting.parse(name, opts[name.lower()]))
                  for name in setting.names if name.lower() in opts]
@@ -314,9 +310,9 @@ def _ignorable(key: str, what: str) -> bool:
     return key.startswith("kafka.") or (key in SPARK_ONLY and what == "kiel source")
 
 
-def _warn_ignored(keys: List[str]) -> Tuple[str, ...]:
+def _warn_ignored(keys: list[str]) -> tuple[str, ...]:
     """Log one warning per ignored key (keys differing only in case are one key)."""
-    seen: Dict[str, str] = {}
+    seen: dict[str, str] = {}
     for key in keys:
         lowered = str(key).lower()
         if lowered in seen:
@@ -328,7 +324,7 @@ def _warn_ignored(keys: List[str]) -> Tuple[str, ...]:
     return tuple(seen.values())
 
 
-def _client_kwargs(values: Dict[str, Any]) -> Dict[str, Any]:
+def _client_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     """The optional Client settings, with the backoff bounds made consistent.
 
     Like the Java client, a ``retry.backoff.max.ms`` below ``retry.backoff.ms``
@@ -359,7 +355,7 @@ def include_headers(options: Mapping[str, str]) -> bool:
 # offsets
 
 
-def offsets_from_json(text: str, what: str, allowed: Tuple[int, ...]) -> Dict[str, Dict[int, int]]:
+def offsets_from_json(text: str, what: str, allowed: tuple[int, ...]) -> dict[str, dict[int, int]]:
     """Parse ``{"topic": {"0": 23}}``.
 
     Args:
@@ -379,7 +375,7 @@ def offsets_from_json(text: str, what: str, allowed: Tuple[int, ...]) -> Dict[st
         raise ConfigError(f"option {what} is neither earliest/latest nor JSON: {e}") from None
     if not isinstance(data, dict) or not data:
         raise ConfigError(f"option {what} must be a JSON object {{topic: {{partition: offset}}}}")
-    out: Dict[str, Dict[int, int]] = {}
+    out: dict[str, dict[int, int]] = {}
     for topic, parts in data.items():
         if not isinstance(parts, dict) or not parts:
             raise ConfigError(f"option {what}: topic {topic!r} needs {{partition: offset}}")
@@ -400,23 +396,23 @@ def offsets_from_json(text: str, what: str, allowed: Tuple[int, ...]) -> Dict[st
     return out
 
 
-def offsets_to_json(offsets: Mapping[Tuple[str, int], int]) -> Dict[str, Dict[str, int]]:
+def offsets_to_json(offsets: Mapping[tuple[str, int], int]) -> dict[str, dict[str, int]]:
     """``{(topic, partition): offset}`` as the JSON-able checkpoint dict."""
-    out: Dict[str, Dict[str, int]] = {}
+    out: dict[str, dict[str, int]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
         out.setdefault(topic, {})[str(partition)] = int(offset)
     return out
 
 
-def offsets_from_dict(data: Mapping[str, Any]) -> Dict[Tuple[str, int], int]:
+def offsets_from_dict(data: Mapping[str, Any]) -> dict[tuple[str, int], int]:
     """The inverse of :func:`offsets_to_json` (what Spark hands back from a checkpoint)."""
     return {
         (topic, int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()
     }
 
 
-def _position(opts: Dict[str, str], names: Tuple[str, str, str], default: str,
-              allowed: Tuple[int, ...]) -> OffsetSpec:
+def _position(opts: dict[str, str], names: tuple[str, str, str], default: str,
+              allowed: tuple[int, ...]) -> OffsetSpec:
     """The position set by the first present of ``(xTimestamp, xOffsetsByTimestamp,
     xOffsets)``: Spark's precedence, the others are ignored as in Spark."""
     by_time, by_partition_time, by_offset = names
@@ -442,7 +438,7 @@ _SOURCE_STRUCTURE = frozenset(
 )
 
 
-def _check_positions(opts: Dict[str, str], starting: OffsetSpec, streaming: bool) -> None:
+def _check_positions(opts: dict[str, str], starting: OffsetSpec, streaming: bool) -> None:
     """The rules that depend on batch vs. streaming (Spark's)."""
     if streaming:
         for name in _ENDING:
@@ -462,7 +458,7 @@ def _check_positions(opts: Dict[str, str], starting: OffsetSpec, streaming: bool
                 )
 
 
-def _subscription(opts: Dict[str, str]) -> Dict[str, Any]:
+def _subscription(opts: dict[str, str]) -> dict[str, Any]:
     """``topics``, ``pattern`` or ``assign``: exactly one of the three options."""
     chosen = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
     if len(chosen) != 1:
@@ -521,16 +517,16 @@ class _ClientOptions:
     retry_backoff: Optional[float] = None
     max_backoff: Optional[float] = None
     retries: Optional[int] = None
-    ignored: Tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()
 
-    def client_options(self) -> Dict[str, Any]:
+    def client_options(self) -> dict[str, Any]:
         """Keyword arguments for a kiel client."""
         values = {k: getattr(self, k) for k in _CLIENT_KWARGS if getattr(self, k) is not None}
         return {"client_id": self.client_id, "request_timeout": self.request_timeout,
                 **_client_kwargs(values)}
 
 
-def _require_brokers(values: Dict[str, Any]) -> None:
+def _require_brokers(values: dict[str, Any]) -> None:
     if "brokers" not in values:
         raise ConfigError("option kafka.bootstrap.servers (or brokers) is required")
 
@@ -560,9 +556,9 @@ class SourceOptions(_ClientOptions):
         raw: the options, keys lowercased.
     """
 
-    topics: Optional[List[str]] = None
+    topics: Optional[list[str]] = None
     pattern: Optional[Pattern[str]] = None
-    assign: Optional[Dict[str, List[int]]] = None
+    assign: Optional[dict[str, list[int]]] = None
     starting: OffsetSpec = "latest"
     ending: OffsetSpec = "latest"
     starting_strategy: str = "error"
@@ -576,7 +572,7 @@ class SourceOptions(_ClientOptions):
     fetch_max_wait: float = 0.5
     group_id: Optional[str] = None
     include_headers: bool = False
-    raw: Dict[str, str] = field(default_factory=dict)
+    raw: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> "SourceOptions":
@@ -605,7 +601,7 @@ class SourceOptions(_ClientOptions):
         return cls(**values, **_subscription(opts), starting=starting, ending=ending, raw=opts)
 
 
-def _fetch_sizes(values: Dict[str, Any]) -> None:
+def _fetch_sizes(values: dict[str, Any]) -> None:
     """Fill in the fetch sizes: a larger message may grow a fetch up to
     ``max_fetch_size``, which must hold at least ``fetch_max_bytes``."""
     per_fetch, largest = values.get("fetch_max_bytes"), values.get("max_fetch_size")
@@ -659,7 +655,7 @@ class SinkOptions(_ClientOptions):
         _require_brokers(values)
         return cls(**values)
 
-    def producer_options(self) -> Dict[str, Any]:
+    def producer_options(self) -> dict[str, Any]:
         """Keyword arguments for the :class:`~kiel.producer.Producer` of a write task."""
         optional = {"max_request_size": self.max_request_size,
                     "max_pending_bytes": self.max_pending_bytes,

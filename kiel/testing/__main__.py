@@ -4,13 +4,13 @@
 """
 import argparse
 import sys
-from typing import List, Optional
+from typing import Optional
 
 from kiel.testing.broker.cli import add_serve_parser
 from kiel.testing.faults.cli import add_proxy_parser
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     """Entry point of ``python -m kiel.testing``."""
     parser = argparse.ArgumentParser(prog="python -m kiel.testing",
                                      description="kiel's real test parts")

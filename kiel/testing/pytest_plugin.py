@@ -5,7 +5,8 @@ Opt-in, so installing kiel does not change other projects' test runs: add
 It registers fixtures only, no markers and no hooks that touch tests which
 do not use its fixtures.
 """
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import pytest
 
@@ -148,7 +149,7 @@ def kafka_cluster_factory(
     """
     from kiel.testing.broker import EmbeddedCluster
 
-    clusters: List[EmbeddedCluster] = []
+    clusters: list[EmbeddedCluster] = []
 
     def make(brokers: int = 3, zookeeper: Any = True, **options: Any) -> EmbeddedCluster:
         if zookeeper is True:
@@ -213,7 +214,7 @@ def fault_proxy() -> Iterator[Callable[..., "FaultProxy"]]:
     from kiel.exc import KielError
     from kiel.testing.faults import FaultProxy
 
-    proxies: List[FaultProxy] = []
+    proxies: list[FaultProxy] = []
 
     def make(target: Any, **options: Any) -> FaultProxy:
         proxy = FaultProxy(target, **options)
@@ -222,7 +223,7 @@ def fault_proxy() -> Iterator[Callable[..., "FaultProxy"]]:
         return proxy
 
     yield make
-    errors: List[KielError] = []
+    errors: list[KielError] = []
     for proxy in proxies:
         try:
             proxy.stop()

@@ -9,7 +9,8 @@ loop, through the bridge.
 
 import asyncio
 import logging
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any, Callable, Optional
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, WriterNotClosedException
@@ -49,7 +50,7 @@ kazoo_log.addFilter(_RedactAuth())
 StateListener = Callable[[str], Any]
 
 
-def digest_acls(auth: str) -> List[ACL]:
+def digest_acls(auth: str) -> list[ACL]:
     """ACLs that let only the ``user:password`` identity change a znode; anyone may read it.
 
     Reading stays open so 0.8 tooling (offset checkers, lag monitors) can see
@@ -102,7 +103,7 @@ class ZooKeeper:
             hosts = hosts.rstrip("/") + chroot.rstrip("/")
         self.hosts = hosts
         self.connect_timeout = connect_timeout
-        self.acls: Optional[List[ACL]] = digest_acls(auth) if auth else None
+        self.acls: Optional[list[ACL]] = digest_acls(auth) if auth else None
         auth_data = [("digest", auth)] if auth else None
         if not isinstance(max_retry_delay, (int, float)) or not 0 < max_retry_delay < 3600:
             raise ConfigError(
@@ -114,7 +115,7 @@ class ZooKeeper:
         self.client = KazooClient(hosts=hosts, timeout=session_timeout, auth_data=auth_data,
                                   connection_retry=connection_retry, logger=kazoo_log)
         self.bridge = Bridge()
-        self._listeners: List[StateListener] = []
+        self._listeners: list[StateListener] = []
         self.client.add_listener(self._on_state_thread)
 
     # ------------------------------------------------------------------
@@ -225,13 +226,13 @@ class ZooKeeper:
 
     async def get(
         self, path: str, watch: Optional[Callable[[WatchedEvent], Any]] = None
-    ) -> Tuple[bytes, ZnodeStat]:
+    ) -> tuple[bytes, ZnodeStat]:
         """Data and stat of ``path``; ``watch`` (called on the loop) fires once on change."""
         w = self.bridge.wrap(watch) if watch else None
         data, stat = await self.bridge.result(self.client.get_async(path, watch=w))
         return data, stat
 
-    async def get_children(self, path: str) -> List[str]:
+    async def get_children(self, path: str) -> list[str]:
         """Children names of ``path``."""
         return list(await self.bridge.result(self.client.get_children_async(path)))
 
@@ -274,7 +275,7 @@ class ZooKeeper:
             if not fired.done():
                 return False
 
-    async def children_watch(self, path: str, func: Callable[[List[str]], Any]) -> ChildrenWatch:
+    async def children_watch(self, path: str, func: Callable[[list[str]], Any]) -> ChildrenWatch:
         """Call ``func(children)`` on the loop now and on every change of ``path``'s
         children (kazoo's ChildrenWatch, re-armed across reconnects and expiry)."""
         await self.ensure_path(path)

@@ -38,17 +38,12 @@ import re
 import socket
 import time
 import uuid
+from collections.abc import Iterable, Mapping
+from re import Pattern
 from typing import (
     Any,
     Callable,
-    Dict,
-    Iterable,
-    List,
-    Mapping,
     Optional,
-    Pattern,
-    Set,
-    Tuple,
     Union,
 )
 
@@ -80,13 +75,13 @@ class PartitionHooks:
     its own (tests, tooling).
     """
 
-    async def assigned(self, partitions: List[TopicPartition]) -> None:
+    async def assigned(self, partitions: list[TopicPartition]) -> None:
         """Ownership acquired: fetch committed offsets, run the listener, start fetching."""
 
-    async def revoked(self, partitions: List[TopicPartition]) -> None:
+    async def revoked(self, partitions: list[TopicPartition]) -> None:
         """About to release: stop fetching, wait for in-hand records, run the listener, commit."""
 
-    async def lost(self, partitions: List[TopicPartition]) -> None:
+    async def lost(self, partitions: list[TopicPartition]) -> None:
         """Ownership lost with the session: stop fetching, run the listener, no commit."""
 
     def suspend(self) -> None:
@@ -161,17 +156,17 @@ class GroupMember:
         self.base = f"/consumers/{group}"
         self.owners = Owners(zk, self.base, self.member_id)
         # State, on the loop only.
-        self.members: List[str] = []
-        self.topic_partitions: Dict[str, int] = {}
-        self.target: Set[TopicPartition] = set()
-        self.owned: Set[TopicPartition] = set()
+        self.members: list[str] = []
+        self.topic_partitions: dict[str, int] = {}
+        self.target: set[TopicPartition] = set()
+        self.owned: set[TopicPartition] = set()
         #: Partitions whose owner znode the current session may hold without
         #: using it: a release or claim that failed half-way, partitions
         #: claimed when a later claim failed, those of a session that changed
         #: under a claim. Every reconcile releases them (or confirms them
         #: by claiming them when they are wanted); only a confirmed delete
         #: (or NoNode, or another session's node) forgets one.
-        self.maybe_held: Set[TopicPartition] = set()
+        self.maybe_held: set[TopicPartition] = set()
         self._session: Optional[int] = None
         # Strategy: one flag and one wake-up for every change. ``_dirty``
         # says a reconcile pass is due; ``_changed`` wakes whoever waits on
@@ -181,21 +176,21 @@ class GroupMember:
         self._changed = Wakeup()
         self._tasks = Tasks(f"kiel-group-{group}/{self.member_id}")
         self._rejoining: Optional[asyncio.Task[None]] = None
-        self._topic_watches: Set[str] = set()
+        self._topic_watches: set[str] = set()
         # Until the topic list and every topic's partition map have been read
         # once, an allocation would be premature.
         self._topics_listed = False
-        self._pending_topics: Set[str] = set()
+        self._pending_topics: set[str] = set()
         self._reconciled = False  # a reconcile pass has run at least once
         self._in_pass = False  # a reconcile pass is running now
         self._closing = False
         self._suspended = False
         #: Each member's subscription (from its registration), read once per
         #: member: which topics it takes partitions of.
-        self._subscriptions: Dict[str, Callable[[str], bool]] = {}
+        self._subscriptions: dict[str, Callable[[str], bool]] = {}
         #: When not None (the "weighted" allocator), filled with each member's
         #: advertised capacity (from its registration) before every allocation.
-        self.capacities: Optional[Dict[str, float]] = None
+        self.capacities: Optional[dict[str, float]] = None
         #: The last error of a rebalance step (allocator, listener, hook), for
         #: the consumer to raise to the application; it clears it when raised.
         self.failure: Optional[BaseException] = None
@@ -204,7 +199,7 @@ class GroupMember:
     # public
 
     @property
-    def topics(self) -> List[str]:
+    def topics(self) -> list[str]:
         """Currently subscribed topics (pattern matches included)."""
         return sorted(self.topic_partitions)
 
@@ -419,11 +414,11 @@ class GroupMember:
             self.topic_partitions = found
             self._mark_dirty()
 
-    def _on_members(self, children: List[str]) -> None:
+    def _on_members(self, children: list[str]) -> None:
         self.members = sorted(children)
         self._mark_dirty()
 
-    def _on_topic_list(self, topics: List[str]) -> None:
+    def _on_topic_list(self, topics: list[str]) -> None:
         if self._closing:
             return
         wanted = [t for t in topics if self.pattern is None or self.pattern.fullmatch(t)]
@@ -517,7 +512,7 @@ class GroupMember:
     # ------------------------------------------------------------------
     # reconcile
 
-    def compute_target(self) -> Set[TopicPartition]:
+    def compute_target(self) -> set[TopicPartition]:
         """This member's partitions under the current members and partitions.
 
         Each topic is split among the members subscribed to it (the 0.8
@@ -534,14 +529,14 @@ class GroupMember:
         """
         if self.member_id not in self.members:
             return set()
-        by_members: Dict[Tuple[str, ...], List[TopicPartition]] = {}
+        by_members: dict[tuple[str, ...], list[TopicPartition]] = {}
         for topic, count in sorted(self.topic_partitions.items()):
             subscribers = tuple(m for m in self.members if self._subscribes(m, topic))
             if self.member_id in subscribers:
                 by_members.setdefault(subscribers, []).extend(
                     TopicPartition(topic, p) for p in range(count)
                 )
-        target: Set[TopicPartition] = set()
+        target: set[TopicPartition] = set()
         for members, partitions in sorted(by_members.items()):
             target.update(allocate(self.allocator, list(members), partitions)[self.member_id])
         return target
@@ -638,7 +633,7 @@ class GroupMember:
         if acquire:
             await self._acquire(acquire)
 
-    async def _read_capacities(self, capacities: Dict[str, float]) -> None:
+    async def _read_capacities(self, capacities: dict[str, float]) -> None:
         """Cache each member's ``kiel.capacity`` (1.0 for members that do not say)."""
         for member in list(capacities):
             if member not in self.members:
@@ -655,7 +650,7 @@ class GroupMember:
             except (ValueError, KeyError, TypeError, AttributeError):
                 capacities[member] = 1.0
 
-    async def _release(self, partitions: List[TopicPartition]) -> None:
+    async def _release(self, partitions: list[TopicPartition]) -> None:
         """Delete the owner znodes of ``partitions`` (already revoked, or never used).
 
         Each stays in ``maybe_held`` until its delete is confirmed, so a
@@ -691,9 +686,9 @@ class GroupMember:
         self.maybe_held.discard(tp)
         return claimed
 
-    async def _acquire(self, partitions: List[TopicPartition]) -> None:
-        claimed: List[TopicPartition] = []
-        waiting: List[TopicPartition] = []
+    async def _acquire(self, partitions: list[TopicPartition]) -> None:
+        claimed: list[TopicPartition] = []
+        waiting: list[TopicPartition] = []
         try:
             for tp in partitions:
                 (claimed if await self._claim(tp) else waiting).append(tp)
@@ -758,7 +753,7 @@ class GroupMember:
 
 def _subscription(
     topics: Union[Iterable[str], Pattern[str], str], pattern: bool
-) -> "tuple[Optional[Pattern[str]], List[str]]":
+) -> "tuple[Optional[Pattern[str]], list[str]]":
     """``(pattern, static topics)`` from :class:`GroupMember`'s ``topics`` and ``pattern``.
 
     Raises:

@@ -25,7 +25,7 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any, Dict, List, Optional
+from typing import Any, Optional
 
 from kiel.exc import KielError
 
@@ -98,12 +98,12 @@ def serve(args: argparse.Namespace) -> int:
             zookeeper_server = ZooKeeperServer()
             zookeeper_server.start()
             hosts = zookeeper_server.hosts
-        options: Dict[str, Any] = {}
+        options: dict[str, Any] = {}
         if args.message_max_bytes:
             options["message_max_bytes"] = args.message_max_bytes
         if args.segment_bytes:
             options["segment_bytes"] = args.segment_bytes
-        topics: Dict[str, Optional[int]] = {}
+        topics: dict[str, Optional[int]] = {}
         for name, count in args.topic:
             topics[name] = count or args.partitions
         cluster = EmbeddedCluster(
@@ -168,7 +168,7 @@ def _pid() -> int:
     return os.getpid()
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None) -> int:
     """Entry point of ``python -m kiel.testing``."""
     parser = argparse.ArgumentParser(prog="python -m kiel.testing",
                                      description="kiel's real test parts")

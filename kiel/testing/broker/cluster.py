@@ -18,9 +18,10 @@ Do not call the synchronous methods from the cluster's own thread.
 
 import asyncio
 import threading
+from collections.abc import Coroutine, Iterable, Mapping
 from concurrent.futures import Future as ConcurrentFuture
 from concurrent.futures import TimeoutError as ConcurrentTimeoutError
-from typing import Any, Coroutine, Dict, Iterable, List, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 from kiel.exc import ConfigError, HarnessError
 from kiel.testing.broker.control import ControlServer
@@ -78,7 +79,7 @@ class EmbeddedCluster(ClusterControl):
         message_max_bytes: int = DEFAULT_MESSAGE_MAX_BYTES,
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         segment_messages: Optional[int] = None,
-        ports: Optional[List[int]] = None,
+        ports: Optional[list[int]] = None,
         control_port: Optional[int] = None,
         start_timeout: float = 30.0,
     ) -> None:
@@ -107,7 +108,7 @@ class EmbeddedCluster(ClusterControl):
         self._core: Optional[ClusterCore] = None
         self._ops: Optional[ClusterOps] = None
         self._control: Optional[ControlServer] = None
-        self._addresses: Dict[int, str] = {}
+        self._addresses: dict[int, str] = {}
 
     def __repr__(self) -> str:
         return f"<EmbeddedCluster {self.bootstrap or '(stopped)'}>"
@@ -127,7 +128,7 @@ class EmbeddedCluster(ClusterControl):
         return self._core is not None
 
     @property
-    def brokers(self) -> List[str]:
+    def brokers(self) -> list[str]:
         """``["127.0.0.1:p1", ...]`` in broker-id order (stopped brokers included)."""
         return [self._addresses[i] for i in sorted(self._addresses)]
 
@@ -137,7 +138,7 @@ class EmbeddedCluster(ClusterControl):
         return ",".join(self.brokers)
 
     @property
-    def broker_ids(self) -> List[int]:
+    def broker_ids(self) -> list[int]:
         """``[1, ..., N]``."""
         return sorted(self._addresses)
 
@@ -180,7 +181,7 @@ class EmbeddedCluster(ClusterControl):
             if self._core is not None:
                 return
             ready = threading.Event()
-            failure: List[BaseException] = []
+            failure: list[BaseException] = []
             self._thread = threading.Thread(target=self._run, args=(ready, failure),
                                             name="kiel-embedded-cluster", daemon=True)
             self._thread.start()
@@ -191,7 +192,7 @@ class EmbeddedCluster(ClusterControl):
                 self._thread = None
                 raise failure[0]
 
-    def _run(self, ready: threading.Event, failure: List[BaseException]) -> None:
+    def _run(self, ready: threading.Event, failure: list[BaseException]) -> None:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         core = ClusterCore(self.broker_count, self.config, self.zookeeper, self._ports)

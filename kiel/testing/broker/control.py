@@ -28,7 +28,8 @@ import sys
 import tempfile
 import time
 import weakref
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional, Union
 
 from tornado.iostream import IOStream, StreamClosedError
 from tornado.netutil import bind_sockets
@@ -75,7 +76,7 @@ class ControlServer(TCPServer):
         finally:
             stream.close()
 
-    async def _answer(self, line: bytes) -> Dict[str, Any]:
+    async def _answer(self, line: bytes) -> dict[str, Any]:
         try:
             request = json.loads(line.decode("utf-8"))
             op = request["op"]
@@ -164,7 +165,7 @@ class ClusterProcess(ClusterControl):
         self.args = args
         self.start_timeout = start_timeout
         self.process: Optional[subprocess.Popen] = None
-        self.info: Dict[str, Any] = {}
+        self.info: dict[str, Any] = {}
         self._sock: Optional[socket.socket] = None
         self._file: Any = None
         self._stderr: Any = None
@@ -177,7 +178,7 @@ class ClusterProcess(ClusterControl):
         self.stop()
 
     @property
-    def brokers(self) -> List[str]:
+    def brokers(self) -> list[str]:
         """Broker addresses from the ready line."""
         return list(self.info.get("brokers", []))
 

@@ -14,8 +14,9 @@ is the thread-safe, synchronous face of this object.
 import json
 import logging
 import os
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 from tornado import gen
 from tornado.ioloop import IOLoop
@@ -60,7 +61,7 @@ class ClusterCore:
     """
 
     def __init__(self, brokers: int, config: BrokerConfig, zookeeper: Optional[str] = None,
-                 ports: Optional[List[int]] = None) -> None:
+                 ports: Optional[list[int]] = None) -> None:
         if brokers < 1:
             raise ConfigError(f"a cluster needs at least one broker, not {brokers}")
         if ports is not None and len(ports) != brokers:
@@ -69,15 +70,15 @@ class ClusterCore:
         self.config = config
         self.zookeeper = zookeeper
         self.faults = Faults()
-        self.brokers: Dict[int, BrokerServer] = {
+        self.brokers: dict[int, BrokerServer] = {
             i: BrokerServer(self, i, HOST, ports[i - 1] if ports else 0)
             for i in range(1, brokers + 1)
         }
-        self.topics: Dict[str, TopicState] = {}
-        self.memory_offsets: Dict[Tuple[str, str, int], bytes] = {}
+        self.topics: dict[str, TopicState] = {}
+        self.memory_offsets: dict[tuple[str, str, int], bytes] = {}
         self.controller_id: Optional[int] = None
         self.controller_epoch = 0
-        self.errors: List[BaseException] = []
+        self.errors: list[BaseException] = []
         self._topic_counter = 0
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kiel-broker-zk")
         self.zk: Optional[ZooKeeperLayout] = None
@@ -169,7 +170,7 @@ class ClusterCore:
 
     async def _load_topics(self) -> None:
         """Rebuild topics from ZooKeeper (or the log dir's topic file) after a restart."""
-        stored: Dict[str, Tuple[Dict[int, List[int]], Dict[int, Dict[str, Any]]]] = {}
+        stored: dict[str, tuple[dict[int, list[int]], dict[int, dict[str, Any]]]] = {}
         if self.zk is not None:
             stored = await self.zk_call(self.zk.read_topics)
         elif self.config.log_dir and os.path.exists(self._topics_file()):
@@ -213,11 +214,11 @@ class ClusterCore:
 
     # -- queries -------------------------------------------------------------
 
-    def alive_brokers(self) -> List[BrokerServer]:
+    def alive_brokers(self) -> list[BrokerServer]:
         """Brokers that are running (registered), by id."""
         return [b for _, b in sorted(self.brokers.items()) if b.running]
 
-    def alive_ids(self) -> List[int]:
+    def alive_ids(self) -> list[int]:
         """Ids of running brokers."""
         return [b.broker_id for b in self.alive_brokers()]
 
@@ -250,7 +251,7 @@ class ClusterCore:
             return None
         return alive[group_partition(group) % len(alive)]
 
-    def describe(self) -> Dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         """A JSON-shaped snapshot (ids and partitions as string keys, as JSON has them).
 
         ``{"brokers": {"1": {...}}, "controller": 1, "topics": {name: {"0": {...}}}}``.
@@ -276,7 +277,7 @@ class ClusterCore:
 
     async def create_topic(self, name: str, partitions: Optional[int] = None,
                            replication: Optional[int] = None,
-                           assignment: Optional[Mapping[int, List[int]]] = None,
+                           assignment: Optional[Mapping[int, list[int]]] = None,
                            cap_replication: bool = False) -> TopicState:
         """Create a topic, as ``AdminUtils.createTopic`` and the controller do.
 

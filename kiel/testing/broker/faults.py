@@ -8,7 +8,7 @@ rule can target one broker (``broker_id``) or all (``None``), and one API
 """
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Union
+from typing import Optional, Union
 
 from kiel.exc import ConfigError
 from kiel.protocol.api import BY_KEY
@@ -53,9 +53,9 @@ class Faults:
     """The cluster's fault rules; consulted by every broker for every request."""
 
     def __init__(self) -> None:
-        self._errors: List[_Rule] = []
-        self._drops: List[_Rule] = []
-        self._latency: List[_Rule] = []
+        self._errors: list[_Rule] = []
+        self._drops: list[_Rule] = []
+        self._latency: list[_Rule] = []
 
     def clear(self) -> None:
         """Remove every rule."""
@@ -64,7 +64,7 @@ class Faults:
         self._latency.clear()
 
     @staticmethod
-    def _take(rules: List[_Rule], broker_id: int, api_key: int) -> Optional[_Rule]:
+    def _take(rules: list[_Rule], broker_id: int, api_key: int) -> Optional[_Rule]:
         for rule in rules:
             if rule.matches(broker_id, api_key):
                 if rule.remaining is not None:
@@ -119,9 +119,9 @@ class Faults:
         delays = [r.value for r in self._latency if r.matches(broker_id, api_key)]
         return max(delays, default=0.0)
 
-    def describe(self) -> Dict[str, List[Dict[str, object]]]:
+    def describe(self) -> dict[str, list[dict[str, object]]]:
         """The active rules, for debugging and the control channel."""
-        def rows(rules: List[_Rule], value_name: str) -> List[Dict[str, object]]:
+        def rows(rules: list[_Rule], value_name: str) -> list[dict[str, object]]:
             return [{"broker_id": r.broker_id, "api_key": r.api_key,
                      "remaining": r.remaining, value_name: r.value} for r in rules]
         return {

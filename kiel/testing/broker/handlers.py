@@ -23,7 +23,8 @@ The error codes and their corner cases follow the 0.8.2 broker:
 """
 
 import struct
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, Optional, Tuple
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from tornado import gen
 from tornado.concurrent import Future
@@ -119,7 +120,7 @@ class RequestHandlers:
     def __init__(self, core: "ClusterCore", broker: "BrokerServer") -> None:
         self.core = core
         self.broker = broker
-        self._by_key: Dict[int, Callable[[Any, Any], Awaitable[Any]]] = {
+        self._by_key: dict[int, Callable[[Any, Any], Awaitable[Any]]] = {
             0: self.produce,
             1: self.fetch,
             2: self.list_offsets,
@@ -141,7 +142,7 @@ class RequestHandlers:
             return self.CLOSE
         return await handler(header, request)
 
-    def _leader_state(self, topic: str, partition: int) -> Tuple[int, Optional[PartitionState]]:
+    def _leader_state(self, topic: str, partition: int) -> tuple[int, Optional[PartitionState]]:
         """``(error_code, state)`` for a partition this broker must lead."""
         state = self.core.partition(topic, partition)
         if state is None:
@@ -152,7 +153,7 @@ class RequestHandlers:
 
     # -- Produce -----------------------------------------------------------------
 
-    def _append(self, state: PartitionState, message_set: bytes) -> Tuple[int, int]:
+    def _append(self, state: PartitionState, message_set: bytes) -> tuple[int, int]:
         """Validate, assign offsets, append; ``(error_code, first_offset)``."""
         config = self.core.config
         log = state.log
@@ -186,12 +187,12 @@ class RequestHandlers:
 
     async def produce(self, header: Any, request: ProduceRequest) -> Any:
         acks = request.required_acks
-        topics: List[Tuple[str, List[List[int]]]] = []
+        topics: list[tuple[str, list[list[int]]]] = []
         failed = 0
         total = 0
-        waiting: List[PartitionState] = []
+        waiting: list[PartitionState] = []
         for topic_data in request.topics:
-            partitions: List[List[int]] = []
+            partitions: list[list[int]] = []
             for data in topic_data.partitions:
                 total += 1
                 code, state = self._leader_state(topic_data.topic, data.partition)
@@ -223,7 +224,7 @@ class RequestHandlers:
 
     # -- Fetch -------------------------------------------------------------------
 
-    def _fetch_status(self, request: FetchRequest) -> Tuple[int, bool]:
+    def _fetch_status(self, request: FetchRequest) -> tuple[int, bool]:
         """``(readable_bytes, any_error)`` of a fetch right now."""
         readable = 0
         for topic_data in request.topics:
@@ -281,8 +282,8 @@ class RequestHandlers:
 
     def _fetch_frame(self, correlation_id: int, request: FetchRequest) -> bytes:
         """Read every partition and encode the response frame in one pass (one copy)."""
-        parts: List[Any] = [b"", _i32.pack(correlation_id), _i32.pack(len(request.topics))]
-        views: List[memoryview] = []
+        parts: list[Any] = [b"", _i32.pack(correlation_id), _i32.pack(len(request.topics))]
+        views: list[memoryview] = []
         try:
             for topic_data in request.topics:
                 name = topic_data.topic.encode("utf-8")
@@ -323,7 +324,7 @@ class RequestHandlers:
                     code = NONE if state is not None else UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     code, state = self._leader_state(topic_data.topic, data.partition)
-                offsets: List[int] = []
+                offsets: list[int] = []
                 if state is not None:
                     offsets = state.log.offsets_before(data.timestamp, data.max_num_offsets)
                 partitions.append(ListOffsetsPartitionResponse(data.partition, code, offsets))
@@ -451,7 +452,7 @@ class RequestHandlers:
                                                for p in t.partitions])
                 for t in request.topics])
         if key == 1:
-            parts: List[bytes] = [b"", _i32.pack(header.correlation_id),
+            parts: list[bytes] = [b"", _i32.pack(header.correlation_id),
                                   _i32.pack(len(request.topics))]
             for t in request.topics:
                 name = t.topic.encode("utf-8")

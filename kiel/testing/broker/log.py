@@ -29,7 +29,7 @@ import struct
 import time
 from array import array
 from bisect import bisect_left
-from typing import Callable, List, Optional, Set, Tuple, Union
+from typing import Callable, Optional, Union
 
 from kiel.exc import OffsetOutOfRangeError
 
@@ -48,7 +48,7 @@ _MIN_MESSAGE_SIZE = 14
 
 def index_message_set(
     buf: Union[bytes, bytearray, memoryview], base_position: int = 0
-) -> Tuple["array[int]", "array[int]", int, int]:
+) -> tuple["array[int]", "array[int]", int, int]:
     """Index the whole top-level messages at the start of ``buf``.
 
     Stops silently at a torn or impossible entry (log recovery keeps what
@@ -203,9 +203,9 @@ class PartitionLog:
         self.directory = directory
         self.segment_bytes = segment_bytes
         self.segment_messages = segment_messages
-        self.segments: List[Segment] = []
+        self.segments: list[Segment] = []
         # Callables run after every append or leadership change (fetch long polls).
-        self.waiters: Set[Callable[[], None]] = set()
+        self.waiters: set[Callable[[], None]] = set()
         if directory is not None:
             os.makedirs(directory, exist_ok=True)
             bases = sorted(
@@ -301,7 +301,7 @@ class PartitionLog:
 
     # -- reads -----------------------------------------------------------
 
-    def _locate(self, offset: int, max_bytes: int) -> Tuple[Optional[Segment], int, int]:
+    def _locate(self, offset: int, max_bytes: int) -> tuple[Optional[Segment], int, int]:
         """Find what a fetch at ``offset`` returns: ``(segment, start, end)`` byte range.
 
         Raises:
@@ -351,7 +351,7 @@ class PartitionLog:
             return memoryview(b"")
         return memoryview(segment.data)[start:end]
 
-    def offsets_before(self, timestamp: int, max_num_offsets: int) -> List[int]:
+    def offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
         """ListOffsets v0 for this log, as Kafka 0.8.2's ``fetchOffsetsBefore``.
 
         Args:

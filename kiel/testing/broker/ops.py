@@ -9,7 +9,7 @@ of a ``serve`` subprocess (:class:`~kiel.testing.broker.control.ClusterProcess`)
 expose; a subclass only supplies :meth:`ClusterControl._call`.
 """
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from kiel.exc import HarnessError
 
@@ -54,22 +54,22 @@ class ClusterOps:
 
     async def create_topic(self, name: str, partitions: Optional[int] = None,
                            replication: Optional[int] = None,
-                           assignment: Optional[Dict[Any, List[int]]] = None) -> Dict[str, Any]:
+                           assignment: Optional[dict[Any, list[int]]] = None) -> dict[str, Any]:
         if assignment is not None:
             assignment = {int(p): list(r) for p, r in assignment.items()}
         await self.core.create_topic(name, partitions, replication, assignment)
         return self._topic(name)
 
-    def _topic(self, name: str) -> Dict[str, Any]:
+    def _topic(self, name: str) -> dict[str, Any]:
         return self.core.describe()["topics"][name]
 
-    async def describe(self) -> Dict[str, Any]:
+    async def describe(self) -> dict[str, Any]:
         return self.core.describe()
 
     async def leader(self, topic: str, partition: int) -> int:
         return self.core.require_partition(topic, partition).leader
 
-    async def offsets(self, topic: str, partition: int) -> List[int]:
+    async def offsets(self, topic: str, partition: int) -> list[int]:
         log = self.core.require_partition(topic, partition).log
         return [log.start_offset, log.end_offset]
 
@@ -133,7 +133,7 @@ class ClusterOps:
     async def roll_segment(self, topic: str, partition: int) -> None:
         self.core.require_partition(topic, partition).log.roll()
 
-    async def errors(self) -> List[str]:
+    async def errors(self) -> list[str]:
         return [repr(e) for e in self.core.errors]
 
 
@@ -155,7 +155,7 @@ class ClusterControl:
 
     def create_topic(self, name: str, partitions: Optional[int] = None,
                      replication: Optional[int] = None,
-                     assignment: Optional[Dict[int, List[int]]] = None) -> Dict[str, Any]:
+                     assignment: Optional[dict[int, list[int]]] = None) -> dict[str, Any]:
         """Create a topic (written to ZooKeeper as ``AdminUtils.createTopic`` does).
 
         Args:
@@ -173,7 +173,7 @@ class ClusterControl:
         """
         return self._call("create_topic", name, partitions, replication, assignment)
 
-    def describe(self) -> Dict[str, Any]:
+    def describe(self) -> dict[str, Any]:
         """A snapshot of brokers, controller and topics.
 
         ``{"brokers": {"1": {...}}, "controller": 1, "topics": {name: {"0": {...}}}}``.
@@ -195,7 +195,7 @@ class ClusterControl:
         """
         return self._call("leader", topic, partition)
 
-    def offsets(self, topic: str, partition: int) -> List[int]:
+    def offsets(self, topic: str, partition: int) -> list[int]:
         """``[log start offset, log end offset]`` of a partition."""
         return self._call("offsets", topic, partition)
 
@@ -284,7 +284,7 @@ class ClusterControl:
         """Start a new log segment now (ListOffsets answers at segment granularity)."""
         self._call("roll_segment", topic, partition)
 
-    def errors(self) -> List[str]:
+    def errors(self) -> list[str]:
         """Unexpected errors (broker bugs) recorded so far, as ``repr`` strings."""
         return self._call("errors")
 

@@ -12,7 +12,7 @@ Example::
         response = client.request(MetadataRequest([]))
 """
 import socket
-from typing import Any, List, Optional, Tuple
+from typing import Any, Optional
 
 from kiel.exc import ConnectionClosedError
 from kiel.protocol.framing import ClientFraming
@@ -33,11 +33,11 @@ class RawClient:
         if isinstance(address, str):
             host, port = address.rsplit(":", 1)
             address = (host, int(port))
-        self.address: Tuple[str, int] = (address[0], int(address[1]))
+        self.address: tuple[str, int] = (address[0], int(address[1]))
         self.sock = socket.create_connection(self.address, timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.framing = ClientFraming(client_id=client_id)
-        self._ready: List[Tuple[int, Any]] = []
+        self._ready: list[tuple[int, Any]] = []
 
     def __enter__(self) -> "RawClient":
         return self
@@ -49,7 +49,7 @@ class RawClient:
         """Close the socket."""
         self.sock.close()
 
-    def send(self, request: Any) -> Tuple[int, bool]:
+    def send(self, request: Any) -> tuple[int, bool]:
         """Write one request; returns ``(correlation_id, expects_response)``."""
         correlation_id, frame, expects = self.framing.send_request(request)
         self.sock.sendall(frame)

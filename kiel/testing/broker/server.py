@@ -13,7 +13,7 @@ around each request: hang, latency, injected error codes, cut responses.
 
 import logging
 import socket
-from typing import TYPE_CHECKING, Any, Optional, Set
+from typing import TYPE_CHECKING, Any, Optional
 
 from tornado import gen
 from tornado.iostream import IOStream, StreamClosedError
@@ -78,7 +78,7 @@ class BrokerServer:
         self.host = host
         self.port = port
         self.running = False
-        self.connections: Set[_Connection] = set()
+        self.connections: set[_Connection] = set()
         self.handlers = RequestHandlers(core, self)
         self._listener: Optional[_Listener] = None
         self._resume = Event()

@@ -5,8 +5,9 @@ string hash Kafka uses to pick a group's coordinator); no I/O, no Tornado.
 """
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Optional
 
 from kiel.exc import ConfigError
 from kiel.testing.broker.log import DEFAULT_SEGMENT_BYTES, PartitionLog
@@ -82,13 +83,13 @@ class PartitionState:
 
     topic: str
     partition: int
-    replicas: List[int]
+    replicas: list[int]
     log: PartitionLog
     leader: int = NO_LEADER
     leader_epoch: int = 0
-    isr: List[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
 
-    def state_json(self, controller_epoch: int) -> Dict[str, object]:
+    def state_json(self, controller_epoch: int) -> dict[str, object]:
         """The ``/brokers/topics/<t>/partitions/<p>/state`` document."""
         return {
             "controller_epoch": controller_epoch,
@@ -104,13 +105,13 @@ class TopicState:
     """One topic and its partitions."""
 
     name: str
-    partitions: Dict[int, PartitionState]
+    partitions: dict[int, PartitionState]
 
-    def assignment(self) -> Dict[int, List[int]]:
+    def assignment(self) -> dict[int, list[int]]:
         """``{partition: replicas}``."""
         return {p: list(s.replicas) for p, s in sorted(self.partitions.items())}
 
-    def assignment_json(self) -> Dict[str, object]:
+    def assignment_json(self) -> dict[str, object]:
         """The ``/brokers/topics/<t>`` document."""
         return {
             "version": 1,
@@ -137,7 +138,7 @@ def validate_topic_name(name: str) -> Optional[str]:
 
 def assign_replicas(
     brokers: Sequence[int], partitions: int, replication: int, start_index: int = 0
-) -> Dict[int, List[int]]:
+) -> dict[int, list[int]]:
     """Spread partition replicas over brokers as Kafka 0.8.2's ``AdminUtils`` does.
 
     The first replica (the preferred leader) of partition ``p`` is broker
@@ -164,7 +165,7 @@ def assign_replicas(
         raise ConfigError(f"replication factor {replication} larger than available brokers {n}")
     start_index %= n
     shift = start_index
-    result: Dict[int, List[int]] = {}
+    result: dict[int, list[int]] = {}
     for p in range(partitions):
         if p > 0 and p % n == 0:
             shift += 1

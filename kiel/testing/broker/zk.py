@@ -24,7 +24,7 @@ its IOLoop with ``add_callback``).
 
 import json
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Optional
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
@@ -52,7 +52,7 @@ def _now_ms() -> str:
     return str(int(time.time() * 1000))
 
 
-def split_chroot(hosts: str) -> Tuple[str, str]:
+def split_chroot(hosts: str) -> tuple[str, str]:
     """Split ``"h1:p1,h2:p2/chroot"`` into ``("h1:p1,h2:p2", "/chroot")`` (chroot may be ``""``)."""
     slash = hosts.find("/")
     if slash < 0:
@@ -181,29 +181,29 @@ class ZooKeeperLayout:
             except NodeExistsError:
                 self.client.set(path, data)
 
-    def write_topic(self, topic: str, assignment: Dict[str, Any],
-                    states: Dict[int, Dict[str, Any]]) -> None:
+    def write_topic(self, topic: str, assignment: dict[str, Any],
+                    states: dict[int, dict[str, Any]]) -> None:
         """Write a topic's config, assignment and partition states."""
         self._set(f"/config/topics/{topic}", _json({"version": 1, "config": {}}))
         self._set(f"/brokers/topics/{topic}", _json(assignment))
         for partition, state in states.items():
             self.write_state(topic, partition, state)
 
-    def write_assignment(self, topic: str, assignment: Dict[str, Any]) -> None:
+    def write_assignment(self, topic: str, assignment: dict[str, Any]) -> None:
         """Rewrite ``/brokers/topics/<topic>`` (a reassignment)."""
         self._set(f"/brokers/topics/{topic}", _json(assignment))
 
-    def write_state(self, topic: str, partition: int, state: Dict[str, Any]) -> None:
+    def write_state(self, topic: str, partition: int, state: dict[str, Any]) -> None:
         """Write ``/brokers/topics/<topic>/partitions/<p>/state``."""
         self._set(f"/brokers/topics/{topic}/partitions/{partition}/state", _json(state))
 
-    def read_topics(self) -> Dict[str, Tuple[Dict[int, List[int]], Dict[int, Dict[str, Any]]]]:
+    def read_topics(self) -> dict[str, tuple[dict[int, list[int]], dict[int, dict[str, Any]]]]:
         """Every topic: ``{topic: ({partition: replicas}, {partition: state})}``.
 
         Topics whose documents do not parse are skipped (Kafka would not
         load them either).
         """
-        result: Dict[str, Tuple[Dict[int, List[int]], Dict[int, Dict[str, Any]]]] = {}
+        result: dict[str, tuple[dict[int, list[int]], dict[int, dict[str, Any]]]] = {}
         for topic in self.client.get_children("/brokers/topics"):
             try:
                 data, _ = self.client.get(f"/brokers/topics/{topic}")
@@ -212,7 +212,7 @@ class ZooKeeperLayout:
                               for p, replicas in document["partitions"].items()}
             except (NoNodeError, ValueError, KeyError, TypeError, AttributeError):
                 continue
-            states: Dict[int, Dict[str, Any]] = {}
+            states: dict[int, dict[str, Any]] = {}
             for partition in assignment:
                 try:
                     raw, _ = self.client.get(

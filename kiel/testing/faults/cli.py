@@ -26,7 +26,7 @@ import os
 import signal
 import sys
 import threading
-from typing import IO, Any, Dict, List, Tuple
+from typing import IO, Any
 
 from kiel.exc import ConfigError, KielError
 from kiel.testing.faults.proxy import FaultProxy
@@ -36,7 +36,7 @@ __all__ = ["COMMANDS", "add_proxy_parser", "execute", "run_proxy"]
 
 #: command -> (fewest, most) arguments; the first argument of ``blackout``
 #: and ``delay`` is in seconds.
-COMMANDS: Dict[str, Tuple[int, int]] = {
+COMMANDS: dict[str, tuple[int, int]] = {
     "cut": (0, 0), "blackout": (0, 1), "restore": (0, 0), "delay": (1, 2),
     "stall": (0, 1), "unstall": (0, 1), "heal": (0, 0), "stats": (0, 0), "stop": (0, 0),
 }
@@ -63,7 +63,7 @@ def add_proxy_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def execute(proxy: FaultProxy, line: str) -> Dict[str, Any]:
+def execute(proxy: FaultProxy, line: str) -> dict[str, Any]:
     """Run one command line on ``proxy``.
 
     Args:
@@ -83,7 +83,7 @@ def execute(proxy: FaultProxy, line: str) -> Dict[str, Any]:
         fewest, most = COMMANDS[name]
         if not fewest <= len(args) <= most:
             raise ConfigError(f"{name} takes {fewest} to {most} arguments, not {len(args)}")
-        values: List[Any] = list(args)
+        values: list[Any] = list(args)
         if name in ("blackout", "delay") and values:
             values[0] = seconds(values[0], f"a {name}")
         result = None if name in ("stop", "stats") else getattr(proxy, name)(*values)
@@ -118,7 +118,7 @@ def run_proxy(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    options: Dict[str, Any] = {"listen_port": args.listen_port}
+    options: dict[str, Any] = {"listen_port": args.listen_port}
     if args.max_held is not None:
         options["max_held"] = args.max_held
     try:

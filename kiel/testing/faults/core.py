@@ -7,7 +7,7 @@ calls them there from any thread).
 import asyncio
 import logging
 import socket
-from typing import Dict, List, Optional, Tuple
+from typing import Optional
 
 from kiel._aio import Tasks
 from kiel.exc import HarnessError
@@ -32,7 +32,7 @@ class ProxyCore:
         connect_timeout: seconds to connect to the target.
     """
 
-    def __init__(self, target: Tuple[str, int], port: int, max_held: int,
+    def __init__(self, target: tuple[str, int], port: int, max_held: int,
                  connect_timeout: float) -> None:
         self.target = target
         self.port = port
@@ -41,9 +41,9 @@ class ProxyCore:
         self.faults = Faults()
         self.counters = Counters()
         #: Unexpected failures (bugs); ``FaultProxy.stop()`` raises them.
-        self.errors: List[BaseException] = []
+        self.errors: list[BaseException] = []
         #: Each open link and the task that carries it.
-        self._links: Dict[Link, asyncio.Task[None]] = {}
+        self._links: dict[Link, asyncio.Task[None]] = {}
         self._tasks = Tasks("kiel-fault-proxy")
         self._acceptor: Optional[asyncio.Task[None]] = None
         self._listener: Optional[socket.socket] = None

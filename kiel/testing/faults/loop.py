@@ -2,8 +2,9 @@
 
 import asyncio
 import threading
+from collections.abc import Coroutine
 from concurrent.futures import TimeoutError as ConcurrentTimeoutError
-from typing import Any, Coroutine, Optional
+from typing import Any, Optional
 
 from kiel.exc import HarnessError
 

@@ -13,7 +13,7 @@ import errno
 import logging
 import socket
 from collections import deque
-from typing import Deque, List, Optional, Tuple
+from typing import Optional
 
 from kiel._aio import Tasks, Wakeup
 from kiel.testing.faults.sockets import peer_gave_up, reset, wait_ready
@@ -46,7 +46,7 @@ class Pipe:
         self.direction, self.source, self.sink = direction, source, sink
         self.faults, self.counters, self.max_held = faults, counters, max_held
         self.held = 0
-        self._queue: Deque[Tuple[float, Optional[bytes]]] = deque()
+        self._queue: deque[tuple[float, Optional[bytes]]] = deque()
         self._space = Wakeup()
         self._data = Wakeup()
 
@@ -137,7 +137,7 @@ class Link:
         connect_timeout: seconds to connect to the target.
     """
 
-    def __init__(self, client: socket.socket, target: Tuple[str, int], faults: Faults,
+    def __init__(self, client: socket.socket, target: tuple[str, int], faults: Faults,
                  counters: Counters, max_held: int, connect_timeout: float) -> None:
         self.client = client
         self.target = target
@@ -148,7 +148,7 @@ class Link:
         self.upstream: Optional[socket.socket] = None
         #: Whether a blackout holds it before it reaches the target.
         self.waiting = faults.blackout
-        self.pipes: List[Pipe] = []
+        self.pipes: list[Pipe] = []
         self._tasks = Tasks("kiel-fault-proxy-link")
 
     async def run(self) -> None:

@@ -19,7 +19,7 @@ effect: no byte passes after ``blackout()`` or ``stall()`` returns.
 """
 
 import ipaddress
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Optional, Union
 
 from kiel.exc import ConfigError, HarnessError
 from kiel.testing.faults.core import ProxyCore
@@ -28,13 +28,13 @@ from kiel.testing.faults.state import ProxyStats, directions, seconds
 
 __all__ = ["FaultProxy", "parse_target"]
 
-Target = Union[str, Tuple[str, int]]
+Target = Union[str, tuple[str, int]]
 
 #: Bytes each direction of each connection holds at most by default.
 DEFAULT_MAX_HELD = 256 * 1024
 
 
-def parse_target(target: Target) -> Tuple[str, int]:
+def parse_target(target: Target) -> tuple[str, int]:
     """Check a proxy target.
 
     Args:

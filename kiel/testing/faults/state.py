@@ -8,7 +8,7 @@ every byte that has not passed yet by the time the control call returns.
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Tuple
+from typing import Any
 
 from kiel._aio import Wakeup
 from kiel.exc import ConfigError
@@ -17,10 +17,10 @@ __all__ = ["DIRECTIONS", "Counters", "Faults", "ProxyStats", "directions", "seco
 
 #: The two directions of a proxied connection: ``"upstream"`` carries what the
 #: client sends to the target, ``"downstream"`` what the target answers.
-DIRECTIONS: Tuple[str, str] = ("upstream", "downstream")
+DIRECTIONS: tuple[str, str] = ("upstream", "downstream")
 
 
-def directions(which: str) -> Tuple[str, ...]:
+def directions(which: str) -> tuple[str, ...]:
     """The directions ``which`` names.
 
     Args:
@@ -72,8 +72,8 @@ class Faults:
 
     def __init__(self) -> None:
         self.blackout = False
-        self.stalled: Dict[str, bool] = {d: False for d in DIRECTIONS}
-        self.delays: Dict[str, float] = {d: 0.0 for d in DIRECTIONS}
+        self.stalled: dict[str, bool] = {d: False for d in DIRECTIONS}
+        self.delays: dict[str, float] = {d: 0.0 for d in DIRECTIONS}
         self.changed = Wakeup()
 
     def passing(self, direction: str) -> bool:
@@ -119,9 +119,9 @@ class Counters:
     accepted: int = 0
     cut: int = 0
     failed: int = 0
-    passed: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
-    held: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
-    peak_held: Dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
+    passed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
+    held: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
+    peak_held: dict[str, int] = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
 
     def hold(self, direction: str, count: int) -> None:
         """``count`` more bytes are held in ``direction`` (negative: released)."""
@@ -176,7 +176,7 @@ class ProxyStats:
     @classmethod
     def of(cls, counters: Counters, faults: Faults, active: int, waiting: int) -> "ProxyStats":
         """Snapshot ``counters`` and ``faults`` (on the proxy's loop)."""
-        per_direction: Dict[str, Any] = {}
+        per_direction: dict[str, Any] = {}
         for d in DIRECTIONS:
             per_direction.update({
                 f"bytes_{d}": counters.passed[d], f"held_{d}": counters.held[d],
@@ -186,6 +186,6 @@ class ProxyStats:
         return cls(accepted=counters.accepted, cut=counters.cut, failed=counters.failed,
                    active=active, waiting=waiting, blackout=faults.blackout, **per_direction)
 
-    def as_dict(self) -> Dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """The snapshot as a JSON-ready dict."""
         return asdict(self)

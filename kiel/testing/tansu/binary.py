@@ -8,7 +8,8 @@ package (whose own resolver copies the binary into the home directory).
 import importlib.util
 import os
 import shutil
-from typing import Mapping, Optional
+from collections.abc import Mapping
+from typing import Optional
 
 from kiel.exc import MissingDependencyError
 

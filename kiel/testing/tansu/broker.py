@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Dict, List, Optional, Set
+from typing import Optional
 
 from kiel.exc import ConfigError, HarnessError, KielError
 from kiel.protocol.api_versions import ApiVersionRange
@@ -41,7 +41,7 @@ _TANSU_ENVIRONMENT = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "
                       "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 _LIVE_LOCK = threading.Lock()
-_LIVE: "Set[TansuBroker]" = set()
+_LIVE: "set[TansuBroker]" = set()
 
 
 def _stop_all() -> None:
@@ -252,7 +252,7 @@ class TansuBroker:
 
     # -- queries ----------------------------------------------------------
 
-    def api_versions(self, version: int = 0, timeout: float = 5.0) -> Dict[int, ApiVersionRange]:
+    def api_versions(self, version: int = 0, timeout: float = 5.0) -> dict[int, ApiVersionRange]:
         """Ask the broker which API versions it speaks (a real round trip).
 
         Args:
@@ -277,7 +277,7 @@ class TansuBroker:
                 text = handle.read().decode("utf-8", "replace")
         except OSError:
             return f"(no log at {self.log_path})"
-        tail: List[str] = text.splitlines()[-lines:]
+        tail: list[str] = text.splitlines()[-lines:]
         return f"--- {self.log_path} (last {len(tail)} lines)\n" + "\n".join(tail)
 
     # -- internals --------------------------------------------------------
@@ -293,7 +293,7 @@ class TansuBroker:
         return copy
 
     @staticmethod
-    def _environment() -> Dict[str, str]:
+    def _environment() -> dict[str, str]:
         return {k: v for k, v in os.environ.items() if k not in _TANSU_ENVIRONMENT}
 
     def _spawn(self) -> None:

@@ -4,7 +4,7 @@ Blocking (a plain socket through :class:`~kiel.testing.broker.rawclient.RawClien
 framed by :class:`~kiel.protocol.framing.ClientFraming`); do not call it on
 an IOLoop.
 """
-from typing import Any, Dict
+from typing import Any
 
 from kiel.exc import HarnessError, KielConnectionError, for_code
 from kiel.protocol.api_versions import ApiVersionRange, api_versions_request, version_ranges
@@ -14,7 +14,7 @@ __all__ = ["api_versions"]
 
 
 def api_versions(address: Any, *, version: int = 0, timeout: float = 5.0,
-                 client_id: str = "kiel-probe") -> Dict[int, ApiVersionRange]:
+                 client_id: str = "kiel-probe") -> dict[int, ApiVersionRange]:
     """Ask a broker which API versions it speaks.
 
     Args:

@@ -1,6 +1,6 @@
 """What a node runs with: its ``zoo.cfg``, ``myid``, log4j settings and Java command line."""
 import os
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any
 
 from kiel.testing.zookeeper.fourletter import FOUR_LETTER_WORDS
 
@@ -27,9 +27,9 @@ STANDALONE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 
 
-def zoo_cfg(ensemble: "ZooKeeperEnsemble", node: "ZooKeeperNode") -> Dict[str, Any]:
+def zoo_cfg(ensemble: "ZooKeeperEnsemble", node: "ZooKeeperNode") -> dict[str, Any]:
     """The ``zoo.cfg`` settings of ``node`` (the ensemble's ``extra_config`` wins)."""
-    config: Dict[str, Any] = {
+    config: dict[str, Any] = {
         "tickTime": ensemble.tick_time,
         "initLimit": 20,
         "syncLimit": 10,
@@ -78,7 +78,7 @@ def write_node_files(ensemble: "ZooKeeperEnsemble", node: "ZooKeeperNode") -> No
         )
 
 
-def java_command(ensemble: "ZooKeeperEnsemble", node: "ZooKeeperNode") -> List[str]:
+def java_command(ensemble: "ZooKeeperEnsemble", node: "ZooKeeperNode") -> list[str]:
     """The command line that runs ``node``'s server."""
     logging_options = [
         "-Dlog4j.configuration=file:" + os.path.join(node.node_dir, "log4j.properties"),

@@ -4,7 +4,8 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Iterable, List, Mapping, Optional, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
 from kazoo.client import KazooClient
 
@@ -85,7 +86,7 @@ class ZooKeeperEnsemble:
         self.extra_config = dict(extra_config or {})
         self._base_dir = base_dir
         self.work_dir: Optional[str] = None
-        self.nodes: List[ZooKeeperNode] = []
+        self.nodes: list[ZooKeeperNode] = []
         self._closed = False
         if size == 1:
             self._serving_modes = ("standalone",)
@@ -121,7 +122,7 @@ class ZooKeeperEnsemble:
         return None
 
     @property
-    def followers(self) -> List[ZooKeeperNode]:
+    def followers(self) -> list[ZooKeeperNode]:
         """The nodes whose ``srvr`` says ``follower`` now."""
         return [node for node in self.nodes if node.mode == "follower"]
 

@@ -1,6 +1,6 @@
 """ZooKeeper's four-letter words: ask a server how it is, over a plain socket."""
 import socket
-from typing import Dict, Optional
+from typing import Optional
 
 __all__ = ["FOUR_LETTER_WORDS", "four_letter_word", "server_status"]
 
@@ -36,7 +36,7 @@ def four_letter_word(host: str, port: int, word: str = "srvr", timeout: float = 
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def server_status(host: str, port: int, timeout: float = 1.0) -> Optional[Dict[str, str]]:
+def server_status(host: str, port: int, timeout: float = 1.0) -> Optional[dict[str, str]]:
     """Ask a server ``srvr`` and parse the answer.
 
     Args:
@@ -53,7 +53,7 @@ def server_status(host: str, port: int, timeout: float = 1.0) -> Optional[Dict[s
         answer = four_letter_word(host, port, "srvr", timeout)
     except OSError:
         return None
-    status: Dict[str, str] = {}
+    status: dict[str, str] = {}
     for line in answer.splitlines():
         key, sep, value = line.partition(":")
         if sep:

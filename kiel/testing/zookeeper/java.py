@@ -5,7 +5,8 @@ Without them nothing can run, so the errors here say exactly what to install.
 import os
 import shutil
 import zipfile
-from typing import List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Optional
 
 from kiel.exc import MissingDependencyError
 
@@ -74,7 +75,7 @@ def find_java(java_home: Optional[str] = None, environ: Optional[Mapping[str, st
     return os.path.abspath(found)
 
 
-def _manifest_class_path(jar: str) -> List[str]:
+def _manifest_class_path(jar: str) -> list[str]:
     """The ``Class-Path`` entries of a jar's manifest (empty if it has none)."""
     try:
         with zipfile.ZipFile(jar) as archive:
@@ -89,7 +90,7 @@ def _manifest_class_path(jar: str) -> List[str]:
     return []
 
 
-def zookeeper_classpath(jar_dir: str = DEFAULT_JAR_DIR) -> List[str]:
+def zookeeper_classpath(jar_dir: str = DEFAULT_JAR_DIR) -> list[str]:
     """Build the classpath for the ZooKeeper server from a directory of jars.
 
     ``zookeeper.jar`` plus the jars its manifest names (each looked up in
@@ -123,7 +124,7 @@ def zookeeper_classpath(jar_dir: str = DEFAULT_JAR_DIR) -> List[str]:
     if not all(os.path.isfile(jar) for jar in binding):
         binding = [os.path.join(jar_dir, _SIMPLE_LOGGER_JAR)]
     candidates += binding
-    classpath: List[str] = []
+    classpath: list[str] = []
     for jar in candidates:
         if os.path.isfile(jar) and jar not in classpath:
             classpath.append(jar)

@@ -3,7 +3,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import TYPE_CHECKING, Dict, Optional
+from typing import TYPE_CHECKING, Optional
 
 from kiel.exc import HarnessError
 from kiel.testing.zookeeper.config import java_command
@@ -95,7 +95,7 @@ class ZooKeeperNode:
 
     # -- queries ----------------------------------------------------------
 
-    def status(self, timeout: float = 1.0) -> Optional[Dict[str, str]]:
+    def status(self, timeout: float = 1.0) -> Optional[dict[str, str]]:
         """The parsed ``srvr`` answer (see :func:`server_status`).
 
         Args:

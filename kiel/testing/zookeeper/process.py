@@ -7,7 +7,8 @@ import signal
 import socket
 import subprocess
 import threading
-from typing import Any, List, Optional, Protocol, Sequence, Set
+from collections.abc import Sequence
+from typing import Any, Optional, Protocol
 
 __all__ = ["LOOPBACK"]
 
@@ -24,7 +25,7 @@ class _Closeable(Protocol):
 
 # Safety net 1: every launcher that started something is closed at exit.
 _LIVE_LOCK = threading.Lock()
-_LIVE: Set[Any] = set()
+_LIVE: set[Any] = set()
 
 
 def track(launcher: _Closeable) -> None:
@@ -79,7 +80,7 @@ def spawn(command: Sequence[str], cwd: str, console_path: str) -> subprocess.Pop
         )
 
 
-def free_ports(count: int) -> List[int]:
+def free_ports(count: int) -> list[int]:
     """``count`` distinct free TCP ports on the loopback interface.
 
     Strategy: hold every socket open until all are bound, so the kernel cannot
@@ -98,7 +99,7 @@ def free_ports(count: int) -> List[int]:
             sock.close()
 
 
-def tail(path: str, lines: int) -> List[str]:
+def tail(path: str, lines: int) -> list[str]:
     """The last ``lines`` lines of a log file (of its last 64 KiB; none if unreadable)."""
     try:
         with open(path, "rb") as handle:

@@ -1,7 +1,6 @@
 """Real session expiry: the server closes a client's session, nothing is faked."""
 import threading
 import time
-from typing import Tuple
 
 from kazoo.client import KazooClient, KazooState
 
@@ -70,7 +69,7 @@ def expire_session(
         client.remove_listener(watch)
 
 
-def _close_session(hosts: str, client_id: Tuple[int, bytes], timeout: float) -> None:
+def _close_session(hosts: str, client_id: tuple[int, bytes], timeout: float) -> None:
     """Connect as session ``client_id`` (id and password) and close it on the server.
 
     Raises:
