@@ -232,3 +232,69 @@ def test_group_describe_unknown_group(kafka_cluster: Any) -> None:
     result = kiel("-b", kafka_cluster.bootstrap, "-z", kafka_cluster.zookeeper, "group",
                   "describe", "no-such-group-" + uuid.uuid4().hex[:6])
     assert result.returncode == 1 and b"no group" in result.stderr
+
+
+def test_group_describe_agrees_with_the_members_own_views(
+    kafka_cluster: Any, topic_factory: Any
+) -> None:
+    """Two live members, lags that differ per partition and are not zero:
+    ``kiel group describe`` shows, per partition, the owner whose
+    assignment() holds it, the member's committed() offset and highwater(),
+    and the lag that the member's lag() and metrics() report (they agree
+    the position is the commit: describe measures from the commit, lag()
+    from the position)."""
+    from kiel.producer import Producer
+    from kiel.structs import TopicPartition
+    from tests.waiting import until
+
+    topic = topic_factory(partitions=4)
+    group = f"cli-{uuid.uuid4().hex[:8]}"
+    zk = kafka_cluster.zookeeper
+
+    async def scenario() -> None:
+        async with Producer(kafka_cluster.bootstrap, linger=0.005) as producer:
+            await asyncio.gather(*(producer.produce(topic, b"v", partition=p)
+                                   for p, n in enumerate([3, 6, 9, 12]) for _ in range(n)))
+        members = [GroupedConsumer(kafka_cluster.bootstrap, group, zk, topics=[topic],
+                                   member_id=name, max_wait_time=0.2, commit_interval=None,
+                                   auto_finish=False)
+                   for name in ("a", "b")]
+        try:
+            await members[0].connect()
+            await members[1].connect()
+            await until(lambda: all(len(m.assignment()) == 2 for m in members), timeout=30,
+                        what="two partitions each")
+            seen = 0
+            while seen < 30:
+                for m in members:
+                    seen += len(await m.consume())
+            # Partition p is p + 1 records behind: committed there (the
+            # records below count as finished), and read from there again.
+            ends = [3, 6, 9, 12]
+            want = {p: p + 1 for p in range(4)}
+            for m in members:
+                back = {(topic, tp.partition): ends[tp.partition] - want[tp.partition]
+                        for tp in m.assignment()}
+                await m.commit(back)
+                for (_, partition), offset in back.items():
+                    m.seek(topic, partition, offset)
+            described = json.loads(ok(await asyncio.to_thread(
+                kiel, "-b", kafka_cluster.bootstrap, "-z", zk, "group", "describe", group,
+                "--json")).stdout)
+            assert sorted(described["members"]) == ["a", "b"]
+            rows = {r["partition"]: r for r in described["partitions"] if r["topic"] == topic}
+            assert sorted(rows) == [0, 1, 2, 3]
+            for m in members:
+                metric_lags = m.metrics().lag
+                for tp in m.assignment():
+                    row = rows[tp.partition]
+                    assert row["owner"] == m.member_id
+                    assert row["committed"] == await m.committed(topic, tp.partition)
+                    assert row["highwater"] == m.highwater(topic, tp.partition)
+                    assert row["lag"] == m.lag(topic, tp.partition) == want[tp.partition]
+                    assert metric_lags[TopicPartition(topic, tp.partition)] == row["lag"]
+        finally:
+            for m in members:
+                await m.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 180))
