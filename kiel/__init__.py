@@ -8,8 +8,9 @@ Strategy: every name is imported on first use (PEP 562 ``__getattr__``), so
 ``import kiel.protocol`` stays free of Tornado, and a producer-only
 application never imports kazoo (only ``GroupedConsumer`` needs it).
 """
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kiel._lazy import lazy_exports
 
 __version__ = "1.0.0.dev0"
 
@@ -45,13 +46,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from kiel.structs import Record, RecordMetadata, TopicPartition
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kiel' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

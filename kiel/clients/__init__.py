@@ -4,9 +4,9 @@ Also importable from :mod:`kiel` itself. ``GroupedConsumer`` (which needs
 kazoo) is imported on first use, so a producer-only application does not
 import kazoo.
 """
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import kiel.consumer
+from kiel._lazy import lazy_exports
 from kiel.consumer import BEGINNING, END, ConsumerRebalanceListener, SingleConsumer
 from kiel.producer import Producer
 from kiel.structs import Record, RecordMetadata, TopicPartition
@@ -26,8 +26,4 @@ __all__ = [
     "TopicPartition",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name == "GroupedConsumer":
-        return kiel.consumer.GroupedConsumer  # lazy there too
-    raise AttributeError(f"module 'kiel.clients' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"GroupedConsumer": "kiel.consumer.grouped"})

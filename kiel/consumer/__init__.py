@@ -15,8 +15,9 @@ The parts, each in its module:
 Strategy: ``GroupedConsumer`` needs kazoo, so it is imported on first use
 (PEP 562 ``__getattr__``): ``import kiel.consumer`` does not import kazoo.
 """
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kiel._lazy import lazy_exports
 from kiel.consumer.listener import ConsumerRebalanceListener
 from kiel.consumer.positions import BEGINNING, END, StartPosition
 from kiel.consumer.single import SingleConsumer
@@ -34,9 +35,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "GroupedConsumer":
-        from kiel.consumer.grouped import GroupedConsumer
-
-        return GroupedConsumer
-    raise AttributeError(f"module 'kiel.consumer' has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"GroupedConsumer": "kiel.consumer.grouped"})
