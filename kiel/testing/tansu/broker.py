@@ -10,27 +10,22 @@ port but starts empty.
 Synchronous and bounded: every wait has a timeout. Do not call it from a
 running Tornado IOLoop.
 """
-import atexit
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 from typing import Optional
 
 from kiel.exc import ConfigError, HarnessError, KielError
 from kiel.protocol.api_versions import ApiVersionRange
 from kiel.retry import Backoff
+from kiel.testing.process import LOOPBACK, ProcessOwner, free_ports, track, untrack
 from kiel.testing.tansu.binary import find_tansu
 from kiel.testing.tansu.probe import api_versions
 
 __all__ = ["LOOPBACK", "TansuBroker"]
-
-#: The address every Tansu broker binds and advertises.
-LOOPBACK = "127.0.0.1"
 
 _STOP_TIMEOUT = 10.0
 _PORT_ATTEMPTS = 3
@@ -40,29 +35,9 @@ _PORT_ATTEMPTS = 3
 _TANSU_ENVIRONMENT = ("CLUSTER_ID", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE",
                       "SCHEMA_REGISTRY", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
-_LIVE_LOCK = threading.Lock()
-_LIVE: "set[TansuBroker]" = set()
 
 
-def _stop_all() -> None:
-    with _LIVE_LOCK:
-        brokers = list(_LIVE)
-    for broker in brokers:
-        broker.close()
-
-
-atexit.register(_stop_all)
-
-
-def _free_port() -> int:
-    """A TCP port free on the loopback interface now (Tansu binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class TansuBroker:
+class TansuBroker(ProcessOwner):
     """One Tansu broker (Kafka-compatible, Rust) with memory storage.
 
     Args:
@@ -125,16 +100,6 @@ class TansuBroker:
         """The bootstrap servers string for clients (the :attr:`address`)."""
         return self.address
 
-    @property
-    def pid(self) -> Optional[int]:
-        """The broker's process id while it runs, else ``None``."""
-        return self._process.pid if self.is_running and self._process else None
-
-    @property
-    def is_running(self) -> bool:
-        """Whether the broker process is alive."""
-        return self._process is not None and self._process.poll() is None
-
     # -- control ----------------------------------------------------------
 
     def start(self, timeout: Optional[float] = None) -> "TansuBroker":
@@ -158,7 +123,7 @@ class TansuBroker:
         attempts = 1 if self._fixed_port else _PORT_ATTEMPTS
         for attempt in range(attempts):
             if not self._fixed_port and (attempt or not self.port):
-                self.port = _free_port()
+                self.port = free_ports(1)[0]
             self._spawn()
             try:
                 self._wait_ready(limit)
@@ -166,7 +131,7 @@ class TansuBroker:
             except HarnessError:
                 self.stop()
                 # A process that exited early most likely lost its port to
-                # another one between _free_port() and its bind: try a new port.
+                # another one between free_ports() and its bind: try a new port.
                 if attempt + 1 == attempts:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
@@ -177,8 +142,7 @@ class TansuBroker:
         Its data (in memory) is gone; the port is kept for :meth:`start`.
         """
         process, self._process = self._process, None
-        with _LIVE_LOCK:
-            _LIVE.discard(self)
+        untrack(self)
         if process is None:
             return
         if process.poll() is None:
@@ -308,8 +272,7 @@ class TansuBroker:
             self._process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 cwd=self.work_dir, env=env, start_new_session=True)
-        with _LIVE_LOCK:
-            _LIVE.add(self)
+        track(self)
 
     def _wait_ready(self, limit: float) -> None:
         deadline = time.monotonic() + limit

@@ -19,12 +19,13 @@ every wait is bounded. Do not call it from a running Tornado IOLoop.
 
 Modules: :mod:`~kiel.testing.zookeeper.java` (finding Java and the jars),
 :mod:`~kiel.testing.zookeeper.fourletter` (``srvr`` and friends),
-:mod:`~kiel.testing.zookeeper.process` (ports, spawning, signals, nothing
+:mod:`~kiel.testing.process` (ports, spawning, signals, nothing
 outlives the interpreter), :mod:`~kiel.testing.zookeeper.config` (``zoo.cfg``
 and the command line), :mod:`~kiel.testing.zookeeper.node` (one server
 process), :mod:`~kiel.testing.zookeeper.ensemble` (the launchers) and
 :mod:`~kiel.testing.zookeeper.session` (session expiry).
 """
+from kiel.testing.process import LOOPBACK
 from kiel.testing.zookeeper.ensemble import ZooKeeperEnsemble, ZooKeeperServer
 from kiel.testing.zookeeper.fourletter import FOUR_LETTER_WORDS, four_letter_word, server_status
 from kiel.testing.zookeeper.java import (
@@ -34,7 +35,6 @@ from kiel.testing.zookeeper.java import (
     zookeeper_classpath,
 )
 from kiel.testing.zookeeper.node import ZooKeeperNode
-from kiel.testing.zookeeper.process import LOOPBACK
 
 __all__ = [
     "DEFAULT_JAR_DIR",

@@ -10,10 +10,10 @@ from typing import Any, Optional
 from kazoo.client import KazooClient
 
 from kiel.exc import ConfigError, HarnessError
+from kiel.testing.process import LOOPBACK, free_ports, track, untrack
 from kiel.testing.zookeeper.config import write_node_files
 from kiel.testing.zookeeper.java import DEFAULT_JAR_DIR, find_java, zookeeper_classpath
 from kiel.testing.zookeeper.node import POLL_INTERVAL, ZooKeeperNode
-from kiel.testing.zookeeper.process import LOOPBACK, free_ports, track, untrack
 from kiel.testing.zookeeper.session import expire_session
 
 __all__ = ["ZooKeeperEnsemble", "ZooKeeperServer"]

@@ -3,12 +3,12 @@
 Without them nothing can run, so the errors here say exactly what to install.
 """
 import os
-import shutil
 import zipfile
 from collections.abc import Mapping
 from typing import Optional
 
 from kiel.exc import MissingDependencyError
+from kiel.testing.process import find_executable
 
 __all__ = ["DEFAULT_JAR_DIR", "INSTALL_HINT", "find_java", "zookeeper_classpath"]
 
@@ -65,14 +65,12 @@ def find_java(java_home: Optional[str] = None, environ: Optional[Mapping[str, st
             f"Point it at a Java 11+ runtime, or unset it and install one: {INSTALL_HINT}",
             dependency="java",
         )
-    found = shutil.which("java", path=env.get("PATH", os.defpath))
-    if found is None:
-        raise MissingDependencyError(
-            "Java not found: JAVA_HOME is not set and there is no `java` on PATH. "
-            f"The real ZooKeeper server needs a Java runtime: {INSTALL_HINT}",
-            dependency="java",
-        )
-    return os.path.abspath(found)
+    return find_executable(
+        "java", env,
+        "Java not found: JAVA_HOME is not set and there is no `java` on PATH. "
+        f"The real ZooKeeper server needs a Java runtime: {INSTALL_HINT}",
+        "java",
+    )
 
 
 def _manifest_class_path(jar: str) -> list[str]:

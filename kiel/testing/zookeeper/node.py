@@ -6,17 +6,18 @@ import time
 from typing import TYPE_CHECKING, Optional
 
 from kiel.exc import HarnessError
-from kiel.testing.zookeeper.config import java_command
-from kiel.testing.zookeeper.fourletter import server_status
-from kiel.testing.zookeeper.process import (
+from kiel.testing.process import (
     LOOPBACK,
     STOP_TIMEOUT,
+    ProcessOwner,
     end,
     process_state,
     send_signal,
     spawn,
     tail,
 )
+from kiel.testing.zookeeper.config import java_command
+from kiel.testing.zookeeper.fourletter import server_status
 
 if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
     from kiel.testing.zookeeper.ensemble import ZooKeeperEnsemble
@@ -27,7 +28,7 @@ __all__ = ["ZooKeeperNode"]
 POLL_INTERVAL = 0.05
 
 
-class ZooKeeperNode:
+class ZooKeeperNode(ProcessOwner):
     """One ZooKeeper server process of a :class:`ZooKeeperEnsemble`.
 
     Created by the ensemble; keeps its ports and data dir across stops and
@@ -66,16 +67,6 @@ class ZooKeeperNode:
     def address(self) -> str:
         """``host:port`` of the client port."""
         return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> Optional[int]:
-        """The Java process id while it runs, else ``None``."""
-        return self._process.pid if self.is_running and self._process else None
-
-    @property
-    def is_running(self) -> bool:
-        """Whether the process is alive (a paused process counts as running)."""
-        return self._process is not None and self._process.poll() is None
 
     @property
     def is_paused(self) -> bool:

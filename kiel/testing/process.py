@@ -1,5 +1,6 @@
-"""The Java processes the launchers start: ports, spawning, signals, and the
-safety nets that keep any of them from outliving the interpreter."""
+"""The processes kiel's launchers start (ZooKeeper's Java, Tansu): finding the
+executable, ports, spawning, signals, and the safety nets that keep any of
+them from outliving the interpreter."""
 import atexit
 import os
 import shutil
@@ -7,8 +8,10 @@ import signal
 import socket
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Protocol
+
+from kiel.exc import MissingDependencyError
 
 __all__ = ["LOOPBACK"]
 
@@ -21,6 +24,39 @@ STOP_TIMEOUT = 10.0
 
 class _Closeable(Protocol):
     def close(self) -> None: ...
+
+
+class ProcessOwner:
+    """What a launcher that runs one process at a time says about it.
+
+    The launcher keeps its ``subprocess.Popen`` in ``_process`` (``None``
+    before the first start).
+    """
+
+    _process: Optional[subprocess.Popen] = None
+
+    @property
+    def pid(self) -> Optional[int]:
+        """The process id while it runs, else ``None``."""
+        return self._process.pid if self.is_running and self._process else None
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the process is alive (a paused process counts as running)."""
+        return self._process is not None and self._process.poll() is None
+
+
+def find_executable(name: str, environ: Mapping[str, str], missing: str,
+                    dependency: str) -> str:
+    """The absolute path of ``name`` on ``environ``'s ``PATH``.
+
+    Raises:
+        MissingDependencyError: there is none (with ``missing`` as the message).
+    """
+    found = shutil.which(name, path=environ.get("PATH", os.defpath))
+    if found is None:
+        raise MissingDependencyError(missing, dependency=dependency)
+    return os.path.abspath(found)
 
 
 # Safety net 1: every launcher that started something is closed at exit.
