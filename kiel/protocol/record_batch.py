@@ -553,6 +553,21 @@ def _length_prefixed(data: Any, what: str) -> bytes:
     return (_SMALL_VARINTS[n] if n < 8192 else encode_varint(n)) + data
 
 
+
+def _pair(item: Any, what: str) -> tuple[Any, Any]:
+    """``item`` as ``(key, value)``.
+
+    Raises:
+        LocalProtocolError: it is not a pair.
+    """
+    try:
+        key, value = item
+    except (TypeError, ValueError) as e:
+        raise LocalProtocolError(
+            f"{what} must be a (key, value) pair, not {type(item).__name__}: {item!r:.80}"
+        ) from e
+    return key, value
+
 def _encode_headers(headers: Sequence[Header]) -> bytes:
     try:
         items = list(headers)
@@ -560,12 +575,7 @@ def _encode_headers(headers: Sequence[Header]) -> bytes:
         raise LocalProtocolError(f"record headers must be (key, value) pairs: {e}") from e
     parts = [encode_varint(len(items))]
     for item in items:
-        try:
-            key, value = item
-        except (TypeError, ValueError) as e:
-            raise LocalProtocolError(
-                f"a record header must be a (key, value) pair: {item!r:.80}"
-            ) from e
+        key, value = _pair(item, "a record header")
         if not isinstance(key, str):
             raise LocalProtocolError(f"record header keys must be str, not {type(key).__name__}")
         try:
@@ -753,11 +763,6 @@ def encode_record_batch(
             append(item.key, item.value,
                    timestamp=now if item.timestamp is None else item.timestamp)
             continue
-        try:
-            key, value = item
-        except (TypeError, ValueError) as e:
-            raise LocalProtocolError(
-                f"records must be (key, value) pairs or Records, not {type(item).__name__}"
-            ) from e
+        key, value = _pair(item, "a record (or a Record)")
         append(key, value, timestamp=now)
     return builder.build()
