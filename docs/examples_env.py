@@ -1,0 +1,73 @@
+"""What the examples in these docs run against in the test suite.
+
+``sphinx-build -b doctest`` (run by ``tests/test_docs.py``) executes every
+``testcode`` and ``doctest`` block. A complete example starts its own
+embedded cluster; a fragment that continues a page's story (a producer or a
+consumer already made) gets what it needs from here, in a hidden block, so
+that it runs for real: the embedded 0.8.2 cluster of :mod:`kiel.testing`,
+and the real ZooKeeper for the grouped consumer's pages.
+"""
+import asyncio
+import itertools
+from typing import Any, Coroutine, Optional
+
+from kiel.testing.broker import EmbeddedCluster
+
+_cluster: Optional[EmbeddedCluster] = None
+_zookeeper: Any = None
+_names = itertools.count()
+
+
+def zookeeper_hosts() -> str:
+    """A real ZooKeeper (started once), as ``host:port``."""
+    global _zookeeper
+    if _zookeeper is None:
+        from kiel.testing.zookeeper import ZooKeeperServer
+
+        _zookeeper = ZooKeeperServer()
+        _zookeeper.start()
+    return str(_zookeeper.hosts)
+
+
+def kafka_cluster() -> EmbeddedCluster:
+    """An embedded 3-broker cluster registered in the real ZooKeeper (started once per
+    page), with a topic ``events`` of 4 partitions."""
+    global _cluster
+    if _cluster is None:
+        _cluster = EmbeddedCluster(brokers=3, partitions=3, topics={"events": 4},
+                                   zookeeper=zookeeper_hosts() + "/kiel-docs")
+        _cluster.start()
+    return _cluster
+
+
+def brokers() -> str:
+    """The cluster's bootstrap servers."""
+    return kafka_cluster().bootstrap
+
+
+def zk_hosts() -> str:
+    """The ZooKeeper connection string the cluster and the groups use."""
+    return str(kafka_cluster().zookeeper)
+
+
+def topic_factory(partitions: int = 1) -> str:
+    """A new topic of the cluster (what kiel's pytest fixture of that name does)."""
+    name = f"docs-{next(_names)}"
+    kafka_cluster().create_topic(name, partitions=partitions)
+    return name
+
+
+def run(coro: Coroutine[Any, Any, Any], timeout: float = 60.0) -> Any:
+    """Run ``coro`` on a fresh loop, bounded."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def shutdown() -> None:
+    """Stop what a page started (the doctest builder calls it after each page)."""
+    global _cluster, _zookeeper
+    if _cluster is not None:
+        _cluster.stop()
+        _cluster = None
+    if _zookeeper is not None:
+        _zookeeper.close()
+        _zookeeper = None
