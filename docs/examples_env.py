@@ -15,6 +15,7 @@ from kiel.testing.broker import EmbeddedCluster
 
 _cluster: Optional[EmbeddedCluster] = None
 _zookeeper: Any = None
+_tansu: Any = None
 _names = itertools.count()
 
 
@@ -57,6 +58,17 @@ def topic_factory(partitions: int = 1) -> str:
     return name
 
 
+def tansu() -> Any:
+    """A Tansu broker (a current Kafka-compatible broker; started once per page)."""
+    global _tansu
+    if _tansu is None:
+        from kiel.testing.tansu import TansuBroker
+
+        _tansu = TansuBroker()
+        _tansu.start()
+    return _tansu
+
+
 def run(coro: Coroutine[Any, Any, Any], timeout: float = 60.0) -> Any:
     """Run ``coro`` on a fresh loop, bounded."""
     return asyncio.run(asyncio.wait_for(coro, timeout))
@@ -64,7 +76,10 @@ def run(coro: Coroutine[Any, Any, Any], timeout: float = 60.0) -> Any:
 
 def shutdown() -> None:
     """Stop what a page started (the doctest builder calls it after each page)."""
-    global _cluster, _zookeeper
+    global _cluster, _zookeeper, _tansu
+    if _tansu is not None:
+        _tansu.close()
+        _tansu = None
     if _cluster is not None:
         _cluster.stop()
         _cluster = None
