@@ -17,11 +17,11 @@ import logging
 from collections.abc import Mapping
 from typing import Callable, Optional
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 
 from kiel.cluster import Cluster
 from kiel.exc import ConfigError, KielError
-from kiel.zookeeper.client import ZooKeeper
+from kiel.zookeeper.client import ZooKeeper, translate
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +43,14 @@ async def brokers_registered(zk: ZooKeeper) -> bool:
     """Whether brokers register in this ZooKeeper (``/brokers/ids`` has children).
 
     Raises:
-        kazoo.exceptions.KazooException: ZooKeeper failed.
+        ZooKeeperError: ZooKeeper failed.
     """
     try:
         return bool(await zk.get_children("/brokers/ids"))
     except NoNodeError:
         return False
+    except KazooException as e:
+        raise translate(e, "reading /brokers/ids") from e
 
 
 class MetadataCounts:
