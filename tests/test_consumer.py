@@ -965,7 +965,7 @@ def _guide_blocks():
         text = f.read()
     return [
         textwrap.dedent(block)
-        for block in re.findall(r"\.\. code-block:: python\n\n((?:    .*\n|\n)+)", text)
+        for block in re.findall(r"\.\. testcode::\n\n((?:    .*\n|\n)+)", text)
     ]
 
 

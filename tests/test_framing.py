@@ -374,7 +374,7 @@ GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _guide_blocks() -> List[str]:
     with open(GUIDE, encoding="utf-8") as f:
         text = f.read()
-    pattern = r"\.\. code-block:: python\n\n((?:(?:    .*)?\n)+)"
+    pattern = r"\.\. testcode::\n\n((?:(?:    .*)?\n)+)"
     return [textwrap.dedent(m.group(1)) for m in re.finditer(pattern, text)]
 
 

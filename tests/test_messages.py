@@ -677,7 +677,7 @@ def test_message_sets_guide_examples_run():
     )
     with open(guide, encoding="utf-8") as f:
         text = f.read()
-    blocks = re.findall(r"\.\. code-block:: python\n\n((?:(?:    .*)?\n)+)", text)
+    blocks = re.findall(r"\.\. testcode::\n\n((?:(?:    .*)?\n)+)", text)
     assert len(blocks) == 3
     for block in blocks:
         exec(compile(textwrap.dedent(block), guide, "exec"), {})
