@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # it (and for Spark); the tests also need kcat for the interop tests.
 # default-jre-headless follows Debian's supported Java instead of pinning one.
 DEMO_DEBS := zookeeper default-jre-headless
-TEST_DEBS := $(DEMO_DEBS) kcat
+TEST_DEBS := $(DEMO_DEBS) kcat openssl
 DEMO_EXTRAS := snappy,spark
 TEST_EXTRAS := test,snappy,spark,bench,docs,lint
 PYTEST_ARGS ?=

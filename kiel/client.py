@@ -1,8 +1,10 @@
 """What every kiel client shares: a :class:`kiel.cluster.Cluster`, connect and close."""
+import ssl
 from collections.abc import Sequence
 from typing import Any, Optional, TypeVar, Union
 
 from kiel.cluster import Cluster
+from kiel.exc import ConfigError
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 C = TypeVar("C", bound="Client")
@@ -22,7 +24,12 @@ class Client:
         retry_backoff: first retry delay (s); doubles up to ``max_backoff``.
         max_backoff: largest retry delay (s).
         retries: retriable failures are retried this many times, then raised.
-        ssl_options: an ``ssl.SSLContext`` to connect with TLS.
+        ssl_context: an :class:`ssl.SSLContext` to connect to the brokers with
+            TLS (its verification settings apply: a context from
+            :func:`ssl.create_default_context` checks the broker's
+            certificate and host name).
+        ssl_options: the same, under its kiel 1.0 development name (or
+            Tornado's dict form); give one of the two.
         max_frame_size: the largest response accepted from a broker (bytes);
             a consumer's ``max_fetch_size`` must fit in it.
         api_version: ``"auto"`` (default): ask each broker which protocol
@@ -46,10 +53,15 @@ class Client:
         retry_backoff: float = 0.1,
         max_backoff: float = 5.0,
         retries: int = 5,
+        ssl_context: Optional[ssl.SSLContext] = None,
         ssl_options: Any = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         api_version: Any = "auto",
     ) -> None:
+        if ssl_context is not None and ssl_options is not None:
+            raise ConfigError("give ssl_context or ssl_options, not both")
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise ConfigError(f"ssl_context must be an ssl.SSLContext, got {ssl_context!r}")
         self.cluster = Cluster(
             brokers,
             client_id=client_id,
@@ -59,7 +71,7 @@ class Client:
             retry_backoff=retry_backoff,
             max_backoff=max_backoff,
             retries=retries,
-            ssl_options=ssl_options,
+            ssl_options=ssl_context if ssl_context is not None else ssl_options,
             max_frame_size=max_frame_size,
             api_version=api_version,
         )

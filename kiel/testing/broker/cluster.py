@@ -17,6 +17,7 @@ Do not call the synchronous methods from the cluster's own thread.
 """
 
 import asyncio
+import ssl
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
 from concurrent.futures import Future as ConcurrentFuture
@@ -59,6 +60,9 @@ class EmbeddedCluster(ClusterControl):
         segment_bytes: roll log segments at this size (``log.segment.bytes``).
         segment_messages: also roll every this many messages (kiel only).
         ports: fixed ports (one per broker); default: free ports.
+        ssl_context: a server-side :class:`ssl.SSLContext`: the brokers then
+            speak TLS only (kiel only, standing in for Kafka 0.9+'s SSL
+            listener; see :class:`~kiel.testing.broker.state.BrokerConfig`).
         control_port: also serve the JSON-lines control channel on this
             port (0: any free port; ``None``: no control channel).
         start_timeout: seconds to wait for the cluster to come up.
@@ -82,6 +86,7 @@ class EmbeddedCluster(ClusterControl):
         ports: Optional[list[int]] = None,
         control_port: Optional[int] = None,
         start_timeout: float = 30.0,
+        ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         if brokers < 1:
             raise ConfigError(f"a cluster needs at least one broker, not {brokers}")
@@ -93,6 +98,7 @@ class EmbeddedCluster(ClusterControl):
             segment_bytes=segment_bytes,
             segment_messages=segment_messages,
             log_dir=log_dir,
+            ssl_context=ssl_context,
         )
         self.config.check()
         self.broker_count = brokers

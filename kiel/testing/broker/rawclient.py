@@ -12,6 +12,7 @@ Example::
         response = client.request(MetadataRequest([]))
 """
 import socket
+import ssl
 from typing import Any, Optional
 
 from kiel.exc import ConnectionClosedError
@@ -27,15 +28,24 @@ class RawClient:
         address: ``"host:port"`` or ``(host, port)``.
         timeout: socket timeout in seconds for connect and every read.
         client_id: the request header's client id.
+        ssl_context: speak TLS through this context (``None``: plain TCP).
     """
 
-    def __init__(self, address: Any, timeout: float = 10.0, client_id: str = "kiel-raw") -> None:
+    def __init__(self, address: Any, timeout: float = 10.0, client_id: str = "kiel-raw",
+                 ssl_context: Optional[ssl.SSLContext] = None) -> None:
         if isinstance(address, str):
             host, port = address.rsplit(":", 1)
             address = (host, int(port))
         self.address: tuple[str, int] = (address[0], int(address[1]))
-        self.sock = socket.create_connection(self.address, timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection(self.address, timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if ssl_context is not None:
+            try:
+                sock = ssl_context.wrap_socket(sock, server_hostname=self.address[0])
+            except OSError:
+                sock.close()
+                raise
+        self.sock = sock
         self.framing = ClientFraming(client_id=client_id)
         self._ready: list[tuple[int, Any]] = []
 

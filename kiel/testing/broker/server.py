@@ -13,6 +13,7 @@ around each request: hang, latency, injected error codes, cut responses.
 
 import logging
 import socket
+import ssl
 from typing import TYPE_CHECKING, Any, Optional
 
 from tornado import gen
@@ -37,8 +38,9 @@ _READ_CHUNK = 256 * 1024
 class _Listener(TCPServer):
     """Tornado's TCP server, handing each accepted stream to its broker."""
 
-    def __init__(self, broker: "BrokerServer", max_buffer_size: int) -> None:
-        super().__init__(max_buffer_size=max_buffer_size)
+    def __init__(self, broker: "BrokerServer", max_buffer_size: int,
+                 ssl_options: Optional[ssl.SSLContext] = None) -> None:
+        super().__init__(ssl_options=ssl_options, max_buffer_size=max_buffer_size)
         self.broker = broker
 
     async def handle_stream(self, stream: IOStream, address: Any) -> None:
@@ -115,7 +117,8 @@ class BrokerServer:
                                broker_id=self.broker_id, host=self.host, port=self.port) from e
         self.port = sockets[0].getsockname()[1]
         # The stream buffer must hold a whole request frame of the largest size.
-        self._listener = _Listener(self, self.core.config.socket_request_max_bytes + 1024)
+        self._listener = _Listener(self, self.core.config.socket_request_max_bytes + 1024,
+                                   self.core.config.ssl_context)
         self._listener.add_sockets(sockets)
         self.running = True
 

@@ -5,6 +5,7 @@ string hash Kafka uses to pick a group's coordinator); no I/O, no Tornado.
 """
 
 import re
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
@@ -55,6 +56,10 @@ class BrokerConfig:
         offset_metadata_max_bytes: largest offset-commit metadata [offset.metadata.max.bytes].
         socket_request_max_bytes: largest request frame [socket.request.max.bytes].
         log_dir: where partition logs live on disk (``None``: memory only) [log.dirs].
+        ssl_context: a server-side :class:`ssl.SSLContext`: every broker then
+            accepts TLS connections only (kiel only: Kafka 0.8.2 has no TLS;
+            it stands in for the SSL listener of Kafka 0.9+ so that clients'
+            TLS can be tested over real TCP). ``None``: plain TCP.
     """
 
     num_partitions: int = 1
@@ -66,6 +71,7 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = DEFAULT_OFFSET_METADATA_MAX_BYTES
     socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
     log_dir: Optional[str] = None
+    ssl_context: Optional[ssl.SSLContext] = None
 
     def check(self) -> None:
         """Raise :class:`~kiel.exc.ConfigError` for an impossible setting."""

