@@ -36,9 +36,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 import kiel.compression as _compression
 from kiel.exc import (
-    ConfigError,
     CorruptMessageError,
-    KielError,
     LocalProtocolError,
     UnsupportedVersionError,
 )
@@ -48,11 +46,15 @@ from kiel.protocol.log_format import (
     CODEC_MASK,
     CODEC_NONE,
     CODEC_SNAPPY,
+    DEFAULT_MAX_DECODED,
     LOG_OVERHEAD,
     NO_MIN_OFFSET,
     OFFSET_SIZE,
     TIMESTAMP_TYPE_BIT,
     Buffer,
+    as_bytes,
+    corrupt,
+    decompress,
 )
 from kiel.structs import Record
 
@@ -140,8 +142,6 @@ class MessageBoundary(NamedTuple):
 # Decoding
 
 
-def _corrupt(message: str, offset: Optional[int]) -> CorruptMessageError:
-    return CorruptMessageError(message, offset=offset)
 
 
 def _crc_error(stored: int, computed: int, offset: int) -> CorruptMessageError:
@@ -163,36 +163,6 @@ def _spec(klen: int) -> tuple[Any, int]:
         st = struct.Struct(f">qiIhi{max(klen, 0)}si")
         entry = _spec_cache[klen] = (st.unpack_from, st.size)
     return entry
-
-
-#: Default bound of :func:`decode_message_set`'s decompressed bytes, all
-#: wrappers and nesting levels together (128 MiB).
-DEFAULT_MAX_DECODED = 128 * 1024 * 1024
-
-
-def _decompress(
-    codec: int, value: Buffer, offset: int, budget: Optional[list[int]] = None
-) -> bytes:
-    """Decompress one wrapper's value within what is left of ``budget[0]``.
-
-    Strategy: the budget is shared by every wrapper and nesting level of one
-    decode (a one-element list, decremented here), so nesting cannot multiply
-    the bound as a per-call cap would. Without a budget: the codec's own cap.
-    """
-    if budget is None:
-        budget = [DEFAULT_MAX_DECODED]
-    try:
-        inner = _compression.decompress(codec, value, max_output_size=max(budget[0], 1))
-    except KielError as e:
-        raise e.with_context(offset=offset)  # noqa: B904 (the same error, more context)
-    except (ValueError, OSError, EOFError, zlib.error, struct.error, IndexError) as e:
-        # kiel.compression promises kiel errors; this is a safety net for a
-        # codec library that raises something else on garbage.
-        raise CorruptMessageError(
-            f"compressed message (codec {codec}) does not decompress: {e!r}", offset=offset
-        ) from e
-    budget[0] -= len(inner)
-    return inner if type(inner) is bytes else bytes(inner)
 
 
 class _Scope:
@@ -283,7 +253,7 @@ def _decode_into(
         if pos_after < 0:
             # A partial message; -pos_after - 1 is its full size if known.
             if inner_magic is not None:
-                raise _corrupt("message truncated inside a compressed message set", last)
+                raise corrupt("message truncated inside a compressed message set", last)
             return pos, last, (-pos_after - 1) or None
         pos = pos_after
         if last_one is not None:
@@ -309,7 +279,7 @@ def _decode_one(
         return -1, None, None
     offset, size = _OFFSET_SIZE.unpack_from(data, pos)
     if size < _MIN_V0:
-        raise _corrupt(f"message size {size} is below the minimum of {_MIN_V0}", offset)
+        raise corrupt(f"message size {size} is below the minimum of {_MIN_V0}", offset)
     mend = pos + _LOG_OVERHEAD + size
     if mend > end:
         return -(_LOG_OVERHEAD + size + 1), None, None
@@ -326,7 +296,7 @@ def _decode_one(
         kpos = pos + 18
     elif magic == 1:
         if size < _MIN_SIZE[1]:
-            raise _corrupt(f"magic 1 message size {size} is below the minimum of 22", offset)
+            raise corrupt(f"magic 1 message size {size} is below the minimum of 22", offset)
         (timestamp,) = _INT64.unpack_from(data, pos + 18)
         kpos = pos + 26
     else:
@@ -334,7 +304,7 @@ def _decode_one(
             f"message magic byte {magic} is not supported (kiel reads 0 and 1)", offset=offset
         )
     if inner_magic is not None and magic != inner_magic:
-        raise _corrupt(
+        raise corrupt(
             f"magic {magic} message inside a magic {inner_magic} compressed message", offset
         )
     # Key: kpos + 4 <= mend holds by the minimum sizes checked above.
@@ -347,7 +317,7 @@ def _decode_one(
         key = data[kpos : kpos + klen]
         kpos += klen
     else:
-        raise _corrupt(f"key length {klen} does not fit message size {size}", offset)
+        raise corrupt(f"key length {klen} does not fit message size {size}", offset)
     (vlen,) = _INT32.unpack_from(data, kpos)
     kpos += 4
     value: Optional[bytes]
@@ -356,7 +326,7 @@ def _decode_one(
     elif vlen == mend - kpos:
         value = data[kpos:mend]
     else:
-        raise _corrupt(f"value length {vlen} does not match message size {size}", offset)
+        raise corrupt(f"value length {vlen} does not match message size {size}", offset)
     offset += delta
     timestamp_type: Optional[int] = None
     if magic == 1:
@@ -374,10 +344,10 @@ def _decode_one(
 
     # A wrapper: its value is a whole message set, compressed.
     if value is None:
-        raise _corrupt("compressed message has a null value", offset)
+        raise corrupt("compressed message has a null value", offset)
     if depth >= MAX_NESTING:
-        raise _corrupt(f"compressed messages nested more than {MAX_NESTING} deep", offset)
-    inner = _decompress(codec, value, offset, scope.budget)
+        raise corrupt(f"compressed messages nested more than {MAX_NESTING} deep", offset)
+    inner = decompress(codec, value, offset, scope.budget)
     inner_delta = 0
     inner_ts = None
     if magic == 1:
@@ -416,7 +386,7 @@ def _check_nested_offsets(
             does not increase.
     """
     if inner_last is not None and inner_last > offset:
-        raise _corrupt(
+        raise corrupt(
             f"a compressed message nested in another holds offset {inner_last}, past its own "
             f"offset {offset}: nested wrappers' offsets are not the log's",
             offset,
@@ -424,7 +394,7 @@ def _check_nested_offsets(
     previous = out[first_new - 1].offset if first_new else -1
     for record in out[first_new:]:
         if record.offset <= previous:
-            raise _corrupt(
+            raise corrupt(
                 f"offsets go backwards inside a nested compressed message ({previous} then "
                 f"{record.offset}): nested wrappers' offsets are not the log's",
                 offset,
@@ -472,13 +442,7 @@ def decode_message_set(
         UnsupportedCodecError: an unknown compression codec.
         ConfigError: ``buf`` is not bytes-like.
     """
-    if type(buf) is bytes:
-        data = buf
-    else:
-        try:
-            data = bytes(buf)
-        except TypeError as e:
-            raise ConfigError(f"a message set must be bytes-like, not {type(buf).__name__}") from e
+    data = as_bytes(buf, "a message set")
     return decode_within(data, topic, partition, min_offset, check_crcs, [max_decoded])
 
 
@@ -545,15 +509,15 @@ def iter_message_boundaries(buf: Buffer, *, strict: bool = True) -> Iterator[Mes
     while pos < end:
         if end - pos < _LOG_OVERHEAD:
             if strict:
-                raise _corrupt(f"{end - pos} trailing bytes are not a message", None)
+                raise corrupt(f"{end - pos} trailing bytes are not a message", None)
             return
         offset, size = unpack(buf, pos)
         if size < _MIN_V0:
-            raise _corrupt(f"message size {size} is below the minimum of {_MIN_V0}", offset)
+            raise corrupt(f"message size {size} is below the minimum of {_MIN_V0}", offset)
         mend = pos + _LOG_OVERHEAD + size
         if mend > end:
             if strict:
-                raise _corrupt(
+                raise corrupt(
                     f"message of {_LOG_OVERHEAD + size} bytes truncated at {end - pos}", offset
                 )
             return
@@ -904,14 +868,14 @@ def _validate_for_append(data: bytes, mv: memoryview, bound: MessageBoundary) ->
     kpos += 4
     if klen >= 0:
         if klen > mend - kpos - 4:
-            raise _corrupt(f"key length {klen} does not fit the message", bound.offset)
+            raise corrupt(f"key length {klen} does not fit the message", bound.offset)
         kpos += klen
     elif klen != -1:
-        raise _corrupt(f"key length {klen} is invalid", bound.offset)
+        raise corrupt(f"key length {klen} is invalid", bound.offset)
     (vlen,) = _INT32.unpack_from(data, kpos)
     kpos += 4
     if not ((vlen == -1 and kpos == mend) or vlen == mend - kpos):
-        raise _corrupt(f"value length {vlen} does not match the message size", bound.offset)
+        raise corrupt(f"value length {vlen} does not match the message size", bound.offset)
     return attrs & _CODEC_MASK
 
 
@@ -922,7 +886,7 @@ def _wrapper_value(data: bytes, bound: MessageBoundary) -> bytes:
     kpos += 4 + max(klen, 0)
     (vlen,) = _INT32.unpack_from(data, kpos)
     if vlen < 0:
-        raise _corrupt("compressed message has a null value", bound.offset)
+        raise corrupt("compressed message has a null value", bound.offset)
     return data[kpos + 4 : bound.end]
 
 
@@ -979,7 +943,7 @@ def assign_offsets(
         if not msg_codec:
             pieces.append(data[bound.start : bound.end])
             continue
-        inner = _decompress(msg_codec, _wrapper_value(data, bound), bound.offset)
+        inner = decompress(msg_codec, _wrapper_value(data, bound), bound.offset)
         inner_mv = memoryview(inner)
         for inner_bound in iter_message_boundaries(inner):
             _validate_for_append(inner, inner_mv, inner_bound)

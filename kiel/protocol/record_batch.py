@@ -64,7 +64,6 @@ from typing import (
 import kiel.compression as _compression
 from kiel.exc import (
     ConfigError,
-    CorruptMessageError,
     LocalProtocolError,
     ProtocolError,
     UnsupportedVersionError,
@@ -77,14 +76,17 @@ from kiel.protocol.log_format import (
     CODEC_NONE,
     CODEC_SNAPPY,
     CODEC_ZSTD,
+    DEFAULT_MAX_DECODED,
     LOG_OVERHEAD,
     NO_MIN_OFFSET,
     OFFSET_SIZE,
     TIMESTAMP_TYPE_BIT,
     Buffer,
+    as_bytes,
+    corrupt,
+    decompress,
 )
-from kiel.protocol.messages import DEFAULT_MAX_DECODED, decode_within
-from kiel.protocol.messages import _decompress as decompress_within
+from kiel.protocol.messages import decode_within
 from kiel.protocol.primitives import decode_varint, decode_varlong, encode_varint
 from kiel.structs import Header, Record
 
@@ -231,8 +233,6 @@ class BatchDecodeResult(NamedTuple):
 # Decoding
 
 
-def _corrupt(message: str, offset: Optional[int]) -> CorruptMessageError:
-    return CorruptMessageError(message, offset=offset)
 
 
 class _Sink:
@@ -258,12 +258,12 @@ def _read_headers(data: bytes, p: int, rend: int, offset: int) -> tuple[tuple[He
     count, p = decode_varint(data, p)
     # Every header takes at least two bytes (two lengths).
     if count < 0 or 2 * count > rend - p:
-        raise _corrupt(f"record header count {count} does not fit the record", offset)
+        raise corrupt(f"record header count {count} does not fit the record", offset)
     headers: list[Header] = []
     for _ in range(count):
         klen, p = decode_varint(data, p)
         if klen < 0 or p + klen > rend:
-            raise _corrupt(f"record header key length {klen} does not fit the record", offset)
+            raise corrupt(f"record header key length {klen} does not fit the record", offset)
         try:
             key = str(data[p : p + klen], "utf-8")
         except UnicodeDecodeError as e:
@@ -271,7 +271,7 @@ def _read_headers(data: bytes, p: int, rend: int, offset: int) -> tuple[tuple[He
         p += klen
         vlen, p = decode_varint(data, p)
         if vlen < -1 or p + vlen > rend:
-            raise _corrupt(f"record header value length {vlen} does not fit the record", offset)
+            raise corrupt(f"record header value length {vlen} does not fit the record", offset)
         if vlen < 0:
             headers.append((key, None))
         else:
@@ -313,7 +313,7 @@ def _bytes_field(data: bytes, p: int, offset: int, what: str) -> tuple[Optional[
         return data[p : p + n], p + n
     if n == -1:
         return None, p
-    raise _corrupt(f"record {what} length {n} is invalid", offset)
+    raise corrupt(f"record {what} length {n} is invalid", offset)
 
 
 def _read_records(
@@ -326,7 +326,7 @@ def _read_records(
     count = batch.record_count
     base_offset = batch.base_offset
     if count < 0 or count * (_MIN_RECORD_BODY + 1) > end - p:
-        raise _corrupt(f"record count {count} does not fit the batch", base_offset)
+        raise corrupt(f"record count {count} does not fit the batch", base_offset)
     log_append = batch.attributes & _TIMESTAMP_TYPE_BIT
     ts_type = LOG_APPEND_TIME if log_append else CREATE_TIME
     base_ts = batch.base_timestamp
@@ -347,7 +347,7 @@ def _read_records(
             length, p = varint(data, p)
             rend = p + length
             if length < _MIN_RECORD_BODY or rend > end:
-                raise _corrupt(f"record length {length} does not fit the batch", base_offset)
+                raise corrupt(f"record length {length} does not fit the batch", base_offset)
             # After the unused attributes byte: the timestamp and offset deltas.
             delta, p = varint(data, p + 1, decode_varlong)
             offset, p = varint(data, p)
@@ -359,7 +359,7 @@ def _read_records(
             else:
                 headers, p = _read_headers(data, p, rend, offset)
             if p != rend:
-                raise _corrupt(f"record of {length} bytes does not end at its length", offset)
+                raise corrupt(f"record of {length} bytes does not end at its length", offset)
             if not keep:
                 seen.append((offset, key))
             elif offset >= min_offset:
@@ -367,9 +367,9 @@ def _read_records(
                 append(new((topic, partition, offset, key, value, ts, ts_type, headers)))
                 append_headers(headers)
     except IndexError as e:
-        raise _corrupt("record runs past the end of its batch", base_offset) from e
+        raise corrupt("record runs past the end of its batch", base_offset) from e
     if p != end:
-        raise _corrupt(f"{end - p} bytes after the last record of the batch", base_offset)
+        raise corrupt(f"{end - p} bytes after the last record of the batch", base_offset)
     return seen
 
 
@@ -380,12 +380,12 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
     if sink.check:
         computed = crc32c(mv[pos + _CRC_START : bend])
         if computed != batch.crc:
-            raise _corrupt(
+            raise corrupt(
                 f"record batch CRC mismatch: stored 0x{batch.crc:08x}, computed 0x{computed:08x}",
                 base_offset,
             )
     if batch.last_offset_delta < 0:
-        raise _corrupt(f"last offset delta {batch.last_offset_delta} is negative", base_offset)
+        raise corrupt(f"last offset delta {batch.last_offset_delta} is negative", base_offset)
     codec = batch.attributes & _CODEC_MASK
     start = pos + HEADER_SIZE
     before = len(sink.records)
@@ -393,7 +393,7 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
         # One budget for every compressed batch of the answer (and the old
         # wrappers among them): a per-call cap would let many batches, each
         # under it, decompress to any size together.
-        records = decompress_within(codec, mv[start:bend], base_offset, sink.budget)
+        records = decompress(codec, mv[start:bend], base_offset, sink.budget)
         seen = _read_records(sink, records, 0, len(records), batch)
     else:
         seen = _read_records(sink, data, start, bend, batch)
@@ -410,7 +410,7 @@ def _add_marker(sink: _Sink, batch: BatchHeader, first: tuple[int, Optional[byte
     """Record the marker of a control batch from its first record's key."""
     offset, key = first
     if key is None or len(key) < _CONTROL_KEY.size:
-        raise _corrupt("control record without a version and type key", offset)
+        raise corrupt("control record without a version and type key", offset)
     _, control_type = _CONTROL_KEY.unpack_from(key)
     sink.markers.append(
         ControlMarker(offset, batch.producer_id, batch.producer_epoch, control_type)
@@ -470,13 +470,7 @@ def decode_record_batches(
         ProtocolError: a header key that is not UTF-8, a bad varint.
         ConfigError: ``buf`` is not bytes-like.
     """
-    if type(buf) is bytes:
-        data = buf
-    else:
-        try:
-            data = bytes(buf)
-        except TypeError as e:
-            raise ConfigError(f"record batches must be bytes-like, not {type(buf).__name__}") from e
+    data = as_bytes(buf, "record batches")
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset,
                  bool(check_crcs), max_decoded)
     mv = memoryview(data)
@@ -489,7 +483,7 @@ def decode_record_batches(
             break
         base_offset, length = _OFFSET_LENGTH.unpack_from(data, pos)
         if length < _MIN_LEGACY_SIZE:
-            raise _corrupt(f"batch length {length} is below the minimum", base_offset)
+            raise corrupt(f"batch length {length} is below the minimum", base_offset)
         bend = pos + _LOG_OVERHEAD + length
         if bend > end:
             needed = _LOG_OVERHEAD + length
@@ -497,7 +491,7 @@ def decode_record_batches(
         magic = data[pos + 16]
         if magic == 2:
             if length < _MIN_BATCH_LENGTH:
-                raise _corrupt(f"batch length {length} is below the minimum", base_offset)
+                raise corrupt(f"batch length {length} is below the minimum", base_offset)
             next_offset = _decode_batch(sink, data, mv, pos, bend)
         elif magic < 2:
             next_offset = _decode_legacy(sink, data, pos, bend, magic) or next_offset
