@@ -27,7 +27,8 @@ doctest_default_flags = (
 # Fragments that continue a page's story take a cluster from here (see
 # docs/examples_env.py), in hidden blocks.
 doctest_global_setup = (
-    "from examples_env import brokers, kafka_cluster, run, tansu, topic_factory, zk_hosts"
+    "from examples_env import brokers, fault_proxy, kafka_cluster, kazoo_client, run, tansu, "
+    "topic_factory, zk_hosts, zookeeper"
 )
 doctest_global_cleanup = "import examples_env; examples_env.shutdown()"
 autodoc_typehints = "description"

@@ -19,15 +19,45 @@ _tansu: Any = None
 _names = itertools.count()
 
 
-def zookeeper_hosts() -> str:
-    """A real ZooKeeper (started once), as ``host:port``."""
+def zookeeper() -> Any:
+    """A real ZooKeeper server (started once per page): what kiel's pytest
+    fixture of that name gives."""
     global _zookeeper
     if _zookeeper is None:
         from kiel.testing.zookeeper import ZooKeeperServer
 
         _zookeeper = ZooKeeperServer()
         _zookeeper.start()
-    return str(_zookeeper.hosts)
+    return _zookeeper
+
+
+def zookeeper_hosts() -> str:
+    """The real ZooKeeper, as ``host:port``."""
+    return str(zookeeper().hosts)
+
+
+_proxies: list = []
+_kazoo: list = []
+
+
+def fault_proxy(target: Any, **options: Any) -> Any:
+    """A started fault proxy in front of ``target`` (kiel's ``fault_proxy`` fixture)."""
+    from kiel.testing.faults import FaultProxy
+
+    proxy = FaultProxy(target, **options)
+    proxy.start()
+    _proxies.append(proxy)
+    return proxy
+
+
+def kazoo_client() -> Any:
+    """A kazoo client connected to :func:`zookeeper` (kiel's ``kazoo_client`` fixture)."""
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zookeeper().hosts, timeout=10.0)
+    client.start(timeout=15.0)
+    _kazoo.append(client)
+    return client
 
 
 def kafka_cluster() -> EmbeddedCluster:
@@ -77,6 +107,12 @@ def run(coro: Coroutine[Any, Any, Any], timeout: float = 60.0) -> Any:
 def shutdown() -> None:
     """Stop what a page started (the doctest builder calls it after each page)."""
     global _cluster, _zookeeper, _tansu
+    while _kazoo:
+        client = _kazoo.pop()
+        client.stop()
+        client.close()
+    while _proxies:
+        _proxies.pop().stop()
     if _tansu is not None:
         _tansu.close()
         _tansu = None
