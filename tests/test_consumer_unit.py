@@ -18,10 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kiel.consumer.decoder as decoder_module
+from kiel._aio import Wakeup
 from kiel.cluster import Cluster
 from kiel.consumer import BEGINNING, END, SingleConsumer
 from kiel.consumer.commits import Held
 from kiel.consumer.decoder import Decoder
+from kiel.consumer.fetcher import Fetcher
 from kiel.consumer.offsets import GroupOffsets, commit_answers, fetch_answers
 from kiel.consumer.positions import check_offset, lag_of, to_timestamp
 from kiel.consumer.subscription import PartitionState, Status, Subscription
@@ -636,3 +638,22 @@ def test_background_errors_kept_for_the_application_are_bounded() -> None:
     consumer._raise_pending()  # nothing left: no error
     # The newest are kept, in the order they happened.
     assert raised == list(range(5, MAX_PENDING_ERRORS + 5))
+
+
+def test_a_paused_partitions_records_do_not_starve_the_others():
+    """Records kept for a paused partition cannot be handed out, so they do
+    not count against a round's decode budget: with ``max_records=1`` and a
+    paused partition holding more, another partition's raw answer was never
+    decoded and its records never came (found by tests/test_cli.py's
+    describe-vs-lag() test)."""
+    subscription = Subscription(1 << 20)
+    other = TopicPartition("t", 1)
+    subscription.assign(TP, 0)
+    subscription.assign(other, 0)
+    subscription.state(TP).buffer = [_record(0), _record(1)]
+    subscription.pause(TP)
+    Decoder.received(subscription.state(other), log_of([(None, b"v")] * 3))
+    assert subscription.buffered({TP, other}) == 0
+    fetcher = Fetcher(Cluster("127.0.0.1:1"), subscription, make()[0], Wakeup())
+    asyncio.run(fetcher._decode_wanted(None, 1))
+    assert [r.offset for r in subscription.drain({TP, other}, 1)[other]] == [0]

@@ -367,9 +367,19 @@ class Subscription:
         ]
 
     def buffered(self, wanted: Iterable[TopicPartition]) -> int:
-        """Decoded records not handed out yet, in the assigned partitions of ``wanted``."""
+        """Decoded records ready to hand out: in the fetching partitions of ``wanted``.
+
+        A paused partition's records are kept but not counted: they cannot
+        be handed out, so they must not fill a round's decode budget (the
+        other partitions' answers would then never be decoded).
+        """
         parts = self._parts
-        return sum(len(st.buffer) for st in (parts.get(tp) for tp in wanted) if st is not None)
+        fetching = Status.FETCHING
+        return sum(
+            len(st.buffer)
+            for st in (parts.get(tp) for tp in wanted)
+            if st is not None and st.status is fetching
+        )
 
     def held(self) -> tuple[int, int]:
         """What the consumer holds: ``(raw bytes, decoded records)``, all partitions."""
