@@ -35,6 +35,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from proc_cpu import cpu_seconds
+
 from kiel.consumer import SingleConsumer
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
 from kiel.protocol.messages import encode_message_set
@@ -233,17 +235,6 @@ def fill_tansu(bootstrap: str, partitions: int, messages: int) -> None:
     asyncio.run(run())
 
 
-def _cpu_seconds(pid: Optional[int]) -> float:
-    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
-    if pid is None:
-        return 0.0
-    import os
-
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main_tansu(args: argparse.Namespace) -> None:
     from kiel.testing.tansu import TansuBroker
 
@@ -263,13 +254,14 @@ def main_tansu(args: argparse.Namespace) -> None:
             "aiokafka": lambda: bench_aiokafka(broker.bootstrap, args.partitions, total),
         }
         results: Dict[str, Tuple[Optional[float], float, float]] = {}
+        skip = {"confluent-kafka" if n == "confluent" else n for n in args.skip}
         for name, run in runs.items():
-            if name in args.skip:
+            if name in skip:
                 continue
-            cpu, started = _cpu_seconds(broker.pid), time.perf_counter()
+            cpu, started = cpu_seconds(broker.pid), time.perf_counter()
             rate = run()
             wall = time.perf_counter() - started
-            results[name] = (rate, _cpu_seconds(broker.pid) - cpu, wall)
+            results[name] = (rate, cpu_seconds(broker.pid) - cpu, wall)
     kiel_rate = results["kiel"][0] or 0.0
     print()
     print(f"{'client':<16} {'msgs/s':>12} {'MB/s':>8} {'kiel / it':>10} {'broker CPU':>11}")

@@ -46,6 +46,8 @@ import traceback
 import uuid
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from proc_cpu import cpu_seconds
+
 from kiel.producer import Producer
 from kiel.testing.broker import ClusterProcess
 
@@ -269,17 +271,6 @@ CLIENTS: Dict[str, Callable[..., float]] = {
 }
 
 
-def _cpu_seconds(pid: Optional[int]) -> float:
-    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
-    if pid is None:
-        return 0.0
-    import os
-
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", "-n", type=int, default=1_000_000)
@@ -319,7 +310,7 @@ def main() -> None:
             cluster.create_topic(topic, PARTITIONS)
             cpu = time.process_time()
             broker_pid = cluster.pid if MODERN else None
-            broker_cpu = _cpu_seconds(broker_pid)
+            broker_cpu = cpu_seconds(broker_pid)
             try:
                 elapsed = bench(cluster.bootstrap, topic, n, args.compression, args.profile)
             except ImportError as e:
@@ -331,7 +322,7 @@ def main() -> None:
                 continue
             cpu = time.process_time() - cpu
             results[name] = n / elapsed
-            broker = (f", broker CPU {100 * (_cpu_seconds(broker_pid) - broker_cpu) / elapsed:.0f}%"
+            broker = (f", broker CPU {100 * (cpu_seconds(broker_pid) - broker_cpu) / elapsed:.0f}%"
                       if MODERN else "")
             print(f"  {name:<14} {n / elapsed:>12,.0f} msgs/s  ({elapsed:.2f} s, "
                   f"client CPU {cpu:.2f} s{broker})")

@@ -9,10 +9,10 @@ One home for those, so :mod:`kiel.protocol.messages` and
 """
 import struct
 import zlib
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 import kiel.compression as _compression
-from kiel.exc import ConfigError, CorruptMessageError, KielError
+from kiel.exc import ConfigError, CorruptMessageError, KielError, LocalProtocolError
 
 __all__ = [
     "Buffer",
@@ -28,6 +28,7 @@ __all__ = [
     "TIMESTAMP_TYPE_BIT",
     "DEFAULT_MAX_DECODED",
     "as_bytes",
+    "as_pair",
     "corrupt",
     "decompress",
 ]
@@ -113,3 +114,18 @@ def decompress(
                       offset) from e
     budget[0] -= len(inner)
     return inner if type(inner) is bytes else bytes(inner)
+
+
+def as_pair(item: Any, what: str) -> tuple[Any, Any]:
+    """``item`` as ``(key, value)``, for the encoders.
+
+    Raises:
+        LocalProtocolError: it is not a pair.
+    """
+    try:
+        key, value = item
+    except (TypeError, ValueError) as e:
+        raise LocalProtocolError(
+            f"{what} must be a (key, value) pair, not {type(item).__name__}: {item!r:.80}"
+        ) from e
+    return key, value

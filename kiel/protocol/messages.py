@@ -53,6 +53,7 @@ from kiel.protocol.log_format import (
     TIMESTAMP_TYPE_BIT,
     Buffer,
     as_bytes,
+    as_pair,
     corrupt,
     decompress,
 )
@@ -589,13 +590,7 @@ def _check_bytes(item: Any, what: str) -> Optional[bytes]:
 def _as_pair(m: Any) -> tuple[Any, Any]:
     if isinstance(m, Record):
         return m.key, m.value
-    try:
-        key, value = m
-    except (TypeError, ValueError) as e:
-        raise LocalProtocolError(
-            f"messages must be (key, value) pairs or Records, not {type(m).__name__}"
-        ) from e
-    return key, value
+    return as_pair(m, "a message (or a Record)")
 
 
 def _codec_for(codec: Union[int, _compression.Codec, None],

@@ -83,6 +83,7 @@ from kiel.protocol.log_format import (
     TIMESTAMP_TYPE_BIT,
     Buffer,
     as_bytes,
+    as_pair,
     corrupt,
     decompress,
 )
@@ -547,21 +548,6 @@ def _length_prefixed(data: Any, what: str) -> bytes:
     return (_SMALL_VARINTS[n] if n < 8192 else encode_varint(n)) + data
 
 
-
-def _pair(item: Any, what: str) -> tuple[Any, Any]:
-    """``item`` as ``(key, value)``.
-
-    Raises:
-        LocalProtocolError: it is not a pair.
-    """
-    try:
-        key, value = item
-    except (TypeError, ValueError) as e:
-        raise LocalProtocolError(
-            f"{what} must be a (key, value) pair, not {type(item).__name__}: {item!r:.80}"
-        ) from e
-    return key, value
-
 def _encode_headers(headers: Sequence[Header]) -> bytes:
     try:
         items = list(headers)
@@ -569,7 +555,7 @@ def _encode_headers(headers: Sequence[Header]) -> bytes:
         raise LocalProtocolError(f"record headers must be (key, value) pairs: {e}") from e
     parts = [encode_varint(len(items))]
     for item in items:
-        key, value = _pair(item, "a record header")
+        key, value = as_pair(item, "a record header")
         if not isinstance(key, str):
             raise LocalProtocolError(f"record header keys must be str, not {type(key).__name__}")
         try:
@@ -757,6 +743,6 @@ def encode_record_batch(
             append(item.key, item.value,
                    timestamp=now if item.timestamp is None else item.timestamp)
             continue
-        key, value = _pair(item, "a record (or a Record)")
+        key, value = as_pair(item, "a record (or a Record)")
         append(key, value, timestamp=now)
     return builder.build()
