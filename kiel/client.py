@@ -21,7 +21,13 @@ class Client:
         retry_backoff: first retry delay (s); doubles up to ``max_backoff``.
         max_backoff: largest retry delay (s).
         retries: retriable failures are retried this many times, then raised.
-        ssl_options: an ``ssl.SSLContext`` to connect with TLS.
+        ssl_context: an ``ssl.SSLContext`` to connect with TLS; its
+            ``check_hostname`` and ``verify_mode`` decide what is checked.
+        ssl_options: the deprecated name of ``ssl_context`` (warns).
+        sasl_mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"`` or
+            ``"SCRAM-SHA-512"``: authenticate every connection with SASL.
+        sasl_username: the SASL user name.
+        sasl_password: the SASL password (never logged, not in ``repr()``).
         max_frame_size: the largest response accepted from a broker (bytes);
             a consumer's ``max_fetch_size`` must fit in it.
         api_version: ``"auto"`` (default): ask each broker which protocol
@@ -46,6 +52,10 @@ class Client:
         max_backoff: float = 5.0,
         retries: int = 5,
         ssl_options: Any = None,
+        ssl_context: Any = None,
+        sasl_mechanism: Optional[str] = None,
+        sasl_username: Optional[str] = None,
+        sasl_password: Optional[str] = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         api_version: Any = "auto",
     ) -> None:
@@ -59,6 +69,10 @@ class Client:
             max_backoff=max_backoff,
             retries=retries,
             ssl_options=ssl_options,
+            ssl_context=ssl_context,
+            sasl_mechanism=sasl_mechanism,
+            sasl_username=sasl_username,
+            sasl_password=sasl_password,
             max_frame_size=max_frame_size,
             api_version=api_version,
         )
