@@ -42,7 +42,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import pytest
 
 from kiel.cluster import Cluster
-from kiel.consumer import BEGINNING, SingleConsumer
+from kiel.consumer import BEGINNING, GroupedConsumer, SingleConsumer
 from kiel.exc import (
     AuthenticationError,
     BrokerError,
@@ -284,6 +284,22 @@ def test_ssl_context_setting() -> None:
         Cluster("h:1", ssl_context=context, ssl_options=context)
     with pytest.warns(DeprecationWarning, match="ssl_options"):
         assert Cluster("h:1", ssl_options=context).ssl_options is context
+
+
+def test_every_client_takes_the_security_options() -> None:
+    context = ssl.create_default_context()
+    options: Dict[str, Any] = dict(ssl_context=context, sasl_mechanism="SCRAM-SHA-256",
+                                   sasl_username="alice", sasl_password="hunter2")
+    clients = [Producer("h:1", **options), SingleConsumer("h:1", **options),
+               GroupedConsumer("h:1", "group", "zk:2181", topics=["t"], **options)]
+    for client in clients:
+        cluster = client.cluster
+        assert cluster.ssl_options is context
+        assert cluster.sasl is not None and cluster.sasl.mechanism == "SCRAM-SHA-256"
+        connection = cluster._new_connection("h", 1, None)
+        assert connection.sasl is cluster.sasl and connection.ssl_options is context
+        for text in (repr(client), repr(cluster), repr(connection), repr(cluster.sasl)):
+            assert "hunter2" not in text
 
 
 # --------------------------------------------------------------------------
