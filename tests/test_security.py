@@ -568,6 +568,8 @@ def test_produce_and_consume_with_sasl(mechanism: str, fronted_tansu: Any) -> No
         assert keys[:start] in ([18], []), keys
         assert keys[start + 1:start + 1 + len(rounds)] == rounds, keys
         assert not {17, 18, 36} & set(keys[start + 1 + len(rounds):]), keys
+    # A client's second connection knows the versions already, and still authenticates.
+    assert any(keys[0] == 17 for keys in front.connections), front.connections
 
 
 def test_sasl_and_tls_together(certificates: Dict[str, Path], fronted_tansu: Any) -> None:
@@ -689,6 +691,20 @@ def test_tansu_scram_refuses_an_unknown_user(tansu_with_authentication: TansuBro
         run(connect(), timeout=60)
     assert info.value.port == tansu_with_authentication.port
     assert time.monotonic() - started < 30  # a refusal, not the request timeout
+
+
+def test_tansu_hangs_up_on_plain(tansu_with_authentication: TansuBroker) -> None:
+    # Tansu 0.6.0 does not enable PLAIN and closes the connection instead of
+    # answering UNSUPPORTED_SASL_MECHANISM (33): a closed connection is
+    # retriable, so the client tries its retries, then says where it failed.
+    async def connect() -> None:
+        async with Producer(tansu_with_authentication.bootstrap, sasl_mechanism="PLAIN",
+                            sasl_username="alice", sasl_password="anything", retries=1,
+                            retry_backoff=0.01):
+            pass
+
+    with pytest.raises(NoBrokersError, match="closed the connection during SaslHandshake"):
+        run(connect(), timeout=60)
 
 
 def test_tansu_requires_authentication(tansu_with_authentication: TansuBroker) -> None:
