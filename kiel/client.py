@@ -4,7 +4,6 @@ from collections.abc import Sequence
 from typing import Any, Optional, TypeVar, Union
 
 from kiel.cluster import Cluster
-from kiel.exc import ConfigError
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 
 C = TypeVar("C", bound="Client")
@@ -24,12 +23,13 @@ class Client:
         retry_backoff: first retry delay (s); doubles up to ``max_backoff``.
         max_backoff: largest retry delay (s).
         retries: retriable failures are retried this many times, then raised.
-        ssl_context: an :class:`ssl.SSLContext` to connect to the brokers with
-            TLS (its verification settings apply: a context from
-            :func:`ssl.create_default_context` checks the broker's
-            certificate and host name).
-        ssl_options: the same, under its kiel 1.0 development name (or
-            Tornado's dict form); give one of the two.
+        ssl_context: an ``ssl.SSLContext`` to connect with TLS; its
+            ``check_hostname`` and ``verify_mode`` decide what is checked.
+        ssl_options: the deprecated name of ``ssl_context`` (warns).
+        sasl_mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"`` or
+            ``"SCRAM-SHA-512"``: authenticate every connection with SASL.
+        sasl_username: the SASL user name.
+        sasl_password: the SASL password (never logged, not in ``repr()``).
         max_frame_size: the largest response accepted from a broker (bytes);
             a consumer's ``max_fetch_size`` must fit in it.
         api_version: ``"auto"`` (default): ask each broker which protocol
@@ -55,13 +55,12 @@ class Client:
         retries: int = 5,
         ssl_context: Optional[ssl.SSLContext] = None,
         ssl_options: Any = None,
+        sasl_mechanism: Optional[str] = None,
+        sasl_username: Optional[str] = None,
+        sasl_password: Optional[str] = None,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         api_version: Any = "auto",
     ) -> None:
-        if ssl_context is not None and ssl_options is not None:
-            raise ConfigError("give ssl_context or ssl_options, not both")
-        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
-            raise ConfigError(f"ssl_context must be an ssl.SSLContext, got {ssl_context!r}")
         self.cluster = Cluster(
             brokers,
             client_id=client_id,
@@ -71,7 +70,11 @@ class Client:
             retry_backoff=retry_backoff,
             max_backoff=max_backoff,
             retries=retries,
-            ssl_options=ssl_context if ssl_context is not None else ssl_options,
+            ssl_options=ssl_options,
+            ssl_context=ssl_context,
+            sasl_mechanism=sasl_mechanism,
+            sasl_username=sasl_username,
+            sasl_password=sasl_password,
             max_frame_size=max_frame_size,
             api_version=api_version,
         )

@@ -31,7 +31,7 @@ from typing import (
 from tornado.ioloop import IOLoop
 
 from kiel._aio import Tasks, Wakeup
-from kiel.connection import Connection
+from kiel.connection import Connection, tls_context
 from kiel.exc import (
     ClientClosedError,
     ConfigError,
@@ -61,6 +61,7 @@ from kiel.protocol.versions import (
     for_broker_version,
 )
 from kiel.retry import Attempt, Backoff, attempts
+from kiel.sasl import sasl_credentials
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,12 @@ class Cluster:
     Args:
         brokers: bootstrap list (see :func:`parse_brokers`).
         client_id: sent in request headers.
-        ssl_options: an ``ssl.SSLContext`` for TLS connections.
+        ssl_options: deprecated name of ``ssl_context`` (warns).
+        ssl_context: an ``ssl.SSLContext`` for TLS connections.
+        sasl_mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``
+            to authenticate every connection (:mod:`kiel.sasl`).
+        sasl_username: the SASL user.
+        sasl_password: the SASL password (never logged or shown).
         connect_timeout: seconds per connection attempt.
         request_timeout: default seconds per request.
         max_in_flight: pipelined requests per connection.
@@ -162,6 +168,10 @@ class Cluster:
         *,
         client_id: str = "kiel",
         ssl_options: Any = None,
+        ssl_context: Any = None,
+        sasl_mechanism: Optional[str] = None,
+        sasl_username: Optional[str] = None,
+        sasl_password: Optional[str] = None,
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         max_in_flight: int = 64,
@@ -192,7 +202,8 @@ class Cluster:
             raise ConfigError(f"max_in_flight must be >= 1, got {max_in_flight}")
         if not isinstance(max_frame_size, int) or max_frame_size < 1024:
             raise ConfigError(f"max_frame_size must be an int >= 1024, got {max_frame_size!r}")
-        self.client_id, self.ssl_options = client_id, ssl_options
+        self.client_id, self.ssl_options = client_id, tls_context(ssl_context, ssl_options)
+        self.sasl = sasl_credentials(sasl_mechanism, sasl_username, sasl_password)
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.max_in_flight, self.max_frame_size = max_in_flight, max_frame_size
         self.metadata_max_age = metadata_max_age
@@ -229,6 +240,7 @@ class Cluster:
             versions=self.pinned_versions,
             known_versions=self.known_versions,
             metrics=self.request_metrics,
+            sasl=self.sasl,
         )
 
     @property

@@ -18,13 +18,28 @@ v0. A Kafka 0.8 or 0.9 broker closes the connection instead of answering:
 the connection then connects again and speaks the 0.8.2 versions
 (:data:`kiel.protocol.versions.LEGACY`). Either way the result is
 remembered per address, so a reconnect never asks again.
+
+TLS is Tornado's: the :class:`ssl.SSLContext` wraps the socket while
+connecting, and checks the broker's certificate and host name as the context
+says. A handshake that fails raises :class:`~kiel.exc.TlsError` (not
+retriable: the same context fails again).
+
+SASL follows the versions, on every new connection and before any other
+request (as Kafka's clients do): SaslHandshake v1 names the mechanism, then
+SaslAuthenticate carries the messages of :mod:`kiel.sasl`'s state machine
+until it is done. A refusal raises :class:`~kiel.exc.AuthenticationError`
+(not retriable); a broker without SaslHandshake v1 (Kafka 0.8 to 0.11)
+raises :class:`~kiel.exc.UnsupportedFeatureError`. The password and the
+SCRAM proof are never logged.
 """
 
 import asyncio
 import enum
 import logging
 import socket
+import ssl
 import time
+import warnings
 from collections.abc import MutableMapping
 from typing import Any, Optional, Union
 
@@ -36,22 +51,59 @@ from tornado.tcpclient import TCPClient
 
 from kiel._aio import Tasks
 from kiel.exc import (
+    ConfigError,
     ConnectionClosedError,
     ConnectTimeoutError,
     KielConnectionError,
     KielError,
     ProtocolError,
     RequestTimeoutError,
+    TlsError,
+    UnsupportedFeatureError,
     for_code,
 )
 from kiel.metrics import RequestCounters
 from kiel.protocol.api_versions import ApiVersionsRequestV0, version_ranges
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE, ClientFraming
+from kiel.protocol.sasl import (
+    SASL_AUTHENTICATE_KEY,
+    SASL_HANDSHAKE_KEY,
+    SaslHandshakeRequestV1,
+    sasl_authenticate_request,
+)
 from kiel.protocol.versions import LEGACY, Versions, negotiate
+from kiel.sasl import SaslCredentials
 
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 256 * 1024
+
+
+def tls_context(ssl_context: Optional[ssl.SSLContext], ssl_options: Any = None) -> Any:
+    """The TLS setting of a client: ``ssl_context``, or the deprecated ``ssl_options``.
+
+    Args:
+        ssl_context: an :class:`ssl.SSLContext`, or ``None`` for plain TCP.
+        ssl_options: the older name (an ``SSLContext`` or Tornado's dict
+            form); warns with :class:`DeprecationWarning`.
+
+    Returns:
+        what the connections hand to Tornado, or ``None``.
+
+    Raises:
+        ConfigError: both given, or an ``ssl_context`` that is not an
+            ``ssl.SSLContext``.
+    """
+    if ssl_options is not None:
+        if ssl_context is not None:
+            raise ConfigError("give ssl_context or ssl_options (deprecated), not both")
+        warnings.warn("ssl_options is deprecated: pass ssl_context=ssl.SSLContext(...)",
+                      DeprecationWarning, stacklevel=4)
+        return ssl_options
+    if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+        raise ConfigError(
+            f"ssl_context must be an ssl.SSLContext, got {type(ssl_context).__name__}")
+    return ssl_context
 
 
 def _retrieve(future: "asyncio.Future[Any]") -> None:
@@ -96,7 +148,10 @@ class Connection:
         request_timeout: default seconds to wait for a response.
         max_in_flight: requests sent and not yet answered, at most; further
             :meth:`send` calls wait for a slot.
-        ssl_options: an ``ssl.SSLContext`` (or Tornado's dict form) to use TLS.
+        ssl_options: an ``ssl.SSLContext`` (or Tornado's dict form) to use TLS
+            (see :func:`tls_context`).
+        sasl: the SASL mechanism and credentials to authenticate every new
+            connection with; ``None``: no SASL.
         max_frame_size: largest response accepted.
         versions: the API versions to speak (a pinned ``api_version``);
             ``None`` negotiates them while connecting.
@@ -121,6 +176,7 @@ class Connection:
         versions: Optional[Versions] = None,
         known_versions: Optional[MutableMapping[tuple[str, int], Versions]] = None,
         metrics: Optional[RequestCounters] = None,
+        sasl: Optional[SaslCredentials] = None,
     ) -> None:
         self.host, self.port, self.broker_id = host, port, broker_id
         self.metrics = metrics
@@ -132,6 +188,7 @@ class Connection:
         self.probed = False
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.ssl_options = ssl_options
+        self.sasl = sasl
         self._framing = ClientFraming(client_id, max_frame_size=max_frame_size)
         self._stream: Optional[IOStream] = None
         # The stream being negotiated on, before it becomes ``_stream``.
@@ -190,6 +247,8 @@ class Connection:
                 self.versions = known
             else:
                 stream = await self._negotiate(stream)
+        if self.sasl is not None and not self._closed:
+            await self._authenticate(stream, self.sasl)
         if self._closed:  # closed while connecting
             stream.close()
             raise self._close_error or ConnectionClosedError("connection closed", **self._context())
@@ -222,6 +281,15 @@ class Connection:
             raise err from e
         except (OSError, StreamClosedError) as e:
             real = getattr(e, "real_error", None) or e
+            if isinstance(real, ssl.SSLError) and not isinstance(
+                real, (ssl.SSLEOFError, ssl.SSLZeroReturnError)
+            ):
+                # A peer that hangs up mid-handshake may be restarting (the
+                # retriable error below); anything else fails the same way again.
+                err = TlsError(f"TLS handshake failed: {real}",
+                               reason=CloseReason.CONNECT_FAILED.value, **self._context())
+                self._fail(CloseReason.CONNECT_FAILED, err)
+                raise err from e
             err = KielConnectionError(
                 f"cannot connect: {real}",
                 reason=CloseReason.CONNECT_FAILED.value,
@@ -301,7 +369,26 @@ class Connection:
             BrokerError: an error code and no ranges.
         """
         framing = ClientFraming(self.client_id, max_frame_size=self.max_frame_size)
-        _, frame, _ = framing.send_request(ApiVersionsRequestV0())
+        response = await self._round_trip(stream, framing, ApiVersionsRequestV0())
+        if response is None:
+            return None
+        error = for_code(response.error_code)
+        # UNSUPPORTED_VERSION (35) still lists the ranges (KIP-511).
+        if error is not None and not response.api_keys:
+            raise error(errno=response.error_code, api="ApiVersions", **self._context())
+        return version_ranges(response)
+
+    @staticmethod
+    async def _round_trip(stream: IOStream, framing: ClientFraming, request: Any) -> Any:
+        """One request answered on ``stream`` before the reader starts.
+
+        Returns:
+            the response, or ``None`` if the broker closed the connection.
+
+        Raises:
+            ProtocolError: the answer did not parse, or more bytes came.
+        """
+        _, frame, _ = framing.send_request(request)
         try:
             await stream.write(frame)
             while True:
@@ -311,14 +398,84 @@ class Connection:
                     break
         except StreamClosedError:
             return None
-        response = answers[0][1]
         if len(answers) > 1 or framing.buffered:
-            raise ProtocolError("bytes after the ApiVersions answer, unasked for")
-        error = for_code(response.error_code)
-        # UNSUPPORTED_VERSION (35) still lists the ranges (KIP-511).
-        if error is not None and not response.api_keys:
-            raise error(errno=response.error_code, api="ApiVersions", **self._context())
-        return version_ranges(response)
+            raise ProtocolError(f"bytes after the {type(answers[0][1]).__name__}, unasked for")
+        return answers[0][1]
+
+    async def _authenticate(self, stream: IOStream, sasl: SaslCredentials) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done.
+
+        Strategy: like :meth:`_negotiate`, the exchange runs on its own
+        framing object before the reader starts, bounded as a whole by
+        ``request_timeout``. Any failure closes the connection: a
+        half-authenticated stream is never used.
+
+        Raises:
+            UnsupportedFeatureError: the broker has no SaslHandshake v1 and
+                SaslAuthenticate (Kafka 0.8 to 0.11, or the embedded broker).
+            AuthenticationError: refused (a wrong password, a mechanism the
+                broker does not enable) or the server failed SCRAM's check.
+            RequestTimeoutError: the exchange took longer than ``request_timeout``.
+            KielConnectionError: the broker closed the connection meanwhile.
+        """
+        assert self.versions is not None  # negotiated, remembered or pinned first
+        handshake = self.versions.get(SASL_HANDSHAKE_KEY)
+        version = self.versions.get(SASL_AUTHENTICATE_KEY)
+        self._opening = stream  # close() closes it too
+        try:
+            if handshake is None or handshake < 1 or version is None:
+                raise UnsupportedFeatureError(
+                    f"SASL {sasl.mechanism} needs SaslHandshake v1 and SaslAuthenticate "
+                    f"(Kafka 1.0 or later); the broker's versions ({self.versions.source}) "
+                    "have none", api="SaslHandshake")
+            await asyncio.wait_for(self._sasl_exchange(stream, sasl, version),
+                                   self.request_timeout)
+        except asyncio.TimeoutError as e:
+            stream.close()
+            err: KielError = RequestTimeoutError(
+                f"SASL {sasl.mechanism} not done within {self.request_timeout}s",
+                api="SaslAuthenticate", **self._context())
+            self._fail(CloseReason.REQUEST_TIMEOUT, err)
+            raise err from e
+        except KielError as e:
+            stream.close()
+            e.with_context(**self._context())
+            self._fail(CloseReason.CONNECT_FAILED, e)
+            raise
+        finally:
+            self._opening = None
+
+    async def _sasl_exchange(self, stream: IOStream, sasl: SaslCredentials,
+                             version: int) -> None:
+        framing = ClientFraming(self.client_id, max_frame_size=self.max_frame_size)
+        answer = await self._round_trip(stream, framing, SaslHandshakeRequestV1(sasl.mechanism))
+        if answer is None:
+            raise self._closed_during("SaslHandshake")
+        error = for_code(answer.error_code)
+        if error is not None:
+            raise error(f"the broker enables SASL {list(answer.mechanisms)}, "
+                        f"not {sasl.mechanism}", errno=answer.error_code, api="SaslHandshake")
+        mechanism = sasl.client()
+        message: Optional[bytes] = mechanism.first()
+        loop = asyncio.get_running_loop()
+        while message is not None:
+            reply = await self._round_trip(stream, framing,
+                                           sasl_authenticate_request(version, message))
+            if reply is None:
+                raise self._closed_during("SaslAuthenticate")
+            error = for_code(reply.error_code)
+            if error is not None:
+                raise error(f"SASL {sasl.mechanism} refused for user {sasl.username!r}: "
+                            f"{reply.error_message or 'no reason given'}",
+                            errno=reply.error_code, api="SaslAuthenticate")
+            # SCRAM's PBKDF2 takes milliseconds of CPU: off the event loop.
+            message = await loop.run_in_executor(None, mechanism.step, bytes(reply.auth_bytes))
+        log.debug("%r authenticated with SASL %s", self, sasl.mechanism)
+
+    def _closed_during(self, api: str) -> KielError:
+        return ConnectionClosedError(f"the broker closed the connection during {api}",
+                                     reason=CloseReason.CONNECTION_BROKEN.value, api=api,
+                                     **self._context())
 
     async def send(self, request: Any, timeout: Optional[float] = None) -> Any:
         """Send ``request`` and await its response (counted in :attr:`metrics`).

@@ -184,6 +184,28 @@ class ConnectTimeoutError(KielConnectionError):
     """Connecting to a broker took longer than the connect timeout."""
 
 
+class TlsError(KielConnectionError):
+    """The TLS handshake with a broker failed: a certificate the context does not
+    trust, a host name that does not match, no common protocol version, or a
+    broker that does not speak TLS.
+
+    Not retriable: the same context fails the same way again. The message
+    carries the SSL library's reason (the ``ssl.SSLError`` is the cause).
+    """
+
+    retriable = False
+    invalid_metadata = False
+
+
+class AuthenticationError(KielError):
+    """SASL authentication failed: a wrong user name or password, a mechanism
+    the broker does not enable, or a server that could not prove it knows the
+    password (SCRAM's server signature). Not retriable.
+
+    The message never contains the password or a proof.
+    """
+
+
 class RequestTimeoutError(_Transient, KielError):
     """A broker did not answer a request within its timeout."""
 
@@ -276,11 +298,12 @@ _BY_CODE: dict[int, type[BrokerError]] = {}
 
 
 def _register(
-    code: int, name: str, doc: str, retriable: bool = False, invalid_metadata: bool = False
+    code: int, name: str, doc: str, retriable: bool = False, invalid_metadata: bool = False,
+    also: Optional[type[KielError]] = None,
 ) -> type[BrokerError]:
     cls = type(
         name,
-        (BrokerError,),
+        (BrokerError,) if also is None else (BrokerError, also),
         {
             "__doc__": doc,
             "__module__": __name__,
@@ -314,6 +337,12 @@ InvalidTopicError = _register(17, "InvalidTopicError", "The topic name is invali
 MessageSetSizeTooLargeError = _register(18, "MessageSetSizeTooLargeError", "The message set is larger than the broker's segment size.")
 NotEnoughReplicasError = _register(19, "NotEnoughReplicasError", "Fewer in-sync replicas than required.", retriable=True)
 NotEnoughReplicasAfterAppendError = _register(20, "NotEnoughReplicasAfterAppendError", "Written, but fewer in-sync replicas than required.", retriable=True)
+
+# Codes of newer brokers, registered where kiel acts on them: SASL failures
+# are authentication errors too (``except AuthenticationError`` catches them).
+UnsupportedSaslMechanismError = _register(33, "UnsupportedSaslMechanismError", "The broker does not enable the SASL mechanism asked for.", also=AuthenticationError)
+IllegalSaslStateError = _register(34, "IllegalSaslStateError", "A SASL request came out of order (the broker's view of the exchange differs).", also=AuthenticationError)
+SaslAuthenticationFailedError = _register(58, "SaslAuthenticationFailedError", "SASL authentication failed: a wrong user name or password.", also=AuthenticationError)
 
 
 def for_code(code: int) -> Optional[type[BrokerError]]:

@@ -1,6 +1,7 @@
 """Byte-for-byte conformance of kiel.protocol with kafka-python: the seven v0 APIs,
 ApiVersions, and the newer versions kiel negotiates (Produce v3, Fetch v4,
-ListOffsets v1, Metadata v1, OffsetCommit v2, OffsetFetch v1, FindCoordinator v1).
+ListOffsets v1, Metadata v1, OffsetCommit v2, OffsetFetch v1, FindCoordinator v1),
+and SaslHandshake/SaslAuthenticate v0 and v1 (``kafka.protocol.old.sasl_*``).
 
 For every request and response kiel speaks, the same values must encode to
 the same bytes as kafka-python's ``.encode()``, and kafka-python's bytes must
@@ -85,6 +86,14 @@ from kafka.protocol.old.metadata import MetadataRequest as KpMetadataRequest
 from kafka.protocol.old.metadata import MetadataResponse as KpMetadataResponse
 from kafka.protocol.old.produce import ProduceRequest as KpProduceRequest
 from kafka.protocol.old.produce import ProduceResponse as KpProduceResponse
+from kafka.protocol.old.sasl_authenticate import (
+    SaslAuthenticateRequest as KpSaslAuthenticateRequest,
+)
+from kafka.protocol.old.sasl_authenticate import (
+    SaslAuthenticateResponse as KpSaslAuthenticateResponse,
+)
+from kafka.protocol.old.sasl_handshake import SaslHandshakeRequest as KpSaslHandshakeRequest
+from kafka.protocol.old.sasl_handshake import SaslHandshakeResponse as KpSaslHandshakeResponse
 from kafka.protocol.old.struct import Struct as KpStruct
 from kafka.protocol.old.types import Array as KpArray
 from kafka.protocol.old.types import Schema as KpSchema
@@ -169,6 +178,16 @@ from kiel.protocol import (
 from kiel.protocol.api import BY_REQUEST, BY_RESPONSE
 from kiel.protocol.framing import ClientFraming, ServerFraming
 from kiel.protocol.primitives import Array
+from kiel.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateRequestV1,
+    SaslAuthenticateResponse,
+    SaslAuthenticateResponseV1,
+    SaslHandshakeRequest,
+    SaslHandshakeRequestV1,
+    SaslHandshakeResponse,
+    SaslHandshakeResponseV1,
+)
 from kiel.protocol.schema import StructType, decode, encode, struct_type
 from tests.protocol_strategies import ALL_APIS, for_struct
 
@@ -210,6 +229,14 @@ KP_CLASS: Dict[type, Any] = {
     OffsetFetchResponseV1: KpOffsetFetchResponse[1],
     FindCoordinatorRequestV1: KpFindCoordinatorRequest[1],
     FindCoordinatorResponseV1: KpFindCoordinatorResponse[1],
+    SaslHandshakeRequest: KpSaslHandshakeRequest[0],
+    SaslHandshakeRequestV1: KpSaslHandshakeRequest[1],
+    SaslHandshakeResponse: KpSaslHandshakeResponse[0],
+    SaslHandshakeResponseV1: KpSaslHandshakeResponse[1],
+    SaslAuthenticateRequest: KpSaslAuthenticateRequest[0],
+    SaslAuthenticateRequestV1: KpSaslAuthenticateRequest[1],
+    SaslAuthenticateResponse: KpSaslAuthenticateResponse[0],
+    SaslAuthenticateResponseV1: KpSaslAuthenticateResponse[1],
 }
 
 # Where kafka-python 3.0.12 names a field differently from kiel (which follows
@@ -513,6 +540,16 @@ def _samples() -> List[Tuple[str, Any]]:
         ("find-coordinator-v1-resp", FindCoordinatorResponseV1(0, 0, None, 111, "h", 9092)),
         ("find-coordinator-v1-resp-err", FindCoordinatorResponseV1(
             I32[1], 15, "coordinator not available", -1, "", -1)),
+        ("sasl-handshake-v0", SaslHandshakeRequest("PLAIN")),
+        ("sasl-handshake-v1", SaslHandshakeRequestV1("SCRAM-SHA-512")),
+        ("sasl-handshake-v0-resp", SaslHandshakeResponse(0, ["PLAIN", "SCRAM-SHA-256"])),
+        ("sasl-handshake-v1-resp-err", SaslHandshakeResponseV1(33, [])),
+        ("sasl-authenticate-v0", SaslAuthenticateRequest(b"\0user\0pencil")),
+        ("sasl-authenticate-v1", SaslAuthenticateRequestV1(b"n,,n=user,r=abc")),
+        ("sasl-authenticate-v0-resp", SaslAuthenticateResponse(0, None, b"r=abc,s=c2FsdA==")),
+        ("sasl-authenticate-v1-resp", SaslAuthenticateResponseV1(0, None, b"v=xyz", 3600000)),
+        ("sasl-authenticate-v1-resp-err", SaslAuthenticateResponseV1(
+            58, "Authentication failed", b"", 0)),
     ]
     return out
 

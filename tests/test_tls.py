@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 from kiel import SingleConsumer
-from kiel.exc import ConfigError, NoBrokersError
+from kiel.exc import ConfigError, NoBrokersError, TlsError
 from kiel.producer import Producer
 from kiel.testing.broker import EmbeddedCluster
 from tests.conftest import run
@@ -88,7 +88,7 @@ def test_a_certificate_the_context_does_not_trust_is_refused(
                             ssl_context=ssl.create_default_context()) as producer:
             await producer.connect()
 
-    with pytest.raises(NoBrokersError, match="CERTIFICATE_VERIFY_FAILED"):
+    with pytest.raises(TlsError, match="CERTIFICATE_VERIFY_FAILED"):
         run(main())
 
 

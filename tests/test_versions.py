@@ -79,8 +79,11 @@ def test_legacy_is_0_8_2() -> None:
     ((0, 10), {**ALL_V0, **BROKER_OFFSETS, METADATA: 1, 18: 0}),
     ((0, 10, 1), {**ALL_V0, **BROKER_OFFSETS, METADATA: 1, LIST_OFFSETS: 1, 18: 0}),
     ((0, 11), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1}),
-    ((2, 8), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1}),
-    ((3, 7, 1), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1}),
+    # SaslHandshake v1 (17) and SaslAuthenticate (36): v0 from 1.0, v1 from 2.2.
+    ((1, 0), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 1, 17: 1, 36: 0}),
+    ((2, 8), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 2, 17: 1, 36: 1}),
+    ((3, 7, 1), {**ALL_V0, **MODERN, **BROKER_OFFSETS, GROUP_COORDINATOR: 1, 18: 2, 17: 1,
+                 36: 1}),
 ])
 def test_pinned_release(release: tuple, expected: dict) -> None:
     versions = for_broker_version(release)

@@ -127,7 +127,10 @@ class Producer(Client):
         retries: how many times a batch is retried after a retriable error
             (leader moved, connection lost, timeout...) before its records
             fail with that error.
-        ssl_options: an ``ssl.SSLContext`` for TLS.
+        ssl_context: an ``ssl.SSLContext`` for TLS (``ssl_options``: its
+            deprecated name).
+        sasl_mechanism, sasl_username, sasl_password: SASL authentication
+            (see :class:`~kiel.client.Client`).
 
     Raises:
         ConfigError: a bad setting.

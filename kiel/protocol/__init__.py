@@ -4,7 +4,8 @@ Importing this package registers every supported API: Produce (0), Fetch (1),
 ListOffsets (2), Metadata (3), OffsetCommit (8), OffsetFetch (9) and
 GroupCoordinator (10), all v0; Produce v3, Fetch v4, ListOffsets v1,
 Metadata v1, OffsetCommit v2, OffsetFetch v1 and FindCoordinator v1 for
-current brokers; and ApiVersions (18) v0 to v2.
+current brokers; ApiVersions (18) v0 to v2; and SaslHandshake (17) and
+SaslAuthenticate (36) v0 and v1 for SASL (:mod:`kiel.protocol.sasl`).
 Record batches (magic 2) are in :mod:`kiel.protocol.record_batch`; which
 version to speak with a broker is :mod:`kiel.protocol.versions`.
 """
@@ -114,6 +115,20 @@ from kiel.protocol.produce import (
     ProduceTopicData,
     ProduceTopicResponse,
     ProduceTopicResponseV3,
+)
+from kiel.protocol.sasl import (
+    SASL_AUTHENTICATE_V0,
+    SASL_AUTHENTICATE_V1,
+    SASL_HANDSHAKE_V0,
+    SASL_HANDSHAKE_V1,
+    SaslAuthenticateRequest,
+    SaslAuthenticateRequestV1,
+    SaslAuthenticateResponse,
+    SaslAuthenticateResponseV1,
+    SaslHandshakeRequest,
+    SaslHandshakeRequestV1,
+    SaslHandshakeResponse,
+    SaslHandshakeResponseV1,
 )
 
 __all__ = [name for name in dir() if not name.startswith("_")]

