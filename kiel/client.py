@@ -1,12 +1,65 @@
 """What every kiel client shares: a :class:`kiel.cluster.Cluster`, connect and close."""
 import ssl
 from collections.abc import Sequence
-from typing import Any, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Optional, TypedDict, TypeVar, Union
 
 from kiel.cluster import Cluster
-from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE
+
+if TYPE_CHECKING:
+    # Only the type checker reads it (``typing.Unpack`` needs Python 3.11).
+    from typing_extensions import Unpack
 
 C = TypeVar("C", bound="Client")
+
+
+class ClientOptions(TypedDict, total=False):
+    """The connection settings every client takes, keyword-only.
+
+    :class:`~kiel.cluster.Cluster` owns them and their defaults; a client
+    passes what it was given straight on, so each setting is declared once
+    and a misspelt one is a type error (and a ``TypeError`` at run time).
+
+    Attributes:
+        client_id: sent in every request header (shows up in broker logs;
+            default ``"kiel"``).
+        connect_timeout: seconds per connection attempt (10).
+        request_timeout: default seconds to wait for a response (30).
+        metadata_max_age: refresh cluster metadata at least this often (300 s).
+        retry_backoff: first retry delay (0.1 s); doubles up to ``max_backoff``.
+        max_backoff: largest retry delay (5 s).
+        retries: retriable failures are retried this many times, then raised (5).
+        ssl_context: an ``ssl.SSLContext`` to connect with TLS; its
+            ``check_hostname`` and ``verify_mode`` decide what is checked.
+        ssl_options: the deprecated name of ``ssl_context`` (warns).
+        sasl_mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"`` or
+            ``"SCRAM-SHA-512"``: authenticate every connection with SASL.
+        sasl_username: the SASL user name.
+        sasl_password: the SASL password (never logged, not in ``repr()``).
+        max_in_flight: pipelined requests per connection (64).
+        max_frame_size: the largest response accepted from a broker (bytes);
+            a consumer's ``max_fetch_size`` must fit in it.
+        api_version: ``"auto"`` (default): ask each broker which protocol
+            versions it speaks (ApiVersions; a 0.8 broker gets the 0.8.2
+            versions); or a broker release such as ``(0, 8, 2)`` or
+            ``(2, 8)`` to pin the versions of that release and ask nothing
+            (kafka-python's meaning).
+    """
+
+    client_id: str
+    connect_timeout: float
+    request_timeout: float
+    metadata_max_age: float
+    retry_backoff: float
+    max_backoff: float
+    retries: int
+    ssl_context: Optional[ssl.SSLContext]
+    ssl_options: Any
+    sasl_mechanism: Optional[str]
+    sasl_username: Optional[str]
+    sasl_password: Optional[str]
+    max_in_flight: int
+    max_frame_size: int
+    api_version: Any
 
 
 class Client:
@@ -16,68 +69,17 @@ class Client:
     Args:
         brokers: bootstrap list, ``["host", "host:port", ...]`` or a
             comma-separated string; the default port is 9092.
-        client_id: sent in every request header (shows up in broker logs).
-        connect_timeout: seconds per connection attempt.
-        request_timeout: default seconds to wait for a response.
-        metadata_max_age: refresh cluster metadata at least this often (s).
-        retry_backoff: first retry delay (s); doubles up to ``max_backoff``.
-        max_backoff: largest retry delay (s).
-        retries: retriable failures are retried this many times, then raised.
-        ssl_context: an ``ssl.SSLContext`` to connect with TLS; its
-            ``check_hostname`` and ``verify_mode`` decide what is checked.
-        ssl_options: the deprecated name of ``ssl_context`` (warns).
-        sasl_mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"`` or
-            ``"SCRAM-SHA-512"``: authenticate every connection with SASL.
-        sasl_username: the SASL user name.
-        sasl_password: the SASL password (never logged, not in ``repr()``).
-        max_frame_size: the largest response accepted from a broker (bytes);
-            a consumer's ``max_fetch_size`` must fit in it.
-        api_version: ``"auto"`` (default): ask each broker which protocol
-            versions it speaks (a Kafka 0.8 broker closes the connection on
-            the question and gets the 0.8.2 versions); or a broker release
-            such as ``(0, 8, 2)`` or ``(2, 8)``: speak that release's
-            versions without asking (kafka-python's meaning).
+        **options: the connection settings, :class:`ClientOptions`
+            (``client_id``, timeouts, retries, TLS and SASL, ``api_version``...).
 
     Raises:
         ConfigError: a bad setting.
     """
 
     def __init__(
-        self,
-        brokers: Union[str, Sequence[str]],
-        *,
-        client_id: str = "kiel",
-        connect_timeout: float = 10.0,
-        request_timeout: float = 30.0,
-        metadata_max_age: float = 300.0,
-        retry_backoff: float = 0.1,
-        max_backoff: float = 5.0,
-        retries: int = 5,
-        ssl_context: Optional[ssl.SSLContext] = None,
-        ssl_options: Any = None,
-        sasl_mechanism: Optional[str] = None,
-        sasl_username: Optional[str] = None,
-        sasl_password: Optional[str] = None,
-        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
-        api_version: Any = "auto",
+        self, brokers: Union[str, Sequence[str]], **options: "Unpack[ClientOptions]"
     ) -> None:
-        self.cluster = Cluster(
-            brokers,
-            client_id=client_id,
-            connect_timeout=connect_timeout,
-            request_timeout=request_timeout,
-            metadata_max_age=metadata_max_age,
-            retry_backoff=retry_backoff,
-            max_backoff=max_backoff,
-            retries=retries,
-            ssl_options=ssl_options,
-            ssl_context=ssl_context,
-            sasl_mechanism=sasl_mechanism,
-            sasl_username=sasl_username,
-            sasl_password=sasl_password,
-            max_frame_size=max_frame_size,
-            api_version=api_version,
-        )
+        self.cluster = Cluster(brokers, **options)
         self.closed = False
 
     async def connect(self) -> None:

@@ -17,6 +17,7 @@ Records fetched ahead and not handed out yet do not count.
 import collections
 from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from typing import (
+    TYPE_CHECKING,
     Any,
     Callable,
     Optional,
@@ -25,7 +26,7 @@ from typing import (
 )
 
 from kiel._aio import Tasks, Wakeup
-from kiel.client import Client
+from kiel.client import Client, ClientOptions
 from kiel.consumer.decoder import Decoder
 from kiel.consumer.fetcher import (
     FETCH_ANSWER_OVERHEAD,
@@ -40,6 +41,9 @@ from kiel.exc import ClientClosedError, ConfigError
 from kiel.metrics import ConsumerMetrics
 from kiel.serializers import Deserializer
 from kiel.structs import Record, TopicPartition
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["ConsumedBatches", "ConsumedRecord", "Topics"]
 
@@ -236,7 +240,7 @@ class _BaseConsumer(Client):
         max_records: Optional[int] = None,
         max_decoded: Optional[int] = None,
         max_prefetch_bytes: Optional[int] = None,
-        **client_options: Any,
+        **client_options: "Unpack[ClientOptions]",
     ) -> None:
         _check_fetch_options(
             max_wait_time, min_bytes, max_bytes, max_fetch_size, offset_reset, decode_budget
@@ -471,9 +475,8 @@ class _BaseConsumer(Client):
     def metrics(self) -> ConsumerMetrics:
         """What this consumer fetched and decoded, its errors, lag and requests.
 
-        Cheap to call often (a snapshot of plain counters); see the metrics
-        guide for each field's meaning and :mod:`kiel.metrics_prometheus`
-        to export it.
+        A snapshot of plain counters (:mod:`kiel.metrics`: cheap to call
+        often); the metrics guide says what each field means.
 
         Returns:
             a :class:`~kiel.metrics.ConsumerMetrics` snapshot.

@@ -24,11 +24,11 @@ import asyncio
 import datetime
 import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from kiel import compression as codecs
 from kiel._aio import Tasks
-from kiel.client import Client
+from kiel.client import Client, ClientOptions
 from kiel.exc import (
     ClientClosedError,
     ConfigError,
@@ -47,6 +47,9 @@ from kiel.producer.sender import Sender
 from kiel.protocol.messages import MESSAGE_OVERHEAD
 from kiel.protocol.versions import PRODUCE
 from kiel.structs import Header, RecordMetadata
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["Producer", "compression_id"]
 
@@ -156,7 +159,7 @@ class Producer(Client):
         key_maker: Optional[Callable[[Any], Any]] = None,
         serializer: Optional[Callable[[Any], bytes]] = None,
         key_serializer: Optional[Callable[[Any], bytes]] = None,
-        **client_options: Any,
+        **client_options: "Unpack[ClientOptions]",
     ) -> None:
         super().__init__(brokers, **client_options)
         request_timeout = self.cluster.request_timeout
@@ -249,9 +252,8 @@ class Producer(Client):
     def metrics(self) -> ProducerMetrics:
         """What this producer sent, failed and holds, and its requests.
 
-        Cheap to call often (a snapshot of plain counters); see the metrics
-        guide for each field's meaning and :mod:`kiel.metrics_prometheus`
-        to export it.
+        Cheap to call often: see :mod:`kiel.metrics` for how it counts, and
+        :mod:`kiel.metrics_prometheus` to export it.
 
         Returns:
             a :class:`~kiel.metrics.ProducerMetrics` snapshot.

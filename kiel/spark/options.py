@@ -41,7 +41,7 @@ from typing import (
     Union,
 )
 
-from kiel.client import Client
+from kiel.cluster import Cluster
 from kiel.exc import ConfigError
 
 __all__ = [
@@ -336,7 +336,7 @@ def _client_kwargs(values: dict[str, Any]) -> dict[str, Any]:
     if base is not None and cap is not None and cap < base:
         out["retry_backoff"] = cap
     elif base is not None and cap is None:
-        default_cap = (Client.__init__.__kwdefaults__ or {}).get("max_backoff", base)
+        default_cap = (Cluster.__init__.__kwdefaults__ or {}).get("max_backoff", base)
         out["max_backoff"] = max(base, default_cap)
     return out
 
