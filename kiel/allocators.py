@@ -509,62 +509,12 @@ def validate(
         )
     owner_of: dict[tuple[str, int], str] = {}
     for member, topics in allocation.items():
-        if not isinstance(member, str):
-            raise AllocationError(
-                f"allocation key {member!r} is not a member name (a str)", member=member
-            )
-        if member not in known:
-            raise AllocationError(
-                f"allocation names unknown member {member!r}; the members are "
-                f"{_preview(sorted(known))}",
-                member=member,
-            )
-        if not isinstance(topics, Mapping):
-            raise AllocationError(
-                f"member {member!r} maps to a {type(topics).__name__}, expected a dict "
-                "{topic: [partition ids]}",
-                member=member,
-            )
+        _check_member(member, topics, known)
         for topic, ids in topics.items():
-            if not isinstance(topic, str):
-                raise AllocationError(
-                    f"member {member!r} has topic key {topic!r}, which is not a str", member=member
-                )
-            if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Collection):
-                raise AllocationError(
-                    f"member {member!r}, topic {topic!r}: expected a list of partition ids, "
-                    f"not {type(ids).__name__}",
-                    member=member,
-                    topic=topic,
-                )
+            _check_topic(member, topic, ids)
             for pid in ids:
-                if isinstance(pid, bool) or not isinstance(pid, int):
-                    raise AllocationError(
-                        f"member {member!r}, topic {topic!r}: partition id {pid!r} is not an int",
-                        member=member,
-                        topic=topic,
-                    )
-                key = (topic, pid)
-                if key not in expected:
-                    raise AllocationError(
-                        f"member {member!r} is given {topic}:{pid}, which is not one of the "
-                        "partitions to allocate",
-                        member=member,
-                        topic=topic,
-                        partition=pid,
-                    )
-                if key in owner_of:
-                    other = owner_of[key]
-                    where = f"twice to {member!r}" if other == member else (
-                        f"to both {other!r} and {member!r}"
-                    )
-                    raise AllocationError(
-                        f"partition {topic}:{pid} is allocated {where}",
-                        member=member,
-                        topic=topic,
-                        partition=pid,
-                    )
-                owner_of[key] = member
+                _check_partition(member, topic, pid, expected, owner_of)
+                owner_of[(topic, pid)] = member
     absent = sorted(known.difference(allocation))
     if absent:
         raise AllocationError(
@@ -584,6 +534,70 @@ def validate(
 
 # --------------------------------------------------------------------------
 # The boundary between kiel's partitions and the plug-in interface
+
+
+def _check_member(member: Any, topics: Any, known: set[str]) -> None:
+    """One allocation key and its value: a known member name mapping to a dict."""
+    if not isinstance(member, str):
+        raise AllocationError(
+            f"allocation key {member!r} is not a member name (a str)", member=member
+        )
+    if member not in known:
+        raise AllocationError(
+            f"allocation names unknown member {member!r}; the members are "
+            f"{_preview(sorted(known))}",
+            member=member,
+        )
+    if not isinstance(topics, Mapping):
+        raise AllocationError(
+            f"member {member!r} maps to a {type(topics).__name__}, expected a dict "
+            "{topic: [partition ids]}",
+            member=member,
+        )
+
+
+def _check_topic(member: str, topic: Any, ids: Any) -> None:
+    """One topic of a member: a name mapping to a collection of ids."""
+    if not isinstance(topic, str):
+        raise AllocationError(
+            f"member {member!r} has topic key {topic!r}, which is not a str", member=member
+        )
+    if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, Collection):
+        raise AllocationError(
+            f"member {member!r}, topic {topic!r}: expected a list of partition ids, "
+            f"not {type(ids).__name__}",
+            member=member,
+            topic=topic,
+        )
+
+
+def _check_partition(member: str, topic: str, pid: Any, expected: set[tuple[str, int]],
+                     owner_of: dict[tuple[str, int], str]) -> None:
+    """One partition id: an int naming a partition to allocate, given to no one yet."""
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise AllocationError(
+            f"member {member!r}, topic {topic!r}: partition id {pid!r} is not an int",
+            member=member,
+            topic=topic,
+        )
+    key = (topic, pid)
+    if key not in expected:
+        raise AllocationError(
+            f"member {member!r} is given {topic}:{pid}, which is not one of the "
+            "partitions to allocate",
+            member=member,
+            topic=topic,
+            partition=pid,
+        )
+    if key in owner_of:
+        other = owner_of[key]
+        where = f"twice to {member!r}" if other == member else f"to both {other!r} and {member!r}"
+        raise AllocationError(
+            f"partition {topic}:{pid} is allocated {where}",
+            member=member,
+            topic=topic,
+            partition=pid,
+        )
 
 
 def allocate(
