@@ -21,13 +21,18 @@ import datetime
 import functools
 import importlib
 import json
+import os
+import ssl
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO, Callable, Optional
 
 from kiel.exc import ConfigError, KielError
 
-__all__ = ["main"]
+__all__ = ["PASSWORD_VARIABLE", "main"]
+
+#: The environment variable the SASL password is read from.
+PASSWORD_VARIABLE = "KIEL_SASL_PASSWORD"
 
 
 # ----------------------------------------------------------------------
@@ -44,8 +49,32 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the cluster"
     )
+    _add_security(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_produce(commands)
+    _add_consume(commands)
+    _add_topics(commands)
+    _add_group(commands)
+    _add_allocate(commands)
+    return parser
 
+
+def _add_security(parser: argparse.ArgumentParser) -> None:
+    security = parser.add_argument_group(
+        "TLS and SASL", f"the SASL password is read from ${PASSWORD_VARIABLE}, never "
+        "from the command line (where other users of the machine can see it)"
+    )
+    security.add_argument("--tls", action="store_true",
+                          help="connect with TLS, trusting the system's CAs")
+    security.add_argument("--ca-file", help="connect with TLS, trusting this PEM file's CAs")
+    security.add_argument("--cert-file", help="a PEM client certificate (implies TLS)")
+    security.add_argument("--key-file", help="its private key, if not in --cert-file")
+    security.add_argument("--sasl-mechanism",
+                          choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+    security.add_argument("--sasl-username")
+
+
+def _add_produce(commands: Any) -> None:
     produce = commands.add_parser("produce", help="produce standard input, a message per line")
     produce.add_argument("topic")
     produce.add_argument("-K", "--key-delimiter", help="split each line into KEY<delim>VALUE")
@@ -56,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
         "-D", "--delimiter", default="\n", help="message delimiter (default: newline)"
     )
 
+
+def _add_consume(commands: Any) -> None:
     consume = commands.add_parser("consume", help="write messages to standard output")
     consume.add_argument("topic")
     consume.add_argument(
@@ -83,10 +114,14 @@ def _parser() -> argparse.ArgumentParser:
         help="with --json: what to do with keys/values that are not UTF-8 (default: error)",
     )
 
+
+def _add_topics(commands: Any) -> None:
     topics = commands.add_parser("topics", help="list topics, or describe the ones named")
     topics.add_argument("topics", nargs="*")
     topics.add_argument("--json", action="store_true")
 
+
+def _add_group(commands: Any) -> None:
     group = commands.add_parser("group", help="ZooKeeper-grouped consumer groups")
     group_commands = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
     group_list = group_commands.add_parser("list", help="the groups registered in ZooKeeper")
@@ -106,6 +141,8 @@ def _parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="even while members are alive (they may overwrite)"
     )
 
+
+def _add_allocate(commands: Any) -> None:
     allocate = commands.add_parser("allocate", help="dry-run an allocator")
     allocate.add_argument(
         "--allocator",
@@ -119,7 +156,37 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated topic:partition, or topic:COUNT* for partitions 0..COUNT-1",
     )
     allocate.add_argument("--json", action="store_true")
-    return parser
+
+
+def _client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Client settings the global options ask for: client id, timeout, TLS, SASL.
+
+    Raises:
+        ConfigError: a CA, certificate or key file that does not load; SASL
+            without a user name or without the password variable; a key
+            file without a certificate.
+    """
+    options: dict[str, Any] = {"client_id": args.client_id, "request_timeout": args.timeout}
+    if args.key_file and not args.cert_file:
+        raise ConfigError("--key-file goes with --cert-file")
+    if args.tls or args.ca_file or args.cert_file:
+        try:
+            context = ssl.create_default_context(cafile=args.ca_file)
+            if args.cert_file:
+                context.load_cert_chain(args.cert_file, args.key_file)
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(f"cannot load the TLS files: {e}") from e
+        options["ssl_context"] = context
+    if args.sasl_mechanism or args.sasl_username:
+        password = os.environ.get(PASSWORD_VARIABLE)
+        if not args.sasl_mechanism or not args.sasl_username or password is None:
+            raise ConfigError(
+                "SASL needs --sasl-mechanism, --sasl-username and the password in "
+                f"${PASSWORD_VARIABLE}"
+            )
+        options.update(sasl_mechanism=args.sasl_mechanism,
+                       sasl_username=args.sasl_username, sasl_password=password)
+    return options
 
 
 def _unescape(text: str) -> bytes:
@@ -250,10 +317,9 @@ async def produce(args: argparse.Namespace, stdin: BinaryIO, err: Any) -> int:
 
     async with Producer(
         brokers,
-        client_id=args.client_id,
         compression=args.compression,
         required_acks=args.acks,
-        request_timeout=args.timeout,
+        **_client_options(args),
     ) as producer:
         send = functools.partial(
             _produce_line, producer, args.topic, args.partition, key_delim, done
@@ -335,8 +401,7 @@ async def consume(args: argparse.Namespace, out: BinaryIO, err: Any) -> int:
     if args.count is not None and args.count < 0:
         raise ConfigError(f"--count must be >= 0, got {args.count}")
     seen = 0
-    async with SingleConsumer(brokers, client_id=args.client_id,
-                              request_timeout=args.timeout) as consumer:
+    async with SingleConsumer(brokers, **_client_options(args)) as consumer:
         await consumer.seek_to(args.topic, start)
         wanted = set(args.partition or consumer.partitions(args.topic))
         unknown = wanted - set(consumer.partitions(args.topic))
@@ -376,8 +441,7 @@ async def topics(args: argparse.Namespace, out: Any) -> int:
     from kiel.admin import describe_topics
 
     brokers = _need(args.brokers, "-b/--brokers", "topics")
-    described = await describe_topics(brokers, args.topics, client_id=args.client_id,
-                                      request_timeout=args.timeout)
+    described = await describe_topics(brokers, args.topics, **_client_options(args))
     if args.json:
         docs = [
             {"topic": t.topic, "partitions": [p._asdict() for p in t.partitions]}
@@ -418,7 +482,7 @@ async def group(args: argparse.Namespace, out: Any) -> int:
     brokers = _need(args.brokers, "-b/--brokers", f"group {args.group_command}")
     if args.group_command == "describe":
         described = await admin.describe_group(
-            brokers, zk_hosts, args.group, client_id=args.client_id, timeout=args.timeout
+            brokers, zk_hosts, args.group, timeout=args.timeout, **_client_options(args)
         )
         if args.json:
             out.write(json.dumps(described.as_dict()) + "\n")
@@ -439,7 +503,7 @@ async def group(args: argparse.Namespace, out: Any) -> int:
                                "latest": "latest", "end": "latest"})
     moved = await admin.reset_group(
         brokers, zk_hosts, args.group, args.topic, to, force=args.force,
-        client_id=args.client_id, timeout=args.timeout,
+        timeout=args.timeout, **_client_options(args),
     )
     for tp, offset in sorted(moved.items()):
         out.write(f"{tp.topic}\t{tp.partition}\t{offset}\n")

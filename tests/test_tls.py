@@ -7,6 +7,7 @@ with ``--key`` ("cannot be used with"), so it cannot serve TLS: see the
 current-brokers guide. The certificate is made here with ``openssl``.
 """
 import asyncio
+import os
 import shutil
 import ssl
 import subprocess
@@ -99,3 +100,33 @@ def test_tls_settings_are_checked(certificate: tuple[str, str]) -> None:
     with pytest.raises(ConfigError, match="SSLContext"):
         SingleConsumer("127.0.0.1:1", ssl_context={"certfile": "x"})
 
+
+
+def test_the_kiel_command_over_tls(tls_cluster: EmbeddedCluster,
+                                   certificate: tuple[str, str]) -> None:
+    """``kiel --ca-file`` produces and consumes over TLS; without it (or with
+    ``--tls`` and the system's CAs) the broker's certificate is refused."""
+    from tests.test_cli import kiel, ok
+
+    bootstrap = tls_cluster.bootstrap
+    ok(kiel("-b", bootstrap, "--ca-file", certificate[0], "produce", "secrets", "-p", "1",
+            input=b"a\nb\nc\n"))
+    read = ok(kiel("-b", bootstrap, "--ca-file", certificate[0], "consume", "secrets",
+                   "-p", "1", "-e"))
+    assert read.stdout.split(b"\n")[-4:] == [b"a", b"b", b"c", b""]
+    refused = kiel("-b", bootstrap, "--tls", "--timeout", "5", "topics")
+    assert refused.returncode == 1 and b"CERTIFICATE_VERIFY_FAILED" in refused.stderr
+    plain = kiel("-b", bootstrap, "--timeout", "3", "topics", timeout=60)
+    assert plain.returncode == 1, plain
+
+
+def test_the_kiel_command_checks_its_security_options(certificate: tuple[str, str]) -> None:
+    from tests.test_cli import kiel
+
+    missing = kiel("-b", "127.0.0.1:1", "--ca-file", "/nonexistent.pem", "topics")
+    assert missing.returncode == 1 and b"cannot load the TLS files" in missing.stderr
+    environment = {k: v for k, v in os.environ.items() if k != "KIEL_SASL_PASSWORD"}
+    no_password = kiel("-b", "127.0.0.1:1", "--sasl-mechanism", "PLAIN", "--sasl-username",
+                       "u", "topics", env=environment)
+    assert no_password.returncode == 1 and b"KIEL_SASL_PASSWORD" in no_password.stderr
+    assert b"--sasl-password" not in kiel("--help").stdout
