@@ -20,6 +20,11 @@ runs once its format is changed to ``kiel``:
 * a few options of Spark's source that kiel has no use for
   (:data:`SPARK_ONLY`): accepted with the same warning.
 
+TLS and SASL keys (``kafka.security.protocol``, ``kafka.sasl.*``,
+``kafka.ssl.*``) are rows of :data:`CLIENT_SETTINGS` too, parsed and checked
+together by :mod:`kiel.spark.security`; secrets never reach a ``repr()``, a
+log line or a message.
+
 Two spellings of one setting (``kafka.group.id`` and ``groupId``) must agree.
 
 Offsets travel as JSON, as in Spark's Kafka source::
@@ -258,6 +263,8 @@ _HINTS = {
     "fetchoffset.numretries": "offset lookups retry kafka.retries times",
     "fetchoffset.retryintervalms": "offset lookups back off by kafka.retry.backoff.ms",
     "groupidprefix": "kiel reads without joining a consumer group",
+    "kafka.ssl.truststore.password": "a PEM trust store has no password",
+    "kafka.ssl.keystore.password": "a PEM key store has none; the key's is kafka.ssl.key.password",
 }
 
 #: Client keyword arguments passed only when an option set them (kiel's defaults otherwise).
