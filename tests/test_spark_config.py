@@ -22,7 +22,14 @@ from kiel.spark.datasource import (
     to_arrow,
 )
 from kiel.structs import Record
+from tests import security_fronts
+from tests.conftest import unique
+from tests.security_fronts import SaslFront, server_context
 from tests.test_spark import produce, spark, zk_offsets  # noqa: F401 -- spark: the fixture
+
+# The TLS and SASL test servers' fixtures (pytest finds them among the module's globals).
+certificates = security_fronts.certificates
+fronted_tansu = security_fronts.fronted_tansu
 
 pytestmark = [pytest.mark.zookeeper]
 
@@ -413,3 +420,62 @@ def test_on_a_current_broker_headers_and_timestamps_round_trip(spark, tansu_brok
     copied = asyncio.run(asyncio.wait_for(read(), 60))
     assert [(r.key, r.value, r.headers) for r in copied] == [
         (b"k%d" % i, b"v%d" % i, (("i", b"%d" % i),) if i % 2 else ()) for i in range(6)]
+
+
+# ----------------------------------------------------------------------
+# TLS and SASL: Java client options, through a TLS + SCRAM front for Tansu
+
+SCRAM_USERS = {"spark-etl": 'pa"ss;word'}
+
+
+def secured(broker, certificates, password):  # noqa: F811
+    """The options of a SASL_SSL job, as written for Spark's Kafka source."""
+    escaped = password.replace("\\", "\\\\").replace('"', '\\"')
+    return {
+        "kafka.bootstrap.servers": broker.bootstrap,
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+                                  f'required username="spark-etl" password="{escaped}";',
+        "kafka.ssl.truststore.location": str(certificates["ca"]),
+        "kafka.ssl.truststore.type": "PEM",
+    }
+
+
+def scram_front(certificates, fronted_tansu):  # noqa: F811
+    front = SaslFront(ssl_context=server_context(certificates), mechanisms=("SCRAM-SHA-512",),
+                      users=SCRAM_USERS)
+    return front, fronted_tansu(front)
+
+
+def test_sasl_ssl_write_and_read(spark, certificates, fronted_tansu):  # noqa: F811
+    front, broker = scram_front(certificates, fronted_tansu)
+    topic = broker.create_topic(unique("spark-sasl-ssl"), 1)
+    options = secured(broker, certificates, SCRAM_USERS["spark-etl"])
+    data = [(f"k{i}", f"value-{i}") for i in range(12)]
+    df = spark.createDataFrame(data, "key string, value string").coalesce(1)
+    # One record per batch: Tansu answers ListOffsets LATEST with the last
+    # batch's base offset + 1 (see "Broker quirks" in the current-brokers guide).
+    kafka_format(df.write, {**options, "topic": topic, "kafka.batch.size": "1"}) \
+        .mode("append").save()
+    rows = kafka_format(spark.read, {**options, "subscribe": topic}).load().collect()
+    assert sorted((bytes(r.key).decode(), bytes(r.value).decode()) for r in rows) == sorted(data)
+    # Every connection (planning and tasks, reads and writes) went through
+    # TLS and authenticated with SCRAM before its first other request.
+    assert len(front.connections) >= 3, front.connections
+    for keys in front.connections:
+        start = keys.index(17)
+        assert keys[:start] in ([18], []) and keys[start + 1:start + 3] == [36, 36], keys
+    assert front.servers and all(server.state == "done" for server in front.servers)
+
+
+def test_a_wrong_password_fails_the_query(spark, certificates, fronted_tansu):  # noqa: F811
+    front, broker = scram_front(certificates, fronted_tansu)
+    topic = broker.create_topic(unique("spark-sasl-wrong"), 1)
+    wrong = "not-the-pass\"word"
+    options = secured(broker, certificates, wrong)
+    with pytest.raises(Exception, match="SaslAuthenticationFailedError") as info:
+        kafka_format(spark.read, {**options, "subscribe": topic}).load().collect()
+    assert "bad credentials" in str(info.value)
+    assert "not-the-pass" not in str(info.value)
+    assert front.connections and all(36 in keys for keys in front.connections)

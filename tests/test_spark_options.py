@@ -8,6 +8,9 @@ two spellings that disagree are refused; the timestamp positions follow
 Spark's precedence.
 """
 import logging
+import pickle
+import ssl
+import subprocess
 
 import pytest
 
@@ -25,6 +28,10 @@ from kiel.spark.options import (
     Timestamps,
     include_headers,
 )
+from kiel.spark.security import LOGIN_MODULES, TlsSettings
+from tests import security_fronts
+
+certificates = security_fronts.certificates  # the fixture (a CA and a key, made with openssl)
 
 BASE = {"kafka.bootstrap.servers": "k1:9092,k2:9092", "subscribe": "events"}
 SINK_BASE = {"kafka.bootstrap.servers": "k1:9092"}
@@ -78,6 +85,7 @@ BY_DESIGN = [("kafka.security.protocol", "PLAINTEXT"), ("kafka.connections.max.i
 def test_the_tables_are_all_tested():
     # A kafka.* key added to a table needs a row here (and in the guide).
     tested = {k for k, *_ in SOURCE_KEYS + SINK_KEYS} | {k for k, _ in BY_DESIGN}
+    tested |= SECURITY_KEYS
     mapped = {n for table in (SOURCE_SETTINGS, SINK_SETTINGS) for s in table
               for n in s.names if n.startswith("kafka.")}
     assert mapped == tested
@@ -163,8 +171,8 @@ def test_bad_values_of_honoured_keys_are_refused():
         ({"kafka.request.timeout.ms": "soon"}, "kafka.request.timeout.ms must be an integer"),
         ({"kafka.retries": "-1"}, "kafka.retries must be in"),
         ({"kafka.group.id": " "}, "kafka.group.id must not be empty"),
-        ({"kafka.security.protocol": "SASL_SSL"}, "PLAINTEXT"),
-        ({"kafka.security.protocol": "SSL"}, "PLAINTEXT"),
+        ({"kafka.security.protocol": "TLS"}, "kafka.security.protocol must be one of "
+         "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'TLS'"),
         ({"kafka.bootstrap.servers": ""}, "kafka.bootstrap.servers"),
     ]:
         with pytest.raises(ConfigError, match=match):
@@ -193,18 +201,18 @@ def test_unhonoured_kafka_keys_warn_once_each(caplog):
         "kafka.session.timeout.ms": "6000",
         "KAFKA.SESSION.TIMEOUT.MS": "6000",  # the same key (keys are case-insensitive)
         "kafka.auto.offset.reset": "earliest",
-        "kafka.ssl.truststore.location": "/etc/ts.jks",
+        "kafka.heartbeat.interval.ms": "3000",
     }
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         opts = source(**options)
     messages = warnings_of(caplog)
     assert len(messages) == 3
     for key in ("kafka.session.timeout.ms", "kafka.auto.offset.reset",
-                "kafka.ssl.truststore.location"):
+                "kafka.heartbeat.interval.ms"):
         assert sum(key in m for m in messages) == 1, messages
     assert any("startingOffsets" in m for m in messages)  # the hint for auto.offset.reset
     assert {k.lower() for k in opts.ignored} == {
-        "kafka.session.timeout.ms", "kafka.auto.offset.reset", "kafka.ssl.truststore.location"}
+        "kafka.session.timeout.ms", "kafka.auto.offset.reset", "kafka.heartbeat.interval.ms"}
     assert all(r.levelno == logging.WARNING for r in caplog.records)
 
     caplog.clear()
@@ -421,3 +429,276 @@ def test_a_config_from_sparks_guide_parses(caplog):
                                "topic": "topic1", "includeHeaders": "true",
                                "checkpointLocation": "/tmp/ck"})
     assert write.topic == "topic1"
+
+
+# ----------------------------------------------------------------------
+# TLS and SASL: the Java client's names (kiel.spark.security)
+
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SECRET = 'pa"ss;wo\\rd'  # a quote, a ';' and a backslash: escaped in the JAAS line
+SECRET_JAAS = r'password="pa\"ss;wo\\rd"'
+
+#: Every security key, each exercised by a test below.
+SECURITY_KEYS = {
+    "kafka.security.protocol", "kafka.sasl.mechanism", "kafka.sasl.jaas.config",
+    "kafka.ssl.truststore.location", "kafka.ssl.truststore.type",
+    "kafka.ssl.truststore.certificates", "kafka.ssl.keystore.location",
+    "kafka.ssl.keystore.type", "kafka.ssl.key.password",
+    "kafka.ssl.endpoint.identification.algorithm", "kafka.ssl.keystore.key",
+    "kafka.ssl.keystore.certificate.chain",
+}
+
+
+def jaas(module=SCRAM_MODULE, rest=f'username="alice" {SECRET_JAAS}'):
+    return f"{module} required {rest};"
+
+
+def sasl(protocol="SASL_PLAINTEXT", mechanism="SCRAM-SHA-512", **options):
+    return {"kafka.security.protocol": protocol, "kafka.sasl.mechanism": mechanism,
+            "kafka.sasl.jaas.config": jaas(LOGIN_MODULES.get(mechanism, SCRAM_MODULE)),
+            **options}
+
+
+@pytest.fixture(scope="module")
+def pem(certificates, tmp_path_factory):
+    """PEM files: the CA, a key store (key + chain), the same with an encrypted
+    key, a binary (JKS-like) file and a PEM file holding no certificate."""
+    d = tmp_path_factory.mktemp("stores")
+    key, cert = certificates["key"].read_text(), certificates["cert"].read_text()
+    (d / "client.pem").write_text(key + cert)
+    encrypted = subprocess.run(
+        ["openssl", "pkey", "-in", str(certificates["key"]), "-aes256", "-passout",
+         f"pass:{SECRET}"], check=True, capture_output=True, text=True, timeout=60).stdout
+    (d / "encrypted.pem").write_text(encrypted + cert)
+    (d / "store.jks").write_bytes(b"\xfe\xed\xfe\xed" + bytes(60))
+    (d / "empty.pem").write_text("-----BEGIN NOTHING-----\nAAAA\n-----END NOTHING-----\n")
+    return {"ca": str(certificates["ca"]), "client": str(d / "client.pem"),
+            "encrypted": str(d / "encrypted.pem"), "jks": str(d / "store.jks"),
+            "empty": str(d / "empty.pem"), "missing": str(d / "missing.pem"),
+            "ca_text": certificates["ca"].read_text()}
+
+
+def refused(match, parse=source, **options):
+    """The ConfigError ``parse(**options)`` raises; it never shows the secret."""
+    with pytest.raises(ConfigError, match=match) as info:
+        parse(**options)
+    assert SECRET not in str(info.value) and "s3cret" not in str(info.value)
+    return info.value
+
+
+@pytest.mark.parametrize("protocol, tls, authenticates", [
+    ("PLAINTEXT", False, False), ("plaintext", False, False), ("SSL", True, False),
+    ("ssl", True, False), ("SASL_PLAINTEXT", False, True), ("Sasl_Ssl", True, True),
+])
+def test_security_protocols(protocol, tls, authenticates):
+    extra = sasl(protocol) if authenticates else {"kafka.security.protocol": protocol}
+    for opts in (source(**extra), sink(**extra)):
+        assert (opts.tls is not None, opts.sasl is not None) == (tls, authenticates)
+        kwargs = opts.client_options()
+        assert ("ssl_context" in kwargs, "sasl_mechanism" in kwargs) == (tls, authenticates)
+    refused("kafka.security.protocol must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, "
+            "got 'SASL_TLS'", **{"kafka.security.protocol": "SASL_TLS"})
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "scram-sha-256"])
+def test_sasl_mechanisms(mechanism):
+    opts = source(**{**sasl(mechanism=mechanism.upper()), "kafka.sasl.mechanism": mechanism})
+    assert opts.sasl is not None and opts.sasl.mechanism == mechanism.upper()
+    assert (opts.sasl.username, opts.sasl.password) == ("alice", SECRET)
+    assert {k: v for k, v in opts.client_options().items() if k.startswith("sasl")} == {
+        "sasl_mechanism": mechanism.upper(), "sasl_username": "alice", "sasl_password": SECRET}
+
+
+def test_unsupported_mechanisms_are_refused_clearly():
+    for mechanism, what in (("GSSAPI", "GSSAPI .Kerberos."),
+                            ("oauthbearer", "OAUTHBEARER .OAuth 2 tokens.")):
+        refused(f"kiel does not implement {what}; it speaks PLAIN, SCRAM-SHA-256, SCRAM-SHA-512",
+                **{**sasl(), "kafka.sasl.mechanism": mechanism})
+    refused("kafka.sasl.mechanism must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+            "got 'DIGEST-MD5'", **{**sasl(), "kafka.sasl.mechanism": "DIGEST-MD5"})
+
+
+def test_a_sasl_protocol_needs_a_mechanism_and_a_jaas_line():
+    for protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        options = sasl(protocol)
+        del options["kafka.sasl.mechanism"]
+        refused(f"{protocol} needs option kafka.sasl.mechanism .*GSSAPI .Kerberos., is not "
+                "available in kiel", **options)
+        options = sasl(protocol)
+        del options["kafka.sasl.jaas.config"]
+        refused(f"{protocol} needs option kafka.sasl.jaas.config, e.g. {SCRAM_MODULE} required",
+                **options)
+
+
+@pytest.mark.parametrize("line, username, password", [
+    (f'{SCRAM_MODULE} required username="alice" password="s3cret";', "alice", "s3cret"),
+    (jaas(), "alice", SECRET),
+    # Words unquoted, any spacing and new lines, the flag in any case.
+    (f"  {SCRAM_MODULE}\n  REQUIRED\n username = alice\tpassword=s3cret ; ", "alice", "s3cret"),
+    (f'{SCRAM_MODULE} required username="a b=c,d" password="x\\\\y\\"";', "a b=c,d", 'x\\y"'),
+    # SCRAM's tokenauth=false is the default: accepted.
+    (f'{SCRAM_MODULE} required tokenauth="false" username="u" password="p";', "u", "p"),
+])
+def test_jaas_lines(line, username, password):
+    opts = source(**{**sasl(), "kafka.sasl.jaas.config": line})
+    assert opts.sasl is not None
+    assert (opts.sasl.username, opts.sasl.password) == (username, password)
+
+
+def test_jaas_options_kiel_does_not_know_are_logged_by_name(caplog):
+    line = jaas(rest=f'username="alice" {SECRET_JAAS} serviceName="kafka"')
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        source(**{**sasl(), "kafka.sasl.jaas.config": line})
+    messages = warnings_of(caplog)
+    assert len(messages) == 1 and "serviceName" in messages[0]
+    assert SECRET not in caplog.text
+
+
+@pytest.mark.parametrize("line, match", [
+    (jaas(module=PLAIN_MODULE), f"names the login module {PLAIN_MODULE}, but "
+     f"kafka.sasl.mechanism=SCRAM-SHA-512 takes {SCRAM_MODULE}"),
+    (jaas(rest=SECRET_JAAS), "needs username"),
+    (jaas(rest='username="alice"'), "needs password"),
+    (jaas(rest='username="alice" password=""'), "needs password"),
+    (jaas(rest=""), "needs username and password"),
+    (f'{SCRAM_MODULE} required username="alice" {SECRET_JAAS}', "expected ';'"),
+    (f'{SCRAM_MODULE} required username="alice" password="s3cret', "never closed"),
+    (f'{SCRAM_MODULE} required username "alice" {SECRET_JAAS};', "expected '=' after username"),
+    (f'{SCRAM_MODULE} required username=;', "expected a value for username"),
+    (f'{SCRAM_MODULE} required username="a" {SECRET_JAAS}; {SCRAM_MODULE} required;',
+     "one login module entry"),
+    (f'{SCRAM_MODULE} username="alice" {SECRET_JAAS};', "expected the flag 'required'"),
+    (f'{SCRAM_MODULE} required username="a" password="{SECRET}";', "malformed"),  # unescaped
+    (f'{SCRAM_MODULE} required username="a" password="s3cret" password="x";', "password twice"),
+    (f'{SCRAM_MODULE} required username="a" password=s3cret% ;', "unexpected character"),
+    (f'{SCRAM_MODULE} required tokenauth=true username="a" password="s3cret";', "tokenauth"),
+    ("", "malformed"),
+])
+def test_bad_jaas_lines_are_refused_without_showing_the_password(line, match):
+    error = refused(match, **{**sasl(), "kafka.sasl.jaas.config": line})
+    assert "kafka.sasl.jaas.config" in str(error) or "kafka.sasl.mechanism" in str(error)
+
+
+def test_tls_trust(pem):
+    def tls(**options):
+        opts = source(**{"kafka.security.protocol": "SSL", **options})
+        context = opts.client_options()["ssl_context"]
+        assert isinstance(context, ssl.SSLContext) and context.verify_mode == ssl.CERT_REQUIRED
+        return opts, context
+
+    # No trust store: the system's CAs, the host name checked.
+    opts, context = tls()
+    assert context.check_hostname and opts.tls == TlsSettings()
+    # A PEM trust store, with its type or without (read when it is PEM).
+    for typed in ({"kafka.ssl.truststore.type": "PEM"}, {"kafka.ssl.truststore.type": "pem"}, {}):
+        _, context = tls(**{"kafka.ssl.truststore.location": pem["ca"]}, **typed)
+        assert [c["subject"] for c in context.get_ca_certs()] == [((("commonName",
+                                                                     "kiel test CA"),),)]
+    _, context = tls(**{"kafka.ssl.truststore.certificates": pem["ca_text"],
+                        "kafka.ssl.truststore.type": "PEM"})
+    assert len(context.get_ca_certs()) == 1
+    # The endpoint identification algorithm: "https" (default) or "" (the chain only).
+    assert tls(**{"kafka.ssl.endpoint.identification.algorithm": "https"})[1].check_hostname
+    _, lenient = tls(**{"kafka.ssl.endpoint.identification.algorithm": ""})
+    assert not lenient.check_hostname and lenient.verify_mode == ssl.CERT_REQUIRED
+    # Each client gets a context of its own (they are built, not pickled).
+    assert opts.client_options()["ssl_context"] is not opts.client_options()["ssl_context"]
+
+
+def test_bad_trust_stores_are_refused_at_planning(pem):
+    ssl_on = {"kafka.security.protocol": "SASL_SSL", **sasl("SASL_SSL")}
+    for store in ("JKS", "PKCS12"):
+        refused(f"kafka.ssl.truststore.type='{store}': kiel reads PEM only", **ssl_on,
+                **{"kafka.ssl.truststore.location": pem["ca"], "kafka.ssl.truststore.type": store})
+    refused("no kafka.ssl.truststore.type given, and .* is not PEM; kiel reads PEM only .the "
+            "Java client's default type is JKS", **ssl_on,
+            **{"kafka.ssl.truststore.location": pem["jks"]})
+    refused("kafka.ssl.truststore.type=PEM but .* is not PEM", **ssl_on,
+            **{"kafka.ssl.truststore.location": pem["jks"], "kafka.ssl.truststore.type": "PEM"})
+    refused("cannot read .*missing.pem.*No such file", **ssl_on,
+            **{"kafka.ssl.truststore.location": pem["missing"]})
+    refused("kafka.ssl.truststore.location: no trusted certificate could be loaded", **ssl_on,
+            **{"kafka.ssl.truststore.location": pem["empty"]})
+    refused("kafka.ssl.truststore.certificates: no trusted certificate could be loaded",
+            **ssl_on, **{"kafka.ssl.truststore.certificates": "not a certificate"})
+    refused("set one, not both", **ssl_on, **{"kafka.ssl.truststore.location": pem["ca"],
+                                               "kafka.ssl.truststore.certificates": pem["ca_text"]})
+    refused("kafka.ssl.endpoint.identification.algorithm must be 'https'", **ssl_on,
+            **{"kafka.ssl.endpoint.identification.algorithm": "http"})
+
+
+def test_client_certificates(pem):
+    ssl_on = {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": pem["ca"]}
+    for store in ({"kafka.ssl.keystore.location": pem["client"], "kafka.ssl.keystore.type": "PEM"},
+                  {"kafka.ssl.keystore.location": pem["client"]},
+                  {"kafka.ssl.keystore.location": pem["encrypted"],
+                   "kafka.ssl.keystore.type": "PEM", "kafka.ssl.key.password": SECRET}):
+        opts = sink(**ssl_on, **store)
+        assert opts.tls is not None and opts.tls.keystore_location == store[
+            "kafka.ssl.keystore.location"]
+        assert isinstance(opts.producer_options()["ssl_context"], ssl.SSLContext)
+        assert SECRET not in repr(opts) and SECRET not in str(opts)
+    encrypted = {"kafka.ssl.keystore.location": pem["encrypted"]}
+    # A wrong or missing password is a ConfigError (never a prompt on the terminal).
+    refused("the key and certificate chain in .* cannot be loaded", sink, **ssl_on, **encrypted,
+            **{"kafka.ssl.key.password": SECRET + "-wrong"})
+    refused("the key and certificate chain in .* cannot be loaded", sink, **ssl_on, **encrypted)
+    refused("kafka.ssl.keystore.type='JKS': kiel reads PEM only", sink, **ssl_on,
+            **encrypted, **{"kafka.ssl.keystore.type": "JKS"})
+    refused("kafka.ssl.key.password needs kafka.ssl.keystore.location", sink, **ssl_on,
+            **{"kafka.ssl.key.password": SECRET})
+    for inline in ("kafka.ssl.keystore.key", "kafka.ssl.keystore.certificate.chain"):
+        refused(f"{inline}: kiel reads the client's key and certificate chain from one PEM file",
+                sink, **ssl_on, **{inline: "-----BEGIN PRIVATE KEY-----"})
+
+
+def test_security_options_need_a_protocol_that_uses_them(pem):
+    ssl_key = {"kafka.ssl.truststore.location": pem["ca"]}
+    ignored_ssl_key = {"kafka.ssl.truststore.password": SECRET}  # not honoured, still refused
+    for protocol in (None, "PLAINTEXT", "SASL_PLAINTEXT"):
+        base = {} if protocol is None else sasl(protocol) if protocol.startswith("SASL") else {
+            "kafka.security.protocol": protocol}
+        for parse in (source, sink):
+            for key in (ssl_key, ignored_ssl_key):
+                refused(f"option.s. {next(iter(key))} need a kafka.security.protocol with SSL, "
+                        f"got {protocol or 'PLAINTEXT'}", parse, **base, **key)
+    for protocol in (None, "PLAINTEXT", "SSL"):
+        base = {} if protocol is None else {"kafka.security.protocol": protocol}
+        for key in ("kafka.sasl.mechanism", "kafka.sasl.jaas.config", "kafka.sasl.login.class"):
+            value = sasl()[key] if key in sasl() else "x"
+            refused(f"option.s. {key} need a kafka.security.protocol with SASL, "
+                    f"got {protocol or 'PLAINTEXT'}", **base, **{key: value})
+
+
+def test_secrets_never_show(pem, caplog):
+    options = {**sasl("SASL_SSL"), "kafka.ssl.truststore.location": pem["ca"],
+               "kafka.ssl.keystore.location": pem["encrypted"], "kafka.ssl.key.password": SECRET,
+               "kafka.ssl.truststore.password": SECRET, "kafka.unknown.setting": "x"}
+    with caplog.at_level(logging.DEBUG):
+        read, write = source(**options), sink(**options)
+    assert SECRET not in caplog.text
+    assert "ignores option kafka.ssl.truststore.password" in caplog.text  # with why:
+    assert "a PEM trust store has no password" in caplog.text
+    for opts in (read, write):
+        assert SECRET not in repr(opts) and SECRET not in str(opts)
+        assert SECRET not in repr(opts.sasl) and SECRET not in repr(opts.tls)
+    assert read.raw["kafka.sasl.jaas.config"] == "<hidden>"
+    assert read.raw["kafka.ssl.key.password"] == read.raw["kafka.ssl.truststore.password"] \
+        == "<hidden>"
+    assert SECRET not in repr(read.raw) and SCRAM_MODULE not in repr(read.raw)
+    # kiel's clients take them, and hide them too.
+    kwargs = write.producer_options()
+    assert kwargs["sasl_password"] == SECRET
+    producer = Producer(write.brokers, **kwargs)
+    consumer = SingleConsumer(read.brokers, **read.client_options())
+    for client in (producer, consumer):
+        assert client.cluster.ssl_options is not None and client.cluster.sasl is not None
+        assert SECRET not in repr(client) and SECRET not in repr(client.cluster.sasl)
+
+
+def test_secured_options_travel_to_workers_as_strings(pem):
+    opts = source(**sasl("SASL_SSL"), **{"kafka.ssl.truststore.location": pem["ca"]})
+    again = pickle.loads(pickle.dumps(opts))
+    assert again == opts and again.sasl.password == SECRET
+    assert isinstance(again.client_options()["ssl_context"], ssl.SSLContext)

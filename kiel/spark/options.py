@@ -20,6 +20,11 @@ runs once its format is changed to ``kiel``:
 * a few options of Spark's source that kiel has no use for
   (:data:`SPARK_ONLY`): accepted with the same warning.
 
+TLS and SASL keys (``kafka.security.protocol``, ``kafka.sasl.*``,
+``kafka.ssl.*``) are rows of :data:`CLIENT_SETTINGS` too, parsed and checked
+together by :mod:`kiel.spark.security`; secrets never reach a ``repr()``, a
+log line or a message.
+
 Two spellings of one setting (``kafka.group.id`` and ``groupId``) must agree.
 
 Offsets travel as JSON, as in Spark's Kafka source::
@@ -43,6 +48,8 @@ from typing import (
 
 from kiel.cluster import Cluster
 from kiel.exc import ConfigError
+from kiel.spark import security
+from kiel.spark.security import SaslLogin, TlsSettings
 
 __all__ = [
     "CLIENT_SETTINGS",
@@ -152,16 +159,6 @@ def _duration(name: str, raw: str) -> float:
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2) or "ms"]
 
 
-def _plaintext(name: str, raw: str) -> None:
-    # Strategy: refuse rather than warn: a user who asked for TLS or SASL must
-    # not have their data sent in clear text with only a log line saying so.
-    if raw.strip().upper() != "PLAINTEXT":
-        raise ConfigError(
-            f"option {name}={raw!r}: kiel's Spark data source connects in PLAINTEXT only "
-            "(Kafka 0.8 brokers have neither TLS nor SASL)"
-        )
-
-
 def _anything(name: str, raw: str) -> None:
     """A setting kiel satisfies by design: nothing to set."""
 
@@ -196,7 +193,20 @@ CLIENT_SETTINGS: tuple[Setting, ...] = (
     Setting("retry_backoff", ("kafka.retry.backoff.ms",), _millis(1, _INT32)),
     Setting("max_backoff", ("kafka.retry.backoff.max.ms",), _millis(1, _INT32)),
     Setting("retries", ("kafka.retries",), _integer(0, _INT32)),
-    Setting(None, ("kafka.security.protocol",), _plaintext),
+    # Security (checked together by kiel.spark.security.check_security).
+    Setting("security_protocol", ("kafka.security.protocol",), security.security_protocol),
+    Setting("sasl_mechanism", ("kafka.sasl.mechanism",), security.sasl_mechanism),
+    Setting("sasl_jaas", ("kafka.sasl.jaas.config",), security.parse_jaas),
+    Setting("ssl_truststore_location", ("kafka.ssl.truststore.location",), _text),
+    Setting("ssl_truststore_type", ("kafka.ssl.truststore.type",), security.store_type),
+    Setting("ssl_truststore_certificates", ("kafka.ssl.truststore.certificates",), _text),
+    Setting("ssl_keystore_location", ("kafka.ssl.keystore.location",), _text),
+    Setting("ssl_keystore_type", ("kafka.ssl.keystore.type",), security.store_type),
+    Setting("ssl_key_password", ("kafka.ssl.key.password",), security.secret),
+    Setting("ssl_check_hostname", ("kafka.ssl.endpoint.identification.algorithm",),
+            security.endpoint_identification),
+    Setting(None, ("kafka.ssl.keystore.key",), security.inline_key),
+    Setting(None, ("kafka.ssl.keystore.certificate.chain",), security.inline_key),
     # No connection outlives one planning call or one task, so idle ones never linger.
     Setting(None, ("kafka.connections.max.idle.ms",), _integer(-1, _INT64)),
 )
@@ -253,6 +263,8 @@ _HINTS = {
     "fetchoffset.numretries": "offset lookups retry kafka.retries times",
     "fetchoffset.retryintervalms": "offset lookups back off by kafka.retry.backoff.ms",
     "groupidprefix": "kiel reads without joining a consumer group",
+    "kafka.ssl.truststore.password": "a PEM trust store has no password",
+    "kafka.ssl.keystore.password": "a PEM key store has none; the key's is kafka.ssl.key.password",
 }
 
 #: Client keyword arguments passed only when an option set them (kiel's defaults otherwise).
@@ -507,6 +519,10 @@ class _ClientOptions:
             the :class:`~kiel.client.Client` settings, None where no option set
             them (kiel's defaults apply).
         ignored: the options accepted but not honoured (each was logged).
+        tls: the TLS settings (None: no TLS); each client builds its
+            :class:`ssl.SSLContext` from them (:func:`kiel.spark.security.ssl_context`).
+        sasl: the SASL mechanism and credentials (None: no SASL); the
+            password is not in ``repr()``.
     """
 
     brokers: str
@@ -518,17 +534,33 @@ class _ClientOptions:
     max_backoff: Optional[float] = None
     retries: Optional[int] = None
     ignored: tuple[str, ...] = ()
+    tls: Optional[TlsSettings] = None
+    sasl: Optional[SaslLogin] = None
 
     def client_options(self) -> dict[str, Any]:
-        """Keyword arguments for a kiel client."""
+        """Keyword arguments for a kiel client (a new ``ssl_context`` each call).
+
+        Raises:
+            ConfigError: a TLS file became unreadable since the options were parsed.
+        """
         values = {k: getattr(self, k) for k in _CLIENT_KWARGS if getattr(self, k) is not None}
-        return {"client_id": self.client_id, "request_timeout": self.request_timeout,
-                **_client_kwargs(values)}
+        out = {"client_id": self.client_id, "request_timeout": self.request_timeout,
+               **_client_kwargs(values)}
+        if self.tls is not None:
+            out["ssl_context"] = security.ssl_context(self.tls)
+        if self.sasl is not None:
+            out.update(self.sasl.client_options())
+        return out
 
 
 def _require_brokers(values: dict[str, Any]) -> None:
     if "brokers" not in values:
         raise ConfigError("option kafka.bootstrap.servers (or brokers) is required")
+
+
+def _security(values: dict[str, Any], options: Mapping[str, str]) -> None:
+    """Replace the security settings in ``values`` by ``tls`` and ``sasl``."""
+    values["tls"], values["sasl"] = security.check_security(values, _lower(options))
 
 
 @dataclass
@@ -553,7 +585,8 @@ class SourceOptions(_ClientOptions):
             settings (``max_bytes``, ``max_fetch_size``, ``max_wait_time``).
         group_id: commit processed offsets to this group (OffsetCommit v0).
         include_headers: add Spark's ``headers`` column.
-        raw: the options, keys lowercased.
+        raw: the options, keys lowercased, secrets (the JAAS line, passwords)
+            replaced by ``<hidden>``.
     """
 
     topics: Optional[list[str]] = None
@@ -586,6 +619,7 @@ class SourceOptions(_ClientOptions):
         """
         values = _read_settings(options, SOURCE_SETTINGS, _SOURCE_STRUCTURE, "kiel source")
         _require_brokers(values)
+        _security(values, options)
         opts = _lower(options)
         starting = _position(opts, _STARTING, "latest" if streaming else "earliest",
                              (EARLIEST, LATEST))
@@ -598,7 +632,8 @@ class SourceOptions(_ClientOptions):
             raise ConfigError(f"option minOffsetsPerTrigger ({low}) is above "
                               f"maxOffsetsPerTrigger ({high})")
         _fetch_sizes(values)
-        return cls(**values, **_subscription(opts), starting=starting, ending=ending, raw=opts)
+        return cls(**values, **_subscription(opts), starting=starting, ending=ending,
+                   raw=security.mask(opts))
 
 
 def _fetch_sizes(values: dict[str, Any]) -> None:
@@ -653,6 +688,7 @@ class SinkOptions(_ClientOptions):
         values = _read_settings(options, SINK_SETTINGS, frozenset({"path", "checkpointlocation"}),
                                 "kiel sink")
         _require_brokers(values)
+        _security(values, options)
         return cls(**values)
 
     def producer_options(self) -> dict[str, Any]:
