@@ -456,3 +456,32 @@ def test_sasl_against_a_0_8_broker_is_unsupported() -> None:
         assert "legacy" in str(info.value)
     finally:
         cluster.stop()
+
+
+def test_the_kiel_command_with_tls_and_scram(certificates: Dict[str, Path],
+                                             fronted_tansu: Any) -> None:
+    """``kiel --ca-file --sasl-mechanism --sasl-username`` with the password in
+    $KIEL_SASL_PASSWORD: produce and consume through TLS and SCRAM-SHA-512;
+    a wrong password exits 1 with the typed refusal, and no password is printed."""
+    import os
+
+    from tests.test_cli import kiel, ok
+
+    front = SaslFront(ssl_context=server_context(certificates), mechanisms=("SCRAM-SHA-512",),
+                      users=USERS)
+    broker = fronted_tansu(front)
+    topic = broker.create_topic(unique("cli-sasl"), partitions=1)
+    base = {k: v for k, v in os.environ.items() if k != "KIEL_SASL_PASSWORD"}
+    right = {**base, "KIEL_SASL_PASSWORD": USERS["alice"]}
+    security = ("-b", broker.bootstrap, "--ca-file", str(certificates["ca"]),
+                "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-username", "alice")
+    ok(kiel(*security, "produce", topic, input=b"one\ntwo\n", env=right))
+    read = ok(kiel(*security, "consume", topic, "-e", env=right))
+    assert read.stdout == b"one\ntwo\n"
+    assert all(keys[keys.index(17) + 1:keys.index(17) + 3] == [36, 36]
+               for keys in front.connections), front.connections
+    wrong = kiel(*security, "--timeout", "5", "topics",
+                 env={**base, "KIEL_SASL_PASSWORD": "not-the-password"})
+    assert wrong.returncode == 1, wrong
+    assert b"SASL SCRAM-SHA-512 refused for user 'alice'" in wrong.stderr, wrong.stderr
+    assert b"not-the-password" not in wrong.stderr + wrong.stdout
