@@ -416,6 +416,14 @@ class Subscription:
             records += len(st.buffer)
         return raw, records
 
+    def opened(self) -> int:
+        """Bytes of the decompressed wrappers open in the raw answers (counted
+        in :meth:`held`'s raw bytes too): at most one per partition."""
+        return sum(
+            len(st.inner.data) for st in self._parts.values()
+            if st.raw is not None and st.inner is not None
+        )
+
     def take_error(self, wanted: Iterable[TopicPartition]) -> Optional[KielError]:
         """Take the first kept error of a partition of ``wanted`` that is not paused."""
         for tp in sorted(wanted):
