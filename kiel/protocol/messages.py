@@ -239,9 +239,10 @@ class _Level(NamedTuple):
 
 
 def _decode_into(
-    scope: _Scope, level: _Level, pos: int, end: int
+    scope: _Scope, level: _Level, pos: int, end: int, stop: Optional[int] = None
 ) -> tuple[int, Optional[int], Optional[int]]:
-    """Decode the messages of ``data[pos:end]`` into ``out``.
+    """Decode the messages of ``data[pos:end]`` into ``out`` (with ``stop``:
+    those that start before it; the last may end past it).
 
     Returns ``(pos, last_offset, needed)``: ``pos`` is where decoding stopped
     (``end``, or the start of a partial trailing message at the top level),
@@ -262,7 +263,8 @@ def _decode_into(
     klen_spec = -1
     unpack, hsize = _spec(klen_spec)
     nullkey = True
-    while pos < end:
+    stop = end if stop is None else min(stop, end)
+    while pos < stop:
         if fast:
             # Strategy: this loop is the consumer's hot path. One unpack_from
             # per message reads offset, size, crc, magic and attributes (as
@@ -274,7 +276,7 @@ def _decode_into(
             # value, a short or partial message) breaks out to the general
             # path, which validates everything and re-speculates. The value
             # length must agree with the message size and stay in the buffer.
-            limit = end - hsize
+            limit = min(end - hsize, stop - 1)
             while pos <= limit:
                 offset, size, crc, magic_attrs, klen, key, vlen = unpack(data, pos)
                 if klen != klen_spec or magic_attrs:
@@ -291,7 +293,7 @@ def _decode_into(
                 if offset >= min_offset:
                     append(new((topic, partition, offset, key, data[p:mend], None, None, ())))
                 pos = mend
-            if pos >= end:
+            if pos >= stop:
                 break
         pos_after, last_one, spec_klen = _decode_one(scope, level, pos, end)
         if pos_after < 0:
@@ -606,9 +608,8 @@ def decode_wrapper_slice(
         once every inner message was decoded.
 
     Raises:
-        CorruptMessageError: a bad inner message (the records of the inner
-            messages before it come back from a call that stops before it:
-            decode one message at a time, ``max_bytes=1``, to find them).
+        CorruptMessageError: a bad inner message (to find the records of
+            the inner messages before it, decode one at a time: ``max_bytes=1``).
         UnsupportedVersionError: an inner magic byte other than 0 or 1.
         CompressionError: a nested wrapper does not decompress, or past
             what is left of the wrapper's budget.
@@ -616,22 +617,6 @@ def decode_wrapper_slice(
     """
     data = wrapper.data
     size = len(data)
-    # Strategy: walk the size prefixes (one unpack per message, nothing
-    # decoded) to end the slice on a message boundary; a size that does not
-    # frame a message ends the slice before it, so the next call starts
-    # there and the decoding raises its error with the good records out.
-    end = position
-    unpack = _OFFSET_SIZE.unpack_from
-    while end < size and end - position < max_bytes:
-        if size - end < _LOG_OVERHEAD:
-            end = size if end == position else end
-            break
-        _offset, msize = unpack(data, end)
-        mend = end + _LOG_OVERHEAD + msize
-        if msize < _MIN_V0 or mend > size:
-            end = size if end == position else end
-            break
-        end = mend
     scope = _Scope(
         topic, partition, bool(check_crcs),
         _NO_MIN_OFFSET if min_offset is None else min_offset, 0,
@@ -639,7 +624,8 @@ def decode_wrapper_slice(
     scope.budget = wrapper.budget
     scope.previous = previous
     level = _Level(data, memoryview(data), 1, wrapper.magic, wrapper.delta, wrapper.timestamp)
-    _, last, _ = _decode_into(scope, level, position, end)
+    # The slice ends after the message that crosses ``position + max_bytes``.
+    end, last, _ = _decode_into(scope, level, position, size, position + max(max_bytes, 1))
     return WrapperSlice(scope.out, last, end)
 
 
