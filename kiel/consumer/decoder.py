@@ -4,15 +4,22 @@ A fetched answer is kept raw (:meth:`Decoder.received`) and decoded only when
 its records are about to be handed out, a bounded number at a time
 (:meth:`Decoder.decode`): the records alive at once stay proportional to what
 the application asks for, not to ``max_bytes`` times the partitions. The
-:class:`Decoder` runs :func:`kiel.protocol.messages.decode_message_set` (a
+:class:`Decoder` runs :func:`kiel.protocol.messages.decode_until_wrapper` (a
 Fetch v0 answer: magic 0/1 message sets) or
 :func:`kiel.protocol.record_batch.decode_record_batches` (a Fetch v4 answer:
 record batches, magic 2, with any older entries) a slice at a time,
 yields to the IOLoop whenever its time budget is spent, grows the
 partition's fetch size when not even one message fit, and runs
-the deserializers. It writes its result into the partition's
+the deserializers. A compressed wrapper (magic 0/1) is decompressed when
+the decoder reaches it and kept, with a cursor, in the partition's state;
+its inner messages are decoded from there a slice at a time
+(:func:`kiel.protocol.messages.decode_wrapper_slice`), so the records
+alive stay about what was asked for whatever the wrapper's size. A
+compressed record batch (magic 2) still decodes whole. The decoder writes
+its result into the partition's
 :class:`~kiel.consumer.subscription.PartitionState`: the records to hand
-out and where the raw answer goes on, or the error to raise. No I/O.
+out and where the raw answer (and its open wrapper) goes on, or the error
+to raise. No I/O.
 """
 
 import asyncio

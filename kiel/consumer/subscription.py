@@ -15,7 +15,8 @@ Besides its status a partition carries its position (the offset of the next
 record to hand out), the high watermark of its latest fetch, its fetch size
 (grown for large messages), a failure count with the time of the next retry,
 and what was fetched but not handed out yet: the raw answer (at most one per
-partition) with a cursor into it, and the records decoded from it so far.
+partition) with a cursor into it, the compressed wrapper open in it
+(decompressed, with a cursor of its own), and the records decoded so far.
 Records are decoded from the raw answer only when they are about to be
 handed out, a bounded number at a time (see :mod:`kiel.consumer.decoder`).
 """
