@@ -19,12 +19,14 @@ from kiel.consumer import BEGINNING
 from kiel.consumer.decoder import Decoder
 from kiel.consumer.subscription import Status, Subscription
 from kiel.exc import CompressionError, CorruptMessageError
+from kiel.protocol.crc32c import crc32c
 from kiel.protocol.messages import (
     CODEC_GZIP,
     assign_offsets,
     decode_message_set,
     encode_message_set,
 )
+from kiel.protocol.record_batch import RecordBatchBuilder, decode_record_batches
 from kiel.structs import TopicPartition
 from tests.conftest import run
 from tests.test_consumer import consumer_for, produce_raw
@@ -304,3 +306,64 @@ def test_a_deserializer_failing_on_the_first_record_of_a_round_loses_nothing():
     assert st.raw is None  # fetched again from the position: nothing skipped
     st.error = None  # the application took the error and calls again
     assert take(decoder, subscription, 50) == []  # not the records past the failed slice
+
+
+# --------------------------------------------------------------------------
+# compressed record batches (magic 2)
+
+
+def gzip_batches(count, per_batch, base=0):
+    """``count`` records (100-byte values, a header on every 7th) in gzip
+    batches of ``per_batch``, base offsets assigned as a broker does."""
+    out = []
+    for start in range(0, count, per_batch):
+        builder = RecordBatchBuilder(CODEC_GZIP)
+        for i in range(start, min(count, start + per_batch)):
+            builder.append(b"k%d" % i if i % 3 else None, b"%09d" % i + VALUE,
+                           timestamp=1_000 + i, headers=[("h", b"%d" % i)] if i % 7 == 0 else [])
+        out.append(struct.pack(">q", base + start) + builder.build()[8:])
+    return b"".join(out)
+
+
+def test_a_compressed_batch_is_decoded_a_slice_at_a_time():
+    data = gzip_batches(5000, 1000)
+    whole = decode_record_batches(data, "t", 0)
+    decoder, subscription = state_of(decode_budget=0)
+    Decoder.received(subscription.state(TP), data, record_batches=True)
+    records, rounds = take_all(decoder, subscription, 50)
+    assert records == whole.records  # keys, values, timestamps, headers
+    assert [r.offset for r in records] == list(range(5000))
+    assert rounds >= 5000 // 50
+    first_slice = decoder_module._DECODE_CHUNK // 100 + 1  # records take 100 bytes or more
+    assert decoder.peak_records <= 50 + first_slice < 1000
+
+
+def test_a_fetch_starting_inside_a_compressed_batch_and_a_seek_while_it_is_open():
+    data = gzip_batches(3000, 1000)
+    decoder, subscription = state_of(position=1500)
+    st = subscription.state(TP)
+    Decoder.received(st, data, record_batches=True)
+    got = take(decoder, subscription, 50)
+    assert [r.offset for r in got] == list(range(1500, 1550)) and st.inner is not None
+    assert subscription.opened() == len(st.inner.data) > 0
+    subscription.seek(TP, 2990)
+    assert st.inner is None and st.raw is None
+    Decoder.received(st, data, record_batches=True)
+    records, _ = take_all(decoder, subscription, 50)
+    assert [r.offset for r in records] == list(range(2990, 3000))
+
+
+def test_a_compressed_batch_whose_records_fall_short_of_its_count():
+    """The records it holds are handed out; the error comes at the batch."""
+    batch = bytearray(gzip_batches(300, 300))
+    struct.pack_into(">i", batch, 57, 301)  # one record more than it holds
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    decoder, subscription = state_of()
+    st = subscription.state(TP)
+    Decoder.received(st, bytes(batch), record_batches=True)
+    records = []
+    while st.error is None or st.buffer:
+        records.extend(take(decoder, subscription, 50))
+    assert [r.offset for r in records] == list(range(300))
+    assert isinstance(st.error, CorruptMessageError) and st.error.offset == 0
+    assert st.raw is None and st.inner is None

@@ -41,7 +41,7 @@ from kiel.protocol.messages import (
     decode_wrapper_slice,
     iter_message_boundaries,
 )
-from kiel.protocol.record_batch import decode_record_batches
+from kiel.protocol.record_batch import OpenBatch, decode_batch_slice, decode_until_compressed
 from kiel.serializers import Deserializer
 from kiel.structs import Record
 
@@ -269,39 +269,33 @@ class Decoder:
                 started = clock()
                 inner_pos = st.inner_pos
                 try:
-                    part = decode_wrapper_slice(
-                        wrapper, inner_pos, chunk, topic, partition, min_offset=offset,
-                        previous=records[-1].offset if records else offset - 1,
-                    )
+                    got, after = self._inner_slice(st, chunk, offset, records)
                 except ProtocolError as e:
-                    good, last = self._good_inner(st, wrapper, inner_pos, offset, records)
+                    good, after = self._good_inner(st, offset, records)
                     if not records and not good:
                         raise
                     records.extend(good)
                     e.with_context(api="Fetch", topic=topic, partition=partition)
                     st.error = e
-                    return records, None if last is None else last + 1, pos, None, False
+                    return records, after, pos, None, False
                 elapsed = clock() - started
                 self.decode_seconds += elapsed
-                self._adapt(part.position - inner_pos, elapsed)
-                st.inner_pos = part.position
-                if part.position >= len(wrapper.data):
-                    st.inner = None
-                if part.last_offset is not None:
-                    next_offset = part.last_offset + 1
-                got = part.records
+                self._adapt(st.inner_pos - inner_pos, elapsed)
+                if after is not None:
+                    next_offset = after
             else:
                 if pos >= size:
                     break
                 end = min(size, pos + chunk)
                 piece = data if pos == 0 and end == size else data[pos:end]
                 started = clock()
-                opened = None
+                result: Any
+                opened: Any
                 try:
                     # The magic-2 branch: the same slices and budget, a record
                     # batch being the unit that decodes whole.
                     if batches:
-                        result: Any = decode_record_batches(
+                        result, opened = decode_until_compressed(
                             piece, topic, partition, min_offset=offset,
                             max_decoded=self.max_decoded,
                         )
@@ -338,13 +332,13 @@ class Decoder:
                 got = result.records
                 if opened is not None:
                     # Its decompression is no measure of decoding speed.
-                    st.inner, st.inner_pos = opened, 0
+                    st.inner, st.inner_pos, st.inner_index = opened, 0, 0
                 else:
                     self._adapt(result.valid_bytes, elapsed)
             if got:
                 if wrapper is not None or opened is None:
                     self._record_bytes = (
-                        (part.position - inner_pos if wrapper is not None else result.valid_bytes)
+                        (st.inner_pos - inner_pos if wrapper is not None else result.valid_bytes)
                         // len(got) + 1
                     )
                 records.extend(got)
@@ -366,28 +360,56 @@ class Decoder:
             ideal = int(decoded * target / elapsed)
             self._chunk = min(max(ideal, _MIN_DECODE_CHUNK), _MAX_DECODE_CHUNK)
 
-    def _good_inner(
-        self, st: PartitionState, wrapper: Any, position: int, offset: int, records: list[Record]
+    def _inner_slice(
+        self, st: PartitionState, chunk: int, offset: int, records: list[Record]
     ) -> tuple[list[Record], Optional[int]]:
-        """The records of ``wrapper``'s inner messages from ``position`` before
-        the first that does not decode, and the last one's offset (the error
-        path only: each is decoded alone)."""
+        """Decode about ``chunk`` bytes of the wrapper or batch open in ``st``
+        from its cursor, and move the cursor (closing it at the end).
+
+        Returns:
+            the records (below ``offset`` dropped) and the offset after the
+            last message read (``None``: none read).
+
+        Raises:
+            ProtocolError: the next message does not decode (the cursor stays).
+        """
         topic, partition = st.tp
+        opened: Any = st.inner
+        if isinstance(opened, OpenBatch):
+            batch = decode_batch_slice(
+                opened, st.inner_pos, st.inner_index, chunk, topic, partition,
+                min_offset=offset,
+            )
+            st.inner_pos, st.inner_index = batch.position, batch.read
+            if batch.done:
+                st.inner = None
+            return batch.records, batch.next_offset
+        part = decode_wrapper_slice(
+            opened, st.inner_pos, chunk, topic, partition, min_offset=offset,
+            previous=records[-1].offset if records else offset - 1,
+        )
+        st.inner_pos = part.position
+        if part.position >= len(opened.data):
+            st.inner = None
+        return part.records, None if part.last_offset is None else part.last_offset + 1
+
+    def _good_inner(
+        self, st: PartitionState, offset: int, records: list[Record]
+    ) -> tuple[list[Record], Optional[int]]:
+        """The records of the open wrapper's (or batch's) messages from its
+        cursor before the first that does not decode, and the offset after
+        the last one read (the error path only: each is decoded alone)."""
         good: list[Record] = []
-        last: Optional[int] = None
+        after: Optional[int] = None
         try:
-            while position < len(wrapper.data):
-                one = decode_wrapper_slice(
-                    wrapper, position, 1, topic, partition, min_offset=offset,
-                    previous=(good or records)[-1].offset if good or records else offset - 1,
-                )
-                good.extend(one.records)
-                position = one.position
-                if one.last_offset is not None:
-                    last = one.last_offset
+            while st.inner is not None:
+                one, one_after = self._inner_slice(st, 1, offset, records + good)
+                good.extend(one)
+                if one_after is not None:
+                    after = one_after
         except ProtocolError:
             pass  # the first bad message: what came before it is the prefix
-        return good, last
+        return good, after
 
     def _slice_size(self, want: int) -> int:
         """Bytes of the next slice: what takes about half the budget, and no

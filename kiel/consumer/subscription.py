@@ -72,6 +72,7 @@ class PartitionState:
         "raw_batches",
         "inner",
         "inner_pos",
+        "inner_index",
         "next_offset",
         "epoch",
         "error",
@@ -98,11 +99,14 @@ class PartitionState:
         self.raw_pos = 0
         #: ``raw`` holds record batches (a Fetch v4 answer), not message sets.
         self.raw_batches = False
-        #: The compressed wrapper of ``raw`` being handed out (decompressed,
-        #: from :mod:`kiel.protocol`; ``None``: none), and where in its inner
-        #: bytes decoding goes on. ``raw`` is kept while it is open.
+        #: The compressed wrapper or record batch of ``raw`` being handed out
+        #: (decompressed, from :mod:`kiel.protocol`; ``None``: none), and
+        #: where in its inner bytes decoding goes on. ``raw`` is kept while
+        #: it is open.
         self.inner: Optional[Any] = None
         self.inner_pos = 0
+        #: Records of an open record batch read so far (its count says how many it holds).
+        self.inner_index = 0
         #: Bumped on every seek: an answer for an older epoch is dropped.
         self.epoch = 0
         #: An error to raise to the application (then cleared).
