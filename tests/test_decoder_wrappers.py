@@ -9,16 +9,18 @@ drive the :class:`~kiel.consumer.decoder.Decoder` over real message sets
 """
 import asyncio
 import struct
+import uuid
 import zlib
 
 import pytest
 
 import kiel.compression
 import kiel.consumer.decoder as decoder_module
-from kiel.consumer import BEGINNING
+from kiel.consumer import BEGINNING, SingleConsumer
 from kiel.consumer.decoder import Decoder
 from kiel.consumer.subscription import Status, Subscription
 from kiel.exc import CompressionError, CorruptMessageError
+from kiel.producer import Producer
 from kiel.protocol.crc32c import crc32c
 from kiel.protocol.messages import (
     CODEC_GZIP,
@@ -367,3 +369,34 @@ def test_a_compressed_batch_whose_records_fall_short_of_its_count():
     assert [r.offset for r in records] == list(range(300))
     assert isinstance(st.error, CorruptMessageError) and st.error.offset == 0
     assert st.raw is None and st.inner is None
+
+
+@pytest.mark.interop
+def test_consuming_large_gzip_batches_from_tansu_50_at_a_time(tansu_broker):
+    """A current broker (Tansu) serves kiel's gzip record batches of 1,500
+    records: handed out 50 at a time, a batch never comes to life whole."""
+    topic = tansu_broker.create_topic(f"batches-{uuid.uuid4().hex[:8]}", 1)
+    total = 3000
+
+    async def main():
+        async with Producer(tansu_broker.bootstrap, compression="gzip", linger=0.5,
+                            batch_size=1 << 20) as producer:
+            for start in (0, 1500):  # two batches of 1,500 records
+                await asyncio.gather(*(producer.produce(topic, b"%09d" % i + VALUE, partition=0)
+                                       for i in range(start, start + 1500)))
+        async with SingleConsumer(tansu_broker.bootstrap, max_records=50,
+                                  max_wait_time=0.2) as consumer:
+            got, opened = [], 0
+            while len(got) < total:
+                records = await consumer.consume(topic, start=BEGINNING)
+                assert len(records) <= 50
+                got.extend(records)
+                opened = max(opened, consumer.subscription.opened())
+            return got, opened, consumer.decoder
+
+    got, opened, decoder = run(main())
+    assert [r.offset for r in got] == list(range(total))
+    assert [r.value[:9] for r in got] == [b"%09d" % i for i in range(total)]
+    assert opened >= 1000 * 100  # a batch of more than 1,000 records was open
+    first_slice = decoder_module._DECODE_CHUNK // 100 + 1  # records take 100 bytes or more
+    assert decoder.peak_records <= 50 + first_slice < 1000
