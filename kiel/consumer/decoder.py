@@ -15,7 +15,8 @@ the decoder reaches it and kept, with a cursor, in the partition's state;
 its inner messages are decoded from there a slice at a time
 (:func:`kiel.protocol.messages.decode_wrapper_slice`), so the records
 alive stay about what was asked for whatever the wrapper's size. A
-compressed record batch (magic 2) still decodes whole. The decoder writes
+compressed record batch (magic 2) is opened and decoded the same way
+(:func:`kiel.protocol.record_batch.decode_batch_slice`). The decoder writes
 its result into the partition's
 :class:`~kiel.consumer.subscription.PartitionState`: the records to hand
 out and where the raw answer (and its open wrapper) goes on, or the error
@@ -256,11 +257,11 @@ class Decoder:
         # poor clock, as 64 KiB of compressed wrappers can hold 20,000
         # messages. A 10 MB fetch then never stalls the IOLoop for much more
         # than a budget (or one decompression), and a slice holds about the
-        # records still wanted (see _slice_size). A compressed wrapper is
-        # opened (decompressed) when the top level reaches it and kept in
-        # ``st.inner``; its inner messages are sliced like the top level's,
-        # so the records alive stay proportional to ``want`` whatever the
-        # wrapper's size.
+        # records still wanted (see _slice_size). A compressed wrapper or
+        # record batch is opened (decompressed) when the top level reaches
+        # it and kept in ``st.inner``; its inner messages are sliced like the
+        # top level's, so the records alive stay proportional to ``want``
+        # whatever its size.
         clock = time.perf_counter
         chunk = self._slice_size(want)
         while True:
@@ -272,11 +273,8 @@ class Decoder:
                     got, after = self._inner_slice(st, chunk, offset, records)
                 except ProtocolError as e:
                     good, after = self._good_inner(st, offset, records)
-                    if not records and not good:
+                    if not self._cut_short(st, e, records, good):
                         raise
-                    records.extend(good)
-                    e.with_context(api="Fetch", topic=topic, partition=partition)
-                    st.error = e
                     return records, after, pos, None, False
                 elapsed = clock() - started
                 self.decode_seconds += elapsed
@@ -292,8 +290,8 @@ class Decoder:
                 result: Any
                 opened: Any
                 try:
-                    # The magic-2 branch: the same slices and budget, a record
-                    # batch being the unit that decodes whole.
+                    # The magic-2 branch: the same slices and budget, a
+                    # compressed batch opened like a wrapper.
                     if batches:
                         result, opened = decode_until_compressed(
                             piece, topic, partition, min_offset=offset,
@@ -310,13 +308,8 @@ class Decoder:
                         first_size = result.first_message_size
                 except ProtocolError as e:
                     good = [] if batches else self._good_prefix(piece, topic, partition, offset)
-                    if not records and not good:
+                    if not self._cut_short(st, e, records, good):
                         raise
-                    # Hand out the complete messages before the bad one; its
-                    # error comes with the next call, at its own offset.
-                    records.extend(good)
-                    e.with_context(api="Fetch", topic=topic, partition=partition)
-                    st.error = e
                     return records, None, pos, None, False
                 if too_large:
                     if end < size:  # the message is larger than a slice: widen it
@@ -352,6 +345,23 @@ class Decoder:
             if await self.breathe() and not st.current(offset, epoch):
                 return None
         return records, next_offset, pos, needed, False
+
+    @staticmethod
+    def _cut_short(
+        st: PartitionState, error: ProtocolError, records: list[Record], good: list[Record]
+    ) -> bool:
+        """Hand out the complete messages before a bad one (``good`` after
+        ``records``); its error comes with the next call, at its own offset.
+
+        Returns:
+            ``False`` when there is nothing to hand out (the caller raises).
+        """
+        if not records and not good:
+            return False
+        records.extend(good)
+        error.with_context(api="Fetch", topic=st.tp.topic, partition=st.tp.partition)
+        st.error = error
+        return True
 
     def _adapt(self, decoded: int, elapsed: float) -> None:
         """Size the next slices from the speed of this one (``decoded`` bytes)."""
