@@ -13,6 +13,8 @@ import uuid
 import zlib
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import kiel.compression
 import kiel.consumer.decoder as decoder_module
@@ -400,3 +402,38 @@ def test_consuming_large_gzip_batches_from_tansu_50_at_a_time(tansu_broker):
     assert opened >= 1000 * 100  # a batch of more than 1,000 records was open
     first_slice = decoder_module._DECODE_CHUNK // 100 + 1  # records take 100 bytes or more
     assert decoder.peak_records <= 50 + first_slice < 1000
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    groups=st.lists(st.tuples(st.integers(1, 60), st.booleans()), min_size=1, max_size=8),
+    position=st.integers(0, 300),
+    want=st.integers(1, 40),
+    batches=st.booleans(),
+)
+def test_handed_out_in_rounds_equals_the_whole_decode(groups, position, want, batches):
+    """Wrappers (or batches) and plain entries, a fetch position anywhere,
+    any ``want``: the records handed out are those of decoding it whole."""
+    pieces, base = [], 0
+    for size, compressed in groups:
+        if batches:
+            builder = RecordBatchBuilder(CODEC_GZIP if compressed else 0)
+            for i in range(size):
+                builder.append(None, b"%d" % (base + i) * (i % 5), timestamp=base + i)
+            pieces.append(struct.pack(">q", base) + builder.build()[8:])
+        else:
+            values = [(None, b"%d" % (base + i) * (i % 5)) for i in range(size)]
+            pieces.append(assign_offsets(
+                encode_message_set(values, CODEC_GZIP if compressed else 0), base)[0])
+        base += size
+        if base <= position:
+            pieces = []  # a broker answers from the entry that holds the position
+    assume(pieces)
+    data = b"".join(pieces)
+    decode_whole = decode_record_batches if batches else decode_message_set
+    expected = decode_whole(data, "t", 0, min_offset=position).records
+    decoder, subscription = state_of(position=position, decode_budget=0)
+    Decoder.received(subscription.state(TP), data, record_batches=batches)
+    records, _ = take_all(decoder, subscription, want)
+    assert records == expected
+    assert subscription.state(TP).error is None
