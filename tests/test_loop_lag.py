@@ -10,8 +10,10 @@ stalls for more than 20 ms.
 
 What the design guarantees and can be counted is asserted: the records
 alive at once (decoded and not handed out) stay under what one round may
-decode (``DECODE_RECORDS`` plus one slice), never the whole fetched backlog,
-and the raw bytes held stay under ``max_prefetch_bytes``.
+decode (``DECODE_RECORDS`` plus one slice), never the whole fetched backlog;
+a slice never holds a whole compressed wrapper (its inner messages are
+decoded a slice at a time); the raw bytes held stay under
+``max_prefetch_bytes``, plus at most one open wrapper per partition.
 
 Run alone to see the figures::
 
@@ -99,11 +101,14 @@ async def consume_measuring(bootstrap: str, topic: str, total: int):
         if running:
             loop.call_at(now + PERIOD, tick, now + PERIOD)
 
-    held = {"raw": 0, "records": 0}
+    held = {"raw": 0, "records": 0, "opened": 0}
 
     def sample() -> None:
         raw, records = consumer.subscription.held()
-        held["raw"] = max(held["raw"], raw)
+        # The answers as fetched, and the wrappers open in them (decompressed).
+        opened = consumer.subscription.opened()
+        held["raw"] = max(held["raw"], raw - opened)
+        held["opened"] = max(held["opened"], opened)
         held["records"] = max(held["records"], records)
 
     async def sleeper() -> None:
@@ -168,6 +173,7 @@ def test_loop_lag_while_consuming_at_full_speed(
     record_property("decoder_yields", yields)
     record_property("held_records_max", held["records"])
     record_property("held_raw_bytes_max", held["raw"])
+    record_property("held_opened_bytes_max", held["opened"])
     longest_gc = max(pauses.pauses, default=0.0) * 1000
     record_property("gen2_gc_max_ms", round(longest_gc, 3))
     with capsys.disabled():
@@ -180,7 +186,8 @@ def test_loop_lag_while_consuming_at_full_speed(
             f"  coroutine wake-up: p50 {wakeups['p50_ms']:.1f} ms, "
             f"p99 {wakeups['p99_ms']:.1f} ms, max {wakeups['max_ms']:.1f} ms "
             f"({wakeups['samples']} samples)\n"
-            f"  held at most {held['records']:,} records and {held['raw']:,} raw bytes; "
+            f"  held at most {held['records']:,} records, {held['raw']:,} raw bytes and "
+            f"{held['opened']:,} bytes of open wrappers; "
             f"largest decode {decoder.peak_records:,} records, largest slice "
             f"{decoder.peak_slice:,}"
         )
@@ -189,4 +196,9 @@ def test_loop_lag_while_consuming_at_full_speed(
     bound = DECODE_RECORDS + decoder.peak_slice
     assert 0 < held["records"] <= bound < per_partition
     assert decoder.peak_records <= bound
+    if codec:
+        assert decoder.peak_slice < batch  # not a whole wrapper at once
     assert 0 < held["raw"] <= PREFETCH
+    # At most one wrapper open per partition, decompressed: ``batch``
+    # messages of 126 bytes (100-byte values).
+    assert held["opened"] <= (PARTITIONS * batch * 126 if codec else 0)

@@ -4,15 +4,23 @@ A fetched answer is kept raw (:meth:`Decoder.received`) and decoded only when
 its records are about to be handed out, a bounded number at a time
 (:meth:`Decoder.decode`): the records alive at once stay proportional to what
 the application asks for, not to ``max_bytes`` times the partitions. The
-:class:`Decoder` runs :func:`kiel.protocol.messages.decode_message_set` (a
+:class:`Decoder` runs :func:`kiel.protocol.messages.decode_until_wrapper` (a
 Fetch v0 answer: magic 0/1 message sets) or
 :func:`kiel.protocol.record_batch.decode_record_batches` (a Fetch v4 answer:
 record batches, magic 2, with any older entries) a slice at a time,
 yields to the IOLoop whenever its time budget is spent, grows the
 partition's fetch size when not even one message fit, and runs
-the deserializers. It writes its result into the partition's
+the deserializers. A compressed wrapper (magic 0/1) is decompressed when
+the decoder reaches it and kept, with a cursor, in the partition's state;
+its inner messages are decoded from there a slice at a time
+(:func:`kiel.protocol.messages.decode_wrapper_slice`), so the records
+alive stay about what was asked for whatever the wrapper's size. A
+compressed record batch (magic 2) is opened and decoded the same way
+(:func:`kiel.protocol.record_batch.decode_batch_slice`). The decoder writes
+its result into the partition's
 :class:`~kiel.consumer.subscription.PartitionState`: the records to hand
-out and where the raw answer goes on, or the error to raise. No I/O.
+out and where the raw answer (and its open wrapper) goes on, or the error
+to raise. No I/O.
 """
 
 import asyncio
@@ -28,8 +36,13 @@ from kiel.exc import (
     ProtocolError,
 )
 from kiel.metrics import count_error
-from kiel.protocol.messages import decode_message_set, iter_message_boundaries
-from kiel.protocol.record_batch import decode_record_batches
+from kiel.protocol.messages import (
+    decode_message_set,
+    decode_until_wrapper,
+    decode_wrapper_slice,
+    iter_message_boundaries,
+)
+from kiel.protocol.record_batch import OpenBatch, decode_batch_slice, decode_until_compressed
 from kiel.serializers import Deserializer
 from kiel.structs import Record
 
@@ -111,8 +124,9 @@ class Decoder:
         """
         if data:
             st.raw, st.raw_pos, st.raw_batches = data, 0, record_batches
+            st.inner = None
         else:
-            st.raw = None
+            st.drop_raw()
             st.failures = 0
             st.answered = True
 
@@ -161,15 +175,15 @@ class Decoder:
             if e.offset is None:
                 e.with_context(offset=offset)
             st.error = e
-            st.raw = None
+            st.drop_raw()
             return
         if sliced is None:
             return  # sought or unassigned meanwhile: the raw answer is gone too
         records, next_offset, pos, needed, more = sliced
         st.raw_pos = pos
         if not more:
-            st.raw = None
-        if pos == start and not records:
+            st.drop_raw()
+        if pos == start and not records and next_offset is None:
             if start == 0:
                 # Not one complete message: the first one is larger than the fetch size.
                 self._grow(st, offset, needed)
@@ -179,7 +193,7 @@ class Decoder:
         if not records and (next_offset is None or next_offset <= offset):
             # Complete messages, none at or after the position, and no
             # progress: fetching again would bring the same answer for ever.
-            st.raw = None
+            st.drop_raw()
             st.error = CorruptMessageError(
                 f"the answer at offset {offset} holds only messages before it "
                 f"(up to {None if next_offset is None else next_offset - 1}): "
@@ -193,11 +207,15 @@ class Decoder:
         if records and (self.deserializer is not None or self.key_deserializer is not None):
             deserialized = await self._deserialize(st, offset, epoch, records)
             if deserialized is None:
+                if st.error is not None and st.current(offset, epoch):
+                    # The first record failed: the rest of the answer (and of
+                    # its open wrapper) is past it, so it goes too, as below.
+                    st.drop_raw()
                 return
             if st.error is not None:
                 # Strategy: the records after the failed one are decoded again
                 # from the broker once the application seeks or retries.
-                st.raw = None
+                st.drop_raw()
             records = deserialized
         if not st.current(offset, epoch):
             return
@@ -213,6 +231,10 @@ class Decoder:
         self, st: PartitionState, offset: int, epoch: int, data: bytes, start: int, want: int
     ) -> Optional[_Sliced]:
         """Decode ``data`` from ``start`` slice by slice, until ``want`` records.
+
+        A compressed wrapper open in ``st`` (``st.inner``) is decoded on
+        from its cursor first; a wrapper met at the top level is opened and
+        its inner messages decoded the same way, a slice at a time.
 
         Returns:
             what was decoded, or ``None`` when ``st`` stopped being current
@@ -234,67 +256,170 @@ class Decoder:
         # the measured decode speed to take about half the budget: bytes are a
         # poor clock, as 64 KiB of compressed wrappers can hold 20,000
         # messages. A 10 MB fetch then never stalls the IOLoop for much more
-        # than a budget (or one compressed wrapper, which decodes as a whole),
-        # and a slice holds about the records still wanted (see _slice_size).
+        # than a budget (or one decompression), and a slice holds about the
+        # records still wanted (see _slice_size). A compressed wrapper or
+        # record batch is opened (decompressed) when the top level reaches
+        # it and kept in ``st.inner``; its inner messages are sliced like the
+        # top level's, so the records alive stay proportional to ``want``
+        # whatever its size.
         clock = time.perf_counter
         chunk = self._slice_size(want)
-        while pos < size:
-            end = min(size, pos + chunk)
-            piece = data if pos == 0 and end == size else data[pos:end]
-            started = clock()
-            try:
-                # The magic-2 branch: the same slices and budget, a record
-                # batch being the unit that decodes whole (like a wrapper).
-                if batches:
-                    result: Any = decode_record_batches(
-                        piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded
-                    )
-                    too_large = result.first_batch_too_large
-                    first_size = result.first_batch_size
+        while True:
+            wrapper = st.inner
+            if wrapper is not None:
+                started = clock()
+                inner_pos = st.inner_pos
+                try:
+                    got, after = self._inner_slice(st, chunk, offset, records)
+                except ProtocolError as e:
+                    good, after = self._good_inner(st, offset, records)
+                    if not self._cut_short(st, e, records, good):
+                        raise
+                    return records, after, pos, None, False
+                elapsed = clock() - started
+                self.decode_seconds += elapsed
+                self._adapt(st.inner_pos - inner_pos, elapsed)
+                if after is not None:
+                    next_offset = after
+            else:
+                if pos >= size:
+                    break
+                end = min(size, pos + chunk)
+                piece = data if pos == 0 and end == size else data[pos:end]
+                started = clock()
+                result: Any
+                opened: Any
+                try:
+                    # The magic-2 branch: the same slices and budget, a
+                    # compressed batch opened like a wrapper.
+                    if batches:
+                        result, opened = decode_until_compressed(
+                            piece, topic, partition, min_offset=offset,
+                            max_decoded=self.max_decoded,
+                        )
+                        too_large = result.first_batch_too_large
+                        first_size = result.first_batch_size
+                    else:
+                        result, opened = decode_until_wrapper(
+                            piece, topic, partition, min_offset=offset,
+                            max_decoded=self.max_decoded,
+                        )
+                        too_large = result.first_message_too_large
+                        first_size = result.first_message_size
+                except ProtocolError as e:
+                    good = [] if batches else self._good_prefix(piece, topic, partition, offset)
+                    if not self._cut_short(st, e, records, good):
+                        raise
+                    return records, None, pos, None, False
+                if too_large:
+                    if end < size:  # the message is larger than a slice: widen it
+                        chunk = max(2 * chunk, first_size or 0)
+                        continue
+                    needed = first_size
+                    break
+                elapsed = clock() - started
+                self.decode_seconds += elapsed
+                pos += result.valid_bytes
+                if result.next_offset is not None:
+                    next_offset = result.next_offset
+                got = result.records
+                if opened is not None:
+                    # Its decompression is no measure of decoding speed.
+                    st.inner, st.inner_pos, st.inner_index = opened, 0, 0
                 else:
-                    result = decode_message_set(
-                        piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded
+                    self._adapt(result.valid_bytes, elapsed)
+            if got:
+                if wrapper is not None or opened is None:
+                    self._record_bytes = (
+                        (st.inner_pos - inner_pos if wrapper is not None else result.valid_bytes)
+                        // len(got) + 1
                     )
-                    too_large = result.first_message_too_large
-                    first_size = result.first_message_size
-            except ProtocolError as e:
-                good = [] if batches else self._good_prefix(piece, topic, partition, offset)
-                if not records and not good:
-                    raise
-                # Hand out the complete messages before the bad one; its
-                # error comes with the next call, at its own offset.
-                records.extend(good)
-                e.with_context(api="Fetch", topic=topic, partition=partition)
-                st.error = e
-                return records, None, pos, None, False
-            if too_large:
-                if end < size:  # the message is larger than a slice: widen it
-                    chunk = max(2 * chunk, first_size or 0)
-                    continue
-                needed = first_size
-                break
-            elapsed = clock() - started
-            self.decode_seconds += elapsed
-            if result.valid_bytes and elapsed > 0:
-                target = max(self.decode_budget / 2, _MIN_SLICE_TIME)
-                ideal = int(result.valid_bytes * target / elapsed)
-                self._chunk = min(max(ideal, _MIN_DECODE_CHUNK), _MAX_DECODE_CHUNK)
-            pos += result.valid_bytes
-            if result.next_offset is not None:
-                next_offset = result.next_offset
-            if result.records:
-                self._record_bytes = result.valid_bytes // len(result.records) + 1
-                records.extend(result.records)
-                if len(result.records) > self._peak_slice:
-                    self._peak_slice = len(result.records)
-            if result.truncated and end >= size:
+                records.extend(got)
+                if len(got) > self._peak_slice:
+                    self._peak_slice = len(got)
+            if wrapper is None and opened is None and result.truncated and end >= size:
                 break  # the broker cut the last message at max_bytes
-            if len(records) >= want and pos < size:
+            if len(records) >= want and (pos < size or st.inner is not None):
                 return records, next_offset, pos, needed, True
             chunk = self._slice_size(want - len(records))
             if await self.breathe() and not st.current(offset, epoch):
                 return None
         return records, next_offset, pos, needed, False
+
+    @staticmethod
+    def _cut_short(
+        st: PartitionState, error: ProtocolError, records: list[Record], good: list[Record]
+    ) -> bool:
+        """Hand out the complete messages before a bad one (``good`` after
+        ``records``); its error comes with the next call, at its own offset.
+
+        Returns:
+            ``False`` when there is nothing to hand out (the caller raises).
+        """
+        if not records and not good:
+            return False
+        records.extend(good)
+        error.with_context(api="Fetch", topic=st.tp.topic, partition=st.tp.partition)
+        st.error = error
+        return True
+
+    def _adapt(self, decoded: int, elapsed: float) -> None:
+        """Size the next slices from the speed of this one (``decoded`` bytes)."""
+        if decoded and elapsed > 0:
+            target = max(self.decode_budget / 2, _MIN_SLICE_TIME)
+            ideal = int(decoded * target / elapsed)
+            self._chunk = min(max(ideal, _MIN_DECODE_CHUNK), _MAX_DECODE_CHUNK)
+
+    def _inner_slice(
+        self, st: PartitionState, chunk: int, offset: int, records: list[Record]
+    ) -> tuple[list[Record], Optional[int]]:
+        """Decode about ``chunk`` bytes of the wrapper or batch open in ``st``
+        from its cursor, and move the cursor (closing it at the end).
+
+        Returns:
+            the records (below ``offset`` dropped) and the offset after the
+            last message read (``None``: none read).
+
+        Raises:
+            ProtocolError: the next message does not decode (the cursor stays).
+        """
+        topic, partition = st.tp
+        opened: Any = st.inner
+        if isinstance(opened, OpenBatch):
+            batch = decode_batch_slice(
+                opened, st.inner_pos, st.inner_index, chunk, topic, partition,
+                min_offset=offset,
+            )
+            st.inner_pos, st.inner_index = batch.position, batch.read
+            if batch.done:
+                st.inner = None
+            return batch.records, batch.next_offset
+        part = decode_wrapper_slice(
+            opened, st.inner_pos, chunk, topic, partition, min_offset=offset,
+            previous=records[-1].offset if records else offset - 1,
+        )
+        st.inner_pos = part.position
+        if part.position >= len(opened.data):
+            st.inner = None
+        return part.records, None if part.last_offset is None else part.last_offset + 1
+
+    def _good_inner(
+        self, st: PartitionState, offset: int, records: list[Record]
+    ) -> tuple[list[Record], Optional[int]]:
+        """The records of the open wrapper's (or batch's) messages from its
+        cursor before the first that does not decode, and the offset after
+        the last one read (the error path only: each is decoded alone)."""
+        good: list[Record] = []
+        after: Optional[int] = None
+        try:
+            while st.inner is not None:
+                one, one_after = self._inner_slice(st, 1, offset, records + good)
+                good.extend(one)
+                if one_after is not None:
+                    after = one_after
+        except ProtocolError:
+            pass  # the first bad message: what came before it is the prefix
+        return good, after
 
     def _slice_size(self, want: int) -> int:
         """Bytes of the next slice: what takes about half the budget, and no

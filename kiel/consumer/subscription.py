@@ -15,14 +15,15 @@ Besides its status a partition carries its position (the offset of the next
 record to hand out), the high watermark of its latest fetch, its fetch size
 (grown for large messages), a failure count with the time of the next retry,
 and what was fetched but not handed out yet: the raw answer (at most one per
-partition) with a cursor into it, and the records decoded from it so far.
+partition) with a cursor into it, the compressed wrapper open in it
+(decompressed, with a cursor of its own), and the records decoded so far.
 Records are decoded from the raw answer only when they are about to be
 handed out, a bounded number at a time (see :mod:`kiel.consumer.decoder`).
 """
 
 import enum
 from collections.abc import Iterable
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from kiel.consumer.positions import check_offset
 from kiel.exc import KielError, UnknownPartitionError
@@ -69,6 +70,9 @@ class PartitionState:
         "raw",
         "raw_pos",
         "raw_batches",
+        "inner",
+        "inner_pos",
+        "inner_index",
         "next_offset",
         "epoch",
         "error",
@@ -95,6 +99,14 @@ class PartitionState:
         self.raw_pos = 0
         #: ``raw`` holds record batches (a Fetch v4 answer), not message sets.
         self.raw_batches = False
+        #: The compressed wrapper or record batch of ``raw`` being handed out
+        #: (decompressed, from :mod:`kiel.protocol`; ``None``: none), and
+        #: where in its inner bytes decoding goes on. ``raw`` is kept while
+        #: it is open.
+        self.inner: Optional[Any] = None
+        self.inner_pos = 0
+        #: Records of an open record batch read so far (its count says how many it holds).
+        self.inner_index = 0
         #: Bumped on every seek: an answer for an older epoch is dropped.
         self.epoch = 0
         #: An error to raise to the application (then cleared).
@@ -125,12 +137,26 @@ class PartitionState:
         self.answered = False
         self.position = self.next_offset = offset
         self.buffer = []
-        self.raw = None
+        self.drop_raw()
         self.error = None
         self.failures = 0
         self.retry_at = 0.0
         if self.status is Status.AWAITING_RESET:
             self.status = Status.FETCHING
+
+    def drop_raw(self) -> None:
+        """Forget the raw answer and the wrapper open in it."""
+        self.raw = None
+        self.inner = None
+
+    def raw_bytes(self) -> int:
+        """Bytes of the raw answer and of the decompressed wrapper open in it."""
+        held = 0
+        if self.raw is not None:
+            held = len(self.raw)
+            if self.inner is not None:
+                held += len(self.inner.data)
+        return held
 
     def failed(self, error: KielError, backoff: Backoff, now: float) -> bool:
         """Count a failure: schedule a retry, or keep ``error`` for the application.
@@ -241,7 +267,7 @@ class Subscription:
         for st in self._parts.values():
             st.epoch += 1
             st.buffer = []
-            st.raw = None
+            st.drop_raw()
         self._on_change()
 
     @staticmethod
@@ -249,7 +275,7 @@ class Subscription:
         st.status = Status.UNASSIGNED
         st.epoch += 1
         st.buffer = []
-        st.raw = None
+        st.drop_raw()
 
     # ------------------------------------------------------------------
     # reading
@@ -382,13 +408,26 @@ class Subscription:
         )
 
     def held(self) -> tuple[int, int]:
-        """What the consumer holds: ``(raw bytes, decoded records)``, all partitions."""
+        """What the consumer holds: ``(raw bytes, decoded records)``, all partitions.
+
+        The raw bytes count the answers as fetched and the compressed
+        wrapper each one has open, decompressed (its records are decoded a
+        slice at a time from those bytes).
+        """
         raw = records = 0
         for st in self._parts.values():
             if st.raw is not None:
-                raw += len(st.raw)
+                raw += st.raw_bytes()
             records += len(st.buffer)
         return raw, records
+
+    def opened(self) -> int:
+        """Bytes of the decompressed wrappers open in the raw answers (counted
+        in :meth:`held`'s raw bytes too): at most one per partition."""
+        return sum(
+            len(st.inner.data) for st in self._parts.values()
+            if st.raw is not None and st.inner is not None
+        )
 
     def take_error(self, wanted: Iterable[TopicPartition]) -> Optional[KielError]:
         """Take the first kept error of a partition of ``wanted`` that is not paused."""

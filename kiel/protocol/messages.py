@@ -72,7 +72,11 @@ __all__ = [
     "Record",
     "DecodeResult",
     "MessageBoundary",
+    "OpenWrapper",
+    "WrapperSlice",
     "decode_message_set",
+    "decode_until_wrapper",
+    "decode_wrapper_slice",
     "encode_message_set",
     "assign_offsets",
     "iter_message_boundaries",
@@ -139,10 +143,42 @@ class MessageBoundary(NamedTuple):
     end: int
 
 
+class OpenWrapper(NamedTuple):
+    """A compressed message, decompressed, whose inner messages are still to
+    decode (see :func:`decode_until_wrapper` and :func:`decode_wrapper_slice`).
+
+    Only what the wire says: the caller keeps where in :attr:`data` decoding
+    goes on.
+    """
+
+    #: The wrapper's own offset (the last inner message's, as a broker writes it).
+    offset: int
+    #: The inner message set, decompressed.
+    data: bytes
+    #: The wrapper's magic byte: every inner message has it too.
+    magic: int
+    #: Added to every inner offset (a magic-1 wrapper's base; 0 for magic 0).
+    delta: int
+    #: Every inner message's timestamp (a magic-1 wrapper with log-append time), or ``None``.
+    timestamp: Optional[int]
+    #: Decompressed bytes left for the wrappers nested in this one (one cell,
+    #: decremented as they decompress).
+    budget: list[int]
+
+
+class WrapperSlice(NamedTuple):
+    """What :func:`decode_wrapper_slice` decoded."""
+
+    #: The records of the decoded inner messages, below ``min_offset`` dropped.
+    records: list[Record]
+    #: The offset of the last decoded inner message (``None``: none decoded).
+    last_offset: Optional[int]
+    #: Where the next inner message starts in :attr:`OpenWrapper.data`.
+    position: int
+
+
 # ---------------------------------------------------------------------------
 # Decoding
-
-
 
 
 def _crc_error(stored: int, computed: int, offset: int) -> CorruptMessageError:
@@ -169,7 +205,8 @@ def _spec(klen: int) -> tuple[Any, int]:
 class _Scope:
     """What one :func:`decode_message_set` call shares across nesting levels."""
 
-    __slots__ = ("out", "topic", "partition", "check", "min_offset", "budget")
+    __slots__ = ("out", "topic", "partition", "check", "min_offset", "budget", "previous",
+                 "opening", "opened")
 
     def __init__(
         self, topic: str, partition: int, check: bool, min_offset: int, max_decoded: int
@@ -179,6 +216,12 @@ class _Scope:
         self.check, self.min_offset = check, min_offset
         #: Decompressed bytes still allowed, one cell shared by every wrapper.
         self.budget = [max_decoded]
+        #: The offset of the record handed out before ``out`` starts (for
+        #: :func:`_check_nested_offsets` when a set is decoded a slice at a time).
+        self.previous = -1
+        #: Stop at the first top-level wrapper and open it (:func:`decode_until_wrapper`).
+        self.opening = False
+        self.opened: Optional[OpenWrapper] = None
 
 
 class _Level(NamedTuple):
@@ -196,9 +239,10 @@ class _Level(NamedTuple):
 
 
 def _decode_into(
-    scope: _Scope, level: _Level, pos: int, end: int
+    scope: _Scope, level: _Level, pos: int, end: int, stop: Optional[int] = None
 ) -> tuple[int, Optional[int], Optional[int]]:
-    """Decode the messages of ``data[pos:end]`` into ``out``.
+    """Decode the messages of ``data[pos:end]`` into ``out`` (with ``stop``:
+    those that start before it; the last may end past it).
 
     Returns ``(pos, last_offset, needed)``: ``pos`` is where decoding stopped
     (``end``, or the start of a partial trailing message at the top level),
@@ -219,7 +263,8 @@ def _decode_into(
     klen_spec = -1
     unpack, hsize = _spec(klen_spec)
     nullkey = True
-    while pos < end:
+    stop = end if stop is None else min(stop, end)
+    while pos < stop:
         if fast:
             # Strategy: this loop is the consumer's hot path. One unpack_from
             # per message reads offset, size, crc, magic and attributes (as
@@ -231,7 +276,7 @@ def _decode_into(
             # value, a short or partial message) breaks out to the general
             # path, which validates everything and re-speculates. The value
             # length must agree with the message size and stay in the buffer.
-            limit = end - hsize
+            limit = min(end - hsize, stop - 1)
             while pos <= limit:
                 offset, size, crc, magic_attrs, klen, key, vlen = unpack(data, pos)
                 if klen != klen_spec or magic_attrs:
@@ -248,7 +293,7 @@ def _decode_into(
                 if offset >= min_offset:
                     append(new((topic, partition, offset, key, data[p:mend], None, None, ())))
                 pos = mend
-            if pos >= end:
+            if pos >= stop:
                 break
         pos_after, last_one, spec_klen = _decode_one(scope, level, pos, end)
         if pos_after < 0:
@@ -259,6 +304,8 @@ def _decode_into(
         pos = pos_after
         if last_one is not None:
             last = last_one
+        if scope.opened is not None:
+            return pos, last, None  # a top-level wrapper, opened for the caller
         if fast and spec_klen is not None and spec_klen != klen_spec and spec_klen <= _MAX_SPEC_KEY:
             klen_spec = spec_klen
             unpack, hsize = _spec(klen_spec)
@@ -363,16 +410,20 @@ def _decode_one(
                 inner_delta = base
         if attrs & _TIMESTAMP_TYPE_MASK:
             inner_ts = timestamp
+    if scope.opening and not depth and inner:
+        # Opened, not decoded: the caller decodes it a slice at a time.
+        scope.opened = OpenWrapper(offset, inner, magic, inner_delta, inner_ts, scope.budget)
+        return mend, None, None
     inner_level = _Level(inner, memoryview(inner), depth + 1, magic, inner_delta, inner_ts)
     first_new = len(scope.out)
     _, inner_last, _ = _decode_into(scope, inner_level, 0, len(inner))
     if depth:
-        _check_nested_offsets(scope.out, first_new, inner_last, offset)
+        _check_nested_offsets(scope.out, first_new, inner_last, offset, scope.previous)
     return mend, (inner_last if inner_last is not None else offset), None
 
 
 def _check_nested_offsets(
-    out: list[Record], first_new: int, inner_last: Optional[int], offset: int
+    out: list[Record], first_new: int, inner_last: Optional[int], offset: int, before: int
 ) -> None:
     """Refuse a nested wrapper whose offsets are not the log's.
 
@@ -392,7 +443,7 @@ def _check_nested_offsets(
             f"offset {offset}: nested wrappers' offsets are not the log's",
             offset,
         )
-    previous = out[first_new - 1].offset if first_new else -1
+    previous = out[first_new - 1].offset if first_new else before
     for record in out[first_new:]:
         if record.offset <= previous:
             raise corrupt(
@@ -459,16 +510,58 @@ def decode_within(
     Raises:
         as :func:`decode_message_set`.
     """
+    return _decode_top(data, topic, partition, min_offset, check_crcs, budget, False)[0]
+
+
+def decode_until_wrapper(
+    buf: Buffer,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    min_offset: Optional[int] = None,
+    check_crcs: bool = True,
+    max_decoded: int = DEFAULT_MAX_DECODED,
+) -> tuple[DecodeResult, Optional[OpenWrapper]]:
+    """:func:`decode_message_set`, up to and including the first top-level
+    compressed message, which is decompressed but not decoded.
+
+    Strategy: a wrapper holds up to thousands of messages; decoded whole
+    they all come to life at once. Opened here and decoded a slice at a time
+    by :func:`decode_wrapper_slice`, they come to life as the caller asks
+    for them. The decompressed bytes are checked against ``max_decoded``
+    before they are held; the wrappers nested inside share what is left.
+
+    Args:
+        as :func:`decode_message_set`.
+
+    Returns:
+        ``(result, wrapper)``: ``result`` as :func:`decode_message_set`'s for
+        the messages before the wrapper (its ``valid_bytes`` include the
+        wrapper, its ``next_offset`` does not); ``wrapper`` is ``None`` when
+        the buffer holds none (or only an empty one, decoded as usual).
+
+    Raises:
+        as :func:`decode_message_set`.
+    """
+    data = as_bytes(buf, "a message set")
+    return _decode_top(data, topic, partition, min_offset, check_crcs, [max_decoded], True)
+
+
+def _decode_top(
+    data: bytes, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
+    budget: list[int], opening: bool,
+) -> tuple[DecodeResult, Optional[OpenWrapper]]:
     end = len(data)
     scope = _Scope(
         topic, partition, bool(check_crcs),
         _NO_MIN_OFFSET if min_offset is None else min_offset, budget[0],
     )
     scope.budget = budget
+    scope.opening = opening
     top = _Level(data, memoryview(data), 0, None, 0, None)
     pos, last, needed = _decode_into(scope, top, 0, end)
     records = scope.out
-    truncated = pos < end
+    truncated = pos < end and scope.opened is None
     too_large = truncated and pos == 0
     return DecodeResult(
         records,
@@ -477,7 +570,63 @@ def decode_within(
         truncated,
         too_large,
         needed if too_large else None,
+    ), scope.opened
+
+
+def decode_wrapper_slice(
+    wrapper: OpenWrapper,
+    position: int,
+    max_bytes: int,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    min_offset: Optional[int] = None,
+    check_crcs: bool = True,
+    previous: int = -1,
+) -> WrapperSlice:
+    """Decode the inner messages of ``wrapper`` from byte ``position``: whole
+    messages, about ``max_bytes`` of them (at least one).
+
+    Offsets and timestamps are what :func:`decode_message_set` gives for
+    the same messages (a magic-1 wrapper's relative offsets made absolute,
+    its log-append time on every message); wrappers nested in it are
+    decoded whole, as there.
+
+    Args:
+        wrapper: from :func:`decode_until_wrapper`.
+        position: where an inner message starts (0, or a returned ``position``).
+        max_bytes: stop after the message that reaches this many bytes.
+        topic: stored in every :class:`Record`.
+        partition: stored in every :class:`Record`.
+        min_offset: drop records with an offset below this.
+        check_crcs: verify each message's CRC32.
+        previous: the offset of the record handed out before ``position``
+            (nested wrappers' offsets must follow it).
+
+    Returns:
+        a :class:`WrapperSlice`; its ``position`` is ``len(wrapper.data)``
+        once every inner message was decoded.
+
+    Raises:
+        CorruptMessageError: a bad inner message (to find the records of
+            the inner messages before it, decode one at a time: ``max_bytes=1``).
+        UnsupportedVersionError: an inner magic byte other than 0 or 1.
+        CompressionError: a nested wrapper does not decompress, or past
+            what is left of the wrapper's budget.
+        UnsupportedCodecError: a nested wrapper's unknown codec.
+    """
+    data = wrapper.data
+    size = len(data)
+    scope = _Scope(
+        topic, partition, bool(check_crcs),
+        _NO_MIN_OFFSET if min_offset is None else min_offset, 0,
     )
+    scope.budget = wrapper.budget
+    scope.previous = previous
+    level = _Level(data, memoryview(data), 1, wrapper.magic, wrapper.delta, wrapper.timestamp)
+    # The slice ends after the message that crosses ``position + max_bytes``.
+    end, last, _ = _decode_into(scope, level, position, size, position + max(max_bytes, 1))
+    return WrapperSlice(scope.out, last, end)
 
 
 # ---------------------------------------------------------------------------

@@ -104,10 +104,14 @@ __all__ = [
     "LOG_APPEND_TIME",
     "BatchDecodeResult",
     "BatchHeader",
+    "BatchSlice",
+    "OpenBatch",
     "ControlMarker",
     "Header",
     "RecordBatchBuilder",
+    "decode_batch_slice",
     "decode_record_batches",
+    "decode_until_compressed",
     "encode_record_batch",
 ]
 
@@ -230,6 +234,32 @@ class BatchDecodeResult(NamedTuple):
     first_batch_size: Optional[int]
 
 
+class OpenBatch(NamedTuple):
+    """A compressed record batch, decompressed, whose records are still to
+    decode (see :func:`decode_until_compressed` and :func:`decode_batch_slice`).
+    The caller keeps where in :attr:`data` decoding goes on."""
+
+    #: The batch's header: base offset and timestamp, attributes, record count.
+    header: BatchHeader
+    #: The batch's records, decompressed.
+    data: bytes
+
+
+class BatchSlice(NamedTuple):
+    """What :func:`decode_batch_slice` decoded."""
+
+    #: The records read, below ``min_offset`` dropped.
+    records: list[Record]
+    #: Where the next record starts.
+    position: int
+    #: How many records of the batch were read, these included.
+    read: int
+    #: Every record of the batch was read.
+    done: bool
+    #: The offset after the last record read (the batch's once ``done``).
+    next_offset: Optional[int]
+
+
 # ---------------------------------------------------------------------------
 # Decoding
 
@@ -252,6 +282,10 @@ class _Sink:
         self.timestamp_types: list[Optional[int]] = []
         self.batches: list[BatchHeader] = []
         self.markers: list[ControlMarker] = []
+        #: Stop at the first compressed data batch and open it
+        #: (:func:`decode_until_compressed`).
+        self.opening = False
+        self.opened: Optional[OpenBatch] = None
 
 
 def _read_headers(data: bytes, p: int, rend: int, offset: int) -> tuple[tuple[Header, ...], int]:
@@ -324,10 +358,39 @@ def _read_records(
 
     Returns the ``(offset, key)`` of every record (control batches need the keys).
     """
+    _check_count(batch, end - p)
+    seen: list[tuple[int, Optional[bytes]]] = []
+    p, index, _last = _read_some(sink, data, p, end, batch, 0, end, seen)
+    _check_end(batch, index, p, end)
+    return seen
+
+
+def _check_end(batch: BatchHeader, index: int, p: int, end: int) -> None:
+    """Every record of ``batch`` read (``index`` of them) and its bytes too."""
+    if index < batch.record_count:
+        raise corrupt("record runs past the end of its batch", batch.base_offset)
+    if p != end:
+        raise corrupt(f"{end - p} bytes after the last record of the batch", batch.base_offset)
+
+
+def _check_count(batch: BatchHeader, size: int) -> None:
+    count = batch.record_count
+    if count < 0 or count * (_MIN_RECORD_BODY + 1) > size:
+        raise corrupt(f"record count {count} does not fit the batch", batch.base_offset)
+
+
+def _read_some(
+    sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader, index: int, stop: int,
+    seen: list[tuple[int, Optional[bytes]]],
+) -> tuple[int, int, Optional[int]]:
+    """Decode the records of ``batch`` from the ``index``-th, at ``p``, into
+    ``sink``: all of them, or those that start before ``stop``.
+
+    Returns ``(p, index, last offset)`` after the last record read (``None``:
+    none read). A control batch's ``(offset, key)`` go to ``seen``.
+    """
     count = batch.record_count
     base_offset = batch.base_offset
-    if count < 0 or count * (_MIN_RECORD_BODY + 1) > end - p:
-        raise corrupt(f"record count {count} does not fit the batch", base_offset)
     log_append = batch.attributes & _TIMESTAMP_TYPE_BIT
     ts_type = LOG_APPEND_TIME if log_append else CREATE_TIME
     base_ts = batch.base_timestamp
@@ -337,14 +400,14 @@ def _read_records(
     append, new = sink.records.append, _new_record
     append_headers = sink.headers.append
     varint, field = _varint, _bytes_field
-    seen: list[tuple[int, Optional[bytes]]] = []
+    offset: Optional[int] = None
     # Strategy: a record's varints are nearly all one or two bytes (lengths
     # under 8 KiB, deltas under 8192): _varint reads those without the
     # general reader. Reading past the record's end is caught by the check
     # that each record ends exactly where its length says; reading past the
     # buffer by IndexError.
     try:
-        for _ in range(count):
+        while index < count and p < stop:
             length, p = varint(data, p)
             rend = p + length
             if length < _MIN_RECORD_BODY or rend > end:
@@ -361,6 +424,7 @@ def _read_records(
                 headers, p = _read_headers(data, p, rend, offset)
             if p != rend:
                 raise corrupt(f"record of {length} bytes does not end at its length", offset)
+            index += 1
             if not keep:
                 seen.append((offset, key))
             elif offset >= min_offset:
@@ -369,9 +433,7 @@ def _read_records(
                 append_headers(headers)
     except IndexError as e:
         raise corrupt("record runs past the end of its batch", base_offset) from e
-    if p != end:
-        raise corrupt(f"{end - p} bytes after the last record of the batch", base_offset)
-    return seen
+    return p, index, offset
 
 
 def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int) -> int:
@@ -395,6 +457,12 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
         # wrappers among them): a per-call cap would let many batches, each
         # under it, decompress to any size together.
         records = decompress(codec, mv[start:bend], base_offset, sink.budget)
+        if sink.opening and not batch.attributes & _CONTROL_BIT:
+            # Opened, not decoded: the caller decodes it a slice at a time.
+            _check_count(batch, len(records))
+            sink.batches.append(batch)
+            sink.opened = OpenBatch(batch, records)
+            return base_offset + batch.last_offset_delta + 1
         seen = _read_records(sink, records, 0, len(records), batch)
     else:
         seen = _read_records(sink, data, start, bend, batch)
@@ -471,9 +539,17 @@ def decode_record_batches(
         ProtocolError: a header key that is not UTF-8, a bad varint.
         ConfigError: ``buf`` is not bytes-like.
     """
+    return _decode_batches(buf, topic, partition, min_offset, check_crcs, max_decoded, False)[0]
+
+
+def _decode_batches(
+    buf: Buffer, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
+    max_decoded: int, opening: bool,
+) -> tuple[BatchDecodeResult, Optional["OpenBatch"]]:
     data = as_bytes(buf, "record batches")
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset,
                  bool(check_crcs), max_decoded)
+    sink.opening = opening
     mv = memoryview(data)
     end = len(data)
     pos = 0
@@ -493,7 +569,11 @@ def decode_record_batches(
         if magic == 2:
             if length < _MIN_BATCH_LENGTH:
                 raise corrupt(f"batch length {length} is below the minimum", base_offset)
-            next_offset = _decode_batch(sink, data, mv, pos, bend)
+            batch_next = _decode_batch(sink, data, mv, pos, bend)
+            if sink.opened is not None:
+                pos = bend  # the records are the caller's to decode
+                break
+            next_offset = batch_next
         elif magic < 2:
             next_offset = _decode_legacy(sink, data, pos, bend, magic) or next_offset
         else:
@@ -502,12 +582,89 @@ def decode_record_batches(
                 offset=base_offset,
             )
         pos = bend
-    truncated = pos < end
+    truncated = pos < end and sink.opened is None
     too_large = truncated and pos == 0
     return BatchDecodeResult(
         sink.records, sink.headers, sink.timestamp_types, sink.batches, sink.markers,
         next_offset, pos, truncated, too_large, needed if too_large else None,
+    ), sink.opened
+
+
+def decode_until_compressed(
+    buf: Buffer,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    min_offset: Optional[int] = None,
+    check_crcs: bool = True,
+    max_decoded: int = DEFAULT_MAX_DECODED,
+) -> tuple[BatchDecodeResult, Optional[OpenBatch]]:
+    """:func:`decode_record_batches`, up to and including the first
+    compressed data batch, which is decompressed but not decoded.
+
+    Strategy: as :func:`kiel.protocol.messages.decode_until_wrapper`: its
+    records are decoded a slice at a time by :func:`decode_batch_slice`, as
+    the caller asks for them, never all at once. Control batches and old
+    (magic 0/1) entries decode as in :func:`decode_record_batches`.
+
+    Returns:
+        ``(result, batch)``: ``result`` for the entries before the batch
+        (its ``valid_bytes`` include the batch, its ``next_offset`` and
+        ``timestamp_types`` do not; ``batches`` does); ``batch`` is ``None``
+        when the buffer holds no compressed data batch.
+
+    Raises:
+        as :func:`decode_record_batches`.
+    """
+    return _decode_batches(buf, topic, partition, min_offset, check_crcs, max_decoded, True)
+
+
+def decode_batch_slice(
+    batch: "OpenBatch",
+    position: int,
+    index: int,
+    max_bytes: int,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    min_offset: Optional[int] = None,
+) -> BatchSlice:
+    """Decode the records of an opened batch from the ``index``-th (at byte
+    ``position`` of its records): about ``max_bytes`` of them, at least one.
+
+    Args:
+        batch: from :func:`decode_until_compressed`.
+        position: where the ``index``-th record starts (0 for the first).
+        index: how many records come before it.
+        max_bytes: stop after the record that starts before ``position + max_bytes``.
+        topic: stored in every :class:`~kiel.structs.Record`.
+        partition: stored in every :class:`~kiel.structs.Record`.
+        min_offset: drop records with an offset below this.
+
+    Returns:
+        a :class:`BatchSlice`; once every record was read its ``next_offset``
+        is the batch's (its last offset delta's, past records compacted away).
+
+    Raises:
+        CorruptMessageError: a record's framing is inconsistent, or the
+            records do not fill the batch as its count says.
+        ProtocolError: a header key that is not UTF-8, a bad varint.
+    """
+    header, data = batch.header, batch.data
+    end = len(data)
+    count = header.record_count
+    if index >= count or position >= end:
+        # Strategy: a count the records do not match is raised by the call
+        # after the last record read, so the records before it come out.
+        _check_end(header, index, position, end)
+        return BatchSlice([], position, index, True, header.last_offset + 1)
+    sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset, True)
+    p, index, last = _read_some(
+        sink, data, position, end, header, index, position + max(max_bytes, 1), []
     )
+    if index >= count and p == end:
+        return BatchSlice(sink.records, p, index, True, header.last_offset + 1)
+    return BatchSlice(sink.records, p, index, False, None if last is None else last + 1)
 
 
 # ---------------------------------------------------------------------------
