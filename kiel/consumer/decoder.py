@@ -4,7 +4,7 @@ A fetched answer is kept raw (:meth:`Decoder.received`) and decoded only when
 its records are about to be handed out, a bounded number at a time
 (:meth:`Decoder.decode`): the records alive at once stay proportional to what
 the application asks for, not to ``max_bytes`` times the partitions. The
-:class:`Decoder` runs :func:`kiel.protocol.messages.decode_until_wrapper` (a
+:class:`Decoder` runs :func:`kiel.protocol.messages.decode_message_set` (a
 Fetch v0 answer: magic 0/1 message sets) or
 :func:`kiel.protocol.record_batch.decode_record_batches` (a Fetch v4 answer:
 record batches, magic 2, with any older entries) a slice at a time,
@@ -38,11 +38,10 @@ from kiel.exc import (
 from kiel.metrics import count_error
 from kiel.protocol.messages import (
     decode_message_set,
-    decode_until_wrapper,
     decode_wrapper_slice,
     iter_message_boundaries,
 )
-from kiel.protocol.record_batch import OpenBatch, decode_batch_slice, decode_until_compressed
+from kiel.protocol.record_batch import OpenBatch, decode_batch_slice, decode_record_batches
 from kiel.serializers import Deserializer
 from kiel.structs import Record
 
@@ -288,21 +287,20 @@ class Decoder:
                 piece = data if pos == 0 and end == size else data[pos:end]
                 started = clock()
                 result: Any
-                opened: Any
                 try:
                     # The magic-2 branch: the same slices and budget, a
                     # compressed batch opened like a wrapper.
                     if batches:
-                        result, opened = decode_until_compressed(
+                        result = decode_record_batches(
                             piece, topic, partition, min_offset=offset,
-                            max_decoded=self.max_decoded,
+                            max_decoded=self.max_decoded, open_compressed=True,
                         )
                         too_large = result.first_batch_too_large
                         first_size = result.first_batch_size
                     else:
-                        result, opened = decode_until_wrapper(
+                        result = decode_message_set(
                             piece, topic, partition, min_offset=offset,
-                            max_decoded=self.max_decoded,
+                            max_decoded=self.max_decoded, open_wrappers=True,
                         )
                         too_large = result.first_message_too_large
                         first_size = result.first_message_size
@@ -317,6 +315,7 @@ class Decoder:
                         continue
                     needed = first_size
                     break
+                opened = result.opened
                 elapsed = clock() - started
                 self.decode_seconds += elapsed
                 pos += result.valid_bytes

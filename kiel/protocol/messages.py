@@ -75,7 +75,6 @@ __all__ = [
     "OpenWrapper",
     "WrapperSlice",
     "decode_message_set",
-    "decode_until_wrapper",
     "decode_wrapper_slice",
     "encode_message_set",
     "assign_offsets",
@@ -110,6 +109,30 @@ _crc32 = zlib.crc32
 _new_record = partial(tuple.__new__, Record)
 
 
+class OpenWrapper(NamedTuple):
+    """A compressed message, decompressed, whose inner messages are still to
+    decode (see :func:`decode_message_set`'s ``open_wrappers`` and
+    :func:`decode_wrapper_slice`).
+
+    Only what the wire says: the caller keeps where in :attr:`data` decoding
+    goes on.
+    """
+
+    #: The wrapper's own offset (the last inner message's, as a broker writes it).
+    offset: int
+    #: The inner message set, decompressed.
+    data: bytes
+    #: The wrapper's magic byte: every inner message has it too.
+    magic: int
+    #: Added to every inner offset (a magic-1 wrapper's base; 0 for magic 0).
+    delta: int
+    #: Every inner message's timestamp (a magic-1 wrapper with log-append time), or ``None``.
+    timestamp: Optional[int]
+    #: Decompressed bytes left for the wrappers nested in this one (one cell,
+    #: decremented as they decompress).
+    budget: list[int]
+
+
 class DecodeResult(NamedTuple):
     """What :func:`decode_message_set` found in a buffer.
 
@@ -133,6 +156,9 @@ class DecodeResult(NamedTuple):
     #: Bytes the first message needs (offset and size prefix included), when
     #: ``first_message_too_large`` and its 12-byte prefix arrived; else ``None``.
     first_message_size: Optional[int]
+    #: With ``open_wrappers``: the first top-level compressed message,
+    #: decompressed but not decoded (decoding stopped after it); else ``None``.
+    opened: Optional[OpenWrapper] = None
 
 
 class MessageBoundary(NamedTuple):
@@ -141,29 +167,6 @@ class MessageBoundary(NamedTuple):
     offset: int
     start: int
     end: int
-
-
-class OpenWrapper(NamedTuple):
-    """A compressed message, decompressed, whose inner messages are still to
-    decode (see :func:`decode_until_wrapper` and :func:`decode_wrapper_slice`).
-
-    Only what the wire says: the caller keeps where in :attr:`data` decoding
-    goes on.
-    """
-
-    #: The wrapper's own offset (the last inner message's, as a broker writes it).
-    offset: int
-    #: The inner message set, decompressed.
-    data: bytes
-    #: The wrapper's magic byte: every inner message has it too.
-    magic: int
-    #: Added to every inner offset (a magic-1 wrapper's base; 0 for magic 0).
-    delta: int
-    #: Every inner message's timestamp (a magic-1 wrapper with log-append time), or ``None``.
-    timestamp: Optional[int]
-    #: Decompressed bytes left for the wrappers nested in this one (one cell,
-    #: decremented as they decompress).
-    budget: list[int]
 
 
 class WrapperSlice(NamedTuple):
@@ -219,7 +222,7 @@ class _Scope:
         #: The offset of the record handed out before ``out`` starts (for
         #: :func:`_check_nested_offsets` when a set is decoded a slice at a time).
         self.previous = -1
-        #: Stop at the first top-level wrapper and open it (:func:`decode_until_wrapper`).
+        #: Stop at the first top-level wrapper and open it (``open_wrappers``).
         self.opening = False
         self.opened: Optional[OpenWrapper] = None
 
@@ -462,6 +465,7 @@ def decode_message_set(
     min_offset: Optional[int] = None,
     check_crcs: bool = True,
     max_decoded: int = DEFAULT_MAX_DECODED,
+    open_wrappers: bool = False,
 ) -> DecodeResult:
     """Decode a message set (the ``MessageSet`` of a fetch response partition).
 
@@ -481,6 +485,15 @@ def decode_message_set(
         check_crcs: verify each message's CRC32.
         max_decoded: the most bytes all compressed wrappers of ``buf`` may
             decompress to, together, at every nesting level.
+        open_wrappers: stop after the first top-level compressed message and
+            return it decompressed but not decoded (:attr:`DecodeResult.opened`;
+            ``valid_bytes`` then include it, ``next_offset`` does not), for
+            :func:`decode_wrapper_slice` to decode a slice at a time.
+            Strategy: a wrapper holds up to thousands of messages; decoded
+            whole they all come to life at once, opened they come to life as
+            the caller asks for them. Its bytes are checked against
+            ``max_decoded`` before they are held, and the wrappers nested in
+            it share what is left.
 
     Returns:
         a :class:`DecodeResult`.
@@ -495,7 +508,8 @@ def decode_message_set(
         ConfigError: ``buf`` is not bytes-like.
     """
     data = as_bytes(buf, "a message set")
-    return decode_within(data, topic, partition, min_offset, check_crcs, [max_decoded])
+    return _decode_top(data, topic, partition, min_offset, check_crcs, [max_decoded],
+                       open_wrappers)
 
 
 def decode_within(
@@ -510,47 +524,13 @@ def decode_within(
     Raises:
         as :func:`decode_message_set`.
     """
-    return _decode_top(data, topic, partition, min_offset, check_crcs, budget, False)[0]
-
-
-def decode_until_wrapper(
-    buf: Buffer,
-    topic: str = "",
-    partition: int = -1,
-    *,
-    min_offset: Optional[int] = None,
-    check_crcs: bool = True,
-    max_decoded: int = DEFAULT_MAX_DECODED,
-) -> tuple[DecodeResult, Optional[OpenWrapper]]:
-    """:func:`decode_message_set`, up to and including the first top-level
-    compressed message, which is decompressed but not decoded.
-
-    Strategy: a wrapper holds up to thousands of messages; decoded whole
-    they all come to life at once. Opened here and decoded a slice at a time
-    by :func:`decode_wrapper_slice`, they come to life as the caller asks
-    for them. The decompressed bytes are checked against ``max_decoded``
-    before they are held; the wrappers nested inside share what is left.
-
-    Args:
-        as :func:`decode_message_set`.
-
-    Returns:
-        ``(result, wrapper)``: ``result`` as :func:`decode_message_set`'s for
-        the messages before the wrapper (its ``valid_bytes`` include the
-        wrapper, its ``next_offset`` does not); ``wrapper`` is ``None`` when
-        the buffer holds none (or only an empty one, decoded as usual).
-
-    Raises:
-        as :func:`decode_message_set`.
-    """
-    data = as_bytes(buf, "a message set")
-    return _decode_top(data, topic, partition, min_offset, check_crcs, [max_decoded], True)
+    return _decode_top(data, topic, partition, min_offset, check_crcs, budget, False)
 
 
 def _decode_top(
     data: bytes, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
     budget: list[int], opening: bool,
-) -> tuple[DecodeResult, Optional[OpenWrapper]]:
+) -> DecodeResult:
     end = len(data)
     scope = _Scope(
         topic, partition, bool(check_crcs),
@@ -570,7 +550,8 @@ def _decode_top(
         truncated,
         too_large,
         needed if too_large else None,
-    ), scope.opened
+        scope.opened,
+    )
 
 
 def decode_wrapper_slice(
@@ -593,7 +574,7 @@ def decode_wrapper_slice(
     decoded whole, as there.
 
     Args:
-        wrapper: from :func:`decode_until_wrapper`.
+        wrapper: :attr:`DecodeResult.opened`.
         position: where an inner message starts (0, or a returned ``position``).
         max_bytes: stop after the message that reaches this many bytes.
         topic: stored in every :class:`Record`.

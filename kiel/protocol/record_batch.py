@@ -111,7 +111,6 @@ __all__ = [
     "RecordBatchBuilder",
     "decode_batch_slice",
     "decode_record_batches",
-    "decode_until_compressed",
     "encode_record_batch",
 ]
 
@@ -201,6 +200,18 @@ class ControlMarker(NamedTuple):
     control_type: int
 
 
+class OpenBatch(NamedTuple):
+    """A compressed record batch, decompressed, whose records are still to
+    decode (see :func:`decode_record_batches`' ``open_compressed`` and
+    :func:`decode_batch_slice`).
+    The caller keeps where in :attr:`data` decoding goes on."""
+
+    #: The batch's header: base offset and timestamp, attributes, record count.
+    header: BatchHeader
+    #: The batch's records, decompressed.
+    data: bytes
+
+
 class BatchDecodeResult(NamedTuple):
     """What :func:`decode_record_batches` found in a buffer.
 
@@ -232,17 +243,9 @@ class BatchDecodeResult(NamedTuple):
     first_batch_too_large: bool
     #: Bytes the first batch needs, when ``first_batch_too_large`` and its prefix arrived.
     first_batch_size: Optional[int]
-
-
-class OpenBatch(NamedTuple):
-    """A compressed record batch, decompressed, whose records are still to
-    decode (see :func:`decode_until_compressed` and :func:`decode_batch_slice`).
-    The caller keeps where in :attr:`data` decoding goes on."""
-
-    #: The batch's header: base offset and timestamp, attributes, record count.
-    header: BatchHeader
-    #: The batch's records, decompressed.
-    data: bytes
+    #: With ``open_compressed``: the first compressed data batch, decompressed
+    #: but not decoded (decoding stopped after it); else ``None``.
+    opened: Optional[OpenBatch] = None
 
 
 class BatchSlice(NamedTuple):
@@ -283,7 +286,7 @@ class _Sink:
         self.batches: list[BatchHeader] = []
         self.markers: list[ControlMarker] = []
         #: Stop at the first compressed data batch and open it
-        #: (:func:`decode_until_compressed`).
+        #: (``open_compressed``).
         self.opening = False
         self.opened: Optional[OpenBatch] = None
 
@@ -507,6 +510,7 @@ def decode_record_batches(
     min_offset: Optional[int] = None,
     check_crcs: bool = True,
     max_decoded: int = DEFAULT_MAX_DECODED,
+    open_compressed: bool = False,
 ) -> BatchDecodeResult:
     """Decode the record batches of a fetch response partition (magic 2, and 0/1 entries).
 
@@ -526,6 +530,13 @@ def decode_record_batches(
         check_crcs: verify each batch's CRC-32C (and each old message's CRC32).
         max_decoded: the most bytes all compressed batches of ``buf`` (and
             the old compressed wrappers among them) may decompress to, together.
+        open_compressed: stop after the first compressed data batch and
+            return it decompressed but not decoded
+            (:attr:`BatchDecodeResult.opened`; ``valid_bytes`` and ``batches``
+            then include it, ``next_offset`` and ``timestamp_types`` do not),
+            for :func:`decode_batch_slice` to decode a slice at a time, as
+            :func:`kiel.protocol.messages.decode_message_set` opens wrappers.
+            Control batches and old (magic 0/1) entries decode as usual.
 
     Returns:
         a :class:`BatchDecodeResult`.
@@ -539,13 +550,14 @@ def decode_record_batches(
         ProtocolError: a header key that is not UTF-8, a bad varint.
         ConfigError: ``buf`` is not bytes-like.
     """
-    return _decode_batches(buf, topic, partition, min_offset, check_crcs, max_decoded, False)[0]
+    return _decode_batches(buf, topic, partition, min_offset, check_crcs, max_decoded,
+                           open_compressed)
 
 
 def _decode_batches(
     buf: Buffer, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
     max_decoded: int, opening: bool,
-) -> tuple[BatchDecodeResult, Optional["OpenBatch"]]:
+) -> BatchDecodeResult:
     data = as_bytes(buf, "record batches")
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset,
                  bool(check_crcs), max_decoded)
@@ -586,37 +598,8 @@ def _decode_batches(
     too_large = truncated and pos == 0
     return BatchDecodeResult(
         sink.records, sink.headers, sink.timestamp_types, sink.batches, sink.markers,
-        next_offset, pos, truncated, too_large, needed if too_large else None,
-    ), sink.opened
-
-
-def decode_until_compressed(
-    buf: Buffer,
-    topic: str = "",
-    partition: int = -1,
-    *,
-    min_offset: Optional[int] = None,
-    check_crcs: bool = True,
-    max_decoded: int = DEFAULT_MAX_DECODED,
-) -> tuple[BatchDecodeResult, Optional[OpenBatch]]:
-    """:func:`decode_record_batches`, up to and including the first
-    compressed data batch, which is decompressed but not decoded.
-
-    Strategy: as :func:`kiel.protocol.messages.decode_until_wrapper`: its
-    records are decoded a slice at a time by :func:`decode_batch_slice`, as
-    the caller asks for them, never all at once. Control batches and old
-    (magic 0/1) entries decode as in :func:`decode_record_batches`.
-
-    Returns:
-        ``(result, batch)``: ``result`` for the entries before the batch
-        (its ``valid_bytes`` include the batch, its ``next_offset`` and
-        ``timestamp_types`` do not; ``batches`` does); ``batch`` is ``None``
-        when the buffer holds no compressed data batch.
-
-    Raises:
-        as :func:`decode_record_batches`.
-    """
-    return _decode_batches(buf, topic, partition, min_offset, check_crcs, max_decoded, True)
+        next_offset, pos, truncated, too_large, needed if too_large else None, sink.opened,
+    )
 
 
 def decode_batch_slice(
@@ -633,7 +616,7 @@ def decode_batch_slice(
     ``position`` of its records): about ``max_bytes`` of them, at least one.
 
     Args:
-        batch: from :func:`decode_until_compressed`.
+        batch: :attr:`BatchDecodeResult.opened`.
         position: where the ``index``-th record starts (0 for the first).
         index: how many records come before it.
         max_bytes: stop after the record that starts before ``position + max_bytes``.
