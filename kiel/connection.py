@@ -44,7 +44,6 @@ from collections.abc import MutableMapping
 from typing import Any, Optional, Union
 
 from tornado import gen
-from tornado.ioloop import IOLoop
 from tornado.iostream import IOStream, StreamClosedError
 from tornado.locks import Semaphore
 from tornado.tcpclient import TCPClient
@@ -194,6 +193,11 @@ class Connection:
         # The stream being negotiated on, before it becomes ``_stream``.
         self._opening: Optional[IOStream] = None
         self._pending: dict[int, asyncio.Future[Any]] = {}
+        #: cid -> (deadline on the loop's clock, request name, seconds allowed).
+        self._deadlines: dict[int, tuple[float, str, float]] = {}
+        #: The one timer checking ``_deadlines`` (see :meth:`_arm`).
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._timer_at = 0.0
         self._slots = Semaphore(max_in_flight)
         self._closed = False
         self._close_error: Optional[KielError] = None
@@ -544,27 +548,54 @@ class Connection:
                     )
                 return None
             wait = self.request_timeout if timeout is None else timeout
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + wait
+            self._deadlines[cid] = (deadline, type(request).__name__, wait)
+            if self._timer is None or deadline < self._timer_at:
+                self._arm(loop)
             try:
-                # quiet_exceptions: the future fails with our own typed error
-                # right after a timeout; Tornado would log that at ERROR.
-                return await gen.with_timeout(
-                    IOLoop.current().time() + wait,
-                    _shielded(future),
-                    quiet_exceptions=(KielError,),
-                )
+                return await future
             except asyncio.CancelledError:
-                # The caller went away; the response (or the close error) still
-                # arrives for this future: retrieve it so asyncio does not
-                # report an error nobody is waiting for.
+                # The caller went away. The future may hold the response's
+                # error already (or get it as the connection closes): retrieve
+                # it so asyncio does not report an error nobody waits for.
+                self._deadlines.pop(cid, None)
                 future.add_done_callback(_retrieve)
                 raise
-            except gen.TimeoutError:
-                if future.done():
-                    return future.result()
-                err = RequestTimeoutError(
-                    f"no response within {wait}s", api=type(request).__name__, **self._context()
-                )
-                future.set_exception(err)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Have the timer fire by the earliest deadline of the requests in flight.
+
+        Strategy: one timer per connection instead of one per request. A
+        per-request timer is cancelled when its answer comes, yet stays in
+        the loop's heap (with its context) until the loop sweeps it out, long
+        enough for the collector to promote it: thousands of fetches a second
+        then fed full collections of the whole heap. The timer fires at most
+        once per deadline; answered requests just leave ``_deadlines``.
+        """
+        if not self._deadlines or self._closed:
+            return
+        earliest = min(d for d, _api, _wait in self._deadlines.values())
+        if self._timer is not None:
+            if self._timer_at <= earliest:
+                return
+            self._timer.cancel()  # a shorter deadline came after a longer one
+        self._timer, self._timer_at = loop.call_at(earliest, self._expire), earliest
+
+    def _expire(self) -> None:
+        """The timer: fail the first overdue request and close, or re-arm."""
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for cid, (deadline, api, wait) in list(self._deadlines.items()):
+            future = self._pending.get(cid)
+            if future is None or future.done():
+                del self._deadlines[cid]  # answered, or its caller went away
+            elif deadline <= now:
+                # The stream is out of step from here on: close it, failing
+                # the other requests in flight too.
+                future.set_exception(RequestTimeoutError(
+                    f"no response within {wait}s", api=api, **self._context()))
                 self._fail(
                     CloseReason.REQUEST_TIMEOUT,
                     ConnectionClosedError(
@@ -573,7 +604,8 @@ class Connection:
                         **self._context(),
                     ),
                 )
-                raise err from None
+                return
+        self._arm(loop)
 
     def _broken(self, e: BaseException) -> KielError:
         real = getattr(e, "real_error", None)
@@ -599,7 +631,9 @@ class Connection:
                 e.with_context(**self._context())
                 self._fail(CloseReason.OUT_OF_SYNC, e)
                 return
+            deadlines = self._deadlines
             for cid, response in responses:
+                deadlines.pop(cid, None)
                 future = self._pending.pop(cid, None)
                 if future is not None and not future.done():
                     future.set_result(response)
@@ -621,6 +655,10 @@ class Connection:
         if reason is not CloseReason.SHUTDOWN:
             log.info("%r closed: %s (%s)", self, reason.value, error)
         pending, self._pending = self._pending, {}
+        self._deadlines.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for future in pending.values():
             if not future.done():
                 future.set_exception(error)

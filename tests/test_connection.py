@@ -153,6 +153,48 @@ def test_timeout_fails_the_request_and_every_pending_one() -> None:
     run(main())
 
 
+def test_a_shorter_timeout_sent_later_fires_first() -> None:
+    """The connection's one timer is re-armed for a request whose deadline
+    comes before those already in flight: that request is the one that
+    times out, the longer one fails with the close."""
+    async def main() -> None:
+        peer = Peer(lambda h, r, s: None)  # a hung broker
+        conn = Connection("127.0.0.1", peer.port, request_timeout=30)
+        patient = asyncio.ensure_future(conn.send(MetadataRequest([]), timeout=30))
+        await until(lambda: conn.in_flight == 1, what="the first request on the wire")
+        hasty = asyncio.ensure_future(conn.send(MetadataRequest([]), timeout=0.2))
+        with pytest.raises(RequestTimeoutError, match="within 0.2s"):
+            await asyncio.wait_for(hasty, 10)
+        with pytest.raises(ConnectionClosedError):
+            await asyncio.wait_for(patient, 2)
+        peer.stop()
+
+    run(main())
+
+
+def test_answered_requests_leave_no_timers_behind() -> None:
+    """Each request's deadline is checked by the connection's one timer:
+    thousands of answered requests leave no cancelled timer handles in the
+    loop (they lingered until the loop swept them, long enough to be
+    promoted by the collector and bring full collections)."""
+    async def main() -> None:
+        peer = Peer(lambda h, r, s: metadata_for(1, ["x"]))
+        conn = Connection("127.0.0.1", peer.port)
+        loop = asyncio.get_running_loop()
+        await conn.send(MetadataRequest([]))
+        scheduled = loop._scheduled  # type: ignore[attr-defined]
+        before, most = len(scheduled), 0
+        for _ in range(40):
+            await asyncio.gather(*(conn.send(MetadataRequest([])) for _ in range(4)))
+            most = max(most, len(scheduled))
+        assert most <= before + 1, f"{most - before} timer handles left by 160 requests"
+        assert [getattr(h, "_callback", None) for h in scheduled].count(conn._expire) <= 1
+        conn.close()
+        peer.stop()
+
+    run(main())
+
+
 def test_peer_closing_mid_response_fails_pending_with_context() -> None:
     async def main() -> None:
         def half_then_close(header: Any, request: Any, stream: IOStream) -> Any:
