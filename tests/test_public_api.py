@@ -63,3 +63,15 @@ def test_record_is_generic_for_annotations() -> None:
     record = Record("t", 0, 5, b"k", b"v")
     assert record.topic == "t" and record.timestamp is None
     assert alias is not None
+
+
+def test_client_options_are_exactly_the_cluster_settings() -> None:
+    """ClientOptions types what every client passes on to Cluster: the two
+    must name the same settings (a new Cluster setting needs its entry)."""
+    import inspect
+
+    from kiel.client import ClientOptions
+    from kiel.cluster import Cluster
+
+    settings = set(inspect.signature(Cluster).parameters) - {"brokers"}
+    assert set(ClientOptions.__annotations__) == settings
