@@ -29,10 +29,12 @@ from typing import Any, BinaryIO, Callable, Optional
 
 from kiel.exc import ConfigError, KielError
 
-__all__ = ["PASSWORD_VARIABLE", "main"]
+__all__ = ["KEY_PASSWORD_VARIABLE", "PASSWORD_VARIABLE", "main"]
 
 #: The environment variable the SASL password is read from.
 PASSWORD_VARIABLE = "KIEL_SASL_PASSWORD"
+#: The environment variable the password of an encrypted ``--cert-file`` key is read from.
+KEY_PASSWORD_VARIABLE = "KIEL_SSL_KEY_PASSWORD"
 
 
 # ----------------------------------------------------------------------
@@ -68,7 +70,8 @@ def _add_security(parser: argparse.ArgumentParser) -> None:
                           help="connect with TLS, trusting the system's CAs")
     security.add_argument("--ca-file", help="connect with TLS, trusting this PEM file's CAs")
     security.add_argument("--cert-file", help="a PEM client certificate (implies TLS)")
-    security.add_argument("--key-file", help="its private key, if not in --cert-file")
+    security.add_argument("--key-file", help="its private key, if not in --cert-file "
+                          f"(an encrypted key's password: ${KEY_PASSWORD_VARIABLE})")
     security.add_argument("--sasl-mechanism",
                           choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
     security.add_argument("--sasl-username")
@@ -173,7 +176,10 @@ def _client_options(args: argparse.Namespace) -> dict[str, Any]:
         try:
             context = ssl.create_default_context(cafile=args.ca_file)
             if args.cert_file:
-                context.load_cert_chain(args.cert_file, args.key_file)
+                # Never None: OpenSSL would then prompt on the terminal for
+                # an encrypted key (and hang a command fed by a pipe).
+                context.load_cert_chain(args.cert_file, args.key_file,
+                                        password=os.environ.get(KEY_PASSWORD_VARIABLE, ""))
         except (OSError, ssl.SSLError) as e:
             raise ConfigError(f"cannot load the TLS files: {e}") from e
         options["ssl_context"] = context

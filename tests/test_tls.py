@@ -130,3 +130,23 @@ def test_the_kiel_command_checks_its_security_options(certificate: tuple[str, st
                        "u", "topics", env=environment)
     assert no_password.returncode == 1 and b"KIEL_SASL_PASSWORD" in no_password.stderr
     assert b"--sasl-password" not in kiel("--help").stdout
+
+
+def test_an_encrypted_client_key_never_prompts(certificate: tuple[str, str],
+                                               tmp_path: Any) -> None:
+    """``--key-file`` with an encrypted key: its password from
+    $KIEL_SSL_KEY_PASSWORD; without it a typed error, never a terminal prompt."""
+    from tests.test_cli import kiel
+
+    cert, key = certificate
+    encrypted = str(tmp_path / "encrypted.pem")
+    subprocess.run(["openssl", "pkey", "-in", key, "-aes256", "-passout", "pass:k3y",
+                    "-out", encrypted], check=True, capture_output=True, timeout=60)
+    environment = {k: v for k, v in os.environ.items() if k != "KIEL_SSL_KEY_PASSWORD"}
+    args = ("-b", "127.0.0.1:1", "--timeout", "1", "--ca-file", cert,
+            "--cert-file", cert, "--key-file", encrypted, "topics")
+    refused = kiel(*args, env=environment, timeout=60)
+    assert refused.returncode == 1 and b"cannot load the TLS files" in refused.stderr
+    loaded = kiel(*args, env={**environment, "KIEL_SSL_KEY_PASSWORD": "k3y"}, timeout=120)
+    assert loaded.returncode == 1 and b"cannot load the TLS files" not in loaded.stderr
+    assert b"k3y" not in loaded.stderr
