@@ -286,24 +286,9 @@ class Decoder:
                 end = min(size, pos + chunk)
                 piece = data if pos == 0 and end == size else data[pos:end]
                 started = clock()
-                result: Any
                 try:
-                    # The magic-2 branch: the same slices and budget, a
-                    # compressed batch opened like a wrapper.
-                    if batches:
-                        result = decode_record_batches(
-                            piece, topic, partition, min_offset=offset,
-                            max_decoded=self.max_decoded, open_compressed=True,
-                        )
-                        too_large = result.first_batch_too_large
-                        first_size = result.first_batch_size
-                    else:
-                        result = decode_message_set(
-                            piece, topic, partition, min_offset=offset,
-                            max_decoded=self.max_decoded, open_wrappers=True,
-                        )
-                        too_large = result.first_message_too_large
-                        first_size = result.first_message_size
+                    result, too_large, first_size = self._decode_piece(
+                        piece, batches, topic, partition, offset)
                 except ProtocolError as e:
                     good = [] if batches else self._good_prefix(piece, topic, partition, offset)
                     if not self._cut_short(st, e, records, good):
@@ -344,6 +329,29 @@ class Decoder:
             if await self.breathe() and not st.current(offset, epoch):
                 return None
         return records, next_offset, pos, needed, False
+
+    def _decode_piece(
+        self, piece: bytes, batches: bool, topic: str, partition: int, offset: int
+    ) -> tuple[Any, bool, Optional[int]]:
+        """Decode one top-level slice, opening (not decoding) the first
+        compressed wrapper or record batch met.
+
+        Returns:
+            ``(result, the first entry is larger than the piece, its size)``.
+        """
+        if batches:
+            # The magic-2 branch: the same slices and budget, a compressed
+            # batch opened like a wrapper.
+            batch_result = decode_record_batches(
+                piece, topic, partition, min_offset=offset,
+                max_decoded=self.max_decoded, open_compressed=True,
+            )
+            return batch_result, batch_result.first_batch_too_large, batch_result.first_batch_size
+        result = decode_message_set(
+            piece, topic, partition, min_offset=offset,
+            max_decoded=self.max_decoded, open_wrappers=True,
+        )
+        return result, result.first_message_too_large, result.first_message_size
 
     @staticmethod
     def _cut_short(
