@@ -1,6 +1,7 @@
 """Producer pieces that need no broker: settings, the batches' wire bytes,
 and the errors produce() raises before anything is sent."""
 import asyncio
+import inspect
 import warnings
 
 import pytest
@@ -99,6 +100,37 @@ def test_caller_errors_raise_before_anything_is_sent():
             p.produce("t", b"v")
         with pytest.raises(ClientClosedError):
             await p.enqueue("t", b"v")
+
+    asyncio.run(main())
+
+
+def test_enqueue_takes_and_checks_exactly_produces_parameters():
+    # enqueue() declares produce()'s parameters once (kiel._signature): the
+    # signature shown by help() and Sphinx, and the checks at run time, are
+    # produce()'s.
+    produce = inspect.signature(Producer.produce)
+    enqueue = inspect.signature(Producer.enqueue)
+    assert list(enqueue.parameters.values()) == list(produce.parameters.values())
+    assert inspect.iscoroutinefunction(Producer.enqueue)
+
+    async def main():
+        p = Producer("127.0.0.1:1", max_message_size=100)
+        with pytest.raises(TypeError):
+            await p.enqueue("t", b"v", None, None, [("h", b"")])  # headers are keyword-only
+        with pytest.raises(TypeError):
+            await p.enqueue("t", b"v", headrs=[])
+        with pytest.raises(TypeError):
+            await p.enqueue("t")
+        with pytest.raises(SerializationError):
+            await p.enqueue("t", b"v", key=1)
+        with pytest.raises(MessageSizeTooLargeError):
+            await p.enqueue("t", b"x" * 75)
+        with pytest.raises(ConfigError):
+            await p.enqueue("t", b"v", partition=-1)
+        with pytest.raises(ConfigError):
+            await p.enqueue("t", b"v", timestamp="yesterday")
+        assert p.pending_bytes == 0 and p.pending_records == 0
+        await p.close()
 
     asyncio.run(main())
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from kiel import compression as codecs
 from kiel._aio import Tasks
+from kiel._signature import parameters_of
 from kiel.client import Client, ClientOptions
 from kiel.exc import (
     ClientClosedError,
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 __all__ = ["Producer", "compression_id"]
 
 _Future = asyncio.Future
+_Headers = Optional[Iterable[tuple[str, Optional[bytes]]]]
+_Timestamp = Optional[Union[int, datetime.datetime]]
 
 
 class Producer(Client):
@@ -341,7 +344,9 @@ class Producer(Client):
         # key, default partitioner, room in the buffer, metadata loaded):
         # about a microsecond. Everything else takes the general path below.
         if headers is not None or timestamp is not None:
-            return self._submit(self._prepare(topic, value, key, partition, headers, timestamp))
+            return self._submit(self._prepare(
+                topic, value, key, partition, headers=headers, timestamp=timestamp
+            ))
         if key is None and partition is None and self._plain and type(value) is bytes:
             route = self._routes.get(topic)
             if (
@@ -365,16 +370,8 @@ class Producer(Client):
                     return future
         return self._submit(self._prepare(topic, value, key, partition))
 
-    async def enqueue(
-        self,
-        topic: str,
-        value: Any,
-        key: Any = None,
-        partition: Optional[int] = None,
-        *,
-        headers: Optional[Iterable[tuple[str, Optional[bytes]]]] = None,
-        timestamp: Optional[Union[int, datetime.datetime]] = None,
-    ) -> "asyncio.Future[RecordMetadata]":
+    @parameters_of(produce)
+    async def enqueue(self, *args: Any, **kwargs: Any) -> "asyncio.Future[RecordMetadata]":
         """Wait for room in the buffer, then :meth:`produce`.
 
         The back-pressured form for loops that produce many records::
@@ -402,11 +399,11 @@ class Producer(Client):
             ConfigError: as for :meth:`produce`.
             UnsupportedFeatureError: as for :meth:`produce`.
         """
-        record = self._prepare(topic, value, key, partition, headers, timestamp)
+        record = self._prepare(*args, **kwargs)
         if self._parked or not self._accumulator.has_room(record.size):
-            await self._admission.wait_for_room(topic, record.size)
+            await self._admission.wait_for_room(record.topic, record.size)
             if self._closing:
-                raise ClientClosedError("the producer is closed", topic=topic)
+                raise ClientClosedError("the producer is closed", topic=record.topic)
         return self._submit(record)
 
     async def flush(self) -> FlushResult:
@@ -510,15 +507,12 @@ class Producer(Client):
     # record intake
 
     def _prepare(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: Optional[int],
-        headers: Optional[Iterable[tuple[str, Optional[bytes]]]] = None,
-        timestamp: Optional[Union[int, datetime.datetime]] = None,
+        self, topic: str, value: Any, key: Any = None, partition: Optional[int] = None, *,
+        headers: _Headers = None, timestamp: _Timestamp = None,
     ) -> PreparedRecord:
-        """Check and serialize a record."""
+        """Check and serialize a record: :meth:`produce`'s parameters, so that
+        :meth:`enqueue` can pass its arguments on unchanged and have them
+        checked the same way."""
         if self._closing:
             raise ClientClosedError("the producer is closed", topic=topic)
         if type(topic) is not str or not topic:
