@@ -302,9 +302,24 @@ def _rendezvous(members: list[str], ps: list[_Partition], weights: list[Fraction
     if not P:
         return _build(members, ())
     shares = [P * w / total for w in weights]
+    caps, tied, extra = _bounds(shares, P)
+    names = [name.encode("utf-8", "surrogatepass") for name, _, _ in ps]
+    steps = _steps(members, names, shares, caps, tied)
+    owner = _walk(steps, caps, tied, extra, P)
+    return _build(members, ((members[o], topic, pid) for o, (_, topic, pid) in zip(owner, ps)))
+
+
+def _bounds(shares: list[Fraction], P: int) -> tuple[list[int], list[bool], int]:
+    """The largest-remainder rounding of ``shares`` (which add up to ``P``).
+
+    Returns:
+        ``(caps, tied, extra)``: each member's bound rounded down, or up when
+        its remainder is above the cut-off; which members are tied at the
+        cut-off; and how many extra partitions those tied members race for.
+    """
     caps = [math.floor(s) for s in shares]
     extra = P - sum(caps)
-    tied = [False] * len(members)
+    tied = [False] * len(shares)
     if extra:
         remainders = [s - c for s, c in zip(shares, caps)]
         cutoff = sorted(remainders, reverse=True)[extra - 1]
@@ -314,23 +329,54 @@ def _rendezvous(members: list[str], ps: list[_Partition], weights: list[Fraction
                 extra -= 1
             elif r == cutoff:
                 tied[i] = True
+    return caps, tied, extra
 
-    names = [name.encode("utf-8", "surrogatepass") for name, _, _ in ps]
+
+def _steps(
+    members: list[str], names: list[bytes], shares: list[Fraction], caps: list[int],
+    tied: list[bool],
+) -> list[tuple[float, int, int, int]]:
+    """Every member's walk down its preference list, merged and sorted.
+
+    Returns:
+        ``(when, -score, member index, partition index)`` tuples in the
+        order they are taken: ``(rank + 1/2) / share``, ties by the hash.
+    """
     steps: list[tuple[float, int, int, int]] = []
     for i, member in enumerate(members):
         if caps[i] == 0 and not tied[i]:
             continue  # can never take anything
         scores = _scores(member, names)
-        order = sorted(range(P), key=lambda j: (-scores[j], j))
+        order = sorted(range(len(names)), key=lambda j: (-scores[j], j))
         num, den = shares[i].numerator, shares[i].denominator
         # (rank + 1/2) / share == (2 rank + 1) * den / (2 num): int / int is
         # correctly rounded, so every machine computes the same floats.
         for rank, j in enumerate(order):
             steps.append((((2 * rank + 1) * den) / (2 * num), -scores[j], i, j))
     steps.sort()
+    return steps
 
+
+def _walk(
+    steps: list[tuple[float, int, int, int]], caps: list[int], tied: list[bool], extra: int,
+    P: int,
+) -> list[int]:
+    """Take the steps in order: a free partition goes to a member under its bound.
+
+    A tied member at its bound takes one of the ``extra`` partitions while
+    any is left (the first to get there wins it).
+
+    Returns:
+        the owner (member index) of each partition.
+
+    Raises:
+        AllocationError: a partition is left over (cannot happen: the
+            bounds add up to ``P``).
+    """
+    caps = list(caps)
+    tied = list(tied)
     owner = [-1] * P
-    load = [0] * len(members)
+    load = [0] * len(caps)
     left = P
     for _, _, i, j in steps:
         if owner[j] >= 0:
@@ -348,7 +394,7 @@ def _rendezvous(members: list[str], ps: list[_Partition], weights: list[Fraction
             break
     if left:  # pragma: no cover - the bounds add up to P, so this cannot happen
         raise AllocationError(f"internal error: {left} partition(s) left unallocated")
-    return _build(members, ((members[o], topic, pid) for o, (_, topic, pid) in zip(owner, ps)))
+    return owner
 
 
 def sticky(members: Sequence[str], partitions: Sequence[str]) -> Allocation:
