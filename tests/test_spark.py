@@ -228,6 +228,23 @@ def test_fail_on_data_loss(spark, kafka_cluster, topic_factory):
     assert [r.offset for r in got] == list(range(end0, end0 + 5))
 
 
+def test_range_past_the_log_end_is_data_loss(kafka_cluster, topic_factory):
+    # A task whose range promises offsets the broker does not hold (its log
+    # was truncated after planning, e.g. by an unclean leader change): after
+    # a few empty rounds at the highwater it fails, or, with
+    # failOnDataLoss=false, returns what the log holds.
+    topic = topic_factory(partitions=1)
+    produce(kafka_cluster, topic, 10)
+    end = kafka_cluster.offsets(topic, 0)[1]
+    opts = SourceOptions.parse({"brokers": kafka_cluster.bootstrap, "subscribe": topic,
+                                "fetchMaxWaitMs": "50"}, streaming=False)
+    with pytest.raises(DataLossError, match=rf"\[{end}, {end + 5}\).*the partition ends at {end}"):
+        list(read_range(opts, Range(topic, 0, 0, end + 5)))
+    opts.fail_on_data_loss = False
+    got = [r for batch in read_range(opts, Range(topic, 0, 0, end + 5)) for r in batch]
+    assert [r.offset for r in got] == list(range(end))
+
+
 @pytest.mark.slow
 def test_streaming_fail_on_data_loss(spark, kafka_cluster, topic_factory, tmp_path):
     topic = topic_factory(partitions=2)

@@ -7,8 +7,11 @@ generators) and closes every connection before it returns. No pyspark here.
 """
 
 import asyncio
+import contextlib
+import itertools
 import logging
 from collections.abc import Awaitable, Iterable, Iterator
+from functools import partial
 from typing import (
     Any,
     Callable,
@@ -80,6 +83,35 @@ def _run(options: SourceOptions, work: Callable[[Client], Awaitable[T]]) -> T:
             await client.close()
 
     return asyncio.run(main())
+
+
+_C = TypeVar("_C", SingleConsumer, Producer)
+
+
+@contextlib.contextmanager
+def _own_loop(make: Callable[[], _C]) -> Iterator[tuple[asyncio.AbstractEventLoop, _C]]:
+    """A private event loop, set as the thread's loop, and a client made and
+    connected on it; the client is closed and the loop closed on the way out
+    (also when a generator using it is closed early, e.g. by Spark's ``limit``).
+
+    Strategy: the generators drive the loop one step per item (rather than
+    :func:`asyncio.run` of the whole read), so Spark consumes a batch while
+    the next is not fetched yet.
+    """
+    loop = asyncio.new_event_loop()
+    client: Optional[_C] = None
+    try:
+        asyncio.set_event_loop(loop)
+        client = make()
+        loop.run_until_complete(client.connect())
+        yield loop, client
+    finally:
+        try:
+            if client is not None:
+                loop.run_until_complete(client.close())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 async def _discover(client: Client, options: SourceOptions) -> list[TP]:
@@ -239,21 +271,8 @@ def read_range(
     topic, partition, start, end = rng
     if end <= start:
         return
-    loop = asyncio.new_event_loop()
-    consumer: Optional[SingleConsumer] = None
-    try:
-        asyncio.set_event_loop(loop)
-        consumer = SingleConsumer(
-            options.brokers,
-            max_wait_time=options.fetch_max_wait,
-            max_bytes=options.fetch_max_bytes,
-            max_fetch_size=options.max_fetch_size,
-            offset_reset="raise",
-            **options.client_options(),
-        )
-        loop.run_until_complete(consumer.connect())
-        position = start
-        stalled = 0
+    with _own_loop(partial(_range_consumer, options)) as (loop, consumer):
+        position, stalled = start, 0
         while position < end:
             try:
                 records = loop.run_until_complete(
@@ -261,19 +280,18 @@ def read_range(
                 )
             except OffsetOutOfRangeError as e:
                 position = _skip_lost(loop, consumer, options, rng, position, e)
-                if position >= end:
-                    return
-                consumer.seek(topic, partition, position)
+                if position < end:
+                    consumer.seek(topic, partition, position)
                 continue
             if not records:
                 highwater = consumer.highwater(topic, partition)
                 if highwater is not None and highwater <= position:
                     stalled += 1
-                    if stalled >= 3:
-                        # The broker holds less than the range promised: the log
-                        # was truncated (e.g. an unclean leader change).
-                        _lost(options, rng, position, end, f"the partition ends at {highwater}")
-                        return
+                if stalled >= _STALLED_ROUNDS:
+                    # The broker holds less than the range promised: the log
+                    # was truncated (e.g. an unclean leader change).
+                    _lost(options, rng, position, end, f"the partition ends at {highwater}")
+                    return
                 continue
             stalled = 0
             if records[-1].offset >= end:
@@ -282,13 +300,24 @@ def read_range(
                     return
             position = records[-1].offset + 1
             yield records
-    finally:
-        try:
-            if consumer is not None:
-                loop.run_until_complete(consumer.close())
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
+
+
+#: Empty rounds at the highwater, below the range's end, before the range is
+#: declared truncated.
+_STALLED_ROUNDS = 3
+
+
+def _range_consumer(options: SourceOptions) -> SingleConsumer:
+    """The consumer of one range: it never resets a lost position by itself
+    (:func:`_skip_lost` decides, by ``failOnDataLoss``)."""
+    return SingleConsumer(
+        options.brokers,
+        max_wait_time=options.fetch_max_wait,
+        max_bytes=options.fetch_max_bytes,
+        max_fetch_size=options.max_fetch_size,
+        offset_reset="raise",
+        **options.client_options(),
+    )
 
 
 def _lost(options: SourceOptions, rng: Range, lo: int, hi: int, why: str) -> None:
@@ -408,51 +437,47 @@ def write_rows(options: SinkOptions, rows: Iterable[Any], chunk: int = 2000) -> 
         KielError: a record failed past the producer's retries (the first
             failure; Spark then retries the task: at-least-once).
     """
-    loop = asyncio.new_event_loop()
-    producer: Optional[Producer] = None
-    count = 0
-    try:
-        asyncio.set_event_loop(loop)
-        producer = Producer(options.brokers, **options.producer_options())
-        loop.run_until_complete(producer.connect())
+    with _own_loop(partial(Producer, options.brokers, **options.producer_options())) as (
+        loop, producer
+    ):
         futures: list[asyncio.Future[Any]] = []
-
-        async def send(batch: list[_Row]) -> None:
-            assert producer is not None
-            for topic, key, value, partition, headers in batch:
-                futures.append(await producer.enqueue(topic, value, key=key, partition=partition,
-                                                      headers=headers))
-
-        pending: list[_Row] = []
-        for row in rows:
-            fields = row.asDict() if hasattr(row, "asDict") else dict(row)
-            topic = fields.get("topic") or options.topic
-            if not topic:
-                raise ConfigError("a row has no topic: add a topic column or the topic option")
-            partition = fields.get("partition")
-            pending.append((
-                str(topic),
-                _bytes(fields.get("key"), "key"),
-                _bytes(fields.get("value"), "value"),
-                None if partition is None else int(partition),
-                _headers(fields.get("headers")),
-            ))
-            if len(pending) >= chunk:
-                loop.run_until_complete(send(pending))
-                pending = []
-                count += _check(futures)
-        if pending:
-            loop.run_until_complete(send(pending))
+        count = 0
+        prepared = (_row(row, options) for row in rows)
+        while batch := list(itertools.islice(prepared, chunk)):
+            loop.run_until_complete(_send(producer, batch, futures))
+            count += _check(futures)
         loop.run_until_complete(producer.flush())
-        count += _check(futures)
-        return count
-    finally:
-        try:
-            if producer is not None:
-                loop.run_until_complete(producer.close())
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
+        return count + _check(futures)
+
+
+def _row(row: Any, options: SinkOptions) -> _Row:
+    """One Spark row as a record to produce.
+
+    Raises:
+        ConfigError: no topic (no column value, no ``topic`` option), or a
+            key, value or header that is neither binary nor string.
+    """
+    fields = row.asDict() if hasattr(row, "asDict") else dict(row)
+    topic = fields.get("topic") or options.topic
+    if not topic:
+        raise ConfigError("a row has no topic: add a topic column or the topic option")
+    partition = fields.get("partition")
+    return (
+        str(topic),
+        _bytes(fields.get("key"), "key"),
+        _bytes(fields.get("value"), "value"),
+        None if partition is None else int(partition),
+        _headers(fields.get("headers")),
+    )
+
+
+async def _send(
+    producer: Producer, batch: list[_Row], futures: list["asyncio.Future[Any]"]
+) -> None:
+    """Enqueue ``batch`` (waiting for room in the producer's buffer), keeping each future."""
+    for topic, key, value, partition, headers in batch:
+        futures.append(await producer.enqueue(topic, value, key=key, partition=partition,
+                                              headers=headers))
 
 
 def _check(futures: list["asyncio.Future[Any]"]) -> int:
