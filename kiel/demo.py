@@ -91,16 +91,51 @@ class ShowMoves:
         print(f"  {self.name}: takes {[tp.partition for tp in assigned]}")
 
 
-async def group_tour(bootstrap: str, zk_hosts: str) -> bool:
+class GroupTour:
     """Three grouped consumers share the topic; one leaves half-way."""
-    counts: dict[int, int] = collections.Counter()
-    stops: dict[str, asyncio.Event] = {}
 
-    def member(name: str) -> GroupedConsumer:
-        return GroupedConsumer(
-            bootstrap,
+    names = ("alpha", "beta", "gamma")
+
+    def __init__(self, bootstrap: str, zk_hosts: str) -> None:
+        self.bootstrap = bootstrap
+        self.zk_hosts = zk_hosts
+        #: How many times each message number was processed.
+        self.counts: dict[int, int] = collections.Counter()
+        self.consumers: dict[str, GroupedConsumer] = {}
+        self.stops: dict[str, asyncio.Event] = {}
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> bool:
+        """Join the three, let beta leave, and check that every message was
+        processed exactly once.
+
+        Returns:
+            whether none was missed and none processed twice.
+        """
+        for name in self.names:
+            await self.join(name)
+            print(f"{name} joined; ownership now {self.ownership(list(self.tasks))}")
+        await asyncio.sleep(0.3)
+        print("beta leaves (graceful: stops fetching, commits, releases)")
+        await self.leave("beta")
+        await self.wait_for_the_rest(["alpha", "gamma"])
+        print(f"ownership after beta left: {self.ownership(['alpha', 'gamma'])}")
+        for name in ("alpha", "gamma"):
+            await self.leave(name)
+        twice = sum(1 for c in self.counts.values() if c > 1)
+        missed = MESSAGES - len(self.counts)
+        print(
+            f"the group processed {len(self.counts)} of {MESSAGES} messages: "
+            f"{missed} missed, {twice} twice"
+        )
+        return missed == 0 and twice == 0
+
+    async def join(self, name: str) -> None:
+        """Start a member and its worker."""
+        consumer = self.consumers[name] = GroupedConsumer(
+            self.bootstrap,
             "demo-group",
-            zk_hosts,
+            self.zk_hosts,
             topics=[TOPIC],
             listener=ShowMoves(name),
             member_id=name,
@@ -109,8 +144,12 @@ async def group_tour(bootstrap: str, zk_hosts: str) -> bool:
             offset_reset="earliest",
             zk_session_timeout=6.0,
         )
+        await consumer.connect()
+        self.stops[name] = asyncio.Event()
+        self.tasks[name] = asyncio.ensure_future(self.work(consumer, self.stops[name]))
 
-    async def work(consumer: GroupedConsumer, stop: asyncio.Event) -> None:
+    async def work(self, consumer: GroupedConsumer, stop: asyncio.Event) -> None:
+        """Process records until told to stop."""
         # Keep asking until told to stop: records returned by one consume()
         # count as in the application's hands until the next call, and a
         # hand-off waits for them.
@@ -118,42 +157,39 @@ async def group_tour(bootstrap: str, zk_hosts: str) -> bool:
             records = await consumer.consume()
             for record in records:
                 view: Any = record.value  # a dict: the deserializer made it
-                counts[view["n"]] += 1
+                self.counts[view["n"]] += 1
             if records:
                 await asyncio.sleep(0.02)  # a slow worker, so the others get work too
 
-    def ownership(names: list[str]) -> dict[str, list[int]]:
-        return {n: sorted(tp.partition for tp in consumers[n].assignment()) for n in names}
+    async def leave(self, name: str) -> None:
+        """Stop a member's worker, then close it (it commits and releases)."""
+        self.stops[name].set()
+        await self.tasks[name]
+        await self.consumers[name].close()
 
-    names = ["alpha", "beta", "gamma"]
-    consumers = {name: member(name) for name in names}
-    tasks = {}
-    for name in names:
-        await consumers[name].connect()
-        stops[name] = asyncio.Event()
-        tasks[name] = asyncio.ensure_future(work(consumers[name], stops[name]))
-        print(f"{name} joined; ownership now {ownership(list(tasks))}")
-    await asyncio.sleep(0.3)
-    print("beta leaves (graceful: stops fetching, commits, releases)")
-    stops["beta"].set()
-    await tasks["beta"]
-    await consumers["beta"].close()
-    for _ in range(400):  # the others take beta's partitions over and finish the topic
-        settled = sum(len(v) for v in ownership(["alpha", "gamma"]).values()) == PARTITIONS
-        if settled and len(counts) >= MESSAGES:
-            break
-        await asyncio.sleep(0.05)
-    print(f"ownership after beta left: {ownership(['alpha', 'gamma'])}")
-    for name in ("alpha", "gamma"):
-        stops[name].set()
-        await tasks[name]
-        await consumers[name].close()
-    twice = sum(1 for c in counts.values() if c > 1)
-    missed = MESSAGES - len(counts)
-    print(
-        f"the group processed {len(counts)} of {MESSAGES} messages: {missed} missed, {twice} twice"
-    )
-    return missed == 0 and twice == 0
+    async def wait_for_the_rest(self, names: list[str], timeout: float = 20.0) -> None:
+        """Wait (at most ``timeout`` seconds) until ``names`` own every
+        partition and every message was processed."""
+        for _ in range(int(timeout / 0.05)):
+            settled = sum(len(v) for v in self.ownership(names).values()) == PARTITIONS
+            if settled and len(self.counts) >= MESSAGES:
+                return
+            await asyncio.sleep(0.05)
+
+    def ownership(self, names: list[str]) -> dict[str, list[int]]:
+        """The partitions each of ``names`` owns."""
+        return {
+            n: sorted(tp.partition for tp in self.consumers[n].assignment()) for n in names
+        }
+
+
+async def group_tour(bootstrap: str, zk_hosts: str) -> bool:
+    """Three grouped consumers share the topic; one leaves half-way.
+
+    Returns:
+        whether every message was processed exactly once.
+    """
+    return await GroupTour(bootstrap, zk_hosts).run()
 
 
 def check(seen: list[Any]) -> bool:
