@@ -212,6 +212,27 @@ def test_serve_tansu_prints_one_ready_line(tmp_path: Path) -> None:
     assert not port_open(host, int(port))
 
 
+def test_serve_tansu_exits_when_tansu_dies() -> None:
+    # The broker process dies on its own: serve says so, with the log's
+    # tail, and exits 1 instead of serving nothing until it is signalled.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kiel.testing", "serve", "--tansu"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(REPO))
+    try:
+        json.loads(process.stdout.readline())  # type: ignore[union-attr]
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        assert children, "serve --tansu started no broker process"
+        for child in children:
+            os.kill(int(child), signal.SIGKILL)
+        out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 1, err.decode()
+    assert b"kiel.testing serve: Tansu exited" in err
+
+
 def test_serve_tansu_refuses_zookeeper() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "kiel.testing", "serve", "--tansu", "--zookeeper"],

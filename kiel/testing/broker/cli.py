@@ -20,12 +20,15 @@ same shape, with ``zookeeper`` and ``control`` null; ``--topic`` and
 """
 
 import argparse
+import contextlib
 import json
+import os
 import signal
 import sys
 import threading
+from functools import partial
 from types import FrameType
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from kiel.exc import KielError
 
@@ -75,8 +78,6 @@ def add_serve_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def serve(args: argparse.Namespace) -> int:
     """Run the ``serve`` command; returns the exit status."""
-    from kiel.testing.broker.cluster import EmbeddedCluster
-
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Optional[FrameType]) -> None:
@@ -86,86 +87,89 @@ def serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, on_signal)
     if args.tansu:
         return serve_tansu(args, stop)
-
-    zookeeper_server = None
-    cluster = None
-    status = 0
-    try:
-        hosts = args.zookeeper_hosts
-        if args.zookeeper:
-            from kiel.testing.zookeeper import ZooKeeperServer
-
-            zookeeper_server = ZooKeeperServer()
-            zookeeper_server.start()
-            hosts = zookeeper_server.hosts
-        options: dict[str, Any] = {}
-        if args.message_max_bytes:
-            options["message_max_bytes"] = args.message_max_bytes
-        if args.segment_bytes:
-            options["segment_bytes"] = args.segment_bytes
-        topics: dict[str, Optional[int]] = {}
-        for name, count in args.topic:
-            topics[name] = count or args.partitions
-        cluster = EmbeddedCluster(
-            brokers=args.brokers, zookeeper=hosts, partitions=args.partitions,
-            replication=args.replication, topics=topics or None, log_dir=args.log_dir,
-            auto_create_topics=not args.no_auto_create, segment_messages=args.segment_messages,
-            control_port=args.control_port, **options)
-        cluster.start()
-        ready = {"zookeeper": hosts, "brokers": cluster.brokers,
-                 "control": cluster.control_address, "pid": _pid()}
-        sys.stdout.write(json.dumps(ready) + "\n")
-        sys.stdout.flush()
-        while not stop.wait(0.5):
-            pass
-    except KielError as e:
-        print(f"kiel.testing serve: {e}", file=sys.stderr)
-        status = 1
-    finally:
-        if cluster is not None:
-            try:
-                cluster.stop()
-            except KielError as e:
-                print(f"kiel.testing serve: {e}", file=sys.stderr)
-                status = 1
-        if zookeeper_server is not None:
-            zookeeper_server.close()
-    return status
+    return _serve_until(stop, partial(_start_embedded, args))
 
 
 def serve_tansu(args: argparse.Namespace, stop: threading.Event) -> int:
     """Run ``serve --tansu`` until ``stop`` is set; returns the exit status."""
-    from kiel.testing.tansu import TansuBroker
-
     if args.zookeeper or args.zookeeper_hosts:
         print("kiel.testing serve: --tansu needs no ZooKeeper", file=sys.stderr)
         return 2
-    broker = None
-    status = 0
+    return _serve_until(stop, partial(_start_tansu, args))
+
+
+#: What a start function returns: the ready line's fields, and a check that
+#: says why the parts stopped serving on their own (``None`` while they serve).
+_Started = tuple[dict[str, Any], Callable[[], Optional[str]]]
+
+
+def _serve_until(stop: threading.Event, start: Callable[[contextlib.ExitStack], _Started]) -> int:
+    """Start the parts, print the ready line, serve until ``stop`` is set (or
+    the parts exit), then stop everything that started, in reverse order.
+
+    Returns:
+        the exit status: 0, or 1 after printing why on stderr.
+    """
     try:
-        broker = TansuBroker().start()
-        for name, count in args.topic:
-            broker.create_topic(name, count or args.partitions)
-        ready = {"zookeeper": None, "brokers": [broker.address], "control": None, "pid": _pid()}
-        sys.stdout.write(json.dumps(ready) + "\n")
-        sys.stdout.flush()
-        while not stop.wait(0.5):
-            if not broker.is_running:
-                print(f"kiel.testing serve: Tansu exited\n{broker.log_tail()}", file=sys.stderr)
-                return 1
+        with contextlib.ExitStack() as parts:
+            ready, exited = start(parts)
+            ready["pid"] = os.getpid()
+            sys.stdout.write(json.dumps(ready) + "\n")
+            sys.stdout.flush()
+            while not stop.wait(0.5):
+                why = exited()
+                if why is not None:
+                    print(f"kiel.testing serve: {why}", file=sys.stderr)
+                    return 1
     except KielError as e:
         print(f"kiel.testing serve: {e}", file=sys.stderr)
-        status = 1
-    finally:
-        if broker is not None:
-            broker.close()
-    return status
+        return 1
+    return 0
 
 
-def _pid() -> int:
-    import os
+def _start_embedded(args: argparse.Namespace, parts: contextlib.ExitStack) -> _Started:
+    """Start ZooKeeper (with ``--zookeeper``) and the embedded cluster."""
+    from kiel.testing.broker.cluster import EmbeddedCluster
 
-    return os.getpid()
+    hosts = args.zookeeper_hosts
+    if args.zookeeper:
+        from kiel.testing.zookeeper import ZooKeeperServer
+
+        zookeeper_server = ZooKeeperServer()
+        parts.callback(zookeeper_server.close)
+        zookeeper_server.start()
+        hosts = zookeeper_server.hosts
+    options: dict[str, Any] = {}
+    if args.message_max_bytes:
+        options["message_max_bytes"] = args.message_max_bytes
+    if args.segment_bytes:
+        options["segment_bytes"] = args.segment_bytes
+    topics = {name: count or args.partitions for name, count in args.topic}
+    cluster = EmbeddedCluster(
+        brokers=args.brokers, zookeeper=hosts, partitions=args.partitions,
+        replication=args.replication, topics=topics or None, log_dir=args.log_dir,
+        auto_create_topics=not args.no_auto_create, segment_messages=args.segment_messages,
+        control_port=args.control_port, **options)
+    parts.callback(cluster.stop)
+    cluster.start()
+    ready = {"zookeeper": hosts, "brokers": cluster.brokers, "control": cluster.control_address}
+    return ready, lambda: None
+
+
+def _start_tansu(args: argparse.Namespace, parts: contextlib.ExitStack) -> _Started:
+    """Start one Tansu broker and create the ``--topic`` topics on it."""
+    from kiel.testing.tansu import TansuBroker
+
+    broker = TansuBroker()
+    parts.callback(broker.close)
+    broker.start()
+    for name, count in args.topic:
+        broker.create_topic(name, count or args.partitions)
+
+    def exited() -> Optional[str]:
+        return None if broker.is_running else f"Tansu exited\n{broker.log_tail()}"
+
+    return {"zookeeper": None, "brokers": [broker.address], "control": None}, exited
 
 
 def main(argv: Optional[list[str]] = None) -> int:
