@@ -27,10 +27,13 @@ retriable: the same context fails again).
 SASL follows the versions, on every new connection and before any other
 request (as Kafka's clients do): SaslHandshake v1 names the mechanism, then
 SaslAuthenticate carries the messages of :mod:`kiel.sasl`'s state machine
-until it is done. A refusal raises :class:`~kiel.exc.AuthenticationError`
-(not retriable); a broker without SaslHandshake v1 (Kafka 0.8 to 0.11)
-raises :class:`~kiel.exc.UnsupportedFeatureError`. The password and the
-SCRAM proof are never logged.
+until it is done. Both exchanges are written in :mod:`kiel.handshake`; the
+connection bounds each by its request timeout and closes on any failure,
+marked ``reason="connect failed"`` (nothing a caller sent was written). A
+refusal raises :class:`~kiel.exc.AuthenticationError` (not retriable); a
+broker without SaslHandshake v1 (Kafka 0.8 to 0.11) raises
+:class:`~kiel.exc.UnsupportedFeatureError`. The password and the SCRAM
+proof are never logged.
 """
 
 import asyncio
@@ -40,14 +43,15 @@ import socket
 import ssl
 import time
 import warnings
-from collections.abc import MutableMapping
-from typing import Any, Optional, Union
+from collections.abc import Awaitable, MutableMapping
+from typing import Any, Optional, TypeVar, Union
 
 from tornado import gen
 from tornado.iostream import IOStream, StreamClosedError
 from tornado.locks import Semaphore
 from tornado.tcpclient import TCPClient
 
+from kiel import handshake
 from kiel._aio import Tasks
 from kiel.exc import (
     ConfigError,
@@ -58,24 +62,17 @@ from kiel.exc import (
     ProtocolError,
     RequestTimeoutError,
     TlsError,
-    UnsupportedFeatureError,
-    for_code,
 )
 from kiel.metrics import RequestCounters
-from kiel.protocol.api_versions import ApiVersionsRequestV0, version_ranges
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE, ClientFraming
-from kiel.protocol.sasl import (
-    SASL_AUTHENTICATE_KEY,
-    SASL_HANDSHAKE_KEY,
-    SaslHandshakeRequestV1,
-    sasl_authenticate_request,
-)
 from kiel.protocol.versions import LEGACY, Versions, negotiate
 from kiel.sasl import SaslCredentials
 
 log = logging.getLogger(__name__)
 
 _READ_CHUNK = 256 * 1024
+
+_T = TypeVar("_T")
 
 
 def tls_context(ssl_context: Optional[ssl.SSLContext], ssl_options: Any = None) -> Any:
@@ -309,11 +306,8 @@ class Connection:
     async def _negotiate(self, stream: IOStream) -> IOStream:
         """Ask ApiVersions on ``stream``; set :attr:`versions` and remember them.
 
-        Strategy: the question travels alone, framed by a framing object of
-        its own, and its answer is read here before the connection's reader
-        starts, so the connection's correlation ids begin in step. A broker
-        that closes the stream instead is a 0.8/0.9 broker: connect again
-        and speak the legacy versions.
+        A broker that closes the stream instead is a 0.8/0.9 broker: connect
+        again and speak the legacy versions.
 
         Returns:
             the stream to use (a new one after a legacy broker closed the first).
@@ -325,29 +319,10 @@ class Connection:
             BrokerError: the broker answered with an error and no versions.
         """
         self.probed = True
-        self._opening = stream  # close() closes it too
-        try:
-            # A request like any other: bounded by request_timeout, and a
-            # broker that accepts but hangs fails as it would for any request.
-            ranges = await asyncio.wait_for(self._ask_versions(stream), self.request_timeout)
-        except asyncio.TimeoutError as e:
-            stream.close()
-            err: KielError = RequestTimeoutError(
-                f"no ApiVersions answer within {self.request_timeout}s",
-                api="ApiVersions", **self._context(),
-            )
-            self._fail(CloseReason.REQUEST_TIMEOUT, err)
-            raise err from e
-        except ProtocolError as e:
-            stream.close()
-            e.with_context(api="ApiVersions", **self._context())
-            self._fail(CloseReason.OUT_OF_SYNC, e)
-            raise
-        finally:
-            self._opening = None
-        if self._closed:  # closed while asking (which closed the stream too)
-            stream.close()
-            raise self._close_error or ConnectionClosedError("connection closed", **self._context())
+        ranges = await self._before_ready(
+            stream, handshake.ask_versions(stream, self._own_framing()), "ApiVersions",
+            f"no ApiVersions answer within {self.request_timeout}s",
+        )
         if ranges is None:
             log.info("%r closed the connection on ApiVersions: a Kafka 0.8/0.9 broker; "
                      "speaking its versions", self)
@@ -362,57 +337,8 @@ class Connection:
             self._known[(self.host, self.port)] = versions
         return stream
 
-    async def _ask_versions(self, stream: IOStream) -> Optional[dict[int, Any]]:
-        """One ApiVersions v0 round trip on ``stream``.
-
-        Returns:
-            the broker's ranges, or ``None`` if it closed the connection.
-
-        Raises:
-            ProtocolError: the answer did not parse.
-            BrokerError: an error code and no ranges.
-        """
-        framing = ClientFraming(self.client_id, max_frame_size=self.max_frame_size)
-        response = await self._round_trip(stream, framing, ApiVersionsRequestV0())
-        if response is None:
-            return None
-        error = for_code(response.error_code)
-        # UNSUPPORTED_VERSION (35) still lists the ranges (KIP-511).
-        if error is not None and not response.api_keys:
-            raise error(errno=response.error_code, api="ApiVersions", **self._context())
-        return version_ranges(response)
-
-    @staticmethod
-    async def _round_trip(stream: IOStream, framing: ClientFraming, request: Any) -> Any:
-        """One request answered on ``stream`` before the reader starts.
-
-        Returns:
-            the response, or ``None`` if the broker closed the connection.
-
-        Raises:
-            ProtocolError: the answer did not parse, or more bytes came.
-        """
-        _, frame, _ = framing.send_request(request)
-        try:
-            await stream.write(frame)
-            while True:
-                data = await stream.read_bytes(_READ_CHUNK, partial=True)
-                answers = framing.receive_data(data)
-                if answers:
-                    break
-        except StreamClosedError:
-            return None
-        if len(answers) > 1 or framing.buffered:
-            raise ProtocolError(f"bytes after the {type(answers[0][1]).__name__}, unasked for")
-        return answers[0][1]
-
     async def _authenticate(self, stream: IOStream, sasl: SaslCredentials) -> None:
-        """SaslHandshake v1, then SaslAuthenticate until the mechanism is done.
-
-        Strategy: like :meth:`_negotiate`, the exchange runs on its own
-        framing object before the reader starts, bounded as a whole by
-        ``request_timeout``. Any failure closes the connection: a
-        half-authenticated stream is never used.
+        """Authenticate ``stream`` with SASL (:func:`kiel.handshake.authenticate`).
 
         Raises:
             UnsupportedFeatureError: the broker has no SaslHandshake v1 and
@@ -423,63 +349,56 @@ class Connection:
             KielConnectionError: the broker closed the connection meanwhile.
         """
         assert self.versions is not None  # negotiated, remembered or pinned first
-        handshake = self.versions.get(SASL_HANDSHAKE_KEY)
-        version = self.versions.get(SASL_AUTHENTICATE_KEY)
+        await self._before_ready(
+            stream, handshake.authenticate(stream, self._own_framing(), sasl, self.versions),
+            "SaslAuthenticate", f"SASL {sasl.mechanism} not done within {self.request_timeout}s",
+        )
+        log.debug("%r authenticated with SASL %s", self, sasl.mechanism)
+
+    def _own_framing(self) -> ClientFraming:
+        """A framing object for one exchange before the reader starts (its
+        correlation ids are its own, so the connection's begin in step)."""
+        return ClientFraming(self.client_id, max_frame_size=self.max_frame_size)
+
+    async def _before_ready(
+        self, stream: IOStream, exchange: Awaitable[_T], api: str, too_slow: str
+    ) -> _T:
+        """Run one exchange of :mod:`kiel.handshake` on ``stream``.
+
+        Strategy: a request like any other, the exchange is bounded as a
+        whole by ``request_timeout``, so a broker that accepts but hangs fails
+        as it would for any request. Any failure closes the stream and the
+        connection, and is marked ``reason="connect failed"``: nothing the
+        caller sent was written yet.
+
+        Raises:
+            RequestTimeoutError: not done within ``request_timeout`` (``too_slow``).
+            KielError: the exchange's typed error, with the connection's context.
+        """
         self._opening = stream  # close() closes it too
         try:
-            if handshake is None or handshake < 1 or version is None:
-                raise UnsupportedFeatureError(
-                    f"SASL {sasl.mechanism} needs SaslHandshake v1 and SaslAuthenticate "
-                    f"(Kafka 1.0 or later); the broker's versions ({self.versions.source}) "
-                    "have none", api="SaslHandshake")
-            await asyncio.wait_for(self._sasl_exchange(stream, sasl, version),
-                                   self.request_timeout)
+            result = await asyncio.wait_for(exchange, self.request_timeout)
         except asyncio.TimeoutError as e:
             stream.close()
             err: KielError = RequestTimeoutError(
-                f"SASL {sasl.mechanism} not done within {self.request_timeout}s",
-                api="SaslAuthenticate", **self._context())
+                too_slow, api=api, reason=CloseReason.CONNECT_FAILED.value, **self._context()
+            )
             self._fail(CloseReason.REQUEST_TIMEOUT, err)
             raise err from e
         except KielError as e:
             stream.close()
-            e.with_context(**self._context())
-            self._fail(CloseReason.CONNECT_FAILED, e)
+            e.with_context(api=api, reason=CloseReason.CONNECT_FAILED.value, **self._context())
+            self._fail(
+                CloseReason.OUT_OF_SYNC if isinstance(e, ProtocolError)
+                else CloseReason.CONNECT_FAILED, e,
+            )
             raise
         finally:
             self._opening = None
-
-    async def _sasl_exchange(self, stream: IOStream, sasl: SaslCredentials,
-                             version: int) -> None:
-        framing = ClientFraming(self.client_id, max_frame_size=self.max_frame_size)
-        answer = await self._round_trip(stream, framing, SaslHandshakeRequestV1(sasl.mechanism))
-        if answer is None:
-            raise self._closed_during("SaslHandshake")
-        error = for_code(answer.error_code)
-        if error is not None:
-            raise error(f"the broker enables SASL {list(answer.mechanisms)}, "
-                        f"not {sasl.mechanism}", errno=answer.error_code, api="SaslHandshake")
-        mechanism = sasl.client()
-        message: Optional[bytes] = mechanism.first()
-        loop = asyncio.get_running_loop()
-        while message is not None:
-            reply = await self._round_trip(stream, framing,
-                                           sasl_authenticate_request(version, message))
-            if reply is None:
-                raise self._closed_during("SaslAuthenticate")
-            error = for_code(reply.error_code)
-            if error is not None:
-                raise error(f"SASL {sasl.mechanism} refused for user {sasl.username!r}: "
-                            f"{reply.error_message or 'no reason given'}",
-                            errno=reply.error_code, api="SaslAuthenticate")
-            # SCRAM's PBKDF2 takes milliseconds of CPU: off the event loop.
-            message = await loop.run_in_executor(None, mechanism.step, bytes(reply.auth_bytes))
-        log.debug("%r authenticated with SASL %s", self, sasl.mechanism)
-
-    def _closed_during(self, api: str) -> KielError:
-        return ConnectionClosedError(f"the broker closed the connection during {api}",
-                                     reason=CloseReason.CONNECTION_BROKEN.value, api=api,
-                                     **self._context())
+        if self._closed:  # closed meanwhile (which closed the stream too)
+            stream.close()
+            raise self._close_error or ConnectionClosedError("connection closed", **self._context())
+        return result
 
     async def send(self, request: Any, timeout: Optional[float] = None) -> Any:
         """Send ``request`` and await its response (counted in :attr:`metrics`).

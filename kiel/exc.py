@@ -342,6 +342,9 @@ NotEnoughReplicasAfterAppendError = _register(20, "NotEnoughReplicasAfterAppendE
 # are authentication errors too (``except AuthenticationError`` catches them).
 UnsupportedSaslMechanismError = _register(33, "UnsupportedSaslMechanismError", "The broker does not enable the SASL mechanism asked for.", also=AuthenticationError)
 IllegalSaslStateError = _register(34, "IllegalSaslStateError", "A SASL request came out of order (the broker's view of the exchange differs).", also=AuthenticationError)
+# UNSUPPORTED_VERSION: ApiVersions answers it with the ranges it does speak
+# (KIP-511), or without any, and then connecting fails with it.
+UnsupportedApiVersionError = _register(35, "UnsupportedApiVersionError", "The broker does not speak the request's API version.", also=UnsupportedVersionError)
 SaslAuthenticationFailedError = _register(58, "SaslAuthenticationFailedError", "SASL authentication failed: a wrong user name or password.", also=AuthenticationError)
 
 

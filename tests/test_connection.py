@@ -27,10 +27,13 @@ from kiel.exc import (
     NoBrokersError,
     ProtocolError,
     RequestTimeoutError,
+    UnknownBrokerError,
     UnknownTopicError,
+    UnsupportedApiVersionError,
 )
 from kiel.protocol import (
     ApiVersionsRequestV0,
+    ApiVersionsResponseV0,
     BrokerMetadata,
     MetadataRequest,
     MetadataResponse,
@@ -54,9 +57,11 @@ class Peer(TCPServer):
     Like a Kafka 0.8 broker, it closes a connection that asks ApiVersions
     (counted in ``probes``; not a request the handler sees)."""
 
-    def __init__(self, handler: Handler) -> None:
+    def __init__(self, handler: Handler, versions_answer: Any = None) -> None:
         super().__init__()
         self.handler = handler
+        #: Answer ApiVersions with this (a response struct) instead of closing.
+        self.versions_answer = versions_answer
         self.requests: List[Any] = []
         self.streams: List[IOStream] = []
         self.probes = 0
@@ -76,6 +81,10 @@ class Peer(TCPServer):
                 for header, _api, request in framing.receive_data(data):
                     if isinstance(request, ApiVersionsRequestV0):
                         self.probes += 1
+                        if self.versions_answer is not None:
+                            await stream.write(framing.send_response(
+                                header.correlation_id, self.versions_answer))
+                            continue
                         self.streams.remove(stream)
                         stream.close()
                         return
@@ -244,6 +253,36 @@ def test_connect_refused_is_typed() -> None:
         with pytest.raises(KielConnectionError) as info:
             await conn.send(MetadataRequest([]))
         assert info.value.port == port
+
+    run(main())
+
+
+@pytest.mark.parametrize("code, error", [
+    (35, UnsupportedApiVersionError),  # UNSUPPORTED_VERSION, and no ranges
+    (-1, UnknownBrokerError),  # UNKNOWN_SERVER_ERROR
+])
+def test_an_apiversions_error_without_ranges_closes_the_connection(
+    code: int, error: type
+) -> None:
+    # The broker answers ApiVersions with an error and no ranges: connecting
+    # fails with the typed error, and the half-open stream is not kept (with
+    # an error that was not a ProtocolError, it was: the socket stayed open
+    # and the connection never closed).
+    async def main() -> None:
+        peer = Peer(answer_metadata, versions_answer=ApiVersionsResponseV0(code, []))
+        conn = Connection("127.0.0.1", peer.port, broker_id=1)
+        with pytest.raises(error) as info:
+            await conn.connect()
+        assert info.value.api == "ApiVersions" and info.value.port == peer.port
+        assert info.value.errno == code
+        # Nothing a caller sent was written: a producer may resend safely.
+        assert info.value.context["reason"] == "connect failed"
+        assert conn.closed
+        with pytest.raises(error):
+            await conn.send(MetadataRequest([]))
+        await until(lambda: all(s.closed() for s in peer.streams))
+        assert peer.requests == []
+        peer.stop()
 
     run(main())
 
