@@ -146,7 +146,7 @@ class GroupTour:
         )
         await consumer.connect()
         self.stops[name] = asyncio.Event()
-        self.tasks[name] = asyncio.ensure_future(self.work(consumer, self.stops[name]))
+        self.tasks[name] = asyncio.create_task(self.work(consumer, self.stops[name]))
 
     async def work(self, consumer: GroupedConsumer, stop: asyncio.Event) -> None:
         """Process records until told to stop."""
