@@ -1,8 +1,11 @@
 """Shared test helpers; kiel's pytest plugin is opt-in, enabled here."""
 
 import asyncio
+import shutil
 import uuid
 from typing import Awaitable, TypeVar
+
+import pytest
 
 T = TypeVar("T")
 
@@ -17,3 +20,12 @@ def run(coro: Awaitable[T], timeout: float = 120.0) -> T:
 def unique(prefix: str) -> str:
     """A name no other test uses (topics, groups, znodes)."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def kcat() -> str:
+    """The kcat (or kafkacat) executable; fails, never skips, without it."""
+    path = shutil.which("kcat") or shutil.which("kafkacat")
+    if path is None:
+        pytest.fail("kcat is not installed (apt-get install kcat)")
+    return path

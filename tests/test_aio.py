@@ -12,10 +12,11 @@ import pytest
 
 from kiel._aio import Tasks, Wakeup, spawn
 from kiel.exc import NoBrokersError
+from tests import conftest
 
 
 def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 10))
+    return conftest.run(coro, timeout=10)  # these never wait on a real peer
 
 
 async def settle() -> None:

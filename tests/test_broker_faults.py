@@ -1,7 +1,6 @@
 """Embedded broker faults that take longer: restarts with on-disk logs, failover under load."""
 import os
 import socket
-import uuid
 
 import pytest
 
@@ -9,6 +8,7 @@ from kiel.protocol import MetadataRequest
 from kiel.protocol.messages import CODEC_GZIP, decode_message_set
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.broker.rawclient import RawClient
+from tests.conftest import unique
 from tests.test_broker import fetch_request, only, produce_request
 from tests.waiting import wait_until
 
@@ -53,7 +53,7 @@ def produce_batches(cluster, topic, partitions, batches, tag):
 
 
 def test_cluster_restart_with_log_dir_loses_no_acked_message(zookeeper, tmp_path):
-    hosts = f"{zookeeper.hosts}/kiel-restart-{uuid.uuid4().hex[:8]}"
+    hosts = unique(f"{zookeeper.hosts}/kiel-restart")
     options = dict(brokers=3, zookeeper=hosts, log_dir=str(tmp_path), partitions=3,
                    segment_bytes=2048)
     with EmbeddedCluster(**options) as cluster:

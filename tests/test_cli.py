@@ -13,6 +13,7 @@ from typing import Any, Dict, List
 import pytest
 
 from kiel.clients import GroupedConsumer
+from tests.conftest import unique
 
 pytestmark = pytest.mark.zookeeper
 
@@ -185,7 +186,7 @@ async def _run_group(cluster: Any, group: str, topic: str, count: int) -> Dict[s
 
 def test_group_list_describe_reset(kafka_cluster: Any, topic_factory: Any) -> None:
     topic = topic_factory(partitions=3)
-    group = f"cli-{uuid.uuid4().hex[:8]}"
+    group = unique("cli")
     ok(kiel("-b", kafka_cluster.bootstrap, "produce", topic,
             input=b"".join(b"m%d\n" % i for i in range(30))))
 
@@ -248,7 +249,7 @@ def test_group_describe_agrees_with_the_members_own_views(
     from tests.waiting import until
 
     topic = topic_factory(partitions=4)
-    group = f"cli-{uuid.uuid4().hex[:8]}"
+    group = unique("cli")
     zk = kafka_cluster.zookeeper
 
     async def scenario() -> None:

@@ -10,7 +10,6 @@ are the cluster's own fault injection.
 import asyncio
 import datetime
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -137,14 +136,6 @@ def test_round_trip_with_kafka_python(kafka_cluster, topic_factory):
     # Keyed messages keep their order per key.
     for key in {k for k, _ in sent if k is not None}:
         assert [v for k, v in sent if k == key] == [r.value for r in got if r.key == key]
-
-
-@pytest.fixture(scope="module")
-def kcat():
-    path = shutil.which("kcat") or shutil.which("kafkacat")
-    if path is None:
-        pytest.fail("kcat is not installed (apt-get install kcat)")
-    return path
 
 
 @pytest.mark.interop

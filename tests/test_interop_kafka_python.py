@@ -6,7 +6,6 @@ this broker (like kiel) does not speak; with ``(0, 8, 1)`` it uses v0 commit
 and fetch, which a 0.8.2 broker stores in ZooKeeper: the commit tests use that.
 """
 import json
-import shutil
 import subprocess
 import time
 
@@ -51,14 +50,6 @@ def consume_all(cluster, topic, partitions, count, **options):
         return [(m.partition, m.offset, m.key, m.value) for m in drain(c, count)]
     finally:
         c.close()
-
-
-@pytest.fixture(scope="module")
-def kcat():
-    path = shutil.which("kcat") or shutil.which("kafkacat")
-    if path is None:
-        pytest.fail("kcat is not installed (apt-get install kcat)")
-    return path
 
 
 @pytest.fixture

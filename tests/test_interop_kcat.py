@@ -4,7 +4,6 @@ kcat is told the broker is 0.8.2 (no ApiVersions request, legacy protocol).
 A missing kcat fails these tests: ``apt-get install kcat``.
 """
 import json
-import shutil
 import subprocess
 
 import pytest
@@ -16,14 +15,6 @@ from kiel.testing.broker.rawclient import RawClient
 pytestmark = [pytest.mark.interop, pytest.mark.zookeeper]
 
 LEGACY = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.8.2.2"]
-
-
-@pytest.fixture(scope="module")
-def kcat():
-    path = shutil.which("kcat") or shutil.which("kafkacat")
-    if path is None:
-        pytest.fail("kcat is not installed (apt-get install kcat)")
-    return path
 
 
 def run(kcat, cluster, *args, input=None):

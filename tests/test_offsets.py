@@ -7,7 +7,6 @@ the broker's error injection stands in for a coordinator that moved.
 """
 
 import asyncio
-import uuid
 from typing import Any, List
 
 import pytest
@@ -24,12 +23,9 @@ from kiel.consumer.offsets import (
 )
 from kiel.exc import InvalidTopicError, NotCoordinatorForConsumerError, OffsetMetadataTooLargeError
 from kiel.structs import TopicPartition
+from tests.conftest import run, unique
 
 pytestmark = pytest.mark.zookeeper
-
-
-def run(coro: Any, timeout: float = 60) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 async def cluster_for(kafka_cluster: Any, **options: Any) -> Cluster:
@@ -66,7 +62,7 @@ def test_list_offsets_resolves_edges_and_times(kafka_cluster, topic_factory):
 
 def test_commit_then_fetch_and_never_committed_reads_none(kafka_cluster, topic_factory):
     topic = topic_factory(partitions=3)
-    group = f"g-{uuid.uuid4().hex[:8]}"
+    group = unique("g")
     tps = [TopicPartition(topic, p) for p in range(3)]
 
     async def main() -> None:
@@ -86,7 +82,7 @@ def test_commit_then_fetch_and_never_committed_reads_none(kafka_cluster, topic_f
 
 def test_commits_survive_a_moved_coordinator_and_too_large_metadata(kafka_cluster, topic_factory):
     topic = topic_factory(partitions=1)
-    group = f"g-{uuid.uuid4().hex[:8]}"
+    group = unique("g")
     tp = TopicPartition(topic, 0)
 
     async def main() -> int:

@@ -2,7 +2,6 @@
 
 Pure logic: a fake clock records the delays instead of sleeping.
 """
-import asyncio
 import random
 from typing import Any, List
 
@@ -10,10 +9,11 @@ import pytest
 
 from kiel.exc import ClientClosedError, ConfigError, KielConnectionError, NoBrokersError
 from kiel.retry import Backoff, attempts, retry
+from tests import conftest
 
 
 def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 10))
+    return conftest.run(coro, timeout=10)  # these never wait on a real peer
 
 
 class FakeClock:

@@ -9,7 +9,6 @@ import asyncio
 import collections
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -371,14 +370,6 @@ def test_max_offsets_per_trigger_bounds_micro_batches(spark, kafka_cluster, topi
 
 # ----------------------------------------------------------------------
 # writing
-
-
-@pytest.fixture(scope="module")
-def kcat():
-    path = shutil.which("kcat") or shutil.which("kafkacat")
-    if path is None:
-        pytest.fail("kcat is not installed (apt-get install kcat)")
-    return path
 
 
 def test_writer_round_trip_and_kcat(spark, kafka_cluster, topic_factory, kcat):

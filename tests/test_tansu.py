@@ -54,6 +54,7 @@ from kiel.protocol.record_batch import (
 from kiel.protocol.schema import decode, encode
 from kiel.testing import process as process_module
 from kiel.testing.tansu import TansuBroker, api_versions, find_tansu
+from tests.conftest import unique
 
 REPO = Path(__file__).resolve().parent.parent
 TS = 1_700_000_000_000
@@ -242,10 +243,6 @@ def test_serve_tansu_refuses_zookeeper() -> None:
 
 # --------------------------------------------------------------------------
 # A third-party client against the fixture
-
-
-def unique(name: str) -> str:
-    return f"{name}-{os.urandom(4).hex()}"
 
 
 def first(consumer: KafkaConsumer, count: int) -> List[Any]:
