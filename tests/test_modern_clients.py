@@ -565,14 +565,22 @@ def test_kiel_reads_what_kafka_python_writes(tansu_broker: Any) -> None:
     finally:
         producer.close(timeout=10)
 
+    assert_kiel_reads_the_numbered_records(tansu_broker, topic, 25)
+
+
+def assert_kiel_reads_the_numbered_records(tansu_broker: Any, topic: str, count: int) -> None:
+    """kiel reads back partition 0 of ``topic`` as another client wrote it:
+    record ``i`` has key ``k<i>``, value ``v<i>``, CreateTime ``TS + i`` and
+    the header ``("i", b"<i>")``."""
+
     async def main() -> List[Record]:
         async with SingleConsumer(tansu_broker.bootstrap, max_wait_time=0.2) as consumer:
-            return await consume_n(consumer, topic, 25)
+            return await consume_n(consumer, topic, count)
 
     records = run(main())
     assert [(r.offset, r.key, r.value, r.timestamp, r.timestamp_type, r.headers)
             for r in records] == [
-        (i, b"k%d" % i, b"v%d" % i, TS + i, 0, (("i", b"%d" % i),)) for i in range(25)]
+        (i, b"k%d" % i, b"v%d" % i, TS + i, 0, (("i", b"%d" % i),)) for i in range(count)]
 
 
 @pytest.mark.interop
@@ -617,14 +625,7 @@ def test_kiel_reads_what_confluent_kafka_writes(tansu_broker: Any) -> None:
                          timestamp=TS + i, headers=[("i", b"%d" % i)])
     assert producer.flush(30) == 0
 
-    async def main() -> List[Record]:
-        async with SingleConsumer(tansu_broker.bootstrap, max_wait_time=0.2) as consumer:
-            return await consume_n(consumer, topic, 20)
-
-    records = run(main())
-    assert [(r.offset, r.key, r.value, r.timestamp, r.timestamp_type, r.headers)
-            for r in records] == [
-        (i, b"k%d" % i, b"v%d" % i, TS + i, 0, (("i", b"%d" % i),)) for i in range(20)]
+    assert_kiel_reads_the_numbered_records(tansu_broker, topic, 20)
 
 
 @pytest.mark.interop
@@ -664,7 +665,7 @@ def test_aiokafka_reads_what_kiel_writes(tansu_broker: Any) -> None:
 def test_kiel_reads_what_aiokafka_writes(tansu_broker: Any) -> None:
     topic = tansu_broker.create_topic(unique("aio-to-kiel"), 1)
 
-    async def main() -> List[Record]:
+    async def main() -> None:
         producer = aiokafka.AIOKafkaProducer(bootstrap_servers=tansu_broker.bootstrap,
                                              linger_ms=10, compression_type="gzip")
         await producer.start()
@@ -675,13 +676,9 @@ def test_kiel_reads_what_aiokafka_writes(tansu_broker: Any) -> None:
             await asyncio.gather(*sends)
         finally:
             await producer.stop()
-        async with SingleConsumer(tansu_broker.bootstrap, max_wait_time=0.2) as consumer:
-            return await consume_n(consumer, topic, 20)
 
-    records = run(main())
-    assert [(r.offset, r.key, r.value, r.timestamp, r.timestamp_type, r.headers)
-            for r in records] == [
-        (i, b"k%d" % i, b"v%d" % i, TS + i, 0, (("i", b"%d" % i),)) for i in range(20)]
+    run(main())
+    assert_kiel_reads_the_numbered_records(tansu_broker, topic, 20)
 
 
 # --------------------------------------------------------------------------
