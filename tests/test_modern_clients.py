@@ -411,9 +411,10 @@ def test_a_broker_that_never_answers_the_probe_fails_in_time() -> None:
         async with SilentPeer() as peer:
             known: Dict[Any, Any] = {}
             conn = Connection("127.0.0.1", peer.port, request_timeout=0.3, known_versions=known)
-            with pytest.raises(RequestTimeoutError, match="ApiVersions"):
+            with pytest.raises(RequestTimeoutError, match="ApiVersions") as info:
                 await conn.connect()
             assert conn.closed and known == {}
+            assert info.value.context["reason"] == "connect failed"  # nothing was written
 
     run(main())
 
