@@ -43,6 +43,7 @@ from kiel.serializers import json_deserializer
 from kiel.structs import Record
 from kiel.testing.broker.rawclient import RawClient
 from tests.conftest import run
+from tests.waiting import until
 
 pytestmark = pytest.mark.zookeeper
 
@@ -783,8 +784,7 @@ def test_killed_connection_fails_in_flight_fetch_and_consumer_recovers(
         async with consumer_for(kafka_cluster, max_wait_time=5.0) as consumer:
             assert len(await consume_n(consumer, topic, 5)) == 5
             waiting = asyncio.ensure_future(consumer.consume(topic))  # a 5 s long poll
-            await asyncio.sleep(0.3)
-            assert consumer.fetcher.in_flight
+            await until(lambda: consumer.fetcher.in_flight, what="the long poll in flight")
             closed = await loop.run_in_executor(None, kafka_cluster.close_connections, None)
             assert closed >= 1
             await loop.run_in_executor(None, produce_raw, kafka_cluster, topic, 0, values(3, "n"))
@@ -809,7 +809,8 @@ def test_close_ends_pending_calls_and_streams(kafka_cluster, topic_factory):
             return [r async for r in consumer.stream(topic)]
 
         streaming = asyncio.ensure_future(drain_stream())
-        await asyncio.sleep(0.2)
+        # Both are waiting on the long poll (they started before it went out).
+        await until(lambda: consumer.fetcher.in_flight, what="the long poll in flight")
         await consumer.close()
         with pytest.raises(ClientClosedError):
             await pending

@@ -138,7 +138,8 @@ def test_killed_connection_fails_in_flight_futures_promptly_then_recovers(
             # The leader sits on Produce requests: they stay in flight.
             await in_thread(kafka_cluster.set_latency, 30.0, "Produce", leader)
             futures = [p.produce(topic, b"in-flight-%d" % i) for i in range(10)]
-            await asyncio.sleep(0.3)
+            connection = p.cluster.connection(leader)
+            await until(lambda: connection.in_flight, what="the Produce request in flight")
             await in_thread(kafka_cluster.close_connections, leader)
             done, _ = await asyncio.wait(futures, timeout=10)  # far less than 30 or 60
             assert len(done) == len(futures)
