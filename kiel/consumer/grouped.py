@@ -2,8 +2,8 @@
 
 Membership, allocation and owner znodes are
 :class:`kiel.zookeeper.group.GroupMember`'s job; this module plugs the
-consumer's fetching into it (:class:`_Ownership`, the member's
-:class:`~kiel.zookeeper.group.PartitionHooks`), and commits finished offsets
+consumer's fetching into it (:class:`~kiel.consumer.group_hooks.ConsumerHooks`,
+the member's :class:`~kiel.zookeeper.handoff.PartitionHooks`), and commits finished offsets
 with OffsetCommit v0 (which a 0.8.x broker stores at
 ``/consumers/<group>/offsets/<topic>/<partition>``) through
 :mod:`kiel.consumer.commits`.
@@ -30,11 +30,9 @@ committed (see ``docs/guides/grouped_consumer.rst``).
 """
 
 import asyncio
-import functools
 import logging
 import re
 import sys
-import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
 from re import Pattern
@@ -42,32 +40,27 @@ from typing import (
     Any,
     Callable,
     Optional,
-    TypeVar,
     Union,
-    cast,
 )
-
-from kazoo.exceptions import KazooException, NoNodeError
 
 from kiel.allocators import get_allocator, weighted
 from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
 from kiel.consumer.commits import Commits
-from kiel.consumer.listener import ConsumerRebalanceListener, call_listener
-from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
+from kiel.consumer.group_hooks import ConsumerHooks
+from kiel.consumer.listener import ConsumerRebalanceListener
+from kiel.consumer.offsets import GroupOffsets
 from kiel.consumer.partition_counts import MetadataCounts, brokers_registered, check_source
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset
 from kiel.consumer.subscription import Status
 from kiel.exc import (
     ConfigError,
-    KielError,
-    OffsetResetError,
     UnknownPartitionError,
     ZooKeeperError,
 )
 from kiel.metrics import GroupedConsumerMetrics, RebalanceCounters
 from kiel.structs import TopicPartition
-from kiel.zookeeper.client import ZooKeeper, translate
-from kiel.zookeeper.group import GroupMember, PartitionHooks
+from kiel.zookeeper.client import ZooKeeper
+from kiel.zookeeper.group import GroupMember
 
 __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 
@@ -188,12 +181,10 @@ class GroupedConsumer(_BaseConsumer):
         **options: Any,
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
-        _check_group_options(group, commit_interval, commit_every, revoke_timeout,
-                             acquire_timeout, zk_session_timeout, leave_timeout,
-                             zk_max_retry_delay, listener_timeout)
-        if not isinstance(zk_connect_timeout, (int, float)) or zk_connect_timeout <= 0:
-            raise ConfigError(f"zk_connect_timeout must be seconds > 0, got {zk_connect_timeout!r}")
-        check_source(partitions_from)
+        _check_group_options(group, commit_interval, commit_every, zk_connect_timeout,
+                             partitions_from, revoke_timeout, acquire_timeout,
+                             zk_session_timeout, leave_timeout, zk_max_retry_delay,
+                             listener_timeout)
         super().__init__(brokers, **options)
         self.group = group
         self.zk_hosts = zk_hosts
@@ -215,26 +206,17 @@ class GroupedConsumer(_BaseConsumer):
         self.commit_interval = commit_interval or None
         self.commit_every = commit_every
         self.commit_metadata = commit_metadata
-        self._weighted = isinstance(allocator, str) and allocator.lower() == "weighted"
-        #: Members' advertised capacities (filled by the GroupMember for "weighted").
-        self._capacities: dict[str, float] = {}
-        if self._weighted:
-            self._allocator: Callable[..., Any] = weighted(self._capacities.get)
-        else:
-            self._allocator = get_allocator(allocator)
+        #: With "weighted": the members' advertised capacities, which the
+        #: GroupMember fills and the allocator reads.
+        self._allocator, self._capacities = _allocator(allocator)
         self.zk: Optional[ZooKeeper] = None
         self.member: Optional[GroupMember] = None
         self._offsets = GroupOffsets(self.cluster, group)
         self._commits = Commits(
-            self._offsets,
-            self._tasks,
-            self._errors,
-            metadata=commit_metadata,
-            every=commit_every,
-            interval=self.commit_interval,
-            may_commit=self._may_commit,
+            self._offsets, self._tasks, self._errors, metadata=commit_metadata,
+            every=commit_every, interval=self.commit_interval, may_commit=self._may_commit,
         )
-        self._ownership = _Ownership(self)
+        self._ownership = ConsumerHooks(self)
         #: Owned partitions the application paused (kept across ZooKeeper
         #: suspensions, dropped when the partition is revoked).
         self._paused: set[TopicPartition] = set()
@@ -288,16 +270,9 @@ class GroupedConsumer(_BaseConsumer):
             GroupError: the first allocation did not settle within ``join_timeout``.
         """
         await super().connect()
-        self.zk = ZooKeeper(
-            self.zk_hosts,
-            session_timeout=self.zk_session_timeout,
-            chroot=self.zk_chroot,
-            auth=self.zk_auth,
-            max_retry_delay=self.zk_max_retry_delay,
-            connect_timeout=self.zk_connect_timeout,
-        )
+        zk = self.zk = self._zookeeper()
         try:
-            await self.zk.start()
+            await zk.start()
         except BaseException:
             # start() freed kazoo's threads; nothing is left to stop, and a
             # later connect() makes a fresh session.
@@ -305,37 +280,52 @@ class GroupedConsumer(_BaseConsumer):
             raise
         try:
             await self._offsets.coordinator()
-            from_zookeeper = self.partitions_from == "zookeeper" or (
-                self.partitions_from == "auto" and await brokers_registered(self.zk)
-            )
-            self.member = GroupMember(
-                self.zk,
-                self.group,
-                self._wanted_topics,
-                hooks=self._ownership,
-                allocator=self._allocator,
-                member_id=self.member_id,
-                capacity=self.capacity,
-                acquire_timeout=self.acquire_timeout,
-                leave_timeout=self.leave_timeout,
-                topics_from_zookeeper=from_zookeeper,
-            )
-            self.member_id = self.member.member_id
-            if self._weighted:
-                self.member.capacities = self._capacities
-            if not from_zookeeper:
-                wanted = self._wanted_topics
-                counts = MetadataCounts(self.cluster, wanted if isinstance(wanted, list) else None)
-                self.member.set_partition_counts(await counts.read())
-                self._tasks.spawn(
-                    counts.follow(self.member.set_partition_counts, self.cluster.metadata_max_age),
-                    "partition counts",
-                )
-            await self.member.join(timeout=self.join_timeout)
+            await self._join(zk)
         except BaseException:
-            await self.zk.stop()
+            await zk.stop()
             raise
         self._commits.start_timer()
+
+    def _zookeeper(self) -> ZooKeeper:
+        """A ZooKeeper session with this consumer's settings, not started yet."""
+        return ZooKeeper(
+            self.zk_hosts, session_timeout=self.zk_session_timeout, chroot=self.zk_chroot,
+            auth=self.zk_auth, max_retry_delay=self.zk_max_retry_delay,
+            connect_timeout=self.zk_connect_timeout,
+        )
+
+    async def _join(self, zk: ZooKeeper) -> None:
+        """Become a member of the group, learn the partition counts, and join.
+
+        Raises:
+            GroupError: the first allocation did not settle within ``join_timeout``.
+            kazoo.exceptions.KazooException, ZooKeeperError: ZooKeeper failed.
+        """
+        from_zookeeper = self.partitions_from == "zookeeper" or (
+            self.partitions_from == "auto" and await brokers_registered(zk)
+        )
+        member = self.member = self._new_member(zk, from_zookeeper)
+        self.member_id = member.member_id
+        if not from_zookeeper:
+            wanted = self._wanted_topics
+            counts = MetadataCounts(self.cluster, wanted if isinstance(wanted, list) else None)
+            member.set_partition_counts(await counts.read())
+            self._tasks.spawn(
+                counts.follow(member.set_partition_counts, self.cluster.metadata_max_age),
+                "partition counts",
+            )
+        await member.join(timeout=self.join_timeout)
+
+    def _new_member(self, zk: ZooKeeper, topics_from_zookeeper: bool) -> GroupMember:
+        """This consumer's GroupMember, driving :class:`ConsumerHooks`, not joined yet."""
+        member = GroupMember(
+            zk, self.group, self._wanted_topics, hooks=self._ownership,
+            allocator=self._allocator, member_id=self.member_id, capacity=self.capacity,
+            acquire_timeout=self.acquire_timeout, leave_timeout=self.leave_timeout,
+            topics_from_zookeeper=topics_from_zookeeper,
+        )
+        member.capacities = self._capacities  # "weighted" reads them; None otherwise
+        return member
 
     async def close(self) -> None:
         """Leave the group and close.
@@ -666,247 +656,6 @@ class GroupedConsumer(_BaseConsumer):
         await self._seek_all(topic, self._tps(topic, partition), start)
 
 
-_Hook = TypeVar("_Hook", bound=Callable[..., Awaitable[None]])
-
-
-def _timed(hook: _Hook) -> _Hook:
-    """Count a change of partitions in the consumer's ``rebalances``, timed."""
-
-    @functools.wraps(hook)
-    async def timed(self: "_Ownership", partitions: Sequence[tuple[str, int]]) -> None:
-        started = time.monotonic()
-        try:
-            await hook(self, partitions)
-        finally:
-            self.consumer.rebalances.observe(time.monotonic() - started)
-
-    return cast(_Hook, timed)
-
-
-class _Ownership(PartitionHooks):
-    """What this member does when the partitions it owns change.
-
-    :class:`~kiel.zookeeper.group.GroupMember` awaits these on the loop:
-    an acquired partition gets the listener, then its committed offset and
-    fetching; a revoked one stops fetching, waits for the records in the
-    application's hands, gets the listener, then its commit.
-
-    Args:
-        consumer: the consumer whose subscription, commits and listener these drive.
-    """
-
-    def __init__(self, consumer: GroupedConsumer) -> None:
-        self.consumer = consumer
-        #: The ZooKeeper connection is suspended: nothing is fetched.
-        self.suspended = False
-        #: Partitions being handed over (fetching stopped, owner znode not yet
-        #: released): nothing may fetch them again (seek(), a late start()).
-        self.revoking: set[TopicPartition] = set()
-
-    @_timed
-    async def assigned(self, partitions: Sequence[tuple[str, int]]) -> None:
-        tps = _partitions(partitions)
-        consumer = self.consumer
-        for tp in tps:
-            consumer._commits.own(tp)
-        try:
-            await self._listen("on_partitions_assigned", tps)
-        finally:
-            await self.start(tps)
-
-    @_timed
-    async def revoked(self, partitions: Sequence[tuple[str, int]]) -> None:
-        tps = _partitions(partitions)
-        consumer = self.consumer
-        commits = consumer._commits
-        self.revoking.update(tps)
-        self._stop(tps)
-        held = await commits.wait_finished(tps, consumer.revoke_timeout, lambda: consumer._closing)
-        if held and not consumer._closing:
-            log.warning(
-                "revoke_timeout: %s still in the application's hands; the next owner "
-                "gets them again", held,
-            )
-        try:
-            await self._listen("on_partitions_revoked", tps)
-        finally:
-            try:
-                await commits.commit(tps)
-            except KielError as e:
-                # The commit's own retries are spent: release anyway (holding
-                # on would stall the group). The next owner starts from the
-                # last committed offset: duplicates, never loss.
-                log.error("committing %s on revocation failed: %s; the next owner "
-                          "delivers again from the last commit", tps, e)
-                consumer._errors.append(e)
-            for tp in tps:
-                commits.forget(tp)
-            self.revoking.difference_update(tps)
-
-    @_timed
-    async def lost(self, partitions: Sequence[tuple[str, int]]) -> None:
-        tps = _partitions(partitions)
-        consumer = self.consumer
-        self._stop(tps)
-        for tp in tps:
-            consumer._commits.forget(tp)
-        await self._listen("on_partitions_lost", tps)
-
-    async def _listen(self, name: str, tps: list[TopicPartition]) -> None:
-        """The listener's ``name`` callback, bounded by ``listener_timeout``."""
-        consumer = self.consumer
-        await call_listener(
-            consumer.listener, name, tps, consumer._errors, consumer.listener_timeout
-        )
-
-    def suspend(self) -> None:
-        """Stop fetching at once; drop fetched, undelivered records (positions kept)."""
-        self.suspended = True
-        consumer = self.consumer
-        consumer._reclaim()
-        subscription = consumer.subscription
-        for tp in subscription.assignment():
-            if subscription.status(tp) is not Status.AWAITING_RESET:
-                subscription.seek(tp, subscription.position(tp))
-                subscription.pause(tp)
-
-    def resume(self) -> None:
-        self.suspended = False
-        subscription = self.consumer.subscription
-        paused_by_application = self.consumer._paused
-        for tp in subscription.paused():
-            if tp not in paused_by_application:
-                subscription.resume(tp)
-
-    def _stop(self, tps: list[TopicPartition]) -> None:
-        consumer = self.consumer
-        for tp in tps:
-            consumer.subscription.unassign(tp)
-            consumer._loans.pop(tp, None)
-            consumer._paused.discard(tp)
-
-    async def start(self, tps: list[TopicPartition]) -> None:
-        """Committed offset (or the reset policy) -> fetching.
-
-        Errors are kept for ``consume()``; the partitions await their start
-        (``consume()`` tries again) until it works.
-        """
-        consumer = self.consumer
-        subscription = consumer.subscription
-        tps = [tp for tp in tps if tp in consumer._commits.held and tp not in self.revoking]
-        for tp in tps:
-            subscription.assign(tp)  # awaiting its start (a started one stays as it is)
-        tps = [tp for tp in tps if subscription.status(tp) is Status.AWAITING_RESET]
-        if not tps:
-            return
-        commits = consumer._commits
-        generations = {tp: commits.generation.get(tp) for tp in tps}
-        try:
-            committed, starts = await self._starts(tps)
-        except KielError as e:
-            log.warning("starting %s failed (%s); consume() retries", tps, e)
-            consumer._errors.append(e)
-            return
-        for tp in tps:
-            offset = starts.get(tp)
-            if (
-                offset is None
-                or tp not in consumer._commits.held
-                or tp in self.revoking
-                or commits.generation.get(tp) != generations[tp]
-                or subscription.status(tp) is not Status.AWAITING_RESET
-            ):
-                continue
-            consumer._commits.start(tp, offset, committed.get(tp))
-            subscription.seek(tp, offset)
-            if self.suspended or tp in consumer._paused:
-                subscription.pause(tp)
-
-    async def _starts(
-        self, tps: list[TopicPartition]
-    ) -> tuple[dict[TopicPartition, Optional[int]], dict[TopicPartition, int]]:
-        """The committed offsets of ``tps``, and where each starts.
-
-        A partition without a committed offset starts where ``offset_reset``
-        says; with ``"raise"`` it is left unstarted (owned, not fetched, until
-        ``seek()``) and :class:`~kiel.exc.OffsetResetError` is kept for
-        ``consume()``.
-
-        Raises:
-            KielError: the offsets could not be read or resolved.
-        """
-        consumer = self.consumer
-        cluster = consumer.cluster
-        unknown = sorted({tp.topic for tp in tps} - set(cluster.partitions))
-        if unknown:
-            await cluster.refresh_metadata(unknown)
-        committed = await consumer._offsets.fetch(tps)
-        unsure = sorted(tp for tp in tps if committed.get(tp) is None)
-        if unsure:
-            committed.update(await self._stored_offsets(unsure))
-        starts = {tp: o for tp, o in committed.items() if o is not None}
-        missing = sorted(tp for tp in tps if committed.get(tp) is None)
-        if missing and consumer.offset_reset == "raise":
-            for tp in missing:
-                if consumer.subscription.status(tp) is Status.AWAITING_RESET:
-                    consumer.subscription.unassign(tp)
-            consumer._errors.append(
-                OffsetResetError(
-                    f"no committed offset for {missing} and offset_reset='raise'",
-                    group=consumer.group, topic=missing[0].topic, partition=missing[0].partition,
-                )
-            )
-        elif missing:
-            when = EARLIEST if consumer.offset_reset == "earliest" else LATEST
-            await cluster.maybe_refresh()
-            starts.update(await list_offsets(cluster, {tp: when for tp in missing}))
-        return committed, starts
-
-
-    async def _stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """The offsets a 0.8 broker stored for ``tps`` in ZooKeeper, where there are any.
-
-        Strategy: a 0.8.2 coordinator answers UnknownTopicOrPartition (with
-        offset -1) both for "never committed" and for a topic it has not
-        learnt about yet, and ``offset_reset="latest"`` would then skip (and
-        commit) past what was never consumed. It stores v0 commits at
-        ``/consumers/<group>/offsets/<topic>/<partition>``: read through our
-        own session, a missing znode is an unambiguous "none". (Brokers that
-        keep offsets elsewhere have no such znode: nothing changes for them.)
-
-        Raises:
-            ZooKeeperError: ZooKeeper failed or did not answer within the
-                request timeout (``consume()`` tries again).
-        """
-        consumer = self.consumer
-        zk = consumer.zk
-        found: dict[TopicPartition, int] = {}
-        if zk is None:
-            return found
-        for tp in tps:
-            path = f"/consumers/{consumer.group}/offsets/{tp.topic}/{tp.partition}"
-            try:
-                data, _ = await asyncio.wait_for(zk.get(path), consumer.cluster.request_timeout)
-            except NoNodeError:
-                continue
-            except asyncio.TimeoutError as e:
-                raise ZooKeeperError(f"reading {path} timed out", group=consumer.group) from e
-            except KazooException as e:
-                raise translate(e, f"reading {path}") from e
-            try:
-                found[tp] = int(data.decode())
-            except (ValueError, UnicodeDecodeError) as e:
-                raise ZooKeeperError(f"{path} holds no offset: {data[:40]!r}",
-                                     group=consumer.group) from e
-        return found
-
-
-def _partitions(partitions: Sequence[tuple[str, int]]) -> list[TopicPartition]:
-    # GroupMember hands TopicPartitions (plain (topic, partition) tuples before
-    # kiel.zookeeper moved to kiel.structs); TopicPartition(*tp) takes both.
-    return [TopicPartition(*tp) for tp in partitions]
-
-
 def _topics_or_pattern(
     topics: Optional[Topics], pattern: Union[str, Pattern[str], None]
 ) -> Union[list[str], Pattern[str]]:
@@ -927,9 +676,30 @@ def _topics_or_pattern(
         raise ConfigError(f"bad topic pattern {pattern!r}: {e}") from e
 
 
+def _allocator(
+    allocator: Union[str, Callable[..., Any]]
+) -> tuple[Callable[..., Any], Optional[dict[str, float]]]:
+    """The allocator function for a name or callable, and for ``"weighted"`` the
+    dict of members' capacities it reads (the GroupMember fills it).
+
+    Raises:
+        ConfigError: an unknown allocator name.
+    """
+    if isinstance(allocator, str) and allocator.lower() == "weighted":
+        capacities: dict[str, float] = {}
+        return weighted(capacities.get), capacities
+    return get_allocator(allocator), None
+
+
 def _check_group_options(
-    group: Any, commit_interval: Any, commit_every: Any, *timeouts: Any
+    group: Any, commit_interval: Any, commit_every: Any, zk_connect_timeout: Any,
+    partitions_from: Any, *timeouts: Any,
 ) -> None:
+    """Check the settings a grouped consumer adds to the base consumer's.
+
+    Raises:
+        ConfigError: a bad setting.
+    """
     if commit_interval is not None and commit_interval < 0:
         raise ConfigError(f"commit_interval must be >= 0, got {commit_interval!r}")
     if commit_every is not None and (not isinstance(commit_every, int) or commit_every < 1):
@@ -941,3 +711,6 @@ def _check_group_options(
             raise ConfigError(f"{name} must be seconds >= 0, got {value!r}")
     if not group or "/" in group:
         raise ConfigError(f"bad group name {group!r}")
+    if not isinstance(zk_connect_timeout, (int, float)) or zk_connect_timeout <= 0:
+        raise ConfigError(f"zk_connect_timeout must be seconds > 0, got {zk_connect_timeout!r}")
+    check_source(partitions_from)

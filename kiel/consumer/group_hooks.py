@@ -1,0 +1,274 @@
+"""What a grouped consumer does when the partitions it owns change.
+
+:class:`ConsumerHooks` is the :class:`~kiel.zookeeper.handoff.PartitionHooks`
+that :class:`~kiel.consumer.grouped.GroupedConsumer` plugs into its
+:class:`~kiel.zookeeper.group.GroupMember`: an acquired partition gets the
+listener, then its committed offset (read from the coordinator, or from the
+0.8 broker's znode in ZooKeeper) and fetching; a revoked one stops fetching,
+waits for the records in the application's hands, gets the listener, then
+its commit; a lost one stops fetching with no commit. A ZooKeeper suspension
+stops all fetching at once until the connection is back.
+"""
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar, cast
+
+from kazoo.exceptions import KazooException, NoNodeError
+
+from kiel.consumer.listener import call_listener
+from kiel.consumer.offsets import EARLIEST, LATEST, list_offsets
+from kiel.consumer.subscription import Status
+from kiel.exc import KielError, OffsetResetError, ZooKeeperError
+from kiel.structs import TopicPartition
+from kiel.zookeeper.client import translate
+from kiel.zookeeper.handoff import PartitionHooks
+
+if TYPE_CHECKING:
+    from kiel.consumer.grouped import GroupedConsumer
+
+__all__ = ["ConsumerHooks"]
+
+log = logging.getLogger(__name__)
+
+_Hook = TypeVar("_Hook", bound=Callable[..., Awaitable[None]])
+
+
+def _timed(hook: _Hook) -> _Hook:
+    """Count a change of partitions in the consumer's ``rebalances``, timed."""
+
+    @functools.wraps(hook)
+    async def timed(self: "ConsumerHooks", partitions: Sequence[tuple[str, int]]) -> None:
+        started = time.monotonic()
+        try:
+            await hook(self, partitions)
+        finally:
+            self.consumer.rebalances.observe(time.monotonic() - started)
+
+    return cast(_Hook, timed)
+
+
+class ConsumerHooks(PartitionHooks):
+    """What this member does when the partitions it owns change.
+
+    :class:`~kiel.zookeeper.group.GroupMember` awaits these on the loop:
+    an acquired partition gets the listener, then its committed offset and
+    fetching; a revoked one stops fetching, waits for the records in the
+    application's hands, gets the listener, then its commit.
+
+    Args:
+        consumer: the consumer whose subscription, commits and listener these drive.
+    """
+
+    def __init__(self, consumer: "GroupedConsumer") -> None:
+        self.consumer = consumer
+        #: The ZooKeeper connection is suspended: nothing is fetched.
+        self.suspended = False
+        #: Partitions being handed over (fetching stopped, owner znode not yet
+        #: released): nothing may fetch them again (seek(), a late start()).
+        self.revoking: set[TopicPartition] = set()
+
+    @_timed
+    async def assigned(self, partitions: Sequence[tuple[str, int]]) -> None:
+        tps = _partitions(partitions)
+        consumer = self.consumer
+        for tp in tps:
+            consumer._commits.own(tp)
+        try:
+            await self._listen("on_partitions_assigned", tps)
+        finally:
+            await self.start(tps)
+
+    @_timed
+    async def revoked(self, partitions: Sequence[tuple[str, int]]) -> None:
+        tps = _partitions(partitions)
+        consumer = self.consumer
+        commits = consumer._commits
+        self.revoking.update(tps)
+        self._stop(tps)
+        held = await commits.wait_finished(tps, consumer.revoke_timeout, lambda: consumer._closing)
+        if held and not consumer._closing:
+            log.warning(
+                "revoke_timeout: %s still in the application's hands; the next owner "
+                "gets them again", held,
+            )
+        try:
+            await self._listen("on_partitions_revoked", tps)
+        finally:
+            try:
+                await commits.commit(tps)
+            except KielError as e:
+                # The commit's own retries are spent: release anyway (holding
+                # on would stall the group). The next owner starts from the
+                # last committed offset: duplicates, never loss.
+                log.error("committing %s on revocation failed: %s; the next owner "
+                          "delivers again from the last commit", tps, e)
+                consumer._errors.append(e)
+            for tp in tps:
+                commits.forget(tp)
+            self.revoking.difference_update(tps)
+
+    @_timed
+    async def lost(self, partitions: Sequence[tuple[str, int]]) -> None:
+        tps = _partitions(partitions)
+        consumer = self.consumer
+        self._stop(tps)
+        for tp in tps:
+            consumer._commits.forget(tp)
+        await self._listen("on_partitions_lost", tps)
+
+    async def _listen(self, name: str, tps: list[TopicPartition]) -> None:
+        """The listener's ``name`` callback, bounded by ``listener_timeout``."""
+        consumer = self.consumer
+        await call_listener(
+            consumer.listener, name, tps, consumer._errors, consumer.listener_timeout
+        )
+
+    def suspend(self) -> None:
+        """Stop fetching at once; drop fetched, undelivered records (positions kept)."""
+        self.suspended = True
+        consumer = self.consumer
+        consumer._reclaim()
+        subscription = consumer.subscription
+        for tp in subscription.assignment():
+            if subscription.status(tp) is not Status.AWAITING_RESET:
+                subscription.seek(tp, subscription.position(tp))
+                subscription.pause(tp)
+
+    def resume(self) -> None:
+        self.suspended = False
+        subscription = self.consumer.subscription
+        paused_by_application = self.consumer._paused
+        for tp in subscription.paused():
+            if tp not in paused_by_application:
+                subscription.resume(tp)
+
+    def _stop(self, tps: list[TopicPartition]) -> None:
+        consumer = self.consumer
+        for tp in tps:
+            consumer.subscription.unassign(tp)
+            consumer._loans.pop(tp, None)
+            consumer._paused.discard(tp)
+
+    async def start(self, tps: list[TopicPartition]) -> None:
+        """Committed offset (or the reset policy) -> fetching.
+
+        Errors are kept for ``consume()``; the partitions await their start
+        (``consume()`` tries again) until it works.
+        """
+        consumer = self.consumer
+        subscription = consumer.subscription
+        tps = [tp for tp in tps if tp in consumer._commits.held and tp not in self.revoking]
+        for tp in tps:
+            subscription.assign(tp)  # awaiting its start (a started one stays as it is)
+        tps = [tp for tp in tps if subscription.status(tp) is Status.AWAITING_RESET]
+        if not tps:
+            return
+        commits = consumer._commits
+        generations = {tp: commits.generation.get(tp) for tp in tps}
+        try:
+            committed, starts = await self._starts(tps)
+        except KielError as e:
+            log.warning("starting %s failed (%s); consume() retries", tps, e)
+            consumer._errors.append(e)
+            return
+        for tp in tps:
+            offset = starts.get(tp)
+            if (
+                offset is None
+                or tp not in consumer._commits.held
+                or tp in self.revoking
+                or commits.generation.get(tp) != generations[tp]
+                or subscription.status(tp) is not Status.AWAITING_RESET
+            ):
+                continue
+            consumer._commits.start(tp, offset, committed.get(tp))
+            subscription.seek(tp, offset)
+            if self.suspended or tp in consumer._paused:
+                subscription.pause(tp)
+
+    async def _starts(
+        self, tps: list[TopicPartition]
+    ) -> tuple[dict[TopicPartition, Optional[int]], dict[TopicPartition, int]]:
+        """The committed offsets of ``tps``, and where each starts.
+
+        A partition without a committed offset starts where ``offset_reset``
+        says; with ``"raise"`` it is left unstarted (owned, not fetched, until
+        ``seek()``) and :class:`~kiel.exc.OffsetResetError` is kept for
+        ``consume()``.
+
+        Raises:
+            KielError: the offsets could not be read or resolved.
+        """
+        consumer = self.consumer
+        cluster = consumer.cluster
+        unknown = sorted({tp.topic for tp in tps} - set(cluster.partitions))
+        if unknown:
+            await cluster.refresh_metadata(unknown)
+        committed = await consumer._offsets.fetch(tps)
+        unsure = sorted(tp for tp in tps if committed.get(tp) is None)
+        if unsure:
+            committed.update(await self._stored_offsets(unsure))
+        starts = {tp: o for tp, o in committed.items() if o is not None}
+        missing = sorted(tp for tp in tps if committed.get(tp) is None)
+        if missing and consumer.offset_reset == "raise":
+            for tp in missing:
+                if consumer.subscription.status(tp) is Status.AWAITING_RESET:
+                    consumer.subscription.unassign(tp)
+            consumer._errors.append(
+                OffsetResetError(
+                    f"no committed offset for {missing} and offset_reset='raise'",
+                    group=consumer.group, topic=missing[0].topic, partition=missing[0].partition,
+                )
+            )
+        elif missing:
+            when = EARLIEST if consumer.offset_reset == "earliest" else LATEST
+            await cluster.maybe_refresh()
+            starts.update(await list_offsets(cluster, {tp: when for tp in missing}))
+        return committed, starts
+
+    async def _stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offsets a 0.8 broker stored for ``tps`` in ZooKeeper, where there are any.
+
+        Strategy: a 0.8.2 coordinator answers UnknownTopicOrPartition (with
+        offset -1) both for "never committed" and for a topic it has not
+        learnt about yet, and ``offset_reset="latest"`` would then skip (and
+        commit) past what was never consumed. It stores v0 commits at
+        ``/consumers/<group>/offsets/<topic>/<partition>``: read through our
+        own session, a missing znode is an unambiguous "none". (Brokers that
+        keep offsets elsewhere have no such znode: nothing changes for them.)
+
+        Raises:
+            ZooKeeperError: ZooKeeper failed or did not answer within the
+                request timeout (``consume()`` tries again).
+        """
+        consumer = self.consumer
+        zk = consumer.zk
+        found: dict[TopicPartition, int] = {}
+        if zk is None:
+            return found
+        for tp in tps:
+            path = f"/consumers/{consumer.group}/offsets/{tp.topic}/{tp.partition}"
+            try:
+                data, _ = await asyncio.wait_for(zk.get(path), consumer.cluster.request_timeout)
+            except NoNodeError:
+                continue
+            except asyncio.TimeoutError as e:
+                raise ZooKeeperError(f"reading {path} timed out", group=consumer.group) from e
+            except KazooException as e:
+                raise translate(e, f"reading {path}") from e
+            try:
+                found[tp] = int(data.decode())
+            except (ValueError, UnicodeDecodeError) as e:
+                raise ZooKeeperError(f"{path} holds no offset: {data[:40]!r}",
+                                     group=consumer.group) from e
+        return found
+
+
+def _partitions(partitions: Sequence[tuple[str, int]]) -> list[TopicPartition]:
+    # GroupMember hands TopicPartitions (plain (topic, partition) tuples before
+    # kiel.zookeeper moved to kiel.structs); TopicPartition(*tp) takes both.
+    return [TopicPartition(*tp) for tp in partitions]
