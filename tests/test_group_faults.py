@@ -28,7 +28,7 @@ from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember
 from tests.conftest import run, unique
-from tests.test_group_member import RecordingHooks, converge
+from tests.test_group_member import RecordingHooks, Sessions, converge
 from tests.waiting import until
 
 pytestmark = pytest.mark.zookeeper
@@ -154,26 +154,6 @@ async def new_group(hosts: str, partitions: int) -> Tuple[ZooKeeper, str, str]:
     data = json.dumps({"version": 1, "partitions": {str(p): [0] for p in range(partitions)}})
     await admin.create(f"/brokers/topics/{topic}", data.encode(), makepath=True)
     return admin, topic, group
-
-
-class Sessions:
-    """The ZooKeeper sessions a test opens, all stopped when it ends, pass or fail."""
-
-    def __init__(self) -> None:
-        self.opened: List[ZooKeeper] = []
-
-    async def start(self, hosts: str, **options: Any) -> ZooKeeper:
-        zk = ZooKeeper(hosts, **options)
-        await zk.start()
-        self.opened.append(zk)
-        return zk
-
-    async def __aenter__(self) -> "Sessions":
-        return self
-
-    async def __aexit__(self, *exc_info: Any) -> None:
-        for zk in self.opened:
-            await zk.stop()
 
 
 def test_a_registration_whose_reply_was_lost_is_recognised_as_ours(

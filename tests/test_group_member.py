@@ -331,12 +331,13 @@ class Sessions:
     is gone at exit, and the test process would never end.
     """
 
-    def __init__(self, hosts: str) -> None:
+    def __init__(self, hosts: Optional[str] = None) -> None:
         self.hosts = hosts
         self.opened: List[ZooKeeper] = []
 
-    async def start(self, **options: Any) -> ZooKeeper:
-        zk = ZooKeeper(self.hosts, **options)
+    async def start(self, hosts: Optional[str] = None, **options: Any) -> ZooKeeper:
+        """A started session to ``hosts`` (default: the hosts given at creation)."""
+        zk = ZooKeeper(hosts or self.hosts, **options)
         await zk.start()
         self.opened.append(zk)
         return zk
