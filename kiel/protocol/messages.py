@@ -263,15 +263,18 @@ def _decode_into(
     # through _decode_run (one frame, no call per message); the message that
     # ends a run (another key length, magic 1, a wrapper, a null value, a
     # partial message) goes through _decode_one, which says its key length.
-    # A run is tried again after it if the last run got anywhere, or if it
-    # has the key length of the one before it: keys of varying lengths, and
-    # magic-1 messages, then pay no call for runs that end at once.
-    try_run = productive = level.inner_magic != 1
+    # A run is tried again after it if the last run got anywhere (the one
+    # at ``start`` is a guess: it counts only if it did), or if it has the
+    # key length of the one before it: keys of varying lengths, and magic-1
+    # messages, then pay no call for runs that end at once.
+    start = pos
+    try_run = level.inner_magic != 1
+    productive = True
     while pos < stop:
         if try_run:
             pos, run_last = _decode_run(scope, level, pos, end, stop)
-            productive = run_last is not None
-            if productive:
+            productive = run_last is not None or pos == start
+            if run_last is not None:
                 last = run_last
             if pos >= stop:
                 break
