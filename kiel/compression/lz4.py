@@ -74,6 +74,26 @@ def _frame_header(kafka_0_8: bool) -> bytes:
 
 _HEADERS = {0: _frame_header(kafka_0_8=True), 1: _frame_header(kafka_0_8=False)}
 
+#: Both header checksum variants of the descriptors met, by descriptor.
+_CHECKSUMS: dict[bytes, tuple[int, int]] = {}
+
+
+def _checksums(descriptor: bytes) -> tuple[int, int]:
+    """The spec's and Kafka 0.8's header checksums of ``descriptor``.
+
+    Strategy: the pure-Python XXH32 took most of the time of decompressing
+    a small frame, for the same few descriptors every time: FLG and BD take
+    at most 16 values that pass the header's checks, so the checksums of
+    those are kept. A descriptor with a content size is one of a kind and
+    is hashed each time.
+    """
+    known = _CHECKSUMS.get(descriptor)
+    if known is None:
+        known = (header_checksum(descriptor, False), header_checksum(descriptor, True))
+        if len(descriptor) == 2:
+            _CHECKSUMS[descriptor] = known
+    return known
+
 
 class LZ4Codec(Codec):
     """LZ4 frames, needs the ``lz4`` extra (``pip install kiel[lz4]``).
@@ -188,7 +208,7 @@ class LZ4Codec(Codec):
                 raise self._too_large(content_size)
             pos = 14
         descriptor = bytes(view[4:pos])
-        if view[pos] not in (header_checksum(descriptor, False), header_checksum(descriptor, True)):
+        if view[pos] not in _checksums(descriptor):
             raise CompressionError("lz4: frame header checksum mismatch")
         return flg, block_max, content_size, pos + 1
 
