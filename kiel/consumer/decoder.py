@@ -310,74 +310,74 @@ class Decoder:
         # it and kept in ``st.inner``; its inner messages are sliced like the
         # top level's, so the records alive stay proportional to ``want``
         # whatever its size.
-        cut = _Pass(start, self._slice_size(want))
+        progress = _Pass(start, self._slice_size(want))
         size = len(data)
         while True:
             if st.inner is not None:
-                got = self._inner_step(st, offset, cut)
-            elif cut.pos < size:
-                got = self._top_step(st, data, offset, cut)
+                got = self._inner_step(st, offset, progress)
+            elif progress.pos < size:
+                got = self._top_step(st, data, offset, progress)
             else:
                 break
             if got:
-                cut.records.extend(got)
+                progress.records.extend(got)
                 if len(got) > self._peak_slice:
                     self._peak_slice = len(got)
-            if cut.ended:
+            if progress.ended:
                 break
-            if len(cut.records) >= want and (cut.pos < size or st.inner is not None):
-                cut.more = True
+            if len(progress.records) >= want and (progress.pos < size or st.inner is not None):
+                progress.more = True
                 break
-            cut.chunk = self._slice_size(want - len(cut.records))
+            progress.chunk = self._slice_size(want - len(progress.records))
             if await self.breathe() and not st.current(offset, epoch):
                 return None
-        return cut.records, cut.next_offset, cut.pos, cut.needed, cut.more
+        return progress.records, progress.next_offset, progress.pos, progress.needed, progress.more
 
-    def _inner_step(self, st: PartitionState, offset: int, cut: "_Pass") -> list[Record]:
+    def _inner_step(self, st: PartitionState, offset: int, progress: _Pass) -> list[Record]:
         """Decode a slice of the wrapper or batch open in ``st``, from its cursor.
 
         Returns:
-            its records; a bad message ends the pass (``cut.ended``) after
+            its records; a bad message ends the pass (``progress.ended``) after
             the records before it.
 
         Raises:
             ProtocolError: the bad message is the first (nothing to hand out).
         """
-        records = cut.records
+        records = progress.records
         started = time.perf_counter()
         inner_pos = st.inner_pos
         try:
-            got, after = self._inner_slice(st, cut.chunk, offset, records)
+            got, after = self._inner_slice(st, progress.chunk, offset, records)
         except ProtocolError as e:
             good, after = self._good_inner(st, offset, records)
             if not self._cut_short(st, e, records, good):
                 raise
-            cut.next_offset, cut.ended = after, True
+            progress.next_offset, progress.ended = after, True
             return []
         self._measured(st.inner_pos - inner_pos, time.perf_counter() - started, len(got))
         if after is not None:
-            cut.next_offset = after
+            progress.next_offset = after
         return got
 
     def _top_step(
-        self, st: PartitionState, data: bytes, offset: int, cut: "_Pass"
+        self, st: PartitionState, data: bytes, offset: int, progress: _Pass
     ) -> list[Record]:
-        """Decode the top-level slice at ``cut.pos`` (widened until its first
+        """Decode the top-level slice at ``progress.pos`` (widened until its first
         message fits), opening the first compressed wrapper or batch met.
 
         Returns:
             its records; a bad message, a first message that does not fit
             ``data``, or the broker's cut at its end ends the pass
-            (``cut.ended``).
+            (``progress.ended``).
 
         Raises:
             ProtocolError: the bad message is the first (nothing to hand out).
         """
         topic, partition = st.tp
         batches = st.raw_batches
-        pos, size = cut.pos, len(data)
+        pos, size = progress.pos, len(data)
         while True:
-            end = min(size, pos + cut.chunk)
+            end = min(size, pos + progress.chunk)
             piece = data if pos == 0 and end == size else data[pos:end]
             started = time.perf_counter()
             try:
@@ -385,28 +385,29 @@ class Decoder:
                     piece, batches, topic, partition, offset)
             except ProtocolError as e:
                 good = [] if batches else self._good_prefix(piece, topic, partition, offset)
-                if not self._cut_short(st, e, cut.records, good):
+                if not self._cut_short(st, e, progress.records, good):
                     raise
-                cut.next_offset, cut.ended = None, True
+                progress.next_offset, progress.ended = None, True
                 return []
             if not too_large:
                 break
             if end >= size:
-                cut.needed, cut.ended = first_size, True
+                progress.needed, progress.ended = first_size, True
                 return []
-            cut.chunk = max(2 * cut.chunk, first_size or 0)  # larger than a slice: widen it
+            # The first message is larger than a slice: widen it.
+            progress.chunk = max(2 * progress.chunk, first_size or 0)
         elapsed = time.perf_counter() - started
-        cut.pos = pos + result.valid_bytes
+        progress.pos = pos + result.valid_bytes
         if result.next_offset is not None:
-            cut.next_offset = result.next_offset
+            progress.next_offset = result.next_offset
         if result.opened is not None:
             # Its decompression is no measure of decoding speed.
             self.decode_seconds += elapsed
             st.inner, st.inner_pos, st.inner_index = result.opened, 0, 0
             return result.records
         self._measured(result.valid_bytes, elapsed, len(result.records))
-        # The broker cut the last message at max_bytes: nothing more to decode.
-        cut.ended = result.truncated and end >= size
+        # A message the broker cut at max_bytes ends the answer: nothing more to decode.
+        progress.ended = result.truncated and end >= size
         return result.records
 
     def _decode_piece(

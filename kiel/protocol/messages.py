@@ -263,10 +263,11 @@ def _decode_into(
     # through _decode_run (one frame, no call per message); the message that
     # ends a run (another key length, magic 1, a wrapper, a null value, a
     # partial message) goes through _decode_one, which says its key length.
-    # A run is tried again after it if the last run got anywhere (the one
-    # at ``start`` is a guess: it counts only if it did), or if it has the
-    # key length of the one before it: keys of varying lengths, and magic-1
-    # messages, then pay no call for runs that end at once.
+    # A run is tried again after that message if the last run decoded any,
+    # or if the message has the key length of the one before it: varying
+    # key lengths and magic-1 messages then pay no call for runs that end
+    # at once. The first run is a guess (the key length last met), so its
+    # ending at once does not count.
     start = pos
     try_run = level.inner_magic != 1
     productive = True
