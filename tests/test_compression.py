@@ -311,6 +311,20 @@ def test_lz4_headers_written():
     assert compression.compress(LZ4, b"", magic=1)[:7] == bytes.fromhex("04224d18604082")
 
 
+def test_lz4_header_checksum_is_checked_on_every_frame():
+    # The checksums of a descriptor are computed once and kept: every frame
+    # is still checked against them, the second time round too.
+    frame = compression.compress(LZ4, b"kiel")
+    for _ in range(2):
+        for hc in range(256):
+            other = frame[:6] + bytes((hc,)) + frame[7:]
+            if hc in (0x1A, 0x82):  # Kafka 0.8's and the spec's, for FLG 60 BD 40
+                assert compression.decompress(LZ4, other) == b"kiel"
+            else:
+                with pytest.raises(CompressionError, match="header checksum"):
+                    compression.decompress(LZ4, other)
+
+
 @pytest.mark.parametrize("level", [1, 6, 9])
 def test_gzip_both_ways(kafka_codec, level):
     for data in (b"", sample(8, 1), sample(9, 100_000)):

@@ -24,6 +24,7 @@ already covers the compressed bytes. Linked (dependent) blocks, dictionaries
 and legacy or skippable frames are rejected: Kafka never produces them.
 """
 import struct
+from typing import Optional
 
 from kiel.compression._xxh32 import xxh32
 from kiel.compression.base import (
@@ -72,6 +73,26 @@ def _frame_header(kafka_0_8: bool) -> bytes:
 
 
 _HEADERS = {0: _frame_header(kafka_0_8=True), 1: _frame_header(kafka_0_8=False)}
+
+#: Both header checksum variants of the descriptors met, by descriptor.
+_CHECKSUMS: dict[bytes, tuple[int, int]] = {}
+
+
+def _checksums(descriptor: bytes) -> tuple[int, int]:
+    """The spec's and Kafka 0.8's header checksums of ``descriptor``.
+
+    Strategy: the pure-Python XXH32 took most of the time of decompressing
+    a small frame, for the same few descriptors every time: FLG and BD take
+    at most 16 values that pass the header's checks, so the checksums of
+    those are kept. A descriptor with a content size is one of a kind and
+    is hashed each time.
+    """
+    known = _CHECKSUMS.get(descriptor)
+    if known is None:
+        known = (header_checksum(descriptor, False), header_checksum(descriptor, True))
+        if len(descriptor) == 2:
+            _CHECKSUMS[descriptor] = known
+    return known
 
 
 class LZ4Codec(Codec):
@@ -134,6 +155,32 @@ class LZ4Codec(Codec):
         :class:`CompressionError` (see :meth:`Codec.decompress`).
         """
         view = as_view(data)
+        flg, block_max, content_size, pos = self._read_header(view)
+        out, pos = self._read_blocks(view, pos, block_max, bool(flg & 0x10))
+        if flg & 0x04:
+            pos += 4  # the content checksum (not verified, see the module's docstring)
+        end = len(view)
+        if pos > end:
+            raise CompressionError("lz4: truncated frame (checksum cut off)")
+        if pos < end:
+            raise CompressionError(f"lz4: {end - pos} bytes after the end of the frame")
+        if content_size is not None and content_size != len(out):
+            raise CompressionError(
+                f"lz4: frame holds {len(out)} bytes but its header says {content_size}"
+            )
+        return bytes(out)
+
+    def _read_header(self, view: memoryview) -> tuple[int, int, Optional[int], int]:
+        """Read and check the frame header.
+
+        Returns:
+            ``(FLG, block maximum size, content size or None, where the first
+            block starts)``.
+
+        Raises:
+            CompressionError: a bad or truncated header, a frame kiel does not
+                read, or a content size over ``max_output_size``.
+        """
         end = len(view)
         if end < 7:
             raise CompressionError(f"lz4: truncated frame header ({end} bytes)")
@@ -151,7 +198,6 @@ class LZ4Codec(Codec):
         block_max = _BLOCK_MAX.get(bd >> 4)
         if block_max is None:
             raise CompressionError(f"lz4: invalid block maximum size id {bd >> 4}")
-        block_checksums = bool(flg & 0x10)
         content_size = None
         pos = 6
         if flg & 0x08:
@@ -161,11 +207,24 @@ class LZ4Codec(Codec):
             if content_size > self.max_output_size:
                 raise self._too_large(content_size)
             pos = 14
-        checksum = view[pos]
         descriptor = bytes(view[4:pos])
-        if checksum not in (header_checksum(descriptor, False), header_checksum(descriptor, True)):
+        if view[pos] not in _checksums(descriptor):
             raise CompressionError("lz4: frame header checksum mismatch")
-        pos += 1
+        return flg, block_max, content_size, pos + 1
+
+    def _read_blocks(
+        self, view: memoryview, pos: int, block_max: int, block_checksums: bool
+    ) -> tuple[bytearray, int]:
+        """Decompress the blocks from ``pos`` up to the end mark.
+
+        Returns:
+            the decompressed bytes and where the end mark ends.
+
+        Raises:
+            CompressionError: a truncated frame, a block over ``block_max``
+                or corrupt, or output over ``max_output_size``.
+        """
+        end = len(view)
         out = bytearray()
         scratch = bytearray(block_max)
         while True:
@@ -174,7 +233,7 @@ class LZ4Codec(Codec):
             (word,) = _U32.unpack_from(view, pos)
             pos += 4
             if word == 0:
-                break
+                return out, pos
             size = word & ~_UNCOMPRESSED
             if size > block_max:
                 raise CompressionError(
@@ -194,14 +253,3 @@ class LZ4Codec(Codec):
                 out += memoryview(scratch)[:produced]
             if len(out) > self.max_output_size:
                 raise self._too_large()
-        if flg & 0x04:
-            pos += 4
-        if pos > end:
-            raise CompressionError("lz4: truncated frame (checksum cut off)")
-        if pos < end:
-            raise CompressionError(f"lz4: {end - pos} bytes after the end of the frame")
-        if content_size is not None and content_size != len(out):
-            raise CompressionError(
-                f"lz4: frame holds {len(out)} bytes but its header says {content_size}"
-            )
-        return bytes(out)

@@ -67,6 +67,27 @@ DECODE_RECORDS = 1000
 _Sliced = tuple[list[Record], Optional[int], int, Optional[int], bool]
 
 
+class _Pass:
+    """Where one :meth:`Decoder._slices` pass stands: what it decoded, where
+    it goes on, and the bytes of its next slice."""
+
+    __slots__ = ("records", "next_offset", "pos", "needed", "more", "ended", "chunk")
+
+    def __init__(self, pos: int, chunk: int) -> None:
+        self.records: list[Record] = []
+        #: The offset after the last complete message (``None``: none).
+        self.next_offset: Optional[int] = None
+        #: Where the top level goes on in the raw answer.
+        self.pos = pos
+        #: The size the first message needs, when not even it fits.
+        self.needed: Optional[int] = None
+        #: Complete messages are left after ``pos`` (or in the open wrapper).
+        self.more = False
+        #: Nothing more to decode in this pass (an error, or the answer's end).
+        self.ended = False
+        self.chunk = chunk
+
+
 class Decoder:
     """Decodes fetched message sets into partitions' buffers, one at a time.
 
@@ -166,15 +187,10 @@ class Decoder:
     async def _decode(
         self, st: PartitionState, offset: int, epoch: int, data: bytes, start: int, want: int
     ) -> None:
-        tp = st.tp
         try:
             sliced = await self._slices(st, offset, epoch, data, start, want)
         except ProtocolError as e:
-            e.with_context(api="Fetch", topic=tp.topic, partition=tp.partition)
-            if e.offset is None:
-                e.with_context(offset=offset)
-            st.error = e
-            st.drop_raw()
+            self._fail(st, e, offset)
             return
         if sliced is None:
             return  # sought or unassigned meanwhile: the raw answer is gone too
@@ -182,39 +198,15 @@ class Decoder:
         st.raw_pos = pos
         if not more:
             st.drop_raw()
-        if pos == start and not records and next_offset is None:
-            if start == 0:
-                # Not one complete message: the first one is larger than the fetch size.
-                self._grow(st, offset, needed)
-            # Else the rest is a message the broker cut at the fetch size: it
-            # is fetched again from the position.
-            return
-        if not records and (next_offset is None or next_offset <= offset):
-            # Complete messages, none at or after the position, and no
-            # progress: fetching again would bring the same answer for ever.
-            st.drop_raw()
-            st.error = CorruptMessageError(
-                f"the answer at offset {offset} holds only messages before it "
-                f"(up to {None if next_offset is None else next_offset - 1}): "
-                "the log's offsets do not increase",
-                api="Fetch", topic=tp.topic, partition=tp.partition, offset=offset,
-            )
+        if not records and self._no_progress(st, offset, start, pos, next_offset, needed):
             return
         st.failures = 0
         st.answered = True
         self._peak = max(self._peak, len(records))
         if records and (self.deserializer is not None or self.key_deserializer is not None):
-            deserialized = await self._deserialize(st, offset, epoch, records)
+            deserialized = await self._deserialized(st, offset, epoch, records)
             if deserialized is None:
-                if st.error is not None and st.current(offset, epoch):
-                    # The first record failed: the rest of the answer (and of
-                    # its open wrapper) is past it, so it goes too, as below.
-                    st.drop_raw()
                 return
-            if st.error is not None:
-                # Strategy: the records after the failed one are decoded again
-                # from the broker once the application seeks or retries.
-                st.drop_raw()
             records = deserialized
         if not st.current(offset, epoch):
             return
@@ -225,6 +217,70 @@ class Decoder:
             # Only messages before the position (inside a compressed wrapper),
             # then the position moves past them.
             st.position = st.next_offset = next_offset
+
+    @staticmethod
+    def _fail(st: PartitionState, error: ProtocolError, offset: int) -> None:
+        """Keep ``error`` (the answer at ``offset`` does not decode) for the
+        application, and forget the answer."""
+        tp = st.tp
+        error.with_context(api="Fetch", topic=tp.topic, partition=tp.partition)
+        if error.offset is None:
+            error.with_context(offset=offset)
+        st.error = error
+        st.drop_raw()
+
+    def _no_progress(
+        self, st: PartitionState, offset: int, start: int, pos: int,
+        next_offset: Optional[int], needed: Optional[int],
+    ) -> bool:
+        """Whether an answer that gave no record left nothing to do: its first
+        message is too large (the fetch size grows), or cut by the broker
+        (fetched again), or its offsets do not increase (the error is kept).
+
+        Returns:
+            ``False`` when it moves the position (messages before it only).
+        """
+        if pos == start and next_offset is None:
+            if start == 0:
+                # Not one complete message: the first one is larger than the fetch size.
+                self._grow(st, offset, needed)
+            # Else the rest is a message the broker cut at the fetch size: it
+            # is fetched again from the position.
+            return True
+        if next_offset is not None and next_offset > offset:
+            return False
+        # Complete messages, none at or after the position, and no
+        # progress: fetching again would bring the same answer for ever.
+        st.drop_raw()
+        tp = st.tp
+        st.error = CorruptMessageError(
+            f"the answer at offset {offset} holds only messages before it "
+            f"(up to {None if next_offset is None else next_offset - 1}): "
+            "the log's offsets do not increase",
+            api="Fetch", topic=tp.topic, partition=tp.partition, offset=offset,
+        )
+        return True
+
+    async def _deserialized(
+        self, st: PartitionState, offset: int, epoch: int, records: list[Record]
+    ) -> Optional[list[Record]]:
+        """:meth:`_deserialize`, and the raw answer dropped when a record failed.
+
+        Returns:
+            the records to hand out, or ``None`` when there are none.
+        """
+        deserialized = await self._deserialize(st, offset, epoch, records)
+        if deserialized is None:
+            if st.error is not None and st.current(offset, epoch):
+                # The first record failed: the rest of the answer (and of
+                # its open wrapper) is past it, so it goes too, as below.
+                st.drop_raw()
+            return None
+        if st.error is not None:
+            # Strategy: the records after the failed one are decoded again
+            # from the broker once the application seeks or retries.
+            st.drop_raw()
+        return deserialized
 
     async def _slices(
         self, st: PartitionState, offset: int, epoch: int, data: bytes, start: int, want: int
@@ -242,13 +298,6 @@ class Decoder:
         Raises:
             ProtocolError: a message does not decode.
         """
-        topic, partition = st.tp
-        records: list[Record] = []
-        next_offset: Optional[int] = None
-        needed: Optional[int] = None
-        size = len(data)
-        pos = start
-        batches = st.raw_batches
         # Strategy: decode a slice at a time (a slice ends wherever a message
         # is cut; ``valid_bytes`` says where the next one starts) and hand the
         # loop back whenever ``decode_budget`` is spent. Slices are sized from
@@ -261,74 +310,105 @@ class Decoder:
         # it and kept in ``st.inner``; its inner messages are sliced like the
         # top level's, so the records alive stay proportional to ``want``
         # whatever its size.
-        clock = time.perf_counter
-        chunk = self._slice_size(want)
+        progress = _Pass(start, self._slice_size(want))
+        size = len(data)
         while True:
-            wrapper = st.inner
-            if wrapper is not None:
-                started = clock()
-                inner_pos = st.inner_pos
-                try:
-                    got, after = self._inner_slice(st, chunk, offset, records)
-                except ProtocolError as e:
-                    good, after = self._good_inner(st, offset, records)
-                    if not self._cut_short(st, e, records, good):
-                        raise
-                    return records, after, pos, None, False
-                elapsed = clock() - started
-                self.decode_seconds += elapsed
-                self._adapt(st.inner_pos - inner_pos, elapsed)
-                if after is not None:
-                    next_offset = after
+            if st.inner is not None:
+                got = self._inner_step(st, offset, progress)
+            elif progress.pos < size:
+                got = self._top_step(st, data, offset, progress)
             else:
-                if pos >= size:
-                    break
-                end = min(size, pos + chunk)
-                piece = data if pos == 0 and end == size else data[pos:end]
-                started = clock()
-                try:
-                    result, too_large, first_size = self._decode_piece(
-                        piece, batches, topic, partition, offset)
-                except ProtocolError as e:
-                    good = [] if batches else self._good_prefix(piece, topic, partition, offset)
-                    if not self._cut_short(st, e, records, good):
-                        raise
-                    return records, None, pos, None, False
-                if too_large:
-                    if end < size:  # the message is larger than a slice: widen it
-                        chunk = max(2 * chunk, first_size or 0)
-                        continue
-                    needed = first_size
-                    break
-                opened = result.opened
-                elapsed = clock() - started
-                self.decode_seconds += elapsed
-                pos += result.valid_bytes
-                if result.next_offset is not None:
-                    next_offset = result.next_offset
-                got = result.records
-                if opened is not None:
-                    # Its decompression is no measure of decoding speed.
-                    st.inner, st.inner_pos, st.inner_index = opened, 0, 0
-                else:
-                    self._adapt(result.valid_bytes, elapsed)
+                break
             if got:
-                if wrapper is not None or opened is None:
-                    self._record_bytes = (
-                        (st.inner_pos - inner_pos if wrapper is not None else result.valid_bytes)
-                        // len(got) + 1
-                    )
-                records.extend(got)
+                progress.records.extend(got)
                 if len(got) > self._peak_slice:
                     self._peak_slice = len(got)
-            if wrapper is None and opened is None and result.truncated and end >= size:
-                break  # the broker cut the last message at max_bytes
-            if len(records) >= want and (pos < size or st.inner is not None):
-                return records, next_offset, pos, needed, True
-            chunk = self._slice_size(want - len(records))
+            if progress.ended:
+                break
+            if len(progress.records) >= want and (progress.pos < size or st.inner is not None):
+                progress.more = True
+                break
+            progress.chunk = self._slice_size(want - len(progress.records))
             if await self.breathe() and not st.current(offset, epoch):
                 return None
-        return records, next_offset, pos, needed, False
+        return progress.records, progress.next_offset, progress.pos, progress.needed, progress.more
+
+    def _inner_step(self, st: PartitionState, offset: int, progress: _Pass) -> list[Record]:
+        """Decode a slice of the wrapper or batch open in ``st``, from its cursor.
+
+        Returns:
+            its records; a bad message ends the pass (``progress.ended``) after
+            the records before it.
+
+        Raises:
+            ProtocolError: the bad message is the first (nothing to hand out).
+        """
+        records = progress.records
+        started = time.perf_counter()
+        inner_pos = st.inner_pos
+        try:
+            got, after = self._inner_slice(st, progress.chunk, offset, records)
+        except ProtocolError as e:
+            good, after = self._good_inner(st, offset, records)
+            if not self._cut_short(st, e, records, good):
+                raise
+            progress.next_offset, progress.ended = after, True
+            return []
+        self._measured(st.inner_pos - inner_pos, time.perf_counter() - started, len(got))
+        if after is not None:
+            progress.next_offset = after
+        return got
+
+    def _top_step(
+        self, st: PartitionState, data: bytes, offset: int, progress: _Pass
+    ) -> list[Record]:
+        """Decode the top-level slice at ``progress.pos`` (widened until its first
+        message fits), opening the first compressed wrapper or batch met.
+
+        Returns:
+            its records; a bad message, a first message that does not fit
+            ``data``, or the broker's cut at its end ends the pass
+            (``progress.ended``).
+
+        Raises:
+            ProtocolError: the bad message is the first (nothing to hand out).
+        """
+        topic, partition = st.tp
+        batches = st.raw_batches
+        pos, size = progress.pos, len(data)
+        while True:
+            end = min(size, pos + progress.chunk)
+            piece = data if pos == 0 and end == size else data[pos:end]
+            started = time.perf_counter()
+            try:
+                result, too_large, first_size = self._decode_piece(
+                    piece, batches, topic, partition, offset)
+            except ProtocolError as e:
+                good = [] if batches else self._good_prefix(piece, topic, partition, offset)
+                if not self._cut_short(st, e, progress.records, good):
+                    raise
+                progress.next_offset, progress.ended = None, True
+                return []
+            if not too_large:
+                break
+            if end >= size:
+                progress.needed, progress.ended = first_size, True
+                return []
+            # The first message is larger than a slice: widen it.
+            progress.chunk = max(2 * progress.chunk, first_size or 0)
+        elapsed = time.perf_counter() - started
+        progress.pos = pos + result.valid_bytes
+        if result.next_offset is not None:
+            progress.next_offset = result.next_offset
+        if result.opened is not None:
+            # Its decompression is no measure of decoding speed.
+            self.decode_seconds += elapsed
+            st.inner, st.inner_pos, st.inner_index = result.opened, 0, 0
+            return result.records
+        self._measured(result.valid_bytes, elapsed, len(result.records))
+        # A message the broker cut at max_bytes ends the answer: nothing more to decode.
+        progress.ended = result.truncated and end >= size
+        return result.records
 
     def _decode_piece(
         self, piece: bytes, batches: bool, topic: str, partition: int, offset: int
@@ -370,12 +450,16 @@ class Decoder:
         st.error = error
         return True
 
-    def _adapt(self, decoded: int, elapsed: float) -> None:
-        """Size the next slices from the speed of this one (``decoded`` bytes)."""
+    def _measured(self, decoded: int, elapsed: float, count: int) -> None:
+        """Count a slice of ``decoded`` bytes and ``count`` records decoded in
+        ``elapsed`` seconds, and size the next slices from its speed."""
+        self.decode_seconds += elapsed
         if decoded and elapsed > 0:
             target = max(self.decode_budget / 2, _MIN_SLICE_TIME)
             ideal = int(decoded * target / elapsed)
             self._chunk = min(max(ideal, _MIN_DECODE_CHUNK), _MAX_DECODE_CHUNK)
+        if count:
+            self._record_bytes = decoded // count + 1
 
     def _inner_slice(
         self, st: PartitionState, chunk: int, offset: int, records: list[Record]

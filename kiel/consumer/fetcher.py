@@ -296,9 +296,42 @@ class Fetcher:
 
     def _kick(self, wanted: set[TopicPartition]) -> None:
         """Send a fetch to every leader that has fetchable wanted partitions and none in flight."""
-        now = time.monotonic()
+        by_leader = self._fetchable(wanted, time.monotonic())
+        held, _records = self.subscription.held()
+        in_flight = sum(self._asked.values())
+        room = self.max_prefetch_bytes - held - in_flight
+        # Strategy: a leader left out by the prefetch bound goes first next
+        # time, and nobody overtakes it meanwhile: otherwise the leaders
+        # whose long polls keep coming back empty would take the room for
+        # ever from the one that has data.
+        waiting = self._waiting
+        def turn(leader: int) -> tuple[int, int]:
+            return (waiting.index(leader) if leader in waiting else len(waiting), leader)
+
+        ready = sorted(by_leader, key=turn)
+        for i, leader in enumerate(ready):
+            # The prefetch bound: fetching pauses while the answers held and
+            # asked for fill it; with nothing held one partition always goes.
+            asked = self._within_frame(
+                leader, by_leader[leader], room, alone=not (held or in_flight)
+            )
+            if not asked:
+                waiting.extend(left for left in ready[i:] if left not in waiting)
+                break
+            if leader in waiting:
+                waiting.remove(leader)
+            asked_bytes = self._send(leader, asked)
+            room -= asked_bytes
+            in_flight += asked_bytes
+
+    def _fetchable(
+        self, wanted: set[TopicPartition], now: float
+    ) -> dict[int, list[PartitionState]]:
+        """The partitions of ``wanted`` to fetch now, by leader; leaders with a
+        request in flight or records still to drain are left out, and a
+        partition without a known leader counts a failure instead."""
         by_leader: dict[int, list[PartitionState]] = {}
-        busy: set[int] = set()
+        busy: set[int] = set(self._inflight)
         cluster = self.cluster
         state = self.subscription.state
         fetching = Status.FETCHING
@@ -327,41 +360,18 @@ class Fetcher:
                 )
                 continue
             by_leader.setdefault(leader, []).append(st)
-        held, _records = self.subscription.held()
-        in_flight = sum(self._asked.values())
-        room = self.max_prefetch_bytes - held - in_flight
-        # Strategy: a leader left out by the prefetch bound goes first next
-        # time, and nobody overtakes it meanwhile: otherwise the leaders
-        # whose long polls keep coming back empty would take the room for
-        # ever from the one that has data.
-        waiting = self._waiting
-        def turn(leader: int) -> tuple[int, int]:
-            return (waiting.index(leader) if leader in waiting else len(waiting), leader)
+        return {leader: states for leader, states in by_leader.items() if leader not in busy}
 
-        ready = sorted(
-            (leader for leader in by_leader if leader not in self._inflight and leader not in busy),
-            key=turn,
-        )
-        for i, leader in enumerate(ready):
-            states = by_leader[leader]
-            # The prefetch bound: fetching pauses while the answers held and
-            # asked for fill it; with nothing held one partition always goes.
-            asked = self._within_frame(leader, states, room, alone=not (held or in_flight))
-            if not asked:
-                waiting.extend(left for left in ready[i:] if left not in waiting)
-                break
-            if leader in waiting:
-                waiting.remove(leader)
-            asked_bytes = sum(size for _st, _offset, _epoch, size in asked)
-            room -= asked_bytes
-            in_flight += asked_bytes
-            self._asked[leader] = asked_bytes
-            states = [st for st, _offset, _epoch, _size in asked]
-            for st in states:
-                st.in_flight = True
-            task = self._tasks.spawn(self._fetch_from(leader, asked), f"fetch from {leader}")
-            self._inflight[leader] = task
-            task.add_done_callback(functools.partial(self._fetch_done, leader))
+    def _send(self, leader: int, asked: list[_Asked]) -> int:
+        """Start the request for ``asked`` to ``leader``; returns the bytes it asks for."""
+        asked_bytes = sum(size for _st, _offset, _epoch, size in asked)
+        self._asked[leader] = asked_bytes
+        for st, _offset, _epoch, _size in asked:
+            st.in_flight = True
+        task = self._tasks.spawn(self._fetch_from(leader, asked), f"fetch from {leader}")
+        self._inflight[leader] = task
+        task.add_done_callback(functools.partial(self._fetch_done, leader))
+        return asked_bytes
 
     def _within_frame(
         self, leader: int, states: list[PartitionState], room: int, alone: bool

@@ -38,6 +38,7 @@ import kiel.compression as _compression
 from kiel.exc import (
     CorruptMessageError,
     LocalProtocolError,
+    ProtocolError,
     UnsupportedVersionError,
 )
 from kiel.protocol.log_format import (
@@ -209,7 +210,7 @@ class _Scope:
     """What one :func:`decode_message_set` call shares across nesting levels."""
 
     __slots__ = ("out", "topic", "partition", "check", "min_offset", "budget", "previous",
-                 "opening", "opened")
+                 "opening", "opened", "klen_spec")
 
     def __init__(
         self, topic: str, partition: int, check: bool, min_offset: int, max_decoded: int
@@ -225,6 +226,9 @@ class _Scope:
         #: Stop at the first top-level wrapper and open it (``open_wrappers``).
         self.opening = False
         self.opened: Optional[OpenWrapper] = None
+        #: The key length the next run of plain messages is read with (see
+        #: :func:`_decode_into`): the last one met, at every nesting level.
+        self.klen_spec = -1
 
 
 class _Level(NamedTuple):
@@ -253,67 +257,104 @@ def _decode_into(
     ``needed`` the full size of the partial message if its prefix was readable.
     Inside a wrapper (``inner_magic`` set) a partial message is corrupt.
     """
-    data, mv, inner_magic = level.data, level.mv, level.inner_magic
+    last: Optional[int] = None
+    stop = end if stop is None else min(stop, end)
+    # Strategy: runs of plain magic-0 messages with keys of one length go
+    # through _decode_run (one frame, no call per message); the message that
+    # ends a run (another key length, magic 1, a wrapper, a null value, a
+    # partial message) goes through _decode_one, which says its key length.
+    # A run is tried again after that message if the last run decoded any,
+    # or if the message has the key length of the one before it: varying
+    # key lengths and magic-1 messages then pay no call for runs that end
+    # at once. The first run is a guess (the key length last met), so its
+    # ending at once does not count.
+    start = pos
+    try_run = level.inner_magic != 1
+    productive = True
+    while pos < stop:
+        if try_run:
+            pos, run_last = _decode_run(scope, level, pos, end, stop)
+            productive = run_last is not None or pos == start
+            if run_last is not None:
+                last = run_last
+            if pos >= stop:
+                break
+        pos_after, one_last, klen = _decode_one(scope, level, pos, end)
+        if pos_after < 0:
+            return _partial(level, pos, last, -pos_after - 1)
+        pos = pos_after
+        if one_last is not None:
+            last = one_last
+        if scope.opened is not None:
+            return pos, last, None  # a top-level wrapper, opened for the caller
+        try_run = klen is not None and (productive or klen == scope.klen_spec)
+        if klen is not None and klen <= _MAX_SPEC_KEY:
+            scope.klen_spec = klen
+    return pos, last, None
+
+
+def _decode_run(
+    scope: _Scope, level: _Level, pos: int, end: int, stop: int
+) -> tuple[int, Optional[int]]:
+    """Decode the plain magic-0 messages from ``pos`` whose key is
+    ``scope.klen_spec`` bytes long (-1: null), up to the first that is not
+    one or starts at ``stop``.
+
+    Returns ``(pos, last_offset)``: where the first message it left starts,
+    and the offset of the last one it decoded (``None``: none).
+    """
+    data = level.data
+    mv = level.mv
     topic, partition = scope.topic, scope.partition
     check, min_offset = scope.check, scope.min_offset
     append = scope.out.append
     new = _new_record
     crc32 = _crc32
-    last: Optional[int] = None
-    # The fast path reads magic-0 messages only; inside a magic-1 wrapper every
-    # message goes through the general path (relative offsets, timestamps).
-    fast = inner_magic != 1
-    klen_spec = -1
+    klen_spec = scope.klen_spec
     unpack, hsize = _spec(klen_spec)
-    nullkey = True
-    stop = end if stop is None else min(stop, end)
-    while pos < stop:
-        if fast:
-            # Strategy: this loop is the consumer's hot path. One unpack_from
-            # per message reads offset, size, crc, magic and attributes (as
-            # one int16: zero for the plain magic-0 case), key length, the
-            # key itself (a bytes copy) and the value length, with a struct
-            # compiled for the key length *speculated* from the previous
-            # message (keys are usually null or of a fixed size). Anything
-            # unusual (another key length, magic 1, compression, a null
-            # value, a short or partial message) breaks out to the general
-            # path, which validates everything and re-speculates. The value
-            # length must agree with the message size and stay in the buffer.
-            limit = min(end - hsize, stop - 1)
-            while pos <= limit:
-                offset, size, crc, magic_attrs, klen, key, vlen = unpack(data, pos)
-                if klen != klen_spec or magic_attrs:
-                    break
-                p = pos + hsize
-                mend = p + vlen
-                if vlen < 0 or mend - pos - 12 != size or mend > end:  # 12: _LOG_OVERHEAD
-                    break
-                if check and crc32(mv[pos + 16 : mend]) != crc:  # 16: _CRC_START
-                    raise _crc_error(crc, crc32(mv[pos + 16 : mend]), offset)
-                if nullkey:
-                    key = None
-                last = offset
-                if offset >= min_offset:
-                    append(new((topic, partition, offset, key, data[p:mend], None, None, ())))
-                pos = mend
-            if pos >= stop:
-                break
-        pos_after, last_one, spec_klen = _decode_one(scope, level, pos, end)
-        if pos_after < 0:
-            # A partial message; -pos_after - 1 is its full size if known.
-            if inner_magic is not None:
-                raise corrupt("message truncated inside a compressed message set", last)
-            return pos, last, (-pos_after - 1) or None
-        pos = pos_after
-        if last_one is not None:
-            last = last_one
-        if scope.opened is not None:
-            return pos, last, None  # a top-level wrapper, opened for the caller
-        if fast and spec_klen is not None and spec_klen != klen_spec and spec_klen <= _MAX_SPEC_KEY:
-            klen_spec = spec_klen
-            unpack, hsize = _spec(klen_spec)
-            nullkey = klen_spec < 0
-    return pos, last, None
+    nullkey = klen_spec < 0
+    last: Optional[int] = None
+    # Strategy: this loop is the consumer's hot path. One unpack_from per
+    # message reads offset, size, crc, magic and attributes (as one int16:
+    # zero for the plain magic-0 case), key length, the key itself (a bytes
+    # copy) and the value length, with a struct compiled for the key length
+    # *speculated* from the previous message (keys are usually null or of a
+    # fixed size). Anything unusual (another key length, magic 1,
+    # compression, a null value, a short or partial message) ends the run:
+    # _decode_one validates everything and re-speculates. The value length
+    # must agree with the message size and stay in the buffer.
+    limit = min(end - hsize, stop - 1)
+    while pos <= limit:
+        offset, size, crc, magic_attrs, klen, key, vlen = unpack(data, pos)
+        if klen != klen_spec or magic_attrs:
+            break
+        p = pos + hsize
+        mend = p + vlen
+        if vlen < 0 or mend - pos - 12 != size or mend > end:  # 12: _LOG_OVERHEAD
+            break
+        if check and crc32(mv[pos + 16 : mend]) != crc:  # 16: _CRC_START
+            raise _crc_error(crc, crc32(mv[pos + 16 : mend]), offset)
+        if nullkey:
+            key = None
+        last = offset
+        if offset >= min_offset:
+            append(new((topic, partition, offset, key, data[p:mend], None, None, ())))
+        pos = mend
+    return pos, last
+
+
+def _partial(
+    level: _Level, pos: int, last: Optional[int], needed: int
+) -> tuple[int, Optional[int], Optional[int]]:
+    """What :func:`_decode_into` returns for a partial message at ``pos``
+    (``needed``: its full size, 0 if not even its prefix is there).
+
+    Raises:
+        CorruptMessageError: the partial message is inside a wrapper.
+    """
+    if level.inner_magic is not None:
+        raise corrupt("message truncated inside a compressed message set", last)
+    return pos, last, needed or None
 
 
 def _decode_one(
@@ -325,104 +366,133 @@ def _decode_one(
     partial message ``(-(needed + 1), None, None)`` where ``needed`` is its full
     size, or 0 if not even the 12-byte prefix is there.
     """
-    data, mv, depth, inner_magic, delta, ts_override = level
+    data = level.data
     if end - pos < _LOG_OVERHEAD:
         return -1, None, None
     offset, size = _OFFSET_SIZE.unpack_from(data, pos)
-    if size < _MIN_V0:
-        raise corrupt(f"message size {size} is below the minimum of {_MIN_V0}", offset)
     mend = pos + _LOG_OVERHEAD + size
-    if mend > end:
-        return -(_LOG_OVERHEAD + size + 1), None, None
+    if size < _MIN_V0 or mend > end:
+        return _short(offset, size), None, None
     crc, magic, attrs = _CRC_MAGIC_ATTRS.unpack_from(data, pos + _LOG_OVERHEAD)
     # The CRC first: a Fetch v0 answer only ever holds magic 0 or 1 (newer
     # brokers convert down), so another magic byte is more likely a flipped
     # bit than a new format, and the CRC says which.
-    if scope.check:
-        computed = _crc32(mv[pos + _CRC_START : mend])
-        if computed != crc:
-            raise _crc_error(crc, computed, offset)
-    if magic == 0:
-        timestamp: Optional[int] = None
+    if scope.check and _crc32(level.mv[pos + _CRC_START : mend]) != crc:
+        raise _crc_error(crc, _crc32(level.mv[pos + _CRC_START : mend]), offset)
+    timestamp = timestamp_type = None
+    if magic == 0 and level.inner_magic != 1:
         kpos = pos + 18
-    elif magic == 1:
-        if size < _MIN_SIZE[1]:
-            raise corrupt(f"magic 1 message size {size} is below the minimum of 22", offset)
-        (timestamp,) = _INT64.unpack_from(data, pos + 18)
+    elif magic == 1 and size >= _MIN_SIZE[1] and level.inner_magic != 0:
         kpos = pos + 26
+        # Inside a LogAppendTime wrapper the wrapper's time is every message's.
+        ts_override = level.ts_override
+        timestamp = _INT64.unpack_from(data, pos + 18)[0] if ts_override is None else ts_override
+        timestamp_type = 1 if ts_override is not None or attrs & _TIMESTAMP_TYPE_MASK else 0
     else:
-        raise UnsupportedVersionError(
-            f"message magic byte {magic} is not supported (kiel reads 0 and 1)", offset=offset
-        )
-    if inner_magic is not None and magic != inner_magic:
-        raise corrupt(
-            f"magic {magic} message inside a magic {inner_magic} compressed message", offset
-        )
+        raise _bad_magic(magic, size, level.inner_magic, offset)
     # Key: kpos + 4 <= mend holds by the minimum sizes checked above.
     (klen,) = _INT32.unpack_from(data, kpos)
     kpos += 4
-    key: Optional[bytes]
-    if klen == -1:
-        key = None
-    elif 0 <= klen <= mend - kpos - 4:
+    key = value = None
+    if 0 <= klen <= mend - kpos - 4:
         key = data[kpos : kpos + klen]
         kpos += klen
-    else:
+    elif klen != -1:
         raise corrupt(f"key length {klen} does not fit message size {size}", offset)
     (vlen,) = _INT32.unpack_from(data, kpos)
     kpos += 4
-    value: Optional[bytes]
-    if vlen == -1 and kpos == mend:
-        value = None
-    elif vlen == mend - kpos:
+    if vlen == mend - kpos:
         value = data[kpos:mend]
-    else:
+    elif vlen != -1 or kpos != mend:
         raise corrupt(f"value length {vlen} does not match message size {size}", offset)
-    offset += delta
-    timestamp_type: Optional[int] = None
-    if magic == 1:
-        # Inside a LogAppendTime wrapper the wrapper's time is every message's.
-        timestamp_type = 1 if ts_override is not None or attrs & _TIMESTAMP_TYPE_MASK else 0
-    if ts_override is not None:
-        timestamp = ts_override
-    codec = attrs & _CODEC_MASK
-    if not codec:
-        if offset >= scope.min_offset:
-            scope.out.append(_new_record(
-                (scope.topic, scope.partition, offset, key, value, timestamp, timestamp_type, ())
-            ))
-        return mend, offset, (klen if magic == 0 else None)
+    offset += level.delta
+    if attrs & _CODEC_MASK:
+        return mend, _unwrap(scope, level, offset, magic, attrs, timestamp, value), None
+    if offset >= scope.min_offset:
+        scope.out.append(_new_record(
+            (scope.topic, scope.partition, offset, key, value, timestamp, timestamp_type, ())
+        ))
+    return mend, offset, (klen if magic == 0 else None)
 
-    # A wrapper: its value is a whole message set, compressed.
+
+def _short(offset: int, size: int) -> int:
+    """:func:`_decode_one`'s answer for a message that does not fit the
+    buffer: ``-(its full size + 1)``.
+
+    Raises:
+        CorruptMessageError: its size is below the smallest message's.
+    """
+    if size < _MIN_V0:
+        raise corrupt(f"message size {size} is below the minimum of {_MIN_V0}", offset)
+    return -(_LOG_OVERHEAD + size + 1)
+
+
+def _bad_magic(magic: int, size: int, inner_magic: Optional[int], offset: int) -> ProtocolError:
+    """The error for a message :func:`_decode_one` cannot read: a short
+    magic-1 message, a magic byte it does not know, or a magic other than
+    the wrapper's it is in."""
+    if magic == 1 and size < _MIN_SIZE[1]:
+        return corrupt(f"magic 1 message size {size} is below the minimum of 22", offset)
+    if magic not in (0, 1):
+        return UnsupportedVersionError(
+            f"message magic byte {magic} is not supported (kiel reads 0 and 1)", offset=offset
+        )
+    return corrupt(f"magic {magic} message inside a magic {inner_magic} compressed message", offset)
+
+
+def _unwrap(
+    scope: _Scope, level: _Level, offset: int, magic: int, attrs: int,
+    timestamp: Optional[int], value: Optional[bytes],
+) -> Optional[int]:
+    """Decompress the wrapper at ``offset`` (its ``value`` is a whole message
+    set) and decode its inner messages into ``scope`` (or, at the top level
+    with ``scope.opening``, open it for the caller).
+
+    Returns:
+        the offset of its last inner message (its own if it holds none;
+        ``None`` when opened).
+
+    Raises:
+        CorruptMessageError: a null value, nesting past :data:`MAX_NESTING`,
+            or bad inner messages.
+        CompressionError: the value does not decompress within the budget.
+    """
     if value is None:
         raise corrupt("compressed message has a null value", offset)
+    depth = level.depth
     if depth >= MAX_NESTING:
         raise corrupt(f"compressed messages nested more than {MAX_NESTING} deep", offset)
-    inner = decompress(codec, value, offset, scope.budget)
+    inner = decompress(attrs & _CODEC_MASK, value, offset, scope.budget)
     inner_delta = 0
     inner_ts = None
     if magic == 1:
-        # Inner offsets are relative; the wrapper holds the last one's absolute
-        # offset. A wrapper a producer built (offset 0, not yet assigned by a
-        # broker) gives a negative base: keep the relative offsets then, as
-        # kafka-python and the Java client do.
-        bounds = list(iter_message_boundaries(inner))
-        if bounds:
-            base = offset - bounds[-1].offset
-            if base >= 0:
-                inner_delta = base
+        inner_delta = _inner_base(inner, offset)
         if attrs & _TIMESTAMP_TYPE_MASK:
             inner_ts = timestamp
     if scope.opening and not depth and inner:
         # Opened, not decoded: the caller decodes it a slice at a time.
         scope.opened = OpenWrapper(offset, inner, magic, inner_delta, inner_ts, scope.budget)
-        return mend, None, None
+        return None
     inner_level = _Level(inner, memoryview(inner), depth + 1, magic, inner_delta, inner_ts)
     first_new = len(scope.out)
     _, inner_last, _ = _decode_into(scope, inner_level, 0, len(inner))
     if depth:
         _check_nested_offsets(scope.out, first_new, inner_last, offset, scope.previous)
-    return mend, (inner_last if inner_last is not None else offset), None
+    return inner_last if inner_last is not None else offset
+
+
+def _inner_base(inner: bytes, offset: int) -> int:
+    """What a magic-1 wrapper at ``offset`` adds to its inner (relative) offsets.
+
+    Inner offsets are relative; the wrapper holds the last one's absolute
+    offset. A wrapper a producer built (offset 0, not yet assigned by a
+    broker) gives a negative base: the relative offsets are kept then (0
+    is returned), as kafka-python and the Java client do.
+    """
+    bounds = list(iter_message_boundaries(inner))
+    if bounds and offset - bounds[-1].offset >= 0:
+        return offset - bounds[-1].offset
+    return 0
 
 
 def _check_nested_offsets(

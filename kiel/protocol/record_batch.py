@@ -354,18 +354,19 @@ def _bytes_field(data: bytes, p: int, offset: int, what: str) -> tuple[Optional[
     raise corrupt(f"record {what} length {n} is invalid", offset)
 
 
-def _read_records(
-    sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader
-) -> list[tuple[int, Optional[bytes]]]:
-    """Decode the ``batch.record_count`` records of ``data[p:end]`` into ``sink``.
-
-    Returns the ``(offset, key)`` of every record (control batches need the keys).
-    """
+def _read_records(sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader) -> None:
+    """Decode the ``batch.record_count`` records of ``data[p:end]`` into
+    ``sink``; a control batch's into its marker instead."""
     _check_count(batch, end - p)
-    seen: list[tuple[int, Optional[bytes]]] = []
-    p, index, _last = _read_some(sink, data, p, end, batch, 0, end, seen)
+    # Strategy: a control record is read like any other, into a sink of its
+    # own (it is never handed out): the hot loop of _read_some has no
+    # branch for the rare control batch.
+    control = batch.attributes & _CONTROL_BIT
+    into = _Sink(sink.topic, sink.partition, _NO_MIN_OFFSET, sink.check) if control else sink
+    p, index, _last = _read_some(into, data, p, end, batch, 0, end)
     _check_end(batch, index, p, end)
-    return seen
+    if control and into.records:
+        _add_marker(sink, batch, into.records[0])
 
 
 def _check_end(batch: BatchHeader, index: int, p: int, end: int) -> None:
@@ -383,22 +384,20 @@ def _check_count(batch: BatchHeader, size: int) -> None:
 
 
 def _read_some(
-    sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader, index: int, stop: int,
-    seen: list[tuple[int, Optional[bytes]]],
+    sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader, index: int, stop: int
 ) -> tuple[int, int, Optional[int]]:
     """Decode the records of ``batch`` from the ``index``-th, at ``p``, into
     ``sink``: all of them, or those that start before ``stop``.
 
     Returns ``(p, index, last offset)`` after the last record read (``None``:
-    none read). A control batch's ``(offset, key)`` go to ``seen``.
+    none read).
     """
     count = batch.record_count
     base_offset = batch.base_offset
     log_append = batch.attributes & _TIMESTAMP_TYPE_BIT
-    ts_type = LOG_APPEND_TIME if log_append else CREATE_TIME
+    ts_type = batch.timestamp_type
     base_ts = batch.base_timestamp
     min_offset = sink.min_offset
-    keep = not batch.attributes & _CONTROL_BIT
     topic, partition = sink.topic, sink.partition
     append, new = sink.records.append, _new_record
     append_headers = sink.headers.append
@@ -428,9 +427,7 @@ def _read_some(
             if p != rend:
                 raise corrupt(f"record of {length} bytes does not end at its length", offset)
             index += 1
-            if not keep:
-                seen.append((offset, key))
-            elif offset >= min_offset:
+            if offset >= min_offset:
                 ts = batch.max_timestamp if log_append else base_ts + delta
                 append(new((topic, partition, offset, key, value, ts, ts_type, headers)))
                 append_headers(headers)
@@ -466,21 +463,19 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
             sink.batches.append(batch)
             sink.opened = OpenBatch(batch, records)
             return base_offset + batch.last_offset_delta + 1
-        seen = _read_records(sink, records, 0, len(records), batch)
+        _read_records(sink, records, 0, len(records), batch)
     else:
-        seen = _read_records(sink, data, start, bend, batch)
+        _read_records(sink, data, start, bend, batch)
     sink.batches.append(batch)
-    if seen:
-        _add_marker(sink, batch, seen[0])
     added = len(sink.records) - before
     if added:
         sink.timestamp_types.extend([batch.timestamp_type] * added)
     return base_offset + batch.last_offset_delta + 1
 
 
-def _add_marker(sink: _Sink, batch: BatchHeader, first: tuple[int, Optional[bytes]]) -> None:
+def _add_marker(sink: _Sink, batch: BatchHeader, first: Record) -> None:
     """Record the marker of a control batch from its first record's key."""
-    offset, key = first
+    offset, key = first.offset, first.key
     if key is None or len(key) < _CONTROL_KEY.size:
         raise corrupt("control record without a version and type key", offset)
     _, control_type = _CONTROL_KEY.unpack_from(key)
@@ -567,9 +562,7 @@ def _decode_batches(
     pos = 0
     next_offset: Optional[int] = None
     needed: Optional[int] = None
-    while pos < end:
-        if end - pos < _LOG_OVERHEAD:
-            break
+    while end - pos >= _LOG_OVERHEAD:
         base_offset, length = _OFFSET_LENGTH.unpack_from(data, pos)
         if length < _MIN_LEGACY_SIZE:
             raise corrupt(f"batch length {length} is below the minimum", base_offset)
@@ -577,29 +570,42 @@ def _decode_batches(
         if bend > end:
             needed = _LOG_OVERHEAD + length
             break
-        magic = data[pos + 16]
-        if magic == 2:
-            if length < _MIN_BATCH_LENGTH:
-                raise corrupt(f"batch length {length} is below the minimum", base_offset)
-            batch_next = _decode_batch(sink, data, mv, pos, bend)
-            if sink.opened is not None:
-                pos = bend  # the records are the caller's to decode
-                break
-            next_offset = batch_next
-        elif magic < 2:
-            next_offset = _decode_legacy(sink, data, pos, bend, magic) or next_offset
-        else:
-            raise UnsupportedVersionError(
-                f"record batch magic byte {magic} is not supported (kiel reads 0 to 2)",
-                offset=base_offset,
-            )
+        entry_next = _decode_entry(sink, data, mv, pos, bend, next_offset)
         pos = bend
+        if sink.opened is not None:
+            break  # the records are the caller's to decode
+        next_offset = entry_next
     truncated = pos < end and sink.opened is None
     too_large = truncated and pos == 0
     return BatchDecodeResult(
         sink.records, sink.headers, sink.timestamp_types, sink.batches, sink.markers,
         next_offset, pos, truncated, too_large, needed if too_large else None, sink.opened,
     )
+
+
+def _decode_entry(
+    sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int, next_offset: Optional[int]
+) -> Optional[int]:
+    """Decode the entry ``data[pos:bend]``, a v2 batch or an old message,
+    into ``sink``; returns the offset after it (``next_offset`` when an old
+    entry says none).
+
+    Raises:
+        CorruptMessageError: a v2 batch shorter than its header.
+        UnsupportedVersionError: a magic byte above 2.
+    """
+    magic = data[pos + 16]
+    if magic < 2:
+        return _decode_legacy(sink, data, pos, bend, magic) or next_offset
+    base_offset, length = _OFFSET_LENGTH.unpack_from(data, pos)
+    if magic > 2:
+        raise UnsupportedVersionError(
+            f"record batch magic byte {magic} is not supported (kiel reads 0 to 2)",
+            offset=base_offset,
+        )
+    if length < _MIN_BATCH_LENGTH:
+        raise corrupt(f"batch length {length} is below the minimum", base_offset)
+    return _decode_batch(sink, data, mv, pos, bend)
 
 
 def decode_batch_slice(
@@ -643,7 +649,7 @@ def decode_batch_slice(
         return BatchSlice([], position, index, True, header.last_offset + 1)
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset, True)
     p, index, last = _read_some(
-        sink, data, position, end, header, index, position + max(max_bytes, 1), []
+        sink, data, position, end, header, index, position + max(max_bytes, 1)
     )
     if index >= count and p == end:
         return BatchSlice(sink.records, p, index, True, header.last_offset + 1)
