@@ -1,9 +1,11 @@
 """A small pure-Python XXH32, used only for LZ4 frame *header* checksums.
 
 Strategy: the LZ4 frame descriptor is 2 to 14 bytes long, so a pure-Python
-hash costs a few microseconds per frame and saves a dependency (kafka-python
-needs the ``xxhash`` package for this). It is not meant for bulk data: block
-and content checksums are not computed with it (see :mod:`kiel.compression.lz4`).
+hash costs a few microseconds per descriptor (and :mod:`kiel.compression.lz4`
+keeps the checksums of the usual descriptors, so most frames pay nothing)
+and saves a dependency (kafka-python needs the ``xxhash`` package for
+this). It is not meant for bulk data: block and content checksums are not
+computed with it (see :mod:`kiel.compression.lz4`).
 """
 import struct
 
