@@ -106,7 +106,7 @@ def test_a_wrapper_opened_then_decoded_in_slices_equals_the_whole_decode():
     inner = b"".join(message(i, b"m%d" % i, magic=1, timestamp=1000 + i) for i in range(30))
     data = message(40, b"before") + wrap(inner, 70, magic=1, attrs=0x08, timestamp=5555)
     whole = decode_message_set(data, "t", 0, min_offset=50)
-    head = decode_message_set(data, "t", 0, min_offset=50, open_wrappers=True)
+    head = decode_message_set(data, "t", 0, min_offset=50, open_compressed=True)
     wrapper = head.opened
     assert head.records == [] and head.next_offset == 41 and head.valid_bytes == len(data)
     assert wrapper is not None and (wrapper.offset, wrapper.delta) == (70, 41)

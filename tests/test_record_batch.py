@@ -798,3 +798,23 @@ def test_decoded_bytes_budget_spans_every_compressed_batch_and_old_entry() -> No
         decode_record_batches(data, max_decoded=150_000)  # the old entry goes past it
     with pytest.raises(CompressionError):
         decode_record_batches(data, max_decoded=100_000)  # the second batch goes past it
+
+
+def test_both_decoders_take_the_parameters_declared_once() -> None:
+    # decode_message_set and decode_record_batches show and check the
+    # parameters of log_format.decode_arguments (one declaration, two formats).
+    import inspect
+
+    from kiel.protocol.log_format import decode_arguments
+    from kiel.protocol.messages import decode_message_set
+
+    declared = inspect.signature(decode_arguments).parameters
+    for decode in (decode_message_set, decode_record_batches):
+        assert inspect.signature(decode).parameters == declared
+        assert decode(b"", "t", 0, min_offset=5, open_compressed=True).records == []
+        with pytest.raises(TypeError):
+            decode(b"", "t", 0, check_crc=False)  # misspelt
+        with pytest.raises(TypeError):
+            decode(b"", "t", 0, None)  # the options are keyword-only
+        with pytest.raises(ConfigError):
+            decode("not bytes")

@@ -429,7 +429,7 @@ class Decoder:
             return batch_result, batch_result.first_batch_too_large, batch_result.first_batch_size
         result = decode_message_set(
             piece, topic, partition, min_offset=offset,
-            max_decoded=self.max_decoded, open_wrappers=True,
+            max_decoded=self.max_decoded, open_compressed=True,
         )
         return result, result.first_message_too_large, result.first_message_size
 

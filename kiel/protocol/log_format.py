@@ -30,6 +30,7 @@ __all__ = [
     "as_bytes",
     "as_pair",
     "corrupt",
+    "decode_arguments",
     "decompress",
 ]
 
@@ -85,6 +86,29 @@ def corrupt(message: str, offset: Optional[int]) -> CorruptMessageError:
 #: Default bound of one decode's decompressed bytes, every wrapper, batch and
 #: nesting level together (128 MiB).
 DEFAULT_MAX_DECODED = 128 * 1024 * 1024
+
+
+def decode_arguments(
+    buf: Buffer,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    min_offset: Optional[int] = None,
+    check_crcs: bool = True,
+    max_decoded: int = DEFAULT_MAX_DECODED,
+    open_compressed: bool = False,
+) -> tuple[Buffer, str, int, Optional[int], bool, int, bool]:
+    """The parameters both decoders take, declared once, with their defaults.
+
+    :func:`kiel.protocol.messages.decode_message_set` and
+    :func:`kiel.protocol.record_batch.decode_record_batches` show and take
+    these parameters (:func:`kiel._signature.parameters_of`) and bind their
+    arguments by calling this; each documents what they mean for its format.
+
+    Returns:
+        the arguments, in the order of the parameters.
+    """
+    return buf, topic, partition, min_offset, check_crcs, max_decoded, open_compressed
 
 
 def decompress(

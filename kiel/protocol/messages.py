@@ -35,28 +35,23 @@ from functools import partial
 from typing import Any, NamedTuple, Optional, Union
 
 import kiel.compression as _compression
+from kiel._signature import parameters_of
 from kiel.exc import (
     CorruptMessageError,
     LocalProtocolError,
     ProtocolError,
     UnsupportedVersionError,
 )
+from kiel.protocol import log_format
 from kiel.protocol.log_format import (
     CODEC_GZIP,
     CODEC_LZ4,
-    CODEC_MASK,
     CODEC_NONE,
     CODEC_SNAPPY,
-    DEFAULT_MAX_DECODED,
     LOG_OVERHEAD,
-    NO_MIN_OFFSET,
-    OFFSET_SIZE,
-    TIMESTAMP_TYPE_BIT,
     Buffer,
-    as_bytes,
-    as_pair,
     corrupt,
-    decompress,
+    decode_arguments,
 )
 from kiel.structs import Record
 
@@ -83,8 +78,8 @@ __all__ = [
     "find_position",
 ]
 
-_CODEC_MASK = CODEC_MASK
-_TIMESTAMP_TYPE_MASK = TIMESTAMP_TYPE_BIT
+_CODEC_MASK = log_format.CODEC_MASK
+_TIMESTAMP_TYPE_MASK = log_format.TIMESTAMP_TYPE_BIT
 
 #: How many compressed wrappers may be nested inside one another (Kafka itself
 #: writes one level; more is tolerated up to this bound, then it is corrupt).
@@ -94,9 +89,9 @@ _LOG_OVERHEAD = LOG_OVERHEAD  # Offset int64 + MessageSize int32
 _CRC_START = 16  # the CRC covers from the magic byte: offset + size + crc
 _MIN_SIZE = {0: 14, 1: 22}  # MessageSize of an empty message: crc .. value length
 _MIN_V0 = 14
-_NO_MIN_OFFSET = NO_MIN_OFFSET
+_NO_MIN_OFFSET = log_format.NO_MIN_OFFSET
 
-_OFFSET_SIZE = OFFSET_SIZE
+_OFFSET_SIZE = log_format.OFFSET_SIZE
 _CRC_MAGIC_ATTRS = struct.Struct(">Ibb")
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
@@ -112,7 +107,7 @@ _new_record = partial(tuple.__new__, Record)
 
 class OpenWrapper(NamedTuple):
     """A compressed message, decompressed, whose inner messages are still to
-    decode (see :func:`decode_message_set`'s ``open_wrappers`` and
+    decode (see :func:`decode_message_set`'s ``open_compressed`` and
     :func:`decode_wrapper_slice`).
 
     Only what the wire says: the caller keeps where in :attr:`data` decoding
@@ -157,7 +152,7 @@ class DecodeResult(NamedTuple):
     #: Bytes the first message needs (offset and size prefix included), when
     #: ``first_message_too_large`` and its 12-byte prefix arrived; else ``None``.
     first_message_size: Optional[int]
-    #: With ``open_wrappers``: the first top-level compressed message,
+    #: With ``open_compressed``: the first top-level compressed message,
     #: decompressed but not decoded (decoding stopped after it); else ``None``.
     opened: Optional[OpenWrapper] = None
 
@@ -223,7 +218,7 @@ class _Scope:
         #: The offset of the record handed out before ``out`` starts (for
         #: :func:`_check_nested_offsets` when a set is decoded a slice at a time).
         self.previous = -1
-        #: Stop at the first top-level wrapper and open it (``open_wrappers``).
+        #: Stop at the first top-level wrapper and open it (``open_compressed``).
         self.opening = False
         self.opened: Optional[OpenWrapper] = None
         #: The key length the next run of plain messages is read with (see
@@ -462,7 +457,7 @@ def _unwrap(
     depth = level.depth
     if depth >= MAX_NESTING:
         raise corrupt(f"compressed messages nested more than {MAX_NESTING} deep", offset)
-    inner = decompress(attrs & _CODEC_MASK, value, offset, scope.budget)
+    inner = log_format.decompress(attrs & _CODEC_MASK, value, offset, scope.budget)
     inner_delta = 0
     inner_ts = None
     if magic == 1:
@@ -527,16 +522,8 @@ def _check_nested_offsets(
         previous = record.offset
 
 
-def decode_message_set(
-    buf: Buffer,
-    topic: str = "",
-    partition: int = -1,
-    *,
-    min_offset: Optional[int] = None,
-    check_crcs: bool = True,
-    max_decoded: int = DEFAULT_MAX_DECODED,
-    open_wrappers: bool = False,
-) -> DecodeResult:
+@parameters_of(decode_arguments)
+def decode_message_set(*args: Any, **kwargs: Any) -> DecodeResult:
     """Decode a message set (the ``MessageSet`` of a fetch response partition).
 
     Compressed messages are unwrapped (recursively, up to :data:`MAX_NESTING`)
@@ -555,7 +542,7 @@ def decode_message_set(
         check_crcs: verify each message's CRC32.
         max_decoded: the most bytes all compressed wrappers of ``buf`` may
             decompress to, together, at every nesting level.
-        open_wrappers: stop after the first top-level compressed message and
+        open_compressed: stop after the first top-level compressed message and
             return it decompressed but not decoded (:attr:`DecodeResult.opened`;
             ``valid_bytes`` then include it, ``next_offset`` does not), for
             :func:`decode_wrapper_slice` to decode a slice at a time.
@@ -577,9 +564,11 @@ def decode_message_set(
         UnsupportedCodecError: an unknown compression codec.
         ConfigError: ``buf`` is not bytes-like.
     """
-    data = as_bytes(buf, "a message set")
-    return _decode_top(data, topic, partition, min_offset, check_crcs, [max_decoded],
-                       open_wrappers)
+    buf, topic, partition, min_offset, check_crcs, max_decoded, opening = decode_arguments(
+        *args, **kwargs
+    )
+    data = log_format.as_bytes(buf, "a message set")
+    return _decode_top(data, topic, partition, min_offset, check_crcs, [max_decoded], opening)
 
 
 def decode_within(
@@ -790,7 +779,7 @@ def _check_bytes(item: Any, what: str) -> Optional[bytes]:
 def _as_pair(m: Any) -> tuple[Any, Any]:
     if isinstance(m, Record):
         return m.key, m.value
-    return as_pair(m, "a message (or a Record)")
+    return log_format.as_pair(m, "a message (or a Record)")
 
 
 def _codec_for(codec: Union[int, _compression.Codec, None],
@@ -1138,7 +1127,7 @@ def assign_offsets(
         if not msg_codec:
             pieces.append(data[bound.start : bound.end])
             continue
-        inner = decompress(msg_codec, _wrapper_value(data, bound), bound.offset)
+        inner = log_format.decompress(msg_codec, _wrapper_value(data, bound), bound.offset)
         inner_mv = memoryview(inner)
         for inner_bound in iter_message_boundaries(inner):
             _validate_for_append(inner, inner_mv, inner_bound)

@@ -62,32 +62,17 @@ from typing import (
 )
 
 import kiel.compression as _compression
+from kiel._signature import parameters_of
 from kiel.exc import (
     ConfigError,
     LocalProtocolError,
     ProtocolError,
     UnsupportedVersionError,
 )
+from kiel.protocol import log_format
 from kiel.protocol.crc32c import crc32c
-from kiel.protocol.log_format import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_MASK,
-    CODEC_NONE,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
-    DEFAULT_MAX_DECODED,
-    LOG_OVERHEAD,
-    NO_MIN_OFFSET,
-    OFFSET_SIZE,
-    TIMESTAMP_TYPE_BIT,
-    Buffer,
-    as_bytes,
-    as_pair,
-    corrupt,
-    decompress,
-)
-from kiel.protocol.messages import decode_within
+from kiel.protocol.log_format import CODEC_ZSTD, Buffer, corrupt, decode_arguments
+from kiel.protocol.messages import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, decode_within
 from kiel.protocol.primitives import decode_varint, decode_varlong, encode_varint
 from kiel.structs import Header, Record
 
@@ -121,22 +106,22 @@ LOG_APPEND_TIME = 1
 ABORT = 0
 COMMIT = 1
 
-_CODEC_MASK = CODEC_MASK
-_TIMESTAMP_TYPE_BIT = TIMESTAMP_TYPE_BIT
+_CODEC_MASK = log_format.CODEC_MASK
+_TIMESTAMP_TYPE_BIT = log_format.TIMESTAMP_TYPE_BIT
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 
 #: Bytes of a batch before its first record.
 HEADER_SIZE = 61
-_LOG_OVERHEAD = LOG_OVERHEAD  # BaseOffset + BatchLength
+_LOG_OVERHEAD = log_format.LOG_OVERHEAD  # BaseOffset + BatchLength
 _CRC_START = 21  # the CRC covers from Attributes on
 _MIN_BATCH_LENGTH = HEADER_SIZE - _LOG_OVERHEAD
 _MIN_LEGACY_SIZE = 14  # the smallest magic-0 message after its 12-byte prefix
 _MIN_RECORD_BODY = 6  # attributes, timestamp delta, offset delta, key, value, header count
-_NO_MIN_OFFSET = NO_MIN_OFFSET
+_NO_MIN_OFFSET = log_format.NO_MIN_OFFSET
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
-_OFFSET_LENGTH = OFFSET_SIZE
+_OFFSET_LENGTH = log_format.OFFSET_SIZE
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _HEAD = struct.Struct(">qiibI")  # BaseOffset .. Crc (encode)
 _TAIL = struct.Struct(">hiqqqhii")  # Attributes .. RecordCount (encode)
@@ -273,7 +258,7 @@ class _Sink:
     """The lists a decode fills, and what it was asked to keep."""
 
     def __init__(self, topic: str, partition: int, min_offset: int, check: bool,
-                 max_decoded: int = DEFAULT_MAX_DECODED) -> None:
+                 max_decoded: int = log_format.DEFAULT_MAX_DECODED) -> None:
         self.topic = topic
         self.partition = partition
         self.min_offset = min_offset
@@ -456,7 +441,7 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
         # One budget for every compressed batch of the answer (and the old
         # wrappers among them): a per-call cap would let many batches, each
         # under it, decompress to any size together.
-        records = decompress(codec, mv[start:bend], base_offset, sink.budget)
+        records = log_format.decompress(codec, mv[start:bend], base_offset, sink.budget)
         if sink.opening and not batch.attributes & _CONTROL_BIT:
             # Opened, not decoded: the caller decodes it a slice at a time.
             _check_count(batch, len(records))
@@ -497,16 +482,8 @@ def _decode_legacy(sink: _Sink, data: bytes, pos: int, bend: int, magic: int) ->
     return legacy.next_offset
 
 
-def decode_record_batches(
-    buf: Buffer,
-    topic: str = "",
-    partition: int = -1,
-    *,
-    min_offset: Optional[int] = None,
-    check_crcs: bool = True,
-    max_decoded: int = DEFAULT_MAX_DECODED,
-    open_compressed: bool = False,
-) -> BatchDecodeResult:
+@parameters_of(decode_arguments)
+def decode_record_batches(*args: Any, **kwargs: Any) -> BatchDecodeResult:
     """Decode the record batches of a fetch response partition (magic 2, and 0/1 entries).
 
     Control batches are skipped (their markers are in
@@ -545,15 +522,14 @@ def decode_record_batches(
         ProtocolError: a header key that is not UTF-8, a bad varint.
         ConfigError: ``buf`` is not bytes-like.
     """
-    return _decode_batches(buf, topic, partition, min_offset, check_crcs, max_decoded,
-                           open_compressed)
+    return _decode_batches(*decode_arguments(*args, **kwargs))
 
 
 def _decode_batches(
     buf: Buffer, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
     max_decoded: int, opening: bool,
 ) -> BatchDecodeResult:
-    data = as_bytes(buf, "record batches")
+    data = log_format.as_bytes(buf, "record batches")
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset,
                  bool(check_crcs), max_decoded)
     sink.opening = opening
@@ -701,7 +677,7 @@ def _encode_headers(headers: Sequence[Header]) -> bytes:
         raise LocalProtocolError(f"record headers must be (key, value) pairs: {e}") from e
     parts = [encode_varint(len(items))]
     for item in items:
-        key, value = as_pair(item, "a record header")
+        key, value = log_format.as_pair(item, "a record header")
         if not isinstance(key, str):
             raise LocalProtocolError(f"record header keys must be str, not {type(key).__name__}")
         try:
@@ -889,6 +865,6 @@ def encode_record_batch(
             append(item.key, item.value,
                    timestamp=now if item.timestamp is None else item.timestamp)
             continue
-        key, value = as_pair(item, "a record (or a Record)")
+        key, value = log_format.as_pair(item, "a record (or a Record)")
         append(key, value, timestamp=now)
     return builder.build()
