@@ -1,9 +1,16 @@
 """Give one function another's parameters: written once, read by mypy, ``help()`` and Sphinx.
 
-Two public methods that take the same arguments (``Producer.produce`` and
-``Producer.enqueue``) declare them once: the second is written
-``(self, *args, **kwargs)``, passes them on to a function that checks them
-against the same signature, and is decorated with :func:`parameters_of`.
+Public functions that take the same arguments declare them once: the
+others are written ``(*args, **kwargs)``, decorated with
+:func:`parameters_of`, and pass their arguments on to a function with the
+declared signature, which checks and binds them as Python does. Where it is
+used:
+
+- ``Producer.enqueue`` takes ``Producer.produce``'s parameters (and passes
+  them to ``Producer._prepare``);
+- ``decode_message_set`` and ``decode_record_batches`` take
+  :func:`kiel.protocol.log_format.decode_arguments`' (and bind them by
+  calling it).
 """
 import inspect
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
