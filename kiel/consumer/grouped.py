@@ -29,12 +29,10 @@ partition is handed to another member only after its finished position was
 committed (see ``docs/guides/grouped_consumer.rst``).
 """
 
-import asyncio
 import logging
 import re
 import sys
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from re import Pattern
 from typing import (
     Any,
@@ -52,6 +50,7 @@ from kiel.consumer.offsets import GroupOffsets
 from kiel.consumer.partition_counts import MetadataCounts, brokers_registered, check_source
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset
 from kiel.consumer.subscription import Status
+from kiel.consumer.task_hands import TaskHands
 from kiel.exc import (
     ConfigError,
     UnknownPartitionError,
@@ -65,10 +64,6 @@ from kiel.zookeeper.group import GroupMember
 __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 
 log = logging.getLogger(__name__)
-
-#: Records one consume() returned to a task: (partition, ownership generation, offsets).
-_Lent = tuple[TopicPartition, int, list[int]]
-
 
 class GroupedConsumer(_BaseConsumer):
     """Consume topics as one member of a group coordinated in ZooKeeper (Kafka 0.8 style).
@@ -220,11 +215,9 @@ class GroupedConsumer(_BaseConsumer):
         #: Owned partitions the application paused (kept across ZooKeeper
         #: suspensions, dropped when the partition is revoked).
         self._paused: set[TopicPartition] = set()
-        #: With auto_finish: per task, the records its last consume() returned
-        #: ``(partition, ownership generation, offsets)``; its next call finishes them.
-        self._in_hands: weakref.WeakKeyDictionary[asyncio.Task[Any], list[_Lent]] = (
-            weakref.WeakKeyDictionary()
-        )
+        #: With auto_finish: per task, the records its last consume() returned;
+        #: its next call finishes them.
+        self._hands = TaskHands(self._commits)
         #: Changes to this member's partitions and their durations (metrics()).
         self.rebalances = RebalanceCounters()
 
@@ -345,7 +338,7 @@ class GroupedConsumer(_BaseConsumer):
 
     async def _leave(self) -> None:
         if self.auto_finish and sys.exc_info()[1] is None:
-            self._finish_mine()
+            self._hands.finish_mine()
         self._commits.stop_timer()
         try:
             if self.member is not None:
@@ -422,7 +415,7 @@ class GroupedConsumer(_BaseConsumer):
     ) -> ConsumedBatches:
         self._check_open()
         if self.auto_finish:
-            self._finish_mine()
+            self._hands.finish_mine()
         self._reclaim()
         self._raise_pending()
         awaiting = self.subscription.with_status(Status.AWAITING_RESET)
@@ -443,40 +436,8 @@ class GroupedConsumer(_BaseConsumer):
             elif hand_out:
                 hands.hand_out(records)
                 if self.auto_finish:
-                    self._lend(tp, records)
+                    self._hands.lend(tp, records)
         return batches
-
-    def _lend(self, tp: TopicPartition, records: list[ConsumedRecord]) -> None:
-        """``records`` went to the current task: its next call finishes them."""
-        task = asyncio.current_task()
-        if task is None:
-            return
-        mine = self._in_hands.get(task)
-        if mine is None:
-            mine = self._in_hands[task] = []
-            task.add_done_callback(self._task_ended)
-        generation = self._commits.generation.get(tp, 0)
-        mine.append((tp, generation, [r.offset for r in records]))
-
-    def _finish_mine(self) -> None:
-        """Finish what the current task got from its last :meth:`consume` (only its own)."""
-        task = asyncio.current_task()
-        if task is not None:
-            self._finish(self._in_hands.pop(task, ()))
-
-    def _finish(self, lent: Iterable[_Lent]) -> None:
-        commits = self._commits
-        for tp, generation, offsets in lent:
-            if commits.generation.get(tp) == generation:  # still the same ownership
-                for offset in offsets:
-                    commits.finish(tp, offset)
-
-    def _task_ended(self, task: "asyncio.Task[Any]") -> None:
-        # A task that returned is done with what it got; one that failed or
-        # was cancelled may not have handled it: the next owner redelivers.
-        lent = self._in_hands.pop(task, ())
-        if not task.cancelled() and task.exception() is None:
-            self._finish(lent)
 
     def _handing_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
         hands = self._commits.held.get(tp)
