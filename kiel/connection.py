@@ -70,7 +70,6 @@ from kiel.sasl import SaslCredentials
 
 log = logging.getLogger(__name__)
 
-_READ_CHUNK = 256 * 1024
 
 _T = TypeVar("_T")
 
@@ -540,7 +539,7 @@ class Connection:
         # a pending read_bytes then raises StreamClosedError.
         while not self._closed:
             try:
-                data = await stream.read_bytes(_READ_CHUNK, partial=True)
+                data = await stream.read_bytes(handshake.READ_CHUNK, partial=True)
             except StreamClosedError as e:
                 self._fail(CloseReason.CONNECTION_BROKEN, self._broken(e))
                 return

@@ -34,7 +34,8 @@ __all__ = ["ask_versions", "authenticate", "round_trip"]
 
 log = logging.getLogger(__name__)
 
-_READ_CHUNK = 256 * 1024
+#: Bytes asked of the stream per read (the connection's reader reads the same).
+READ_CHUNK = 256 * 1024
 
 
 async def round_trip(stream: IOStream, framing: ClientFraming, request: Any) -> Any:
@@ -50,7 +51,7 @@ async def round_trip(stream: IOStream, framing: ClientFraming, request: Any) -> 
     try:
         await stream.write(frame)
         while True:
-            data = await stream.read_bytes(_READ_CHUNK, partial=True)
+            data = await stream.read_bytes(READ_CHUNK, partial=True)
             answers = framing.receive_data(data)
             if answers:
                 break

@@ -2,8 +2,8 @@
 
 Spark calls a data source from plain threads and Python workers, never from
 an IOLoop, so each function here runs kiel on its own short-lived event loop
-(:func:`asyncio.run`, or a private loop driven step by step for the
-generators) and closes every connection before it returns. No pyspark here.
+(``_own_loop``: driven step by step for the generators) and closes every
+connection before it returns. No pyspark here.
 """
 
 import asyncio
@@ -71,28 +71,15 @@ class Range(NamedTuple):
         return self.end - self.start
 
 
-def _run(options: SourceOptions, work: Callable[[Client], Awaitable[T]]) -> T:
-    """Connect a client, run ``work(client)`` on a fresh loop, close the client."""
-
-    async def main() -> T:
-        client = Client(options.brokers, **options.client_options())
-        try:
-            await client.connect()
-            return await work(client)
-        finally:
-            await client.close()
-
-    return asyncio.run(main())
-
-
-_C = TypeVar("_C", SingleConsumer, Producer)
+_C = TypeVar("_C", bound=Client)
 
 
 @contextlib.contextmanager
 def _own_loop(make: Callable[[], _C]) -> Iterator[tuple[asyncio.AbstractEventLoop, _C]]:
     """A private event loop, set as the thread's loop, and a client made and
-    connected on it; the client is closed and the loop closed on the way out
-    (also when a generator using it is closed early, e.g. by Spark's ``limit``).
+    connected on it; the client is closed and the loop shut down on the way
+    out (also when a generator using it is closed early, e.g. by Spark's
+    ``limit``). Every function here runs kiel this way.
 
     Strategy: the generators drive the loop one step per item (rather than
     :func:`asyncio.run` of the whole read), so Spark consumes a batch while
@@ -110,8 +97,22 @@ def _own_loop(make: Callable[[], _C]) -> Iterator[tuple[asyncio.AbstractEventLoo
             if client is not None:
                 loop.run_until_complete(client.close())
         finally:
-            asyncio.set_event_loop(None)
-            loop.close()
+            try:
+                # What asyncio.run() does on the way out: the SASL exchange
+                # runs PBKDF2 in the default executor.
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                loop.run_until_complete(loop.shutdown_default_executor())
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+
+def _run(options: SourceOptions, work: Callable[[Client], Awaitable[T]]) -> T:
+    """Connect a client, run ``work(client)`` on a private loop, close the client."""
+    with _own_loop(partial(Client, options.brokers, **options.client_options())) as (
+        loop, client
+    ):
+        return loop.run_until_complete(work(client))
 
 
 async def _discover(client: Client, options: SourceOptions) -> list[TP]:
