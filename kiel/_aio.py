@@ -7,14 +7,57 @@ through :mod:`kiel.zookeeper.bridge`).
 import asyncio
 import functools
 import logging
-from collections.abc import Coroutine, Iterator
+from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, Optional, TypeVar
 
 log = logging.getLogger("kiel")
 
 T = TypeVar("T")
 
-__all__ = ["Tasks", "Wakeup", "spawn"]
+__all__ = ["Tasks", "Wakeup", "spawn", "within"]
+
+
+async def within(aw: Awaitable[T], timeout: Optional[float]) -> T:
+    """Await ``aw`` for at most ``timeout`` seconds; kiel's :func:`asyncio.wait_for`.
+
+    The one difference that matters: a caller cancelled in the same round as
+    ``aw`` finishes gets :class:`asyncio.CancelledError`. Before Python 3.12,
+    ``asyncio.wait_for`` returned ``aw``'s result there and dropped the cancel,
+    so the cancelled caller carried on (a cancelled ``enqueue()`` went on to
+    batch its record). What ``aw`` returned or raised is then discarded.
+
+    Args:
+        aw: a coroutine or future; cancelled on timeout or when the caller is.
+        timeout: seconds, or ``None`` for no bound.
+
+    Returns:
+        What ``aw`` returns.
+
+    Raises:
+        asyncio.TimeoutError: ``aw`` did not finish within ``timeout`` (it was
+            cancelled and has ended).
+        asyncio.CancelledError: the caller was cancelled (``aw`` has ended).
+        Exception: whatever ``aw`` raises.
+    """
+    if timeout is None:
+        return await aw  # a plain await passes every cancel on
+    inner = asyncio.ensure_future(aw)
+    try:
+        await asyncio.wait((inner,), timeout=timeout)
+        if not inner.done():
+            inner.cancel()
+            # Like asyncio.wait_for: nothing of aw runs after this returns.
+            await asyncio.wait((inner,))
+            if inner.cancelled():
+                raise asyncio.TimeoutError()
+    except asyncio.CancelledError:
+        if not inner.done():
+            inner.cancel()
+            await asyncio.wait((inner,))
+        if not inner.cancelled():
+            inner.exception()  # retrieved: the caller's cancel wins over it
+        raise
+    return inner.result()
 
 
 class Wakeup:
@@ -53,14 +96,12 @@ class Wakeup:
         Returns:
             True if fired, False if the timeout ran out first.
         """
-        future = self.future()
-        # shield: a waiter that times out or is cancelled must not cancel the
-        # round's future that other waiters share.
-        try:
-            await asyncio.wait_for(asyncio.shield(future), timeout)
-        except asyncio.TimeoutError:
-            return False
-        return True
+        # asyncio.wait neither cancels the round's future that other waiters
+        # share (when this one times out or is cancelled) nor, unlike
+        # asyncio.wait_for before Python 3.12, drops a cancel that arrives in
+        # the round of the fire.
+        done, _ = await asyncio.wait((self.future(),), timeout=timeout)
+        return bool(done)
 
 
 class Tasks:

@@ -52,7 +52,7 @@ from tornado.locks import Semaphore
 from tornado.tcpclient import TCPClient
 
 from kiel import handshake
-from kiel._aio import Tasks
+from kiel._aio import Tasks, within
 from kiel.exc import (
     ConfigError,
     ConnectionClosedError,
@@ -376,7 +376,7 @@ class Connection:
         """
         self._opening = stream  # close() closes it too
         try:
-            result = await asyncio.wait_for(exchange, self.request_timeout)
+            result = await within(exchange, self.request_timeout)
         except asyncio.TimeoutError as e:
             stream.close()
             err: KielError = RequestTimeoutError(

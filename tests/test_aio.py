@@ -10,7 +10,7 @@ from typing import Any, List
 
 import pytest
 
-from kiel._aio import Tasks, Wakeup, spawn
+from kiel._aio import Tasks, Wakeup, spawn, within
 from kiel.exc import NoBrokersError
 from tests import conftest
 
@@ -161,3 +161,74 @@ def test_module_spawn_keeps_orphans_alive() -> None:
         assert await task == "done"
 
     run(main())
+
+
+def test_a_cancel_in_the_round_of_the_fire_is_not_lost() -> None:
+    # The waiter's task is cancelled in the same loop round as the fire, and
+    # also in the round after it: either way the caller asked to stop, and
+    # must see CancelledError rather than a wait that "succeeded" (which is
+    # what asyncio.wait_for does before Python 3.12 when its inner future
+    # completes together with the cancel).
+    async def main(rounds_between: int) -> None:
+        wakeup = Wakeup()
+        waiter = asyncio.ensure_future(wakeup.wait(timeout=5))
+        await settle()
+        wakeup.fire()
+        for _ in range(rounds_between):
+            await asyncio.sleep(0)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+
+    for rounds in (0, 1):
+        run(main(rounds))
+
+
+def test_within_returns_the_result_or_times_out() -> None:
+    async def main() -> None:
+        assert await within(asyncio.sleep(0, "done"), 5) == "done"
+        assert await within(asyncio.sleep(0, "unbounded"), None) == "unbounded"
+        slow = asyncio.ensure_future(asyncio.sleep(60))
+        with pytest.raises(asyncio.TimeoutError):
+            await within(slow, 0.01)
+        assert slow.cancelled()  # nothing keeps running after the timeout
+        with pytest.raises(NoBrokersError):
+            await within(failing(), 5)
+
+    async def failing() -> None:
+        raise NoBrokersError("boom")
+
+    run(main())
+
+
+def test_within_passes_a_cancel_on_even_when_the_inner_one_just_finished() -> None:
+    async def main(inner_done_first: bool) -> None:
+        inner: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        outer = asyncio.ensure_future(within(inner, 5))
+        await settle()
+        if inner_done_first:
+            inner.set_result("too late")
+        outer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await outer
+        assert inner.done()  # cancelled, or finished before the cancel: never left running
+
+    for inner_done_first in (False, True):
+        run(main(inner_done_first))
+
+
+def test_within_retrieves_an_inner_failure_that_came_with_the_cancel(caplog: Any) -> None:
+    async def main() -> None:
+        inner: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        outer = asyncio.ensure_future(within(inner, 5))
+        await settle()
+        inner.set_exception(NoBrokersError("lost with the cancel"))
+        outer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await outer
+        del inner
+        gc.collect()
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        run(main())
+    assert "never retrieved" not in caplog.text

@@ -188,6 +188,26 @@ def test_cut_resets_both_sides_and_new_connections_pass(echo, fault_proxy):
         assert recv_exactly(client, 5) == b"again"
 
 
+def test_cut_while_links_connect_to_the_target_resets_every_one(echo, fault_proxy):
+    # Each cut() lands while some links are still connecting to the target.
+    # A link whose connect finished in the round of the cut once lost the
+    # cancel (asyncio.wait_for before Python 3.12) and went on carrying: cut()
+    # then waited for it until its call bound ran out.
+    proxy = fault_proxy(("127.0.0.1", echo.port), timeout=3.0)
+    for _ in range(30):
+        clients = [connect(proxy) for _ in range(10)]
+        for _ in range(3):
+            proxy.cut()  # raises HarnessError if a link outlives its cancel
+        for client in clients:
+            client.close()
+    eventually(lambda: proxy.stats().active == 0, what="no link left")
+    stats = proxy.stats()
+    assert (stats.accepted, stats.cut) == (300, 300)  # each reset by the first cut after it
+    with connect(proxy) as client:
+        client.sendall(b"after")
+        assert recv_exactly(client, 5) == b"after"
+
+
 def test_blackout_passes_nothing_closes_nothing_and_resumes_held_connections(echo, fault_proxy):
     proxy = fault_proxy(("127.0.0.1", echo.port))
     talker, closer = connect(proxy), connect(proxy)

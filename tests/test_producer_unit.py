@@ -7,6 +7,8 @@ import warnings
 import pytest
 
 from kiel import compression
+from kiel._aio import Tasks
+from kiel.cluster import Cluster
 from kiel.exc import (
     ClientClosedError,
     ConfigError,
@@ -14,9 +16,11 @@ from kiel.exc import (
     SerializationError,
 )
 from kiel.producer import Producer, RecordMetadata
-from kiel.producer.accumulator import ProducerBatch
+from kiel.producer.accumulator import ProducerBatch, RecordAccumulator
+from kiel.producer.admission import Admission
 from kiel.producer.outcomes import FailedRecord, FlushResult, Outcomes
-from kiel.protocol.messages import decode_message_set, encode_message_set
+from kiel.producer.routing import Router
+from kiel.protocol.messages import MESSAGE_OVERHEAD, decode_message_set, encode_message_set
 from kiel.structs import TopicPartition
 
 
@@ -167,5 +171,34 @@ def test_outcomes_fail_futures_and_report_a_bounded_list():
                                    FailedRecord("t", 0, futures[1], errors[1])]
         assert futures[2].exception() is errors[2]  # counted, not listed: on its future
         assert outcomes.take() == FlushResult(0, 0, [])
+
+    asyncio.run(main())
+
+
+def test_a_wait_for_room_cancelled_as_room_frees_is_cancelled():
+    # enqueue() waits here; its caller cancelled in the round that room frees
+    # must see CancelledError, not go on to batch its record.
+    async def main() -> None:
+        cluster = Cluster(["127.0.0.1:1"])  # never connected: nothing here asks it
+        accumulator = RecordAccumulator(
+            batch_size=1000, linger=0.0, max_request_size=10**6,
+            max_pending_bytes=MESSAGE_OVERHEAD + 1, codec=None,
+            clock=lambda: asyncio.get_running_loop().time())
+        tp = TopicPartition("t", 0)
+        accumulator.append(accumulator.queue(tp), None, b"a", MESSAGE_OVERHEAD + 1, None)
+        admission = Admission(
+            cluster=cluster, router=Router(cluster, accumulator, None), accumulator=accumulator,
+            place=lambda *_: None, expedite=lambda: None, tasks=Tasks(), buffer_timeout=30.0,
+            outcomes=Outcomes())
+        waiter = asyncio.ensure_future(admission.wait_for_room("t", MESSAGE_OVERHEAD + 1))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not waiter.done()
+        [(_, [batch])] = accumulator.drain(0, lambda _: 1, force=True).ready[1]
+        accumulator.complete(batch)
+        admission.freed()
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
 
     asyncio.run(main())

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Callable, Optional, TypeVar, cast
 
 from kazoo.exceptions import KazooException, NoNodeError
 
+from kiel._aio import within
 from kiel.consumer.listener import call_listener
 from kiel.consumer.offsets import EARLIEST, LATEST, list_offsets
 from kiel.consumer.subscription import Status
@@ -253,7 +254,7 @@ class ConsumerHooks(PartitionHooks):
         for tp in tps:
             path = f"/consumers/{consumer.group}/offsets/{tp.topic}/{tp.partition}"
             try:
-                data, _ = await asyncio.wait_for(zk.get(path), consumer.cluster.request_timeout)
+                data, _ = await within(zk.get(path), consumer.cluster.request_timeout)
             except NoNodeError:
                 continue
             except asyncio.TimeoutError as e:

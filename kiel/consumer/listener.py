@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Optional
 
+from kiel._aio import within
 from kiel.exc import GroupError
 from kiel.structs import TopicPartition
 
@@ -86,7 +87,7 @@ async def call_listener(
     try:
         result = method(list(tps))
         if inspect.isawaitable(result):
-            await asyncio.wait_for(result, timeout)
+            await within(result, timeout)
     except asyncio.TimeoutError:
         error = GroupError(
             f"{name}({list(tps)}) did not return within listener_timeout={timeout}s; "

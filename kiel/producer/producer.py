@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from kiel import compression as codecs
-from kiel._aio import Tasks
+from kiel._aio import Tasks, within
 from kiel._signature import parameters_of
 from kiel.client import Client, ClientOptions
 from kiel.exc import (
@@ -493,7 +493,7 @@ class Producer(Client):
                 await self._settle_all()
             else:
                 try:
-                    await asyncio.wait_for(self._settle_all(), timeout)
+                    await within(self._settle_all(), timeout)
                 except asyncio.TimeoutError:
                     pass  # not an error of close(): what is left fails below
         finally:

@@ -40,7 +40,7 @@ from typing import Generic, Optional, TypeVar, Union, cast, overload
 from kazoo.client import KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 
-from kiel._aio import Tasks
+from kiel._aio import Tasks, within
 from kiel.allocators import Allocator, round_robin
 from kiel.exc import AllocationError, ClientClosedError, ConfigError, GroupError, ZooKeeperError
 from kiel.retry import Backoff, attempts
@@ -223,7 +223,7 @@ class GroupMember:
         self._tasks.spawn(self._reconcile_loop(), "reconcile")
         self._changes.mark_dirty()
         try:
-            await asyncio.wait_for(self.settled(), timeout)
+            await within(self.settled(), timeout)
         except asyncio.TimeoutError as e:
             raise GroupError(
                 f"first allocation did not settle within {timeout}s", group=self.group
@@ -294,7 +294,7 @@ class GroupMember:
         deadline = loop.time() + self.leave_timeout
         await self._tasks.cancel(self.leave_timeout)
         try:
-            await asyncio.wait_for(self._hand_back(), max(0.0, deadline - loop.time()))
+            await within(self._hand_back(), max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError:
             log.warning(
                 "%s", GroupError(

@@ -15,7 +15,7 @@ import socket
 from collections import deque
 from typing import Optional
 
-from kiel._aio import Tasks, Wakeup
+from kiel._aio import Tasks, Wakeup, within
 from kiel.testing.faults.sockets import peer_gave_up, reset, wait_ready
 from kiel.testing.faults.state import Counters, Faults
 
@@ -211,7 +211,7 @@ class Link:
             socket.AF_INET6 if ":" in self.target[0] else socket.AF_INET)
         sock.setblocking(False)
         try:
-            await asyncio.wait_for(loop.sock_connect(sock, self.target), self.connect_timeout)
+            await within(loop.sock_connect(sock, self.target), self.connect_timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except (OSError, asyncio.TimeoutError) as e:
             log.info("fault proxy: cannot connect to %s:%d: %r", *self.target, e)

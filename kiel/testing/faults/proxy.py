@@ -141,7 +141,10 @@ class FaultProxy:
         """
         if self._core is not None:
             return
-        core = ProxyCore(self.target, self.port, self.max_held, self.connect_timeout)
+        # The core's own waits (acceptor, then links) take at most half the
+        # bound of the call that runs them.
+        core = ProxyCore(self.target, self.port, self.max_held, self.connect_timeout,
+                         stop_timeout=self._loop.timeout / 4)
         self._loop.start()
         try:
             self._loop.call(core.listen())
