@@ -14,24 +14,28 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING, Callable, Optional, TypeVar, cast
+from collections import deque
+from collections.abc import Awaitable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar, cast
 
 from kazoo.exceptions import KazooException, NoNodeError
 
 from kiel._aio import within
+from kiel.cluster import Cluster
+from kiel.consumer.commits import Commits
 from kiel.consumer.listener import call_listener
-from kiel.consumer.offsets import EARLIEST, LATEST, list_offsets
-from kiel.consumer.subscription import Status
+from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
+from kiel.consumer.subscription import Status, Subscription
 from kiel.exc import KielError, OffsetResetError, ZooKeeperError
+from kiel.metrics import RebalanceCounters
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import translate
 from kiel.zookeeper.handoff import PartitionHooks
 
 if TYPE_CHECKING:
-    from kiel.consumer.grouped import GroupedConsumer
+    from kiel.zookeeper.client import ZooKeeper
 
-__all__ = ["ConsumerHooks"]
+__all__ = ["ConsumerHooks", "HookedConsumer"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,33 @@ def _timed(hook: _Hook) -> _Hook:
     return cast(_Hook, timed)
 
 
+class HookedConsumer(Protocol):
+    """What the hooks read of their consumer: its public settings and parts.
+
+    Read when a hook runs, not copied: the ZooKeeper session comes with
+    ``connect()``, and settings changed after construction apply.
+    """
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def cluster(self) -> Cluster: ...
+    @property
+    def subscription(self) -> Subscription: ...
+    @property
+    def zk(self) -> "Optional[ZooKeeper]": ...
+    @property
+    def listener(self) -> Any: ...
+    @property
+    def listener_timeout(self) -> float: ...
+    @property
+    def revoke_timeout(self) -> float: ...
+    @property
+    def offset_reset(self) -> str: ...
+    @property
+    def rebalances(self) -> RebalanceCounters: ...
+
+
 class ConsumerHooks(PartitionHooks):
     """What this member does when the partitions it owns change.
 
@@ -61,11 +92,36 @@ class ConsumerHooks(PartitionHooks):
     application's hands, gets the listener, then its commit.
 
     Args:
-        consumer: the consumer whose subscription, commits and listener these drive.
+        consumer: the consumer whose settings, subscription and listener these use.
+        commits: the owned partitions' hand-out bookkeeping and commits.
+        offsets: reads the group's committed offsets.
+        errors: where errors are kept for the application's next ``consume()``.
+        paused: the owned partitions the application paused (a revoked one
+            leaves it; a started one stays paused while it is in it).
+        reclaim: takes back what ``stream()`` loops have not yielded of the
+            given partitions (``None``: all) and seeks them back to it.
+        closing: whether the consumer is closing (a revocation then waits
+            for nothing in the application's hands).
     """
 
-    def __init__(self, consumer: "GroupedConsumer") -> None:
+    def __init__(
+        self,
+        consumer: HookedConsumer,
+        *,
+        commits: Commits,
+        offsets: GroupOffsets,
+        errors: "deque[BaseException]",
+        paused: set[TopicPartition],
+        reclaim: Callable[[Optional[Iterable[TopicPartition]]], None],
+        closing: Callable[[], bool],
+    ) -> None:
         self.consumer = consumer
+        self._commits = commits
+        self._offsets = offsets
+        self._errors = errors
+        self._paused = paused
+        self._reclaim = reclaim
+        self._closing = closing
         #: The ZooKeeper connection is suspended: nothing is fetched.
         self.suspended = False
         #: Partitions being handed over (fetching stopped, owner znode not yet
@@ -75,9 +131,8 @@ class ConsumerHooks(PartitionHooks):
     @_timed
     async def assigned(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
-        consumer = self.consumer
         for tp in tps:
-            consumer._commits.own(tp)
+            self._commits.own(tp)
         try:
             await self._listen("on_partitions_assigned", tps)
         finally:
@@ -86,12 +141,11 @@ class ConsumerHooks(PartitionHooks):
     @_timed
     async def revoked(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
-        consumer = self.consumer
-        commits = consumer._commits
+        commits = self._commits
         self.revoking.update(tps)
         self._stop(tps)
-        held = await commits.wait_finished(tps, consumer.revoke_timeout, lambda: consumer._closing)
-        if held and not consumer._closing:
+        held = await commits.wait_finished(tps, self.consumer.revoke_timeout, self._closing)
+        if held and not self._closing():
             log.warning(
                 "revoke_timeout: %s still in the application's hands; the next owner "
                 "gets them again", held,
@@ -107,7 +161,7 @@ class ConsumerHooks(PartitionHooks):
                 # last committed offset: duplicates, never loss.
                 log.error("committing %s on revocation failed: %s; the next owner "
                           "delivers again from the last commit", tps, e)
-                consumer._errors.append(e)
+                self._errors.append(e)
             for tp in tps:
                 commits.forget(tp)
             self.revoking.difference_update(tps)
@@ -115,25 +169,23 @@ class ConsumerHooks(PartitionHooks):
     @_timed
     async def lost(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
-        consumer = self.consumer
         self._stop(tps)
         for tp in tps:
-            consumer._commits.forget(tp)
+            self._commits.forget(tp)
         await self._listen("on_partitions_lost", tps)
 
     async def _listen(self, name: str, tps: list[TopicPartition]) -> None:
         """The listener's ``name`` callback, bounded by ``listener_timeout``."""
         consumer = self.consumer
         await call_listener(
-            consumer.listener, name, tps, consumer._errors, consumer.listener_timeout
+            consumer.listener, name, tps, self._errors, consumer.listener_timeout
         )
 
     def suspend(self) -> None:
         """Stop fetching at once; drop fetched, undelivered records (positions kept)."""
         self.suspended = True
-        consumer = self.consumer
-        consumer._reclaim()
-        subscription = consumer.subscription
+        self._reclaim(None)
+        subscription = self.consumer.subscription
         for tp in subscription.assignment():
             if subscription.status(tp) is not Status.AWAITING_RESET:
                 subscription.seek(tp, subscription.position(tp))
@@ -142,17 +194,16 @@ class ConsumerHooks(PartitionHooks):
     def resume(self) -> None:
         self.suspended = False
         subscription = self.consumer.subscription
-        paused_by_application = self.consumer._paused
         for tp in subscription.paused():
-            if tp not in paused_by_application:
+            if tp not in self._paused:
                 subscription.resume(tp)
 
     def _stop(self, tps: list[TopicPartition]) -> None:
-        consumer = self.consumer
+        self._reclaim(tps)  # nothing of theirs is yielded any more
+        subscription = self.consumer.subscription
         for tp in tps:
-            consumer.subscription.unassign(tp)
-            consumer._loans.pop(tp, None)
-            consumer._paused.discard(tp)
+            subscription.unassign(tp)
+            self._paused.discard(tp)
 
     async def start(self, tps: list[TopicPartition]) -> None:
         """Committed offset (or the reset policy) -> fetching.
@@ -160,35 +211,34 @@ class ConsumerHooks(PartitionHooks):
         Errors are kept for ``consume()``; the partitions await their start
         (``consume()`` tries again) until it works.
         """
-        consumer = self.consumer
-        subscription = consumer.subscription
-        tps = [tp for tp in tps if tp in consumer._commits.held and tp not in self.revoking]
+        subscription = self.consumer.subscription
+        commits = self._commits
+        tps = [tp for tp in tps if tp in commits.held and tp not in self.revoking]
         for tp in tps:
             subscription.assign(tp)  # awaiting its start (a started one stays as it is)
         tps = [tp for tp in tps if subscription.status(tp) is Status.AWAITING_RESET]
         if not tps:
             return
-        commits = consumer._commits
         generations = {tp: commits.generation.get(tp) for tp in tps}
         try:
             committed, starts = await self._starts(tps)
         except KielError as e:
             log.warning("starting %s failed (%s); consume() retries", tps, e)
-            consumer._errors.append(e)
+            self._errors.append(e)
             return
         for tp in tps:
             offset = starts.get(tp)
             if (
                 offset is None
-                or tp not in consumer._commits.held
+                or tp not in commits.held
                 or tp in self.revoking
                 or commits.generation.get(tp) != generations[tp]
                 or subscription.status(tp) is not Status.AWAITING_RESET
             ):
                 continue
-            consumer._commits.start(tp, offset, committed.get(tp))
+            commits.start(tp, offset, committed.get(tp))
             subscription.seek(tp, offset)
-            if self.suspended or tp in consumer._paused:
+            if self.suspended or tp in self._paused:
                 subscription.pause(tp)
 
     async def _starts(
@@ -209,7 +259,7 @@ class ConsumerHooks(PartitionHooks):
         unknown = sorted({tp.topic for tp in tps} - set(cluster.partitions))
         if unknown:
             await cluster.refresh_metadata(unknown)
-        committed = await consumer._offsets.fetch(tps)
+        committed = await self._offsets.fetch(tps)
         unsure = sorted(tp for tp in tps if committed.get(tp) is None)
         if unsure:
             committed.update(await self._stored_offsets(unsure))
@@ -219,7 +269,7 @@ class ConsumerHooks(PartitionHooks):
             for tp in missing:
                 if consumer.subscription.status(tp) is Status.AWAITING_RESET:
                     consumer.subscription.unassign(tp)
-            consumer._errors.append(
+            self._errors.append(
                 OffsetResetError(
                     f"no committed offset for {missing} and offset_reset='raise'",
                     group=consumer.group, topic=missing[0].topic, partition=missing[0].partition,

@@ -211,10 +211,13 @@ class GroupedConsumer(_BaseConsumer):
             self._offsets, self._tasks, self._errors, metadata=commit_metadata,
             every=commit_every, interval=self.commit_interval, may_commit=self._may_commit,
         )
-        self._ownership = ConsumerHooks(self)
         #: Owned partitions the application paused (kept across ZooKeeper
         #: suspensions, dropped when the partition is revoked).
         self._paused: set[TopicPartition] = set()
+        self._ownership = ConsumerHooks(
+            self, commits=self._commits, offsets=self._offsets, errors=self._errors,
+            paused=self._paused, reclaim=self._reclaim, closing=lambda: self._closing,
+        )
         #: With auto_finish: per task, the records its last consume() returned;
         #: its next call finishes them.
         self._hands = TaskHands(self._commits)
