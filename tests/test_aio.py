@@ -6,7 +6,7 @@ few hundredths of a second runs out".
 import asyncio
 import gc
 import logging
-from typing import Any, List
+from typing import Any, List, Optional
 
 import pytest
 
@@ -169,9 +169,9 @@ def test_a_cancel_in_the_round_of_the_fire_is_not_lost() -> None:
     # must see CancelledError rather than a wait that "succeeded" (which is
     # what asyncio.wait_for does before Python 3.12 when its inner future
     # completes together with the cancel).
-    async def main(rounds_between: int) -> None:
+    async def main(rounds_between: int, timeout: Optional[float]) -> None:
         wakeup = Wakeup()
-        waiter = asyncio.ensure_future(wakeup.wait(timeout=5))
+        waiter = asyncio.ensure_future(wakeup.wait(timeout=timeout))
         await settle()
         wakeup.fire()
         for _ in range(rounds_between):
@@ -181,7 +181,8 @@ def test_a_cancel_in_the_round_of_the_fire_is_not_lost() -> None:
             await waiter
 
     for rounds in (0, 1):
-        run(main(rounds))
+        for timeout in (None, 5.0):
+            run(main(rounds, timeout))
 
 
 def test_within_returns_the_result_or_times_out() -> None:
