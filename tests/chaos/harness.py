@@ -50,6 +50,8 @@ DRAIN_BOUND = 20.0
 STABLE = 1.0
 #: Seconds between two reads of the owner znodes.
 OWNER_SAMPLE_PERIOD = 0.1
+#: Session timeout of the harness's own ZooKeeper session (the owner reads).
+OBSERVER_SESSION = 4.0
 
 
 class Backend:
@@ -102,6 +104,8 @@ class MemberProcess:
         self.ready = False
         self.killed = False
         self.closing = False
+        #: The run is over and stop() ends the process: its end is expected.
+        self.stopping = False
         self.closed_at: Optional[float] = None
         self.eof = False
         self.errors: List[str] = []
@@ -169,7 +173,7 @@ class MemberProcess:
             elif kind == "recs":
                 self.runner.processed.update((p, o) for p, o, _ in event["r"])
         self.eof = True
-        if not self.killed and not self.closing:
+        if not (self.killed or self.closing or self.stopping):
             self.runner.problem(f"{self.member_id} ended on its own "
                                 f"(stderr: {self.stderr_tail()[-600:]!r})")
 
@@ -278,6 +282,7 @@ class MemberProcess:
 
     async def stop(self) -> None:
         """Make sure the process is gone and the proxies are stopped."""
+        self.stopping = True
         if self.proc is not None and self.proc.returncode is None:
             self.proc.kill()
             await self.proc.wait()
@@ -381,8 +386,11 @@ class Runner:
         bound = schedule.session_timeout + CONVERGE_SLACK
         converged = await self._converged(last + bound)
         if converged is None:
+            samples = self.history.owner_samples
+            seen = (f"the last owner sample was read {time.monotonic() - samples[-1][1]:.1f} s "
+                    "ago" if samples else "no owner sample was read")
             self.problem(f"no convergence within {bound:.1f} s of the last fault: fetching "
-                         f"{ {m.member_id: m.fetching for m in self.live()} }")
+                         f"{ {m.member_id: m.fetching for m in self.live()} }; {seen}")
             return
         self.history.convergence = max(0.0, converged - last)
         deadline = converged + DRAIN_BOUND
@@ -561,7 +569,13 @@ class Runner:
         loop = asyncio.get_running_loop()
         # Reconnect promptly after a ZooKeeper restart (kazoo's default backoff
         # grows to a minute): the samples around the outage matter most.
-        client = KazooClient(hosts=self.backend.direct, timeout=30.0,
+        # kazoo waits for the answer to its handshake for as long as the
+        # session timeout it asks for: a handshake a restarting server never
+        # answered once kept a 30 s observer blind past the convergence
+        # bound. A short session (the server caps it at 5 s anyway) gives up
+        # on such a handshake in 4 s and tries again; this session's expiry
+        # harms nobody, kazoo opens another.
+        client = KazooClient(hosts=self.backend.direct, timeout=OBSERVER_SESSION,
                              connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 0.5})
         await loop.run_in_executor(None, client.start, 30.0)
         base = f"/consumers/{self.group}/owners/{self.topic}"
