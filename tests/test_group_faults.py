@@ -28,7 +28,7 @@ from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember
 from tests.conftest import run, unique
-from tests.test_group_member import RecordingHooks, Sessions, converge
+from tests.test_group_member import RecordingHooks, Sessions, converge, member_tasks
 from tests.waiting import until
 
 pytestmark = pytest.mark.zookeeper
@@ -359,6 +359,62 @@ class CutOnFirstRevoke(RecordingHooks):
                 self.proxy.heal()
 
             self.cut = loop.run_in_executor(None, cut_then_heal)
+
+
+def test_a_join_cut_off_by_a_lost_connection_is_tried_again(
+    zookeeper: Any, fault_proxy: Any, caplog: Any
+) -> None:
+    """A member registering when its ZooKeeper connection drops (a server
+    restart while a replacement member joins) goes on once kazoo has
+    reconnected, within the join's bound. Found by the randomized fault
+    suite (seed 444558): connect() raised kazoo's raw ConnectionLoss."""
+    proxy = fault_proxy(zookeeper.hosts)
+
+    async def main() -> None:
+        async with Sessions() as sessions:
+            admin, topic, group = await new_group(zookeeper.hosts, 2)
+            sessions.opened.append(admin)
+            # A long session: no ping is in flight during the few seconds here.
+            zk = await sessions.start(proxy.address, session_timeout=30.0)
+            member = GroupMember(zk, group, [topic], member_id="a")
+            proxy.stall("downstream")  # the join's first reply is held...
+            joining = asyncio.ensure_future(member.join(timeout=30))
+            await until(lambda: proxy.stats().held_downstream > 0, what="a reply held")
+            proxy.cut()  # ...and its connection is lost: ConnectionLoss
+            proxy.heal()
+            with caplog.at_level(logging.WARNING, logger="kiel.zookeeper.group"):
+                await asyncio.wait_for(joining, 30)
+            assert member.owned == {TP(topic, 0), TP(topic, 1)}
+            assert any("ConnectionLoss" in r.getMessage() for r in caplog.records)
+            ids = await admin.get_children(f"/consumers/{group}/ids")
+            assert ids == ["a"]
+            await member.leave()
+
+    run(main())
+
+
+def test_a_join_that_cannot_reach_zookeeper_fails_typed_within_its_bound(
+    zookeeper: Any, fault_proxy: Any
+) -> None:
+    proxy = fault_proxy(zookeeper.hosts)
+
+    async def main() -> None:
+        async with Sessions() as sessions:
+            admin, topic, group = await new_group(zookeeper.hosts, 2)
+            sessions.opened.append(admin)
+            zk = await sessions.start(proxy.address, session_timeout=30.0)
+            member = GroupMember(zk, group, [topic], member_id="a")
+            proxy.blackout()  # no reply, no reconnection
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            with pytest.raises(ZooKeeperError, match="within 2.0s"):
+                await member.join(timeout=2.0)
+            took = loop.time() - started
+            assert took < 2.0 + 5.0, f"join() took {took:.1f} s past its bound"
+            assert member_tasks(member) == []
+            proxy.restore()
+
+    run(main())
 
 
 def test_a_release_lost_to_connection_loss_is_retried(zookeeper: Any, fault_proxy: Any) -> None:

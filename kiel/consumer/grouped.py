@@ -120,7 +120,9 @@ class GroupedConsumer(_BaseConsumer):
         revoke_timeout: seconds a revocation waits for the application to
             finish the records it holds of a revoked partition; unfinished
             ones are then delivered again by the next owner.
-        join_timeout: seconds :meth:`connect` waits for the first allocation.
+        join_timeout: seconds :meth:`connect` waits to register in the group
+            (a registration cut off by a lost ZooKeeper connection is tried
+            again meanwhile) and for the first allocation.
         listener_timeout: seconds an ``async`` listener callback may take;
             past it, it is cancelled, :class:`~kiel.exc.GroupError` is logged
             and raised by the next :meth:`consume`, and the hand-off goes on.

@@ -38,7 +38,14 @@ from re import Pattern
 from typing import Generic, Optional, TypeVar, Union, cast, overload
 
 from kazoo.client import KazooState
-from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 
 from kiel._aio import Tasks, within
 from kiel.allocators import Allocator, round_robin
@@ -47,7 +54,7 @@ from kiel.retry import Backoff, attempts
 from kiel.structs import TopicPartition
 from kiel.zookeeper import registration
 from kiel.zookeeper.changes import Changes
-from kiel.zookeeper.client import ZooKeeper
+from kiel.zookeeper.client import ZooKeeper, translate
 from kiel.zookeeper.handoff import Handoff, PartitionHooks
 from kiel.zookeeper.ownership import Owners
 from kiel.zookeeper.view import GroupView
@@ -60,6 +67,12 @@ RECONCILE_BACKOFF = Backoff(0.5, 5.0, retries=None)
 #: Retries of registering again under a new session after an expiry.
 #: Unbounded too, and ended by :meth:`GroupMember.leave` as well.
 REJOIN_BACKOFF = Backoff(1.0, 10.0, retries=None)
+#: Retries of a first registration that a lost connection cut off; bounded
+#: by the join's own timeout.
+ENTER_BACKOFF = Backoff(0.1, 2.0, retries=None)
+#: What a lost connection to ZooKeeper (kazoo reconnects by itself) raises
+#: for a request in flight or made meanwhile.
+_CONNECTION_LOST = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
 T = TypeVar("T")
 
@@ -209,25 +222,61 @@ class GroupMember:
     async def join(self, timeout: float = 60.0) -> None:
         """Register, start watching, and wait for the first allocation to settle.
 
+        A step that a lost connection to ZooKeeper cut off is tried again
+        once kazoo has reconnected (a server restart while a member starts).
+
         Args:
-            timeout: seconds to wait for the first allocation.
+            timeout: seconds the whole join may take: registering, then the
+                first allocation.
 
         Raises:
-            GroupError: the first reconcile did not finish within ``timeout``.
-            kazoo.exceptions.KazooException: ZooKeeper failed while registering.
+            ZooKeeperError: not registered within ``timeout`` (ZooKeeper
+                unreachable), or ZooKeeper refused a step (e.g. no permission).
+            GroupError: the member id is registered by another session past
+                ``acquire_timeout``, or the first allocation did not settle
+                within ``timeout``.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         self.zk.add_state_listener(self._on_state)
-        await self._ensure_paths()
-        await self._register()
-        await self.view.watch()
+        try:
+            await within(self._enter(), timeout)
+        except asyncio.TimeoutError as e:
+            raise ZooKeeperError(
+                f"member {self.member_id} could not register within {timeout}s "
+                "(ZooKeeper unreachable?)", group=self.group,
+            ) from e
         self._tasks.spawn(self._reconcile_loop(), "reconcile")
         self._changes.mark_dirty()
         try:
-            await within(self.settled(), timeout)
+            await within(self.settled(), max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError as e:
             raise GroupError(
                 f"first allocation did not settle within {timeout}s", group=self.group
             ) from e
+
+    async def _enter(self) -> None:
+        """The group's paths, this member's registration and the watches.
+
+        Unbounded on its own (:meth:`join` bounds it): a step cut off by a
+        lost connection is tried again, and each step is idempotent, so a
+        retry redoes only what did not happen.
+
+        Raises:
+            ZooKeeperError: ZooKeeper refused a step.
+            GroupError: another session keeps the member id.
+        """
+        async for attempt in attempts(ENTER_BACKOFF, closed=self._left):
+            try:
+                await self._ensure_paths()
+                await self._register()
+                await self.view.watch()
+            except _CONNECTION_LOST as e:
+                log.warning("registering %s was cut off (%r); trying again once "
+                            "ZooKeeper is back", self.member_id, e)
+                attempt.failed(e)
+            except KazooException as e:
+                raise translate(e, f"registering member {self.member_id}") from e
 
     async def settled(self) -> None:
         """Wait until a reconcile pass finishes with nothing left to do.

@@ -82,6 +82,8 @@ class GroupView:
         #: member: which topics it takes partitions of.
         self._subscriptions: dict[str, Callable[[str], bool]] = {}
         self._topic_watches: set[str] = set()
+        self._watching_members = False
+        self._watching_topic_list = False
         # Until the topic list and every topic's partition map have been read
         # once, an allocation would be premature.
         self._topics_listed = False
@@ -105,14 +107,21 @@ class GroupView:
     async def watch(self) -> None:
         """Start watching the members and, from ZooKeeper, the topics.
 
+        Idempotent: a watch already armed is not armed twice (a join cut off
+        by a lost connection calls this again).
+
         Raises:
             kazoo.exceptions.KazooException: ZooKeeper failed.
         """
-        await self.zk.children_watch(f"{self.base}/ids", self._on_members)
+        if not self._watching_members:
+            await self.zk.children_watch(f"{self.base}/ids", self._on_members)
+            self._watching_members = True
         if not self.topics_from_zookeeper:
             pass  # set_partition_counts() tells them
         elif self.pattern is not None:
-            await self.zk.children_watch("/brokers/topics", self._on_topic_list)
+            if not self._watching_topic_list:
+                await self.zk.children_watch("/brokers/topics", self._on_topic_list)
+                self._watching_topic_list = True
         else:
             self._on_topic_list(self.static_topics)
 
