@@ -156,6 +156,21 @@ async def new_group(hosts: str, partitions: int) -> Tuple[ZooKeeper, str, str]:
     return admin, topic, group
 
 
+async def member_behind(
+    sessions: Sessions, zookeeper: Any, proxy: Any, session_timeout: float, **options: Any
+) -> Tuple[ZooKeeper, str, GroupMember]:
+    """An admin session straight to the server, and member "a" of a fresh
+    group of a 2-partition topic, whose session goes through ``proxy``.
+
+    Returns:
+        (the admin session, the topic, the member, not joined yet).
+    """
+    admin, topic, group = await new_group(zookeeper.hosts, 2)
+    sessions.opened.append(admin)
+    zk = await sessions.start(proxy.address, session_timeout=session_timeout)
+    return admin, topic, GroupMember(zk, group, [topic], member_id="a", **options)
+
+
 def test_a_registration_whose_reply_was_lost_is_recognised_as_ours(
     zookeeper: Any, fault_proxy: Any
 ) -> None:
@@ -163,10 +178,9 @@ def test_a_registration_whose_reply_was_lost_is_recognised_as_ours(
 
     async def main() -> None:
         async with Sessions() as sessions:
-            admin, topic, group = await new_group(zookeeper.hosts, 2)
-            sessions.opened.append(admin)
-            zk = await sessions.start(proxy.address, session_timeout=10.0)
-            member = GroupMember(zk, group, [topic], member_id="a", acquire_timeout=1.0)
+            admin, topic, member = await member_behind(sessions, zookeeper, proxy, 10.0,
+                                                       acquire_timeout=1.0)
+            zk, group = member.zk, member.group
             await member._ensure_paths()
             path = f"/consumers/{group}/ids/a"
             session = zk.session_id
@@ -372,11 +386,8 @@ def test_a_join_cut_off_by_a_lost_connection_is_tried_again(
 
     async def main() -> None:
         async with Sessions() as sessions:
-            admin, topic, group = await new_group(zookeeper.hosts, 2)
-            sessions.opened.append(admin)
             # A long session: no ping is in flight during the few seconds here.
-            zk = await sessions.start(proxy.address, session_timeout=30.0)
-            member = GroupMember(zk, group, [topic], member_id="a")
+            admin, topic, member = await member_behind(sessions, zookeeper, proxy, 30.0)
             proxy.stall("downstream")  # the join's first reply is held...
             joining = asyncio.ensure_future(member.join(timeout=30))
             await until(lambda: proxy.stats().held_downstream > 0, what="a reply held")
@@ -386,7 +397,7 @@ def test_a_join_cut_off_by_a_lost_connection_is_tried_again(
                 await asyncio.wait_for(joining, 30)
             assert member.owned == {TP(topic, 0), TP(topic, 1)}
             assert any("ConnectionLoss" in r.getMessage() for r in caplog.records)
-            ids = await admin.get_children(f"/consumers/{group}/ids")
+            ids = await admin.get_children(f"/consumers/{member.group}/ids")
             assert ids == ["a"]
             await member.leave()
 
@@ -400,10 +411,7 @@ def test_a_join_that_cannot_reach_zookeeper_fails_typed_within_its_bound(
 
     async def main() -> None:
         async with Sessions() as sessions:
-            admin, topic, group = await new_group(zookeeper.hosts, 2)
-            sessions.opened.append(admin)
-            zk = await sessions.start(proxy.address, session_timeout=30.0)
-            member = GroupMember(zk, group, [topic], member_id="a")
+            _, _, member = await member_behind(sessions, zookeeper, proxy, 30.0)
             proxy.blackout()  # no reply, no reconnection
             loop = asyncio.get_running_loop()
             started = loop.time()

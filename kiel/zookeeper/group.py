@@ -281,7 +281,7 @@ class GroupMember:
     async def settled(self) -> None:
         """Wait until a reconcile pass finishes with nothing left to do.
 
-        Unbounded on its own: wrap it in :func:`asyncio.wait_for`.
+        Unbounded on its own: bound it (kiel does with :func:`kiel._aio.within`).
         """
         while not self._is_settled():
             await self._changes.wait()
