@@ -7,6 +7,7 @@ of their input: they are tested here directly (hypothesis where the input
 space is large). Everything that talks to a broker is in ``test_consumer.py``,
 ``test_grouped.py`` and ``test_offsets.py``.
 """
+import ast
 import asyncio
 import datetime
 import os
@@ -596,17 +597,44 @@ def test_options_are_keyword_only():
 
 
 def test_importing_the_consumers_does_not_import_kazoo():
+    # Only a group kept in ZooKeeper needs kazoo: its adapter is imported when
+    # such a consumer is built.
     code = (
         "import sys, kiel.consumer, kiel.consumer.offsets\n"
         "from kiel.consumer import SingleConsumer, ConsumerRebalanceListener, BEGINNING\n"
-        "assert 'kazoo' not in sys.modules, 'kazoo imported'\n"
         "from kiel.consumer import GroupedConsumer\n"
+        "assert 'kazoo' not in sys.modules, 'kazoo imported'\n"
+        "GroupedConsumer('127.0.0.1:1', 'g', '127.0.0.1:2181', topics=['t'])\n"
         "assert 'kazoo' in sys.modules\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60, cwd=root)
     assert result.returncode == 0, result.stderr
+
+
+def test_nothing_under_kiel_consumer_imports_kazoo_or_kiel_zookeeper():
+    # The seam: the consumer depends on kiel.consumer.membership alone; the
+    # ZooKeeper group is an adapter behind it (found by name when used).
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kiel")
+    offenders = []
+    for dirpath, _, files in os.walk(os.path.join(root, "consumer")):
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, name)
+            with open(path) as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    modules = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom):
+                    modules = [node.module or ""]
+                else:
+                    continue
+                offenders += [f"{name}: {m}" for m in modules
+                              if m.split(".")[0] == "kazoo" or m.startswith("kiel.zookeeper")]
+    assert offenders == []
 
 
 def test_a_partition_unassigned_while_a_round_yielded_is_skipped_not_a_key_error():

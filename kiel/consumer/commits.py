@@ -2,12 +2,12 @@
 
 A grouped consumer delivers at least once: a record is *finished* when the
 application is done with it (it asks for more, or calls ``task_done()``),
-and only finished offsets are committed. :class:`Held` tracks one
-partition's records in the application's hands; :class:`Commits` keeps one
-per owned partition and commits their finished positions (OffsetCommit v0,
-through :class:`~kiel.consumer.offsets.GroupOffsets`): on demand, every
-``commit_every`` finished records, every ``commit_interval`` seconds, and on
-every revocation.
+and only finished offsets are committed. Each owned partition's
+:class:`~kiel.consumer.group_state.OwnedPartition` tracks its records in the
+application's hands; :class:`Commits` commits their finished positions
+(through :class:`~kiel.consumer.offsets.GroupOffsets`, in the version the
+coordinator speaks): on demand, every ``commit_every`` finished records,
+every ``commit_interval`` seconds, and on every revocation.
 """
 
 import asyncio
@@ -16,78 +16,12 @@ from collections.abc import Iterable, Sequence
 from typing import Callable, Optional
 
 from kiel._aio import Tasks, Wakeup
+from kiel.consumer.group_state import GroupState, Held
 from kiel.consumer.offsets import GroupOffsets
 from kiel.exc import GroupError, KielError
-from kiel.structs import Record, TopicPartition
+from kiel.structs import TopicPartition
 
 __all__ = ["Commits", "Held"]
-
-
-class Held:
-    """What the application holds of one owned partition.
-
-    ``pending`` lists the offsets handed out and not finished, in order;
-    ``end`` is the offset after the last record handed out. The finished
-    position (what a commit stores) is ``pending[0]`` or ``end``.
-
-    Args:
-        position: where the partition starts (-1 while that is unknown:
-            nothing to commit).
-    """
-
-    __slots__ = ("pending", "done", "end")
-
-    def __init__(self, position: int) -> None:
-        self.pending: collections.deque[int] = collections.deque()
-        self.done: set[int] = set()
-        self.end = position
-
-    @property
-    def finished(self) -> int:
-        """The finished position: the first offset the application did not finish."""
-        return self.pending[0] if self.pending else self.end
-
-    def hand_out(self, records: Sequence[Record]) -> None:
-        """``records`` (in offset order) go to the application."""
-        self.pending.extend(r.offset for r in records)
-        self.end = records[-1].offset + 1
-
-    def hand_out_one(self, offset: int) -> None:
-        """The record at ``offset`` goes to the application."""
-        self.pending.append(offset)
-        self.end = offset + 1
-
-    def finish_all(self) -> int:
-        """Every record handed out is finished; returns how many were pending."""
-        n = len(self.pending)
-        self.pending.clear()
-        self.done.clear()
-        return n
-
-    def finish(self, offset: int) -> int:
-        """Mark ``offset`` finished; returns how many leading offsets became finished."""
-        pending = self.pending
-        if not pending or offset < pending[0]:
-            return 0
-        if offset != pending[0]:
-            self.done.add(offset)
-            return 0
-        pending.popleft()
-        n = 1
-        done = self.done
-        while pending and pending[0] in done:
-            done.discard(pending.popleft())
-            n += 1
-        return n
-
-    def finish_through(self, offset: int) -> int:
-        """Mark every handed-out offset up to ``offset`` finished (in-order consumers)."""
-        pending = self.pending
-        n = 0
-        while pending and pending[0] <= offset:
-            self.done.discard(pending.popleft())
-            n += 1
-        return n
 
 
 class Commits:
@@ -95,6 +29,7 @@ class Commits:
 
     Args:
         offsets: the group's offsets requests.
+        state: the owned partitions' records (shared with the consumer).
         tasks: where background commits run (cancelled when the consumer closes).
         errors: where a background commit's failure is kept for the application.
         metadata: stored with each commit (dropped if the broker finds it too large).
@@ -108,6 +43,7 @@ class Commits:
     def __init__(
         self,
         offsets: GroupOffsets,
+        state: GroupState,
         tasks: Tasks,
         errors: collections.deque[BaseException],
         *,
@@ -121,13 +57,8 @@ class Commits:
         self.every = every
         self.interval = interval
         self.may_commit = may_commit
-        #: Per partition, how many times it was acquired: a start computed
-        #: for an earlier ownership must not start a later one.
-        self.generation: dict[TopicPartition, int] = {}
         #: The owned partitions, with what the application holds of each.
-        self.held: dict[TopicPartition, Held] = {}
-        #: The offset last committed (or found committed) per owned partition.
-        self.committed: dict[TopicPartition, int] = {}
+        self.held = state
         #: Fired whenever records were finished (a revocation waits for it).
         self.finished = Wakeup()
         #: Completed commits (for tests and metrics).
@@ -144,22 +75,17 @@ class Commits:
 
     def own(self, tp: TopicPartition) -> None:
         """``tp`` is owned now; where it starts is not known yet."""
-        if tp not in self.held:
-            self.generation[tp] = self.generation.get(tp, 0) + 1
-        self.held.setdefault(tp, Held(-1))
+        self.held.own(tp)
 
     def start(self, tp: TopicPartition, position: int, committed: Optional[int]) -> None:
         """``tp`` starts at ``position``; ``committed`` is what the group had stored."""
-        self.held[tp] = Held(position)
-        if committed is None:
-            self.committed.pop(tp, None)
-        else:
-            self.committed[tp] = committed
+        part = self.held[tp]
+        part.restart(position)
+        part.committed = committed
 
     def forget(self, tp: TopicPartition) -> None:
         """``tp`` is not owned any more."""
-        self.held.pop(tp, None)
-        self.committed.pop(tp, None)
+        self.held.forget(tp)
 
     # ------------------------------------------------------------------
     # finishing
@@ -178,7 +104,7 @@ class Commits:
 
     def finish_all(self) -> None:
         """The application finished every record handed out."""
-        self._count(sum(held.finish_all() for held in self.held.values() if held.pending))
+        self._count(sum(held.finish_all() for _, held in self.held.items() if held.pending))
 
     def _count(self, n: int) -> None:
         if not n:
@@ -227,7 +153,7 @@ class Commits:
             for tp in tps:
                 held = self.held.get(tp)
                 finished = -1 if held is None else held.finished
-                if finished >= 0 and self.committed.get(tp) != finished:
+                if finished >= 0 and held is not None and held.committed != finished:
                     offsets[tp] = finished
             if offsets:
                 if not self.may_commit():
@@ -237,7 +163,10 @@ class Commits:
                         group=self.offsets.group,
                     )
                 await self.offsets.commit(offsets, self.metadata)
-                self.committed.update(offsets)
+                for tp, offset in offsets.items():
+                    part = self.held.get(tp)
+                    if part is not None:
+                        part.committed = offset
                 self.count += 1
 
     def _commit_soon(self) -> None:

@@ -1,16 +1,16 @@
 """What a grouped consumer does when the partitions it owns change.
 
-:class:`ConsumerHooks` is the :class:`~kiel.zookeeper.handoff.PartitionHooks`
-that :class:`~kiel.consumer.grouped.GroupedConsumer` plugs into its
-:class:`~kiel.zookeeper.group.GroupMember`: an acquired partition gets the
-listener, then its committed offset (read from the coordinator, or from the
-0.8 broker's znode in ZooKeeper) and fetching; a revoked one stops fetching,
-waits for the records in the application's hands, gets the listener, then
-its commit; a lost one stops fetching with no commit. A ZooKeeper suspension
-stops all fetching at once until the connection is back.
+:class:`ConsumerHooks` is the :class:`~kiel.consumer.membership.PartitionHooks`
+that :class:`~kiel.consumer.grouped.GroupedConsumer` gives its
+:class:`~kiel.consumer.membership.Membership` (ZooKeeper's or the brokers'):
+an acquired partition gets the listener, then its committed offset (read
+from the coordinator, or where the membership keeps others, such as the 0.8
+broker's znodes) and fetching; a revoked one stops fetching, waits for the
+records in the application's hands, gets the listener, then its commit; a
+lost one stops fetching with no commit. A suspension (the membership's
+connection lost for now) stops all fetching at once until it is back.
 """
 
-import asyncio
 import functools
 import logging
 import time
@@ -18,22 +18,18 @@ from collections import deque
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar, cast
 
-from kazoo.exceptions import KazooException, NoNodeError
-
-from kiel._aio import within
 from kiel.cluster import Cluster
 from kiel.consumer.commits import Commits
 from kiel.consumer.listener import call_listener
+from kiel.consumer.membership import PartitionHooks
 from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
 from kiel.consumer.subscription import Status, Subscription
-from kiel.exc import KielError, OffsetResetError, ZooKeeperError
+from kiel.exc import KielError, OffsetResetError
 from kiel.metrics import RebalanceCounters
 from kiel.structs import TopicPartition
-from kiel.zookeeper.client import translate
-from kiel.zookeeper.handoff import PartitionHooks
 
 if TYPE_CHECKING:
-    from kiel.zookeeper.client import ZooKeeper
+    from kiel.consumer.membership import Membership
 
 __all__ = ["ConsumerHooks", "HookedConsumer"]
 
@@ -59,7 +55,7 @@ def _timed(hook: _Hook) -> _Hook:
 class HookedConsumer(Protocol):
     """What the hooks read of their consumer: its public settings and parts.
 
-    Read when a hook runs, not copied: the ZooKeeper session comes with
+    Read when a hook runs, not copied: the membership comes with
     ``connect()``, and settings changed after construction apply.
     """
 
@@ -70,7 +66,7 @@ class HookedConsumer(Protocol):
     @property
     def subscription(self) -> Subscription: ...
     @property
-    def zk(self) -> "Optional[ZooKeeper]": ...
+    def membership(self) -> "Optional[Membership]": ...
     @property
     def listener(self) -> Any: ...
     @property
@@ -86,7 +82,7 @@ class HookedConsumer(Protocol):
 class ConsumerHooks(PartitionHooks):
     """What this member does when the partitions it owns change.
 
-    :class:`~kiel.zookeeper.group.GroupMember` awaits these on the loop:
+    The consumer's :class:`~kiel.consumer.membership.Membership` awaits these on the loop:
     an acquired partition gets the listener, then its committed offset and
     fetching; a revoked one stops fetching, waits for the records in the
     application's hands, gets the listener, then its commit.
@@ -96,8 +92,6 @@ class ConsumerHooks(PartitionHooks):
         commits: the owned partitions' hand-out bookkeeping and commits.
         offsets: reads the group's committed offsets.
         errors: where errors are kept for the application's next ``consume()``.
-        paused: the owned partitions the application paused (a revoked one
-            leaves it; a started one stays paused while it is in it).
         reclaim: takes back what ``stream()`` loops have not yielded of the
             given partitions (``None``: all) and seeks them back to it.
         closing: whether the consumer is closing (a revocation then waits
@@ -111,7 +105,6 @@ class ConsumerHooks(PartitionHooks):
         commits: Commits,
         offsets: GroupOffsets,
         errors: "deque[BaseException]",
-        paused: set[TopicPartition],
         reclaim: Callable[[Optional[Iterable[TopicPartition]]], None],
         closing: Callable[[], bool],
     ) -> None:
@@ -119,14 +112,12 @@ class ConsumerHooks(PartitionHooks):
         self._commits = commits
         self._offsets = offsets
         self._errors = errors
-        self._paused = paused
+        #: The owned partitions' records (revoking, paused, what is in hand).
+        self._state = commits.held
         self._reclaim = reclaim
         self._closing = closing
-        #: The ZooKeeper connection is suspended: nothing is fetched.
+        #: The membership's connection is suspended: nothing is fetched.
         self.suspended = False
-        #: Partitions being handed over (fetching stopped, owner znode not yet
-        #: released): nothing may fetch them again (seek(), a late start()).
-        self.revoking: set[TopicPartition] = set()
 
     @_timed
     async def assigned(self, partitions: Sequence[tuple[str, int]]) -> None:
@@ -142,7 +133,10 @@ class ConsumerHooks(PartitionHooks):
     async def revoked(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         commits = self._commits
-        self.revoking.update(tps)
+        for tp in tps:
+            part = self._state.get(tp)
+            if part is not None:
+                part.revoking = True
         self._stop(tps)
         held = await commits.wait_finished(tps, self.consumer.revoke_timeout, self._closing)
         if held and not self._closing():
@@ -163,8 +157,7 @@ class ConsumerHooks(PartitionHooks):
                           "delivers again from the last commit", tps, e)
                 self._errors.append(e)
             for tp in tps:
-                commits.forget(tp)
-            self.revoking.difference_update(tps)
+                commits.forget(tp)  # its revoking mark goes with it
 
     @_timed
     async def lost(self, partitions: Sequence[tuple[str, int]]) -> None:
@@ -195,7 +188,7 @@ class ConsumerHooks(PartitionHooks):
         self.suspended = False
         subscription = self.consumer.subscription
         for tp in subscription.paused():
-            if tp not in self._paused:
+            if not self._state.is_paused(tp):
                 subscription.resume(tp)
 
     def _stop(self, tps: list[TopicPartition]) -> None:
@@ -203,7 +196,9 @@ class ConsumerHooks(PartitionHooks):
         subscription = self.consumer.subscription
         for tp in tps:
             subscription.unassign(tp)
-            self._paused.discard(tp)
+            part = self._state.get(tp)
+            if part is not None:
+                part.paused = False
 
     async def start(self, tps: list[TopicPartition]) -> None:
         """Committed offset (or the reset policy) -> fetching.
@@ -213,13 +208,14 @@ class ConsumerHooks(PartitionHooks):
         """
         subscription = self.consumer.subscription
         commits = self._commits
-        tps = [tp for tp in tps if tp in commits.held and tp not in self.revoking]
+        state = self._state
+        tps = [tp for tp in tps if tp in state and not state.is_revoking(tp)]
         for tp in tps:
             subscription.assign(tp)  # awaiting its start (a started one stays as it is)
         tps = [tp for tp in tps if subscription.status(tp) is Status.AWAITING_RESET]
         if not tps:
             return
-        generations = {tp: commits.generation.get(tp) for tp in tps}
+        generations = {tp: state.generation(tp) for tp in tps}
         try:
             committed, starts = await self._starts(tps)
         except KielError as e:
@@ -230,15 +226,14 @@ class ConsumerHooks(PartitionHooks):
             offset = starts.get(tp)
             if (
                 offset is None
-                or tp not in commits.held
-                or tp in self.revoking
-                or commits.generation.get(tp) != generations[tp]
+                or state.is_revoking(tp)
+                or state.generation(tp) != generations[tp]
                 or subscription.status(tp) is not Status.AWAITING_RESET
             ):
                 continue
             commits.start(tp, offset, committed.get(tp))
             subscription.seek(tp, offset)
-            if self.suspended or tp in self._paused:
+            if self.suspended or state.is_paused(tp):
                 subscription.pause(tp)
 
     async def _starts(
@@ -282,44 +277,25 @@ class ConsumerHooks(PartitionHooks):
         return committed, starts
 
     async def _stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        """The offsets a 0.8 broker stored for ``tps`` in ZooKeeper, where there are any.
+        """The offsets the group keeps outside the coordinator's answer, where it keeps any.
 
         Strategy: a 0.8.2 coordinator answers UnknownTopicOrPartition (with
         offset -1) both for "never committed" and for a topic it has not
         learnt about yet, and ``offset_reset="latest"`` would then skip (and
-        commit) past what was never consumed. It stores v0 commits at
-        ``/consumers/<group>/offsets/<topic>/<partition>``: read through our
-        own session, a missing znode is an unambiguous "none". (Brokers that
-        keep offsets elsewhere have no such znode: nothing changes for them.)
+        commit) past what was never consumed. The membership knows where else
+        the group's commits are (a ZooKeeper group: the 0.8 broker's znodes)
+        and reads them unambiguously; a broker group has nowhere else.
 
         Raises:
-            ZooKeeperError: ZooKeeper failed or did not answer within the
-                request timeout (``consume()`` tries again).
+            KielError: they could not be read (``consume()`` tries again).
         """
-        consumer = self.consumer
-        zk = consumer.zk
-        found: dict[TopicPartition, int] = {}
-        if zk is None:
-            return found
-        for tp in tps:
-            path = f"/consumers/{consumer.group}/offsets/{tp.topic}/{tp.partition}"
-            try:
-                data, _ = await within(zk.get(path), consumer.cluster.request_timeout)
-            except NoNodeError:
-                continue
-            except asyncio.TimeoutError as e:
-                raise ZooKeeperError(f"reading {path} timed out", group=consumer.group) from e
-            except KazooException as e:
-                raise translate(e, f"reading {path}") from e
-            try:
-                found[tp] = int(data.decode())
-            except (ValueError, UnicodeDecodeError) as e:
-                raise ZooKeeperError(f"{path} holds no offset: {data[:40]!r}",
-                                     group=consumer.group) from e
-        return found
+        membership = self.consumer.membership
+        if membership is None:
+            return {}
+        return await membership.stored_offsets(tps)
 
 
 def _partitions(partitions: Sequence[tuple[str, int]]) -> list[TopicPartition]:
-    # GroupMember hands TopicPartitions (plain (topic, partition) tuples before
+    # Memberships hand TopicPartitions (plain (topic, partition) tuples before
     # kiel.zookeeper moved to kiel.structs); TopicPartition(*tp) takes both.
     return [TopicPartition(*tp) for tp in partitions]

@@ -1,12 +1,14 @@
-"""GroupedConsumer: split a group's partitions among processes through ZooKeeper.
+"""GroupedConsumer: split a group's partitions among processes.
 
-Membership, allocation and owner znodes are
-:class:`kiel.zookeeper.group.GroupMember`'s job; this module plugs the
-consumer's fetching into it (:class:`~kiel.consumer.group_hooks.ConsumerHooks`,
-the member's :class:`~kiel.zookeeper.handoff.PartitionHooks`), and commits finished offsets
-with OffsetCommit v0 (which a 0.8.x broker stores at
-``/consumers/<group>/offsets/<topic>/<partition>``) through
-:mod:`kiel.consumer.commits`.
+Who forms the group is a :class:`~kiel.consumer.membership.Membership`
+adapter's job (ZooKeeper's, given ``zk_hosts``: members, allocation and
+owner znodes in :mod:`kiel.zookeeper`); this module plugs the consumer's
+fetching into it (:class:`~kiel.consumer.group_hooks.ConsumerHooks`, the
+membership's :class:`~kiel.consumer.membership.PartitionHooks`), keeps one
+:class:`~kiel.consumer.group_state.OwnedPartition` per owned partition, and
+commits finished offsets through :mod:`kiel.consumer.commits` (OffsetCommit
+v0 on a 0.8.x broker, which stores it at
+``/consumers/<group>/offsets/<topic>/<partition>``).
 
 Example::
 
@@ -41,25 +43,23 @@ from typing import (
     Union,
 )
 
-from kiel.allocators import get_allocator, weighted
 from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
 from kiel.consumer.commits import Commits
 from kiel.consumer.group_hooks import ConsumerHooks
+from kiel.consumer.group_state import GroupState
 from kiel.consumer.listener import ConsumerRebalanceListener
+from kiel.consumer.membership import GroupContext, Membership, adapter
 from kiel.consumer.offsets import GroupOffsets
-from kiel.consumer.partition_counts import MetadataCounts, brokers_registered, check_source
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset
 from kiel.consumer.subscription import Status
 from kiel.consumer.task_hands import TaskHands
 from kiel.exc import (
     ConfigError,
+    KielError,
     UnknownPartitionError,
-    ZooKeeperError,
 )
 from kiel.metrics import GroupedConsumerMetrics, RebalanceCounters
 from kiel.structs import TopicPartition
-from kiel.zookeeper.client import ZooKeeper
-from kiel.zookeeper.group import GroupMember
 
 __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 
@@ -83,7 +83,8 @@ class GroupedConsumer(_BaseConsumer):
             ``"weighted"`` (by each member's ``capacity``, read from its
             registration), another registered name, or a callable
             ``(members, partitions) -> {member: {topic: [ids]}}`` (see the
-            allocators guide). Every member must use the same one.
+            allocators guide). Every member must use the same one. ``None``
+            means the coordinator's default.
         listener: a :class:`ConsumerRebalanceListener`-like object, or None.
         auto_finish: ``True`` (default): records count as finished when the
             application asks for more; ``False``: only :meth:`task_done`
@@ -156,21 +157,21 @@ class GroupedConsumer(_BaseConsumer):
         *,
         topics: Optional[Topics] = None,
         pattern: Union[str, Pattern[str], None] = None,
-        allocator: Union[str, Callable[..., Any]] = "round_robin",
+        allocator: Union[str, Callable[..., Any], Sequence[Any], None] = None,
         listener: Any = None,
         auto_finish: bool = True,
         commit_interval: Optional[float] = 5.0,
         commit_every: Optional[int] = None,
         commit_metadata: str = "",
-        zk_session_timeout: float = 10.0,
+        zk_session_timeout: Optional[float] = None,
         zk_chroot: Optional[str] = None,
-        zk_max_retry_delay: float = 5.0,
-        zk_connect_timeout: float = 15.0,
-        partitions_from: str = "auto",
+        zk_max_retry_delay: Optional[float] = None,
+        zk_connect_timeout: Optional[float] = None,
+        partitions_from: Optional[str] = None,
         zk_auth: Optional[str] = None,
         member_id: Optional[str] = None,
         capacity: float = 1.0,
-        acquire_timeout: float = 30.0,
+        acquire_timeout: Optional[float] = None,
         revoke_timeout: float = 30.0,
         join_timeout: float = 60.0,
         leave_timeout: float = 10.0,
@@ -178,47 +179,47 @@ class GroupedConsumer(_BaseConsumer):
         **options: Any,
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
-        _check_group_options(group, commit_interval, commit_every, zk_connect_timeout,
-                             partitions_from, revoke_timeout, acquire_timeout,
-                             zk_session_timeout, leave_timeout, zk_max_retry_delay,
+        _check_group_options(group, commit_interval, commit_every, revoke_timeout,
                              listener_timeout)
+        #: Which coordinator forms the group: ``"zookeeper"`` (``zk_hosts``
+        #: given) or ``"brokers"``.
+        self.coordinator = "zookeeper"
+        # Only the adapter's own options that were given: the others keep
+        # the adapter's defaults, and an option of the other adapter is refused.
+        given = {
+            "zk_hosts": zk_hosts, "zk_session_timeout": zk_session_timeout,
+            "zk_chroot": zk_chroot, "zk_max_retry_delay": zk_max_retry_delay,
+            "zk_connect_timeout": zk_connect_timeout, "partitions_from": partitions_from,
+            "zk_auth": zk_auth, "acquire_timeout": acquire_timeout,
+        }
+        self._adapter = adapter(self.coordinator)
+        #: The membership's settings, checked once (see the adapter's settings class).
+        self.group_settings = self._adapter.settings_for({
+            **{name: value for name, value in given.items() if value is not None},
+            "member_id": member_id, "capacity": capacity, "join_timeout": join_timeout,
+            "leave_timeout": leave_timeout, "allocator": allocator,
+        })
         super().__init__(brokers, **options)
         self.group = group
-        self.zk_hosts = zk_hosts
-        self.zk_session_timeout = zk_session_timeout
-        self.zk_chroot = zk_chroot
-        self.zk_max_retry_delay = zk_max_retry_delay
-        self.zk_connect_timeout = zk_connect_timeout
-        self.partitions_from = partitions_from
-        self.zk_auth = zk_auth
-        self.member_id = member_id
-        self.capacity = capacity
-        self.acquire_timeout = acquire_timeout
         self.revoke_timeout = revoke_timeout
-        self.join_timeout = join_timeout
-        self.leave_timeout = leave_timeout
         self.listener_timeout = listener_timeout
         self.listener = listener
         self.auto_finish = auto_finish
         self.commit_interval = commit_interval or None
         self.commit_every = commit_every
         self.commit_metadata = commit_metadata
-        #: With "weighted": the members' advertised capacities, which the
-        #: GroupMember fills and the allocator reads.
-        self._allocator, self._capacities = _allocator(allocator)
-        self.zk: Optional[ZooKeeper] = None
-        self.member: Optional[GroupMember] = None
+        #: The group membership (made by :meth:`connect`).
+        self.membership: Optional[Membership] = None
         self._offsets = GroupOffsets(self.cluster, group)
+        #: One record per owned partition: in hand, revoking, paused, ownership.
+        self._state = GroupState()
         self._commits = Commits(
-            self._offsets, self._tasks, self._errors, metadata=commit_metadata,
+            self._offsets, self._state, self._tasks, self._errors, metadata=commit_metadata,
             every=commit_every, interval=self.commit_interval, may_commit=self._may_commit,
         )
-        #: Owned partitions the application paused (kept across ZooKeeper
-        #: suspensions, dropped when the partition is revoked).
-        self._paused: set[TopicPartition] = set()
         self._ownership = ConsumerHooks(
             self, commits=self._commits, offsets=self._offsets, errors=self._errors,
-            paused=self._paused, reclaim=self._reclaim, closing=lambda: self._closing,
+            reclaim=self._reclaim, closing=lambda: self._closing,
         )
         #: With auto_finish: per task, the records its last consume() returned;
         #: its next call finishes them.
@@ -226,9 +227,27 @@ class GroupedConsumer(_BaseConsumer):
         #: Changes to this member's partitions and their durations (metrics()).
         self.rebalances = RebalanceCounters()
 
+    @property
+    def member_id(self) -> Optional[str]:
+        """This member's id in the group (known once :meth:`connect` joined, unless set)."""
+        if self.membership is not None:
+            return self.membership.member_id
+        member_id: Optional[str] = self.group_settings.member_id
+        return member_id
+
+    @property
+    def zk(self) -> Any:
+        """A ZooKeeper group's session (:class:`kiel.zookeeper.client.ZooKeeper`), else ``None``."""
+        return getattr(self.membership, "zk", None)
+
+    @property
+    def member(self) -> Any:
+        """A ZooKeeper group's :class:`kiel.zookeeper.group.GroupMember`, else ``None``."""
+        return getattr(self.membership, "member", None)
+
     def _may_commit(self) -> bool:
         """Whether this member's ownership is certain (not suspended, session live)."""
-        return self.member is not None and self.member.may_commit()
+        return self.membership is not None and self.membership.may_commit()
 
     @property
     def commits(self) -> int:
@@ -236,20 +255,21 @@ class GroupedConsumer(_BaseConsumer):
         return self._commits.count
 
     def metrics(self) -> GroupedConsumerMetrics:
-        """The consumer's metrics plus rebalances, ZooKeeper's state, owned partitions.
+        """The consumer's metrics plus rebalances, the group's state, owned partitions.
 
         Returns:
             a :class:`~kiel.metrics.GroupedConsumerMetrics` snapshot.
         """
         rebalances = self.rebalances
+        group = dict(self.membership.metrics()) if self.membership is not None else {}
         return GroupedConsumerMetrics(
             **self._metric_fields(),
             rebalances=rebalances.count,
             rebalance_seconds=rebalances.seconds,
             rebalance_seconds_last=rebalances.last,
             rebalance_seconds_max=rebalances.max,
-            zookeeper_state="NOT_STARTED" if self.zk is None else str(self.zk.client.state),
-            owned_partitions=len(self._commits.held),
+            zookeeper_state=group.get("zookeeper_state", "NOT_STARTED"),
+            owned_partitions=len(self._state),
             commits=self.commits,
         )
 
@@ -257,7 +277,7 @@ class GroupedConsumer(_BaseConsumer):
     # life cycle
 
     async def connect(self) -> None:
-        """Load metadata, start ZooKeeper, find the coordinator, join the group.
+        """Load metadata, then join the group through its coordinator.
 
         Returns once this member's first allocation is owned and fetching;
         the IOLoop keeps serving meanwhile (ZooKeeper starts in an executor).
@@ -268,62 +288,15 @@ class GroupedConsumer(_BaseConsumer):
             GroupError: the first allocation did not settle within ``join_timeout``.
         """
         await super().connect()
-        zk = self.zk = self._zookeeper()
-        try:
-            await zk.start()
-        except BaseException:
-            # start() freed kazoo's threads; nothing is left to stop, and a
-            # later connect() makes a fresh session.
-            self.zk = None
-            raise
-        try:
-            await self._offsets.coordinator()
-            await self._join(zk)
-        except BaseException:
-            await zk.stop()
-            raise
+        membership = self.membership = self._adapter(
+            GroupContext(
+                cluster=self.cluster, group=self.group, topics=self._wanted_topics,
+                hooks=self._ownership, offsets=self._offsets, tasks=self._tasks,
+            ),
+            self.group_settings,
+        )
+        await membership.join()
         self._commits.start_timer()
-
-    def _zookeeper(self) -> ZooKeeper:
-        """A ZooKeeper session with this consumer's settings, not started yet."""
-        return ZooKeeper(
-            self.zk_hosts, session_timeout=self.zk_session_timeout, chroot=self.zk_chroot,
-            auth=self.zk_auth, max_retry_delay=self.zk_max_retry_delay,
-            connect_timeout=self.zk_connect_timeout,
-        )
-
-    async def _join(self, zk: ZooKeeper) -> None:
-        """Become a member of the group, learn the partition counts, and join.
-
-        Raises:
-            GroupError: the first allocation did not settle within ``join_timeout``.
-            kazoo.exceptions.KazooException, ZooKeeperError: ZooKeeper failed.
-        """
-        from_zookeeper = self.partitions_from == "zookeeper" or (
-            self.partitions_from == "auto" and await brokers_registered(zk)
-        )
-        member = self.member = self._new_member(zk, from_zookeeper)
-        self.member_id = member.member_id
-        if not from_zookeeper:
-            wanted = self._wanted_topics
-            counts = MetadataCounts(self.cluster, wanted if isinstance(wanted, list) else None)
-            member.set_partition_counts(await counts.read())
-            self._tasks.spawn(
-                counts.follow(member.set_partition_counts, self.cluster.metadata_max_age),
-                "partition counts",
-            )
-        await member.join(timeout=self.join_timeout)
-
-    def _new_member(self, zk: ZooKeeper, topics_from_zookeeper: bool) -> GroupMember:
-        """This consumer's GroupMember, driving :class:`ConsumerHooks`, not joined yet."""
-        member = GroupMember(
-            zk, self.group, self._wanted_topics, hooks=self._ownership,
-            allocator=self._allocator, member_id=self.member_id, capacity=self.capacity,
-            acquire_timeout=self.acquire_timeout, leave_timeout=self.leave_timeout,
-            topics_from_zookeeper=topics_from_zookeeper,
-        )
-        member.capacities = self._capacities  # "weighted" reads them; None otherwise
-        return member
 
     async def close(self) -> None:
         """Leave the group and close.
@@ -345,24 +318,25 @@ class GroupedConsumer(_BaseConsumer):
         if self.auto_finish and sys.exc_info()[1] is None:
             self._hands.finish_mine()
         self._commits.stop_timer()
+        membership = self.membership
+        if membership is None:
+            return
         try:
-            if self.member is not None:
-                await self.member.leave()
+            await membership.leave()
         finally:
-            if self.zk is not None:
-                try:
-                    await self.zk.stop()
-                except ZooKeeperError as e:
-                    # Closing goes on: the session ends on the server anyway.
-                    self._errors.append(e)
-                    log.warning("stopping ZooKeeper: %s", e)
+            try:
+                await membership.close()
+            except KielError as e:
+                # Closing goes on: a ZooKeeper session, say, ends on the server anyway.
+                self._errors.append(e)
+                log.warning("closing the group membership: %s", e)
 
     # ------------------------------------------------------------------
     # consuming
 
     def assignment(self) -> list[TopicPartition]:
         """The partitions this member owns, sorted."""
-        return sorted(self._commits.held)
+        return sorted(self._state)
 
     def fetching(self) -> list[TopicPartition]:
         """The partitions being fetched right now (owned, started, not suspended)."""
@@ -427,7 +401,7 @@ class GroupedConsumer(_BaseConsumer):
         if awaiting:
             await self._ownership.start(awaiting)
             self._raise_pending()
-        held = self._commits.held
+        held = self._state
         wanted = None
         if topics is not None:
             names = topic_list(topics)
@@ -445,7 +419,7 @@ class GroupedConsumer(_BaseConsumer):
         return batches
 
     def _handing_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
-        hands = self._commits.held.get(tp)
+        hands = self._state.get(tp)
         if hands is not None:
             hands.hand_out_one(record.offset)
 
@@ -475,20 +449,19 @@ class GroupedConsumer(_BaseConsumer):
         (tp,) = self._tps(topic, partition)
         check_offset(offset, topic, partition)
         self._loans.pop(tp, None)
-        hands = self._commits.held[tp]
+        hands = self._state[tp]
         if not hands.pending:
             hands.end = offset
         self.subscription.assign(tp, offset)
-        if self._ownership.suspended or tp in self._paused:
+        if self._ownership.suspended or hands.paused:
             self.subscription.pause(tp)
 
     def _tps(self, topic: str, partition: Optional[int]) -> list[TopicPartition]:
-        held = self._commits.held
+        state = self._state
         if partition is None:
-            revoking = self._ownership.revoking
-            return [tp for tp in sorted(held) if tp.topic == topic and tp not in revoking]
+            return [tp for tp in sorted(state) if tp.topic == topic and not state.is_revoking(tp)]
         tp = TopicPartition(topic, partition)
-        if tp not in held or tp in self._ownership.revoking:
+        if tp not in state or state.is_revoking(tp):
             raise UnknownPartitionError(
                 "this member does not own the partition (or is handing it over)",
                 topic=topic, partition=partition,
@@ -505,11 +478,12 @@ class GroupedConsumer(_BaseConsumer):
             UnknownPartitionError: not owned.
         """
         (tp,) = self._tps(topic, partition)
-        return self._commits.held[tp].finished
+        return self._state[tp].finished
 
     def _raise_pending(self) -> None:
-        if self.member is not None and self.member.failure is not None:
-            failure, self.member.failure = self.member.failure, None
+        membership = self.membership
+        if membership is not None and membership.failure is not None:
+            failure, membership.failure = membership.failure, None
             raise failure
         super()._raise_pending()
 
@@ -536,7 +510,7 @@ class GroupedConsumer(_BaseConsumer):
             RequestTimeoutError: the commit failed past the retries.
         """
         if offsets is None:
-            await self._commits.commit(sorted(self._commits.held))
+            await self._commits.commit(sorted(self._state))
             return
         chosen: dict[TopicPartition, int] = {}
         for (topic, partition), offset in offsets.items():
@@ -586,7 +560,7 @@ class GroupedConsumer(_BaseConsumer):
             UnknownPartitionError: not owned.
         """
         for tp in self._tps(topic, partition):
-            self._paused.add(tp)
+            self._state[tp].paused = True
             self.subscription.pause(tp)
 
     def resume(self, topic: str, partition: Optional[int] = None) -> None:
@@ -596,13 +570,13 @@ class GroupedConsumer(_BaseConsumer):
             UnknownPartitionError: not owned.
         """
         for tp in self._tps(topic, partition):
-            self._paused.discard(tp)
+            self._state[tp].paused = False
             if not self._ownership.suspended:
                 self.subscription.resume(tp)
 
     def paused(self) -> list[TopicPartition]:
         """The owned partitions the application paused, sorted."""
-        return sorted(self._paused)
+        return self._state.paused()
 
     async def seek_to(self, topic: str, start: Start, partition: Optional[int] = None) -> None:
         """Move an owned partition (or all owned ones of ``topic``) to a start position.
@@ -642,26 +616,12 @@ def _topics_or_pattern(
         raise ConfigError(f"bad topic pattern {pattern!r}: {e}") from e
 
 
-def _allocator(
-    allocator: Union[str, Callable[..., Any]]
-) -> tuple[Callable[..., Any], Optional[dict[str, float]]]:
-    """The allocator function for a name or callable, and for ``"weighted"`` the
-    dict of members' capacities it reads (the GroupMember fills it).
-
-    Raises:
-        ConfigError: an unknown allocator name.
-    """
-    if isinstance(allocator, str) and allocator.lower() == "weighted":
-        capacities: dict[str, float] = {}
-        return weighted(capacities.get), capacities
-    return get_allocator(allocator), None
-
-
 def _check_group_options(
-    group: Any, commit_interval: Any, commit_every: Any, zk_connect_timeout: Any,
-    partitions_from: Any, *timeouts: Any,
+    group: Any, commit_interval: Any, commit_every: Any, revoke_timeout: Any,
+    listener_timeout: Any,
 ) -> None:
-    """Check the settings a grouped consumer adds to the base consumer's.
+    """Check the settings a grouped consumer adds to the base consumer's (the
+    membership's own are its adapter's to check).
 
     Raises:
         ConfigError: a bad setting.
@@ -670,13 +630,9 @@ def _check_group_options(
         raise ConfigError(f"commit_interval must be >= 0, got {commit_interval!r}")
     if commit_every is not None and (not isinstance(commit_every, int) or commit_every < 1):
         raise ConfigError(f"commit_every must be an int >= 1, got {commit_every!r}")
-    names = ("revoke_timeout", "acquire_timeout", "zk_session_timeout", "leave_timeout",
-             "zk_max_retry_delay", "listener_timeout")
-    for name, value in zip(names, timeouts):
+    for name, value in (("revoke_timeout", revoke_timeout),
+                        ("listener_timeout", listener_timeout)):
         if not isinstance(value, (int, float)) or value < 0:
             raise ConfigError(f"{name} must be seconds >= 0, got {value!r}")
-    if not group or "/" in group:
+    if not group or not isinstance(group, str) or "/" in group:
         raise ConfigError(f"bad group name {group!r}")
-    if not isinstance(zk_connect_timeout, (int, float)) or zk_connect_timeout <= 0:
-        raise ConfigError(f"zk_connect_timeout must be seconds > 0, got {zk_connect_timeout!r}")
-    check_source(partitions_from)

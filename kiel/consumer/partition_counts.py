@@ -1,15 +1,16 @@
-"""Where a grouped consumer learns its topics and their partition counts.
+"""A group's topics and their partition counts, from the brokers' metadata.
 
 On a 0.8 cluster the brokers register in the group's ZooKeeper, and every
-member watches ``/brokers/topics`` there (:class:`~kiel.zookeeper.group.GroupMember`
-does). A current cluster (KRaft, or any whose brokers live elsewhere) leaves
-the group's ZooKeeper with only the group in it: then the counts come from
-the brokers' metadata, read again every ``metadata_max_age``, and are given
-to the member (:meth:`~kiel.zookeeper.group.GroupMember.set_partition_counts`).
+ZooKeeper member watches ``/brokers/topics`` there. A current cluster (KRaft,
+or any whose brokers live elsewhere) has the counts only in the brokers'
+metadata: :class:`MetadataCounts` reads them, again every
+``metadata_max_age``, for a ZooKeeper member
+(:meth:`~kiel.zookeeper.group.GroupMember.set_partition_counts`) and for the
+leader of a broker-coordinated group alike.
 
-Every member reads the same cluster, so they agree on the counts once each
-has read them; while they disagree (a topic just grew), the owner znodes
-still keep a partition with one member at a time.
+Every ZooKeeper member reads the same cluster, so they agree on the counts
+once each has read them; while they disagree (a topic just grew), the owner
+znodes still keep a partition with one member at a time.
 """
 
 import asyncio
@@ -17,40 +18,10 @@ import logging
 from collections.abc import Mapping
 from typing import Callable, Optional
 
-from kazoo.exceptions import KazooException, NoNodeError
-
 from kiel.cluster import Cluster
-from kiel.exc import ConfigError, KielError
-from kiel.zookeeper.client import ZooKeeper, translate
+from kiel.exc import KielError
 
 log = logging.getLogger(__name__)
-
-#: The values of ``GroupedConsumer(partitions_from=...)``.
-SOURCES = ("auto", "zookeeper", "metadata")
-
-
-def check_source(source: object) -> None:
-    """Refuse a ``partitions_from`` that is not one of :data:`SOURCES`.
-
-    Raises:
-        ConfigError: it is not.
-    """
-    if source not in SOURCES:
-        raise ConfigError(f"partitions_from must be one of {', '.join(SOURCES)}, got {source!r}")
-
-
-async def brokers_registered(zk: ZooKeeper) -> bool:
-    """Whether brokers register in this ZooKeeper (``/brokers/ids`` has children).
-
-    Raises:
-        ZooKeeperError: ZooKeeper failed.
-    """
-    try:
-        return bool(await zk.get_children("/brokers/ids"))
-    except NoNodeError:
-        return False
-    except KazooException as e:
-        raise translate(e, "reading /brokers/ids") from e
 
 
 class MetadataCounts:

@@ -48,7 +48,7 @@ class TaskHands:
         if mine is None:
             mine = self._by_task[task] = []
             task.add_done_callback(self._task_ended)
-        generation = self._commits.generation.get(tp, 0)
+        generation = self._commits.held.generation(tp) or 0
         mine.append((tp, generation, [r.offset for r in records]))
 
     def finish_mine(self) -> None:
@@ -60,7 +60,7 @@ class TaskHands:
     def _finish(self, lent: Iterable[_Lent]) -> None:
         commits = self._commits
         for tp, generation, offsets in lent:
-            if commits.generation.get(tp) == generation:  # still the same ownership
+            if commits.held.generation(tp) == generation:  # still the same ownership
                 for offset in offsets:
                     commits.finish(tp, offset)
 

@@ -27,35 +27,13 @@ from typing import Any, Callable, Optional
 from kazoo.exceptions import KazooException
 
 from kiel._aio import Tasks
+from kiel.consumer.membership import PartitionHooks
 from kiel.exc import ZooKeeperError
 from kiel.structs import TopicPartition
 from kiel.zookeeper.changes import Changes
 from kiel.zookeeper.ownership import Owners
 
 __all__ = ["Handoff", "PartitionHooks"]
-
-
-class PartitionHooks:
-    """What a consumer does when ownership changes. All are awaited on the loop.
-
-    The default implementations do nothing, so a member can be exercised on
-    its own (tests, tooling).
-    """
-
-    async def assigned(self, partitions: list[TopicPartition]) -> None:
-        """Ownership acquired: fetch committed offsets, run the listener, start fetching."""
-
-    async def revoked(self, partitions: list[TopicPartition]) -> None:
-        """About to release: stop fetching, wait for in-hand records, run the listener, commit."""
-
-    async def lost(self, partitions: list[TopicPartition]) -> None:
-        """Ownership lost with the session: stop fetching, run the listener, no commit."""
-
-    def suspend(self) -> None:
-        """ZooKeeper connection suspended: stop fetching everything at once."""
-
-    def resume(self) -> None:
-        """Connection back on the same session: fetch the owned partitions again."""
 
 
 class Handoff:

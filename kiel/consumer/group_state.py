@@ -1,0 +1,171 @@
+"""One record of group state per owned partition.
+
+A grouped consumer asks the same questions of a partition from several
+places: do I own it, is it being handed over, did the application pause it,
+which ownership is this (a start computed for an earlier one must not start
+a later one), what does the application still hold of it, what was last
+committed. :class:`OwnedPartition` answers all of them for one partition and
+:class:`GroupState` holds one per owned partition, so a partition that is
+forgotten takes all of its state with it.
+
+Fetch state (position, fetched records) stays in
+:mod:`kiel.consumer.subscription`, which the single consumer shares.
+"""
+
+import collections
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Optional
+
+from kiel.structs import Record, TopicPartition
+
+__all__ = ["GroupState", "Held", "OwnedPartition"]
+
+#: Ownership numbers: each acquisition of a partition gets a new one.
+_OWNERSHIPS = itertools.count(1)
+
+
+class OwnedPartition:
+    """What this member knows of one partition it owns.
+
+    ``pending`` lists the offsets handed out and not finished, in order;
+    ``end`` is the offset after the last record handed out. The finished
+    position (what a commit stores) is ``pending[0]`` or ``end``.
+
+    Args:
+        position: where the partition starts (-1 while that is unknown:
+            nothing to commit).
+    """
+
+    __slots__ = ("pending", "done", "end", "generation", "revoking", "paused", "committed")
+
+    def __init__(self, position: int = -1) -> None:
+        self.pending: collections.deque[int] = collections.deque()
+        self.done: set[int] = set()
+        self.end = position
+        #: This ownership's number (a new one at every acquisition).
+        self.generation = next(_OWNERSHIPS)
+        #: Being handed over (fetching stopped, not given back yet): nothing
+        #: may fetch it again (seek(), a late start).
+        self.revoking = False
+        #: The application paused it (kept while it stays owned).
+        self.paused = False
+        #: The offset last committed (or found committed), if known.
+        self.committed: Optional[int] = None
+
+    def restart(self, position: int) -> None:
+        """The partition starts (again) at ``position``: nothing is in hand."""
+        self.pending.clear()
+        self.done.clear()
+        self.end = position
+
+    @property
+    def finished(self) -> int:
+        """The finished position: the first offset the application did not finish."""
+        return self.pending[0] if self.pending else self.end
+
+    def hand_out(self, records: Sequence[Record]) -> None:
+        """``records`` (in offset order) go to the application."""
+        self.pending.extend(r.offset for r in records)
+        self.end = records[-1].offset + 1
+
+    def hand_out_one(self, offset: int) -> None:
+        """The record at ``offset`` goes to the application."""
+        self.pending.append(offset)
+        self.end = offset + 1
+
+    def finish_all(self) -> int:
+        """Every record handed out is finished; returns how many were pending."""
+        n = len(self.pending)
+        self.pending.clear()
+        self.done.clear()
+        return n
+
+    def finish(self, offset: int) -> int:
+        """Mark ``offset`` finished; returns how many leading offsets became finished."""
+        pending = self.pending
+        if not pending or offset < pending[0]:
+            return 0
+        if offset != pending[0]:
+            self.done.add(offset)
+            return 0
+        pending.popleft()
+        n = 1
+        done = self.done
+        while pending and pending[0] in done:
+            done.discard(pending.popleft())
+            n += 1
+        return n
+
+    def finish_through(self, offset: int) -> int:
+        """Mark every handed-out offset up to ``offset`` finished (in-order consumers)."""
+        pending = self.pending
+        n = 0
+        while pending and pending[0] <= offset:
+            self.done.discard(pending.popleft())
+            n += 1
+        return n
+
+
+#: The name the hand-out bookkeeping had before it held the rest of the state.
+Held = OwnedPartition
+
+
+class GroupState:
+    """The partitions this member owns, one :class:`OwnedPartition` each."""
+
+    def __init__(self) -> None:
+        self._parts: dict[TopicPartition, OwnedPartition] = {}
+
+    def own(self, tp: TopicPartition) -> OwnedPartition:
+        """``tp`` is owned (a new ownership unless it is owned already)."""
+        part = self._parts.get(tp)
+        if part is None:
+            part = self._parts[tp] = OwnedPartition()
+        return part
+
+    def forget(self, tp: TopicPartition) -> None:
+        """``tp`` is not owned any more: all of its state goes."""
+        self._parts.pop(tp, None)
+
+    def get(self, tp: TopicPartition) -> Optional[OwnedPartition]:
+        """``tp``'s record, or ``None`` when it is not owned."""
+        return self._parts.get(tp)
+
+    def __getitem__(self, tp: TopicPartition) -> OwnedPartition:
+        return self._parts[tp]
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._parts
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def items(self) -> Iterator[tuple[TopicPartition, OwnedPartition]]:
+        return iter(list(self._parts.items()))
+
+    def generation(self, tp: TopicPartition) -> Optional[int]:
+        """The current ownership's number of ``tp`` (``None``: not owned)."""
+        part = self._parts.get(tp)
+        return None if part is None else part.generation
+
+    def is_revoking(self, tp: TopicPartition) -> bool:
+        """Whether ``tp`` is being handed over."""
+        part = self._parts.get(tp)
+        return part is not None and part.revoking
+
+    def is_paused(self, tp: TopicPartition) -> bool:
+        """Whether the application paused ``tp`` (and still owns it)."""
+        part = self._parts.get(tp)
+        return part is not None and part.paused
+
+    def revoking(self) -> set[TopicPartition]:
+        """The partitions being handed over."""
+        return {tp for tp, part in self._parts.items() if part.revoking}
+
+    def paused(self) -> list[TopicPartition]:
+        """The owned partitions the application paused, sorted."""
+        return sorted(tp for tp, part in self._parts.items() if part.paused)
