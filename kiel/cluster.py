@@ -45,6 +45,7 @@ from kiel.exc import (
 from kiel.metrics import ClientMetrics, RequestCounters
 from kiel.protocol import (
     FindCoordinatorRequestV1,
+    FindCoordinatorRequestV2,
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
     MetadataRequest,
@@ -126,7 +127,10 @@ def _metadata_request(versions: Versions, topics: list[str]) -> Any:
 
 def _coordinator_request(versions: Versions, group: str) -> Any:
     """The request that finds ``group``'s coordinator, in the broker's version."""
-    if (versions.get(GROUP_COORDINATOR) or 0) >= 1:
+    version = versions.get(GROUP_COORDINATOR) or 0
+    if version >= 2:
+        return FindCoordinatorRequestV2(group, KEY_TYPE_GROUP)
+    if version >= 1:
         return FindCoordinatorRequestV1(group, KEY_TYPE_GROUP)
     return GroupCoordinatorRequest(group)
 
@@ -552,8 +556,8 @@ class Cluster:
         return info.leader
 
     async def coordinator(self, group: str) -> int:
-        """The broker id of ``group``'s offset coordinator (GroupCoordinator v0,
-        or FindCoordinator v1 with a broker that speaks it).
+        """The broker id of ``group``'s coordinator (GroupCoordinator v0, or
+        FindCoordinator v1 or v2 with a broker that speaks it).
 
         0.8.1 brokers lack the API and close the connection; then, and when
         the coordinator is not available, any broker is returned, since a 0.8

@@ -136,6 +136,12 @@ class UnsupportedVersionError(ProtocolError):
     """A message or request carries a version (magic byte, API version) kiel does not know."""
 
 
+class ConsumerProtocolError(ProtocolError):
+    """A group member's subscription or assignment (the embedded "consumer"
+    protocol carried in JoinGroup and SyncGroup) does not parse: truncated,
+    a negative version, or garbage. The member that wrote it is at fault."""
+
+
 class CompressionError(ProtocolError):
     """A compressed payload could not be decompressed."""
 
@@ -337,6 +343,24 @@ InvalidTopicError = _register(17, "InvalidTopicError", "The topic name is invali
 MessageSetSizeTooLargeError = _register(18, "MessageSetSizeTooLargeError", "The message set is larger than the broker's segment size.")
 NotEnoughReplicasError = _register(19, "NotEnoughReplicasError", "Fewer in-sync replicas than required.", retriable=True)
 NotEnoughReplicasAfterAppendError = _register(20, "NotEnoughReplicasAfterAppendError", "Written, but fewer in-sync replicas than required.", retriable=True)
+
+# The group coordinator's codes (the broker-coordinated group: JoinGroup,
+# SyncGroup, Heartbeat, LeaveGroup, and OffsetCommit from a member): group
+# errors too (``except GroupError`` catches them). None is retriable as it
+# stands: the membership reacts to each (rejoin, forget its member id, fail).
+IllegalGenerationError = _register(22, "IllegalGenerationError", "The group has moved to a newer generation than the member's: it rejoins with the same member id; a commit from the old generation is refused.", also=GroupError)
+InconsistentGroupProtocolError = _register(23, "InconsistentGroupProtocolError", "The member's protocol type or allocators share nothing with the group's: give every member of the group a common allocator name.", also=GroupError)
+InvalidGroupIdError = _register(24, "InvalidGroupIdError", "The group id is empty or null: pass a group name.", also=GroupError)
+UnknownMemberIdError = _register(25, "UnknownMemberIdError", "The coordinator does not know the member id (its session expired or it was removed): it joins again as a new member.", also=GroupError)
+InvalidSessionTimeoutError = _register(26, "InvalidSessionTimeoutError", "The session timeout is outside the broker's group.min.session.timeout.ms and group.max.session.timeout.ms: choose one inside them.", also=GroupError)
+RebalanceInProgressError = _register(27, "RebalanceInProgressError", "The group is rebalancing: the member rejoins, keeping its member id and generation.", also=GroupError)
+TopicAuthorizationFailedError = _register(29, "TopicAuthorizationFailedError", "The client is not authorized to access the topic: ask for the topic's ACLs.")
+GroupAuthorizationFailedError = _register(30, "GroupAuthorizationFailedError", "The client is not authorized to use the group: ask for the group's ACLs (READ on the group).", also=GroupError)
+NonEmptyGroupError = _register(68, "NonEmptyGroupError", "The group still has members: stop them before deleting the group or resetting its offsets.", also=GroupError)
+GroupIdNotFoundError = _register(69, "GroupIdNotFoundError", "The coordinator has no such group.", also=GroupError)
+MemberIdRequiredError = _register(79, "MemberIdRequiredError", "The coordinator gave the member an id: it joins again with it (JoinGroup v4+, KIP-394).", also=GroupError)
+GroupMaxSizeReachedError = _register(81, "GroupMaxSizeReachedError", "The group has as many members as the broker's group.max.size allows: stop a member or raise the limit.", also=GroupError)
+FencedInstanceIdError = _register(82, "FencedInstanceIdError", "Another member joined with the same group_instance_id: give every static member its own.", also=GroupError)
 
 # Codes of newer brokers, registered where kiel acts on them: SASL failures
 # are authentication errors too (``except AuthenticationError`` catches them).

@@ -32,6 +32,8 @@ from kiel.exc import (
     ConfigError,
     CorruptMessageError,
     DeserializationError,
+    GroupAuthorizationFailedError,
+    IllegalGenerationError,
     InvalidTopicError,
     MessageTooLargeError,
     NotCoordinatorForConsumerError,
@@ -41,12 +43,28 @@ from kiel.exc import (
     UnknownTopicOrPartitionError,
 )
 from kiel.protocol import (
+    OffsetCommitPartitionData,
+    OffsetCommitPartitionDataV7,
     OffsetCommitPartitionResponse,
+    OffsetCommitRequest,
+    OffsetCommitRequestV2,
+    OffsetCommitRequestV7,
     OffsetCommitResponse,
+    OffsetCommitResponseV7,
+    OffsetCommitTopicData,
+    OffsetCommitTopicDataV7,
     OffsetCommitTopicResponse,
     OffsetFetchPartitionResponse,
+    OffsetFetchPartitionResponseV5,
+    OffsetFetchRequest,
+    OffsetFetchRequestV1,
+    OffsetFetchRequestV5,
     OffsetFetchResponse,
+    OffsetFetchResponseV1,
+    OffsetFetchResponseV5,
+    OffsetFetchTopicData,
     OffsetFetchTopicResponse,
+    OffsetFetchTopicResponseV5,
 )
 from kiel.protocol.list_offsets import EARLIEST, LATEST
 from kiel.protocol.messages import (
@@ -494,6 +512,82 @@ def test_commit_answers_drop_committed_partitions_and_spot_refused_metadata():
     # Without metadata to drop, a refusal is an error like any other.
     errors, refused = commit_answers(response, {tps[1]: 10}, "", "g")
     assert not refused and [type(e) for e in errors] == [OffsetMetadataTooLargeError]
+
+
+def test_commit_requests_in_each_negotiated_version():
+    # Standalone by default (the ZooKeeper group: generation -1, no member id).
+    offsets = GroupOffsets(Cluster("127.0.0.1:1"), "g")
+    assert (offsets.generation_id, offsets.member_id, offsets.group_instance_id) == (-1, "", None)
+    wanted = {TopicPartition("u", 1): 7, TopicPartition("t", 0): 5}
+    assert offsets.commit_request(0, wanted, "m") == OffsetCommitRequest("g", [
+        OffsetCommitTopicData("t", [OffsetCommitPartitionData(0, 5, "m")]),
+        OffsetCommitTopicData("u", [OffsetCommitPartitionData(1, 7, "m")])])
+    assert offsets.commit_request(2, wanted, "") == OffsetCommitRequestV2("g", -1, "", -1, [
+        OffsetCommitTopicData("t", [OffsetCommitPartitionData(0, 5, "")]),
+        OffsetCommitTopicData("u", [OffsetCommitPartitionData(1, 7, "")])])
+    assert offsets.commit_request(7, wanted, "") == OffsetCommitRequestV7("g", -1, "", None, [
+        OffsetCommitTopicDataV7("t", [OffsetCommitPartitionDataV7(0, 5, -1, "")]),
+        OffsetCommitTopicDataV7("u", [OffsetCommitPartitionDataV7(1, 7, -1, "")])])
+    # A member of a broker-coordinated group: given at construction or set
+    # after each join, read when the request is built.
+    member = GroupOffsets(Cluster("127.0.0.1:1"), "g", generation_id=3, member_id="m-1",
+                          group_instance_id="host-1")
+    assert member.commit_request(7, {TP: 1}, "")[:4] == ("g", 3, "m-1", "host-1")
+    assert member.commit_request(2, {TP: 1}, "")[:4] == ("g", 3, "m-1", -1)
+    member.generation_id, member.member_id, member.group_instance_id = 4, "m-2", None
+    assert member.commit_request(7, {TP: 1}, "")[:4] == ("g", 4, "m-2", None)
+
+
+def test_fetch_requests_in_each_negotiated_version():
+    offsets = GroupOffsets(Cluster("127.0.0.1:1"), "g")
+    tps = [TopicPartition("u", 1), TopicPartition("t", 0), TopicPartition("t", 2)]
+    topics = [OffsetFetchTopicData("t", [0, 2]), OffsetFetchTopicData("u", [1])]
+    assert offsets.fetch_request(0, tps) == OffsetFetchRequest("g", topics)
+    assert offsets.fetch_request(1, tps) == OffsetFetchRequestV1("g", topics)
+    assert type(offsets.fetch_request(1, tps)) is OffsetFetchRequestV1
+    assert offsets.fetch_request(5, tps) == OffsetFetchRequestV5("g", topics)
+
+
+def test_commit_answers_of_v7():
+    response = OffsetCommitResponseV7(0, [OffsetCommitTopicResponse("t", [
+        OffsetCommitPartitionResponse(0, 0),
+        OffsetCommitPartitionResponse(1, IllegalGenerationError.errno)])])
+    remaining = {TP: 1, TopicPartition("t", 1): 2}
+    errors, refused = commit_answers(response, remaining, "", "g")
+    assert remaining == {TopicPartition("t", 1): 2} and not refused
+    assert [type(e) for e in errors] == [IllegalGenerationError]
+    # A commit from a generation the group has left is not retried.
+    with pytest.raises(IllegalGenerationError):
+        GroupOffsets(Cluster("127.0.0.1:1"), "g")._retry_or_raise(errors)
+
+
+def test_fetched_offsets_of_v1_and_v5():
+    v1 = OffsetFetchResponseV1([OffsetFetchTopicResponse("t", [
+        OffsetFetchPartitionResponse(0, 5, "", 0)])])
+    assert fetch_answers(v1, "g") == ({TP: 5}, [])
+    v5 = OffsetFetchResponseV5(0, [OffsetFetchTopicResponseV5("t", [
+        OffsetFetchPartitionResponseV5(0, 5, 3, "meta", 0),
+        OffsetFetchPartitionResponseV5(1, -1, -1, None, 0)])], 0)
+    assert fetch_answers(v5, "g") == ({TP: 5, TopicPartition("t", 1): None}, [])
+
+
+@pytest.mark.parametrize("error", [NotCoordinatorForConsumerError, GroupAuthorizationFailedError])
+def test_a_group_wide_fetch_error_is_judged_and_the_offsets_not_trusted(error):
+    # Since v2 a group-wide error comes in the top-level error code, with
+    # partitions that carry none of their own (their -1 is not "never committed").
+    v5 = OffsetFetchResponseV5(0, [OffsetFetchTopicResponseV5("t", [
+        OffsetFetchPartitionResponseV5(0, -1, -1, None, 0)])], error.errno)
+    found, errors = fetch_answers(v5, "g")
+    assert found == {}
+    assert [type(e) for e in errors] == [error]
+    assert (errors[0].group, errors[0].api, errors[0].partition) == ("g", "OffsetFetch", None)
+    offsets = GroupOffsets(Cluster("127.0.0.1:1"), "g")
+    offsets._coordinator = 1
+    if error.retriable:
+        assert offsets._retry_or_raise(errors) is errors[0] and offsets._coordinator is None
+    else:
+        with pytest.raises(error):
+            offsets._retry_or_raise(errors)
 
 
 def test_coordinator_errors_are_retried_and_forget_the_coordinator():

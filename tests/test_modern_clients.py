@@ -480,7 +480,7 @@ def test_pinned_modern_release_on_tansu(tansu_broker: Any) -> None:
 
 
 def test_group_coordinator(broker: Target, caplog: pytest.LogCaptureFixture) -> None:
-    # FindCoordinator v1 on Tansu, GroupCoordinator v0 on 0.8.2: answered
+    # FindCoordinator v2 on Tansu, GroupCoordinator v0 on 0.8.2: answered
     # (not the any-broker fallback), a broker of the metadata either way.
     caplog.set_level(logging.INFO, logger="kiel.cluster")
     async def main() -> Tuple[int, Dict[int, Any], Any]:
@@ -492,15 +492,15 @@ def test_group_coordinator(broker: Target, caplog: pytest.LogCaptureFixture) -> 
     coordinator, brokers, versions = run(main())
     assert not [r for r in caplog.records if "using any broker" in r.getMessage()]
     assert coordinator in brokers
-    assert versions.get(GROUP_COORDINATOR) == (1 if broker.modern else 0)
+    assert versions.get(GROUP_COORDINATOR) == (2 if broker.modern else 0)
 
 
 @pytest.mark.interop
 def test_standalone_offset_commit_v2_and_fetch_v1_on_tansu(tansu_broker: Any) -> None:
-    # The versions the grouped consumer will move to, judged by Tansu: a
-    # commit from outside any broker-side group (generation -1, no member id)
-    # reads back with OffsetFetch v1; v0 keeps working beside it. (Tansu does
-    # not keep the commit's metadata string: not compared.)
+    # Judged by Tansu: a commit from outside any broker-side group
+    # (generation -1, no member id) reads back with OffsetFetch v1; v0 keeps
+    # working beside it. (Tansu does not keep the commit's metadata string:
+    # not compared.) kiel negotiates v7 and v5 now; v2 and v1 still work.
     topic = tansu_broker.create_topic(unique("offsets"), 2)
     group = unique("standalone")
 
@@ -518,10 +518,64 @@ def test_standalone_offset_commit_v2_and_fetch_v1_on_tansu(tansu_broker: Any) ->
             return versions, committed, fetched
 
     versions, committed, fetched = run(main())
-    assert (versions.of(OFFSET_COMMIT), versions.of(OFFSET_FETCH)) == (2, 1)
+    assert (versions.of(OFFSET_COMMIT), versions.of(OFFSET_FETCH)) == (7, 5)
     assert [p.error_code for p in committed.topics[0].partitions] == [0, 0]
     assert [(p.partition, p.offset, p.error_code) for p in fetched.topics[0].partitions] == [
         (0, 42, 0), (1, 7, 0)]
+
+
+@pytest.mark.interop
+def test_group_offsets_commit_v7_and_fetch_v5_on_tansu(tansu_broker: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # GroupOffsets in the versions negotiated with Tansu (v7, v5), as a
+    # standalone member; what it writes kafka-python's consumer reads as the
+    # group's committed offsets, and what kafka-python commits GroupOffsets reads.
+    from kiel.cluster import Cluster
+    from kiel.consumer.offsets import GroupOffsets
+
+    sent: List[str] = []
+    real_send = Cluster.send
+
+    async def recording_send(self: Cluster, broker_id: int, request: Any, **kw: Any) -> Any:
+        sent.append(type(request).__name__)  # what went on the wire; sent as it is
+        return await real_send(self, broker_id, request, **kw)
+
+    monkeypatch.setattr(Cluster, "send", recording_send)
+
+    topic = tansu_broker.create_topic(unique("offsets-v7"), 2)
+    group = unique("v7")
+    tps = [TopicPartition(topic, p) for p in range(2)]
+
+    async def main() -> Tuple[Any, Any, Any]:
+        async with Client(tansu_broker.bootstrap) as client:
+            offsets = GroupOffsets(client.cluster, group)
+            versions = await client.cluster.versions(await offsets.coordinator())
+            before = await offsets.fetch(tps)
+            await offsets.commit({tps[0]: 42, tps[1]: 7}, metadata="m")
+            return versions, before, await offsets.fetch(tps)
+
+    versions, before, after = run(main())
+    assert (versions.of(OFFSET_COMMIT), versions.of(OFFSET_FETCH)) == (7, 5)
+    assert [name for name in sent if name.startswith("Offset")] == [
+        "OffsetFetchRequestV5", "OffsetCommitRequestV7", "OffsetFetchRequestV5"]
+    assert before == {tps[0]: None, tps[1]: None}
+    assert after == {tps[0]: 42, tps[1]: 7}
+    kp = KafkaConsumer(bootstrap_servers=tansu_broker.bootstrap, group_id=group,
+                       enable_auto_commit=False)
+    try:
+        kp_tps = [KpTopicPartition(topic, p) for p in range(2)]
+        assert [kp.committed(tp) for tp in kp_tps] == [42, 7]
+        kp.assign(kp_tps)
+        from kafka.structs import OffsetAndMetadata
+        kp.commit({kp_tps[0]: OffsetAndMetadata(50, "", -1)})
+    finally:
+        kp.close()
+
+    async def read_back() -> Any:
+        async with Client(tansu_broker.bootstrap) as client:
+            return await GroupOffsets(client.cluster, group).fetch(tps)
+
+    assert run(read_back()) == {tps[0]: 50, tps[1]: 7}
 
 
 @pytest.mark.interop
@@ -692,8 +746,8 @@ def test_grouped_consumer_on_tansu_with_a_zookeeper_only_for_the_group(
 ) -> None:
     """No broker registers in the group's ZooKeeper: the members take the
     partition counts from the brokers' metadata, split them, hand them over
-    when a member joins, and commit with OffsetCommit v2 (a standalone
-    member), read back with OffsetFetch v1 from the broker's storage."""
+    when a member joins, and commit with OffsetCommit v7 (a standalone
+    member), read back with OffsetFetch v5 from the broker's storage."""
     from kiel.consumer import GroupedConsumer
     from kiel.consumer.offsets import GroupOffsets
 

@@ -1,4 +1,4 @@
-"""Offsets requests: ListOffsets v0/v1, and a group's OffsetCommit v0/v2 and OffsetFetch v0/v1.
+"""Offsets requests: ListOffsets v0/v1, a group's OffsetCommit v0/v2/v7 and OffsetFetch v0/v1/v5.
 
 The one implementation of these requests in kiel: the consumers, the Spark
 data source (:mod:`kiel.spark.kafka`) and the admin tools use it.
@@ -11,7 +11,9 @@ data source (:mod:`kiel.spark.kafka`) and the admin tools use it.
   group's coordinator, looked up once and again after a coordinator error.
   A 0.8.2 broker keeps v0 offsets in ZooKeeper under
   ``/consumers/<group>/offsets/<topic>/<partition>``; a current broker
-  gets v2 commits (as a standalone member) and keeps them itself.
+  gets v2 or v7 commits and keeps them itself: as a standalone member by
+  default, as a member of a broker-coordinated group when given its
+  generation and member id.
   :func:`send_commit` and :func:`fetch_committed` are one-shot shortcuts.
 
 Every request is retried with the cluster's backoff (:mod:`kiel.retry`), and
@@ -25,6 +27,7 @@ from typing import (
     Any,
     Callable,
     Optional,
+    Union,
 )
 
 from kiel.cluster import Cluster
@@ -48,18 +51,24 @@ from kiel.protocol import (
     ListOffsetsTopicData,
     ListOffsetsTopicDataV1,
     OffsetCommitPartitionData,
+    OffsetCommitPartitionDataV7,
     OffsetCommitRequest,
     OffsetCommitRequestV2,
+    OffsetCommitRequestV7,
     OffsetCommitResponse,
+    OffsetCommitResponseV7,
     OffsetCommitTopicData,
+    OffsetCommitTopicDataV7,
     OffsetFetchRequest,
     OffsetFetchRequestV1,
+    OffsetFetchRequestV5,
     OffsetFetchResponse,
+    OffsetFetchResponseV5,
     OffsetFetchTopicData,
 )
 from kiel.protocol.fetch import CONSUMER_REPLICA_ID
 from kiel.protocol.list_offsets import EARLIEST, LATEST
-from kiel.protocol.offset_commit import DEFAULT_RETENTION, STANDALONE_GENERATION
+from kiel.protocol.offset_commit import DEFAULT_RETENTION, NO_LEADER_EPOCH, STANDALONE_GENERATION
 from kiel.protocol.versions import LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, Versions
 from kiel.retry import attempts
 from kiel.structs import TopicPartition
@@ -262,22 +271,46 @@ def _answers(response: Any) -> Iterator[tuple[TopicPartition, Any]]:
 # OffsetCommit / OffsetFetch
 
 
+#: An OffsetCommit answer of any version kiel speaks (v2's is v0's class).
+CommitResponse = Union[OffsetCommitResponse, OffsetCommitResponseV7]
+#: An OffsetFetch answer of any version kiel speaks (v1's is v0's class).
+FetchResponse = Union[OffsetFetchResponse, OffsetFetchResponseV5]
+
+
 class GroupOffsets:
     """Commit and fetch one group's offsets.
 
-    In the versions the coordinator speaks: OffsetCommit v2 (as a standalone
-    member: generation -1, no member id) and OffsetFetch v1 on a current
-    broker, which keeps the offsets itself; v0 on a 0.8 broker, which keeps
-    them in its ZooKeeper.
+    In the versions the coordinator speaks: OffsetCommit v7 or v2 and
+    OffsetFetch v5 or v1 on a current broker, which keeps the offsets
+    itself; v0 on a 0.8 broker, which keeps them in its ZooKeeper
+    (negotiation keeps both on one storage: see :mod:`kiel.protocol.versions`).
+
+    A member of a broker-coordinated group sets :attr:`generation_id` and
+    :attr:`member_id` (and :attr:`group_instance_id` when static) after each
+    join: commits carry them (v2+, the instance id from v7) and the
+    coordinator refuses one from a generation the group has left. The
+    defaults commit as a standalone member (the ZooKeeper group, a
+    single consumer): generation -1, no member id.
 
     Args:
         cluster: the client's cluster (its backoff bounds the retries).
         group: the consumer group.
+        generation_id: the member's generation (-1: standalone).
+        member_id: the member id the coordinator gave (``""``: standalone).
+        group_instance_id: a static member's instance id, else ``None``.
     """
 
-    def __init__(self, cluster: Cluster, group: str) -> None:
+    def __init__(self, cluster: Cluster, group: str, *,
+                 generation_id: int = STANDALONE_GENERATION, member_id: str = "",
+                 group_instance_id: Optional[str] = None) -> None:
         self.cluster = cluster
         self.group = group
+        #: The generation commits are made in (read when each request is built).
+        self.generation_id = generation_id
+        #: The member id commits are made as (``""``: standalone).
+        self.member_id = member_id
+        #: A static member's instance id (OffsetCommit v7), else ``None``.
+        self.group_instance_id = group_instance_id
         self._coordinator: Optional[int] = None
 
     async def coordinator(self) -> int:
@@ -298,7 +331,13 @@ class GroupOffsets:
 
         Raises:
             BrokerError: a partition's error that is not retriable, or that
-                persisted past the retries.
+                persisted past the retries; for a member of a
+                broker-coordinated group, at once,
+                :class:`~kiel.exc.IllegalGenerationError`,
+                :class:`~kiel.exc.UnknownMemberIdError`,
+                :class:`~kiel.exc.RebalanceInProgressError` or
+                :class:`~kiel.exc.FencedInstanceIdError` (the group moved on:
+                the membership decides what to do).
             NoBrokersError, KielConnectionError, RequestTimeoutError: the
                 coordinator could not be reached within the retries.
         """
@@ -324,50 +363,82 @@ class GroupOffsets:
         Raises:
             KielError: an error that is not retriable.
         """
-        by_topic: dict[str, list[OffsetCommitPartitionData]] = {}
-        for tp, offset in sorted(remaining.items()):
-            by_topic.setdefault(tp.topic, []).append(
-                OffsetCommitPartitionData(tp.partition, offset, metadata)
-            )
-        topics = [OffsetCommitTopicData(t, ps) for t, ps in by_topic.items()]
-
         def request(versions: Versions) -> Any:
-            if versions.of(OFFSET_COMMIT) >= 2:
-                # A standalone member: ZooKeeper, not the broker, says who
-                # owns what, so there is no broker-side generation to give.
-                return OffsetCommitRequestV2(self.group, STANDALONE_GENERATION, "",
-                                             DEFAULT_RETENTION, topics)
-            return OffsetCommitRequest(self.group, topics)
+            return self.commit_request(versions.of(OFFSET_COMMIT), remaining, metadata)
 
-        response: Optional[OffsetCommitResponse]
+        response: Optional[CommitResponse]
         response, error = await self._ask(request)
         if response is None:
             return error, False
         errors, refused = commit_answers(response, remaining, metadata, self.group)
         return self._retry_or_raise(errors), refused
 
+    def commit_request(self, version: int, offsets: Mapping[TopicPartition, int],
+                       metadata: str = "") -> Any:
+        """The OffsetCommit request of ``offsets`` in ``version``. Pure.
+
+        Args:
+            version: the negotiated OffsetCommit version (0, 2 or 7).
+            offsets: the next offset to consume, per partition.
+            metadata: the metadata string of every partition.
+
+        Returns:
+            the request: v7 with the generation, member id and instance id;
+            v2 with the generation and member id; v0 with neither (a 0.8
+            broker has no broker-side groups).
+        """
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for tp, offset in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
+        if version >= 7:
+            topics_v7 = [
+                OffsetCommitTopicDataV7(topic, [
+                    OffsetCommitPartitionDataV7(p, o, NO_LEADER_EPOCH, metadata) for p, o in ps])
+                for topic, ps in by_topic.items()
+            ]
+            return OffsetCommitRequestV7(self.group, self.generation_id, self.member_id,
+                                         self.group_instance_id, topics_v7)
+        topics = [OffsetCommitTopicData(topic, [OffsetCommitPartitionData(p, o, metadata)
+                                                for p, o in ps])
+                  for topic, ps in by_topic.items()]
+        if version >= 2:
+            # No instance id before v7: the generation and member id fence
+            # the commit (a static member needs JoinGroup v5, so v7 too).
+            return OffsetCommitRequestV2(self.group, self.generation_id, self.member_id,
+                                         DEFAULT_RETENTION, topics)
+        return OffsetCommitRequest(self.group, topics)
+
+    def fetch_request(self, version: int, tps: Iterable[TopicPartition]) -> Any:
+        """The OffsetFetch request of ``tps`` in ``version`` (0, 1 or 5). Pure.
+
+        v1 and v5 read the broker's storage, where v2 and v7 commits go
+        (negotiation pairs them: see :mod:`kiel.protocol.versions`); v0 reads
+        ZooKeeper's on a 0.8 broker.
+        """
+        by_topic: dict[str, list[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        topics = [OffsetFetchTopicData(t, sorted(ps)) for t, ps in sorted(by_topic.items())]
+        if version >= 5:
+            return OffsetFetchRequestV5(self.group, topics)
+        if version >= 1:
+            return OffsetFetchRequestV1(self.group, topics)
+        return OffsetFetchRequest(self.group, topics)
+
     async def fetch(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, Optional[int]]:
         """The committed offsets of ``tps``: ``None`` where the group committed none.
 
         Raises:
-            KielError: as for :meth:`commit`.
+            KielError: as for :meth:`commit`; a group-wide error (OffsetFetch
+                v2+: :class:`~kiel.exc.GroupAuthorizationFailedError`...) too.
         """
         tps = list(tps)
-        by_topic: dict[str, list[int]] = {}
-        for tp in tps:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        topics = [OffsetFetchTopicData(t, ps) for t, ps in sorted(by_topic.items())]
 
         def request(versions: Versions) -> Any:
-            # v1 reads the broker's storage, where v2 commits go (negotiation
-            # pairs them: see kiel.protocol.versions); v0 reads ZooKeeper's
-            # on a 0.8 broker.
-            if versions.of(OFFSET_FETCH) >= 1:
-                return OffsetFetchRequestV1(self.group, topics)
-            return OffsetFetchRequest(self.group, topics)
+            return self.fetch_request(versions.of(OFFSET_FETCH), tps)
 
         async for attempt in attempts(self.cluster.backoff):
-            response: Optional[OffsetFetchResponse]
+            response: Optional[FetchResponse]
             response, error = await self._ask(request)
             if response is not None:
                 found, errors = fetch_answers(response, self.group)
@@ -420,12 +491,12 @@ class GroupOffsets:
 
 
 def commit_answers(
-    response: OffsetCommitResponse,
+    response: CommitResponse,
     remaining: dict[TopicPartition, int],
     metadata: str,
     group: str,
 ) -> tuple[list[BrokerError], bool]:
-    """Read an OffsetCommit v0 answer. Pure.
+    """Read an OffsetCommit answer (v0, v2 or v7: the same partitions). Pure.
 
     Args:
         response: the answer.
@@ -453,19 +524,27 @@ def commit_answers(
 
 
 def fetch_answers(
-    response: OffsetFetchResponse, group: str
+    response: FetchResponse, group: str
 ) -> tuple[dict[TopicPartition, Optional[int]], list[BrokerError]]:
-    """Read an OffsetFetch v0 answer. Pure.
+    """Read an OffsetFetch answer (v0, v1 or v5). Pure.
 
     A partition the group never committed reads -1, which a 0.8.2 broker
     sends with UnknownTopicOrPartition: both mean "no committed offset".
+    A group-wide error (v5's top-level ``error_code``: NOT_COORDINATOR,
+    GROUP_AUTHORIZATION_FAILED...) makes every partition unread: their -1
+    then says nothing about what the group committed.
 
     Returns:
         the committed offset per partition (``None``: none), and the errors
-        of the partitions that could not be read.
+        of the partitions that could not be read (or the group-wide one).
     """
     found: dict[TopicPartition, Optional[int]] = {}
     errors: list[BrokerError] = []
+    if isinstance(response, OffsetFetchResponseV5):
+        group_error = for_code(response.error_code)
+        if group_error is not None:
+            errors.append(group_error(api="OffsetFetch", group=group, errno=response.error_code))
+            return found, errors
     for tp, part in _answers(response):
         cls = for_code(part.error_code)
         if cls is None or (issubclass(cls, _NO_OFFSET_ERRORS) and part.offset < 0):

@@ -1,13 +1,18 @@
-"""The Kafka 0.8.x wire protocol, sans I/O: bytes in, objects out.
+"""The Kafka wire protocol, sans I/O: bytes in, objects out.
 
 Importing this package registers every supported API: Produce (0), Fetch (1),
 ListOffsets (2), Metadata (3), OffsetCommit (8), OffsetFetch (9) and
 GroupCoordinator (10), all v0; Produce v3, Fetch v4, ListOffsets v1,
-Metadata v1, OffsetCommit v2, OffsetFetch v1 and FindCoordinator v1 for
-current brokers; ApiVersions (18) v0 to v2; and SaslHandshake (17) and
-SaslAuthenticate (36) v0 and v1 for SASL (:mod:`kiel.protocol.sasl`).
-Record batches (magic 2) are in :mod:`kiel.protocol.record_batch`; which
-version to speak with a broker is :mod:`kiel.protocol.versions`.
+Metadata v1, OffsetCommit v2 and v7, OffsetFetch v1 and v5 and
+FindCoordinator v1 and v2 for current brokers; the group coordinator's
+JoinGroup (11) v5, Heartbeat (12) v3, LeaveGroup (13) v3, SyncGroup (14) v3,
+DescribeGroups (15) v2 and v4 and ListGroups (16) v2
+(:mod:`kiel.protocol.group_membership`); ApiVersions (18) v0 to v2; and
+SaslHandshake (17) and SaslAuthenticate (36) v0 and v1 for SASL
+(:mod:`kiel.protocol.sasl`). Record batches (magic 2) are in
+:mod:`kiel.protocol.record_batch`, the consumer groups' embedded
+subscription and assignment in :mod:`kiel.protocol.consumer_protocol`;
+which version to speak with a broker is :mod:`kiel.protocol.versions`.
 """
 from kiel.protocol.api import Api, RequestHeader, ResponseHeader
 from kiel.protocol.api_versions import (
@@ -22,6 +27,14 @@ from kiel.protocol.api_versions import (
     ApiVersionsResponseV0,
     ApiVersionsResponseV1,
     ApiVersionsResponseV2,
+)
+from kiel.protocol.consumer_protocol import (
+    ConsumerAssignment,
+    ConsumerSubscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
 )
 from kiel.protocol.fetch import (
     FETCH_V0,
@@ -42,11 +55,47 @@ from kiel.protocol.fetch import (
 )
 from kiel.protocol.group_coordinator import (
     FIND_COORDINATOR_V1,
+    FIND_COORDINATOR_V2,
     GROUP_COORDINATOR_V0,
     FindCoordinatorRequestV1,
+    FindCoordinatorRequestV2,
     FindCoordinatorResponseV1,
+    FindCoordinatorResponseV2,
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
+)
+from kiel.protocol.group_membership import (
+    DESCRIBE_GROUPS_V2,
+    DESCRIBE_GROUPS_V4,
+    HEARTBEAT_V3,
+    JOIN_GROUP_V5,
+    LEAVE_GROUP_V3,
+    LIST_GROUPS_V2,
+    SYNC_GROUP_V3,
+    DescribedGroup,
+    DescribedGroupV4,
+    DescribedMember,
+    DescribedMemberV4,
+    DescribeGroupsRequestV2,
+    DescribeGroupsRequestV4,
+    DescribeGroupsResponseV2,
+    DescribeGroupsResponseV4,
+    HeartbeatRequestV3,
+    HeartbeatResponseV3,
+    JoinGroupMember,
+    JoinGroupProtocol,
+    JoinGroupRequestV5,
+    JoinGroupResponseV5,
+    LeaveGroupMember,
+    LeaveGroupMemberResponse,
+    LeaveGroupRequestV3,
+    LeaveGroupResponseV3,
+    ListedGroup,
+    ListGroupsRequestV2,
+    ListGroupsResponseV2,
+    SyncGroupAssignment,
+    SyncGroupRequestV3,
+    SyncGroupResponseV3,
 )
 from kiel.protocol.list_offsets import (
     EARLIEST,
@@ -82,25 +131,35 @@ from kiel.protocol.metadata import (
 from kiel.protocol.offset_commit import (
     OFFSET_COMMIT_V0,
     OFFSET_COMMIT_V2,
+    OFFSET_COMMIT_V7,
     OffsetCommitPartitionData,
+    OffsetCommitPartitionDataV7,
     OffsetCommitPartitionResponse,
     OffsetCommitRequest,
     OffsetCommitRequestV2,
+    OffsetCommitRequestV7,
     OffsetCommitResponse,
     OffsetCommitResponseV2,
+    OffsetCommitResponseV7,
     OffsetCommitTopicData,
+    OffsetCommitTopicDataV7,
     OffsetCommitTopicResponse,
 )
 from kiel.protocol.offset_fetch import (
     OFFSET_FETCH_V0,
     OFFSET_FETCH_V1,
+    OFFSET_FETCH_V5,
     OffsetFetchPartitionResponse,
+    OffsetFetchPartitionResponseV5,
     OffsetFetchRequest,
     OffsetFetchRequestV1,
+    OffsetFetchRequestV5,
     OffsetFetchResponse,
     OffsetFetchResponseV1,
+    OffsetFetchResponseV5,
     OffsetFetchTopicData,
     OffsetFetchTopicResponse,
+    OffsetFetchTopicResponseV5,
 )
 from kiel.protocol.produce import (
     PRODUCE_V0,

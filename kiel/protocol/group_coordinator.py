@@ -20,6 +20,10 @@ Wire grammar (v1, "FindCoordinator", Kafka 0.11+)::
 
 ``key`` is the group id with :data:`KEY_TYPE_GROUP` (or a transactional id
 with :data:`KEY_TYPE_TRANSACTION`).
+
+FindCoordinator v2 (Kafka 2.0+) has the v1 layout; a v2 broker answers before
+throttling a client over its quota (KIP-219), where v1 answered after. The
+group APIs' versions (:mod:`kiel.protocol.group_membership`) come with it.
 """
 from typing import Annotated, NamedTuple, Optional
 
@@ -63,4 +67,21 @@ class FindCoordinatorResponseV1(NamedTuple):
 
 FIND_COORDINATOR_V1 = register(
     Api(10, 1, "FindCoordinator", FindCoordinatorRequestV1, FindCoordinatorResponseV1)
+)
+
+
+class FindCoordinatorRequestV2(FindCoordinatorRequestV1):
+    """FindCoordinator v2 request (the v1 layout; its own class for the registry)."""
+
+    __slots__ = ()
+
+
+class FindCoordinatorResponseV2(FindCoordinatorResponseV1):
+    """FindCoordinator v2 response (the v1 layout; its own class for the registry)."""
+
+    __slots__ = ()
+
+
+FIND_COORDINATOR_V2 = register(
+    Api(10, 2, "FindCoordinator", FindCoordinatorRequestV2, FindCoordinatorResponseV2)
 )

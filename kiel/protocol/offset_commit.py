@@ -1,4 +1,4 @@
-"""OffsetCommit v0 and v2 (api key 8): commit a group's offsets.
+"""OffsetCommit v0, v2 and v7 (api key 8): commit a group's offsets.
 
 Wire grammar (v0)::
 
@@ -23,16 +23,34 @@ v2 commits are stored by the broker (the offsets topic), not in ZooKeeper.
 A member outside any broker-side group (kiel's grouped consumer splits
 partitions through ZooKeeper) commits with :data:`STANDALONE_GENERATION`
 and an empty member id; ``retention_time`` -1 keeps the broker's default.
+
+Wire grammar (v7, Kafka 2.3+)::
+
+    OffsetCommitRequest v7  => ConsumerGroup(string) GenerationId(int32)
+                               MemberId(string) GroupInstanceId(nullable string)
+                               [TopicData]
+      TopicData             => TopicName(string) [PartitionData]
+      PartitionData         => Partition(int32) Offset(int64) LeaderEpoch(int32)
+                               Metadata(nullable string)
+    OffsetCommitResponse v7 => ThrottleTimeMs(int32) (as v0)
+
+No retention time since v5 (the broker's ``offsets.retention.minutes``
+alone); ``leader_epoch`` -1 when unknown (:data:`NO_LEADER_EPOCH`); a member
+of a broker-coordinated group gives its generation, member id and, when
+static, its instance id, so a commit from a member the group has moved past
+is refused (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID).
 """
-from typing import Annotated, NamedTuple
+from typing import Annotated, NamedTuple, Optional
 
 from kiel.protocol.api import Api, register
-from kiel.protocol.primitives import Array, Int16, Int32, Int64, String
+from kiel.protocol.primitives import Array, Int16, Int32, Int64, NullableString, String
 
 #: ``generation_id`` of a commit from outside any broker-side group.
 STANDALONE_GENERATION = -1
 #: ``retention_time`` that keeps the broker's default retention.
 DEFAULT_RETENTION = -1
+#: ``leader_epoch`` of a commit that does not know the leader's epoch.
+NO_LEADER_EPOCH = -1
 
 
 class OffsetCommitPartitionData(NamedTuple):
@@ -84,4 +102,34 @@ class OffsetCommitResponseV2(OffsetCommitResponse):
 
 OFFSET_COMMIT_V2 = register(
     Api(8, 2, "OffsetCommit", OffsetCommitRequestV2, OffsetCommitResponseV2)
+)
+
+
+class OffsetCommitPartitionDataV7(NamedTuple):
+    partition: Annotated[int, Int32]
+    offset: Annotated[int, Int64]
+    leader_epoch: Annotated[int, Int32]
+    metadata: Annotated[Optional[str], NullableString]
+
+
+class OffsetCommitTopicDataV7(NamedTuple):
+    topic: Annotated[str, String]
+    partitions: Annotated[list[OffsetCommitPartitionDataV7], Array(OffsetCommitPartitionDataV7)]
+
+
+class OffsetCommitRequestV7(NamedTuple):
+    group_id: Annotated[str, String]
+    generation_id: Annotated[int, Int32]
+    member_id: Annotated[str, String]
+    group_instance_id: Annotated[Optional[str], NullableString]
+    topics: Annotated[list[OffsetCommitTopicDataV7], Array(OffsetCommitTopicDataV7)]
+
+
+class OffsetCommitResponseV7(NamedTuple):
+    throttle_time_ms: Annotated[int, Int32]
+    topics: Annotated[list[OffsetCommitTopicResponse], Array(OffsetCommitTopicResponse)]
+
+
+OFFSET_COMMIT_V7 = register(
+    Api(8, 7, "OffsetCommit", OffsetCommitRequestV7, OffsetCommitResponseV7)
 )

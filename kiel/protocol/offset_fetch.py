@@ -1,4 +1,4 @@
-"""OffsetFetch v0 and v1 (api key 9): read a group's committed offsets.
+"""OffsetFetch v0, v1 and v5 (api key 9): read a group's committed offsets.
 
 Wire grammar (v0 and v1: the same layout)::
 
@@ -15,11 +15,24 @@ depending on the broker version).
 v1 (Kafka 0.8.2+) reads the offsets the broker stores itself (OffsetCommit
 v1 and later), v0 those in ZooKeeper: pair v1 with OffsetCommit v2, v0 with
 OffsetCommit v0.
+
+Wire grammar (v5, Kafka 2.1+)::
+
+    OffsetFetchRequest v5  => ConsumerGroup(string) [TopicData] (a null array: every topic)
+    OffsetFetchResponse v5 => ThrottleTimeMs(int32) [TopicResponse] ErrorCode(int16)
+      TopicResponse        => TopicName(string) [PartitionResponse]
+      PartitionResponse    => Partition(int32) Offset(int64) LeaderEpoch(int32)
+                              Metadata(nullable string) ErrorCode(int16)
+
+Since v2 a group-wide error (NOT_COORDINATOR, GROUP_AUTHORIZATION_FAILED,
+COORDINATOR_LOAD_IN_PROGRESS...) comes in the top-level ``error_code``, with
+no partitions or partitions that carry no error of their own: a reader must
+judge it before trusting the offsets.
 """
-from typing import Annotated, NamedTuple
+from typing import Annotated, NamedTuple, Optional
 
 from kiel.protocol.api import Api, register
-from kiel.protocol.primitives import Array, Int16, Int32, Int64, String
+from kiel.protocol.primitives import Array, Int16, Int32, Int64, NullableString, String
 
 
 class OffsetFetchTopicData(NamedTuple):
@@ -65,4 +78,35 @@ class OffsetFetchResponseV1(OffsetFetchResponse):
 
 OFFSET_FETCH_V1 = register(
     Api(9, 1, "OffsetFetch", OffsetFetchRequestV1, OffsetFetchResponseV1)
+)
+
+
+class OffsetFetchRequestV5(NamedTuple):
+    group_id: Annotated[str, String]
+    topics: Annotated[Optional[list[OffsetFetchTopicData]], Array(OffsetFetchTopicData)]
+
+
+class OffsetFetchPartitionResponseV5(NamedTuple):
+    partition: Annotated[int, Int32]
+    offset: Annotated[int, Int64]
+    leader_epoch: Annotated[int, Int32]
+    metadata: Annotated[Optional[str], NullableString]
+    error_code: Annotated[int, Int16]
+
+
+class OffsetFetchTopicResponseV5(NamedTuple):
+    topic: Annotated[str, String]
+    partitions: Annotated[
+        list[OffsetFetchPartitionResponseV5], Array(OffsetFetchPartitionResponseV5)
+    ]
+
+
+class OffsetFetchResponseV5(NamedTuple):
+    throttle_time_ms: Annotated[int, Int32]
+    topics: Annotated[list[OffsetFetchTopicResponseV5], Array(OffsetFetchTopicResponseV5)]
+    error_code: Annotated[int, Int16]
+
+
+OFFSET_FETCH_V5 = register(
+    Api(9, 5, "OffsetFetch", OffsetFetchRequestV5, OffsetFetchResponseV5)
 )

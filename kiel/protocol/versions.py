@@ -3,7 +3,10 @@
 kiel implements a few versions of each API (the registry in
 :mod:`kiel.protocol.api`): v0 of everything for Kafka 0.8, and for current
 brokers Produce v3 (record batches), Fetch v4, ListOffsets v1, Metadata v1,
-OffsetCommit v2, OffsetFetch v1 and FindCoordinator v1.
+OffsetCommit v2 and v7, OffsetFetch v1 and v5, FindCoordinator v1 and v2,
+and the group coordinator's JoinGroup v5, Heartbeat v3, LeaveGroup v3,
+SyncGroup v3, DescribeGroups v2 and v4 and ListGroups v2 (none of which a
+0.8 broker serves).
 With one broker it speaks, per API, the highest version both sides know:
 
 * from the broker's ApiVersions answer (Kafka 0.10+): :func:`negotiate`;
@@ -31,14 +34,20 @@ from kiel.protocol.api_versions import ApiVersionRange
 
 __all__ = [
     "API_NAMES",
+    "DESCRIBE_GROUPS",
     "FETCH",
     "GROUP_COORDINATOR",
+    "HEARTBEAT",
+    "JOIN_GROUP",
+    "LEAVE_GROUP",
     "LEGACY",
+    "LIST_GROUPS",
     "LIST_OFFSETS",
     "METADATA",
     "OFFSET_COMMIT",
     "OFFSET_FETCH",
     "PRODUCE",
+    "SYNC_GROUP",
     "Versions",
     "check_api_version",
     "for_broker_version",
@@ -53,6 +62,12 @@ METADATA = 3
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 GROUP_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
 SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 SASL_AUTHENTICATE = 36
@@ -61,7 +76,9 @@ SASL_AUTHENTICATE = 36
 API_NAMES = {
     PRODUCE: "Produce", FETCH: "Fetch", LIST_OFFSETS: "ListOffsets", METADATA: "Metadata",
     OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
-    GROUP_COORDINATOR: "GroupCoordinator", API_VERSIONS: "ApiVersions",
+    GROUP_COORDINATOR: "GroupCoordinator", JOIN_GROUP: "JoinGroup", HEARTBEAT: "Heartbeat",
+    LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups",
+    LIST_GROUPS: "ListGroups", API_VERSIONS: "ApiVersions",
     SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
 }
 
@@ -89,9 +106,31 @@ _RELEASES: tuple[tuple[tuple[int, ...], dict[int, int]], ...] = (
     ((1, 0, 0), {PRODUCE: 5, FETCH: 6, LIST_OFFSETS: 2, METADATA: 5,
                  OFFSET_COMMIT: 3, OFFSET_FETCH: 3, GROUP_COORDINATOR: 1, API_VERSIONS: 1,
                  SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 0}),
-    ((2, 2, 0), {PRODUCE: 7, FETCH: 10, LIST_OFFSETS: 4, METADATA: 7,
+    # The group coordinator's APIs from the release that serves kiel's first
+    # version of one of them: FindCoordinator v2, DescribeGroups v2 and
+    # ListGroups v2 in 2.0 (KIP-219); OffsetFetch v5 in 2.1 (KIP-320);
+    # JoinGroup v5, SyncGroup v3, Heartbeat v3 and OffsetCommit v7 in 2.3,
+    # LeaveGroup v3 and DescribeGroups v4 in 2.4 (static membership, KIP-345).
+    ((2, 0, 0), {PRODUCE: 6, FETCH: 8, LIST_OFFSETS: 3, METADATA: 6,
+                 OFFSET_COMMIT: 4, OFFSET_FETCH: 4, GROUP_COORDINATOR: 2, API_VERSIONS: 2,
+                 SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 0, JOIN_GROUP: 3, HEARTBEAT: 2,
+                 LEAVE_GROUP: 2, SYNC_GROUP: 2, DESCRIBE_GROUPS: 2, LIST_GROUPS: 2}),
+    ((2, 1, 0), {PRODUCE: 7, FETCH: 10, LIST_OFFSETS: 4, METADATA: 7,
                  OFFSET_COMMIT: 6, OFFSET_FETCH: 5, GROUP_COORDINATOR: 2, API_VERSIONS: 2,
-                 SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 1}),
+                 SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 0, JOIN_GROUP: 3, HEARTBEAT: 2,
+                 LEAVE_GROUP: 2, SYNC_GROUP: 2, DESCRIBE_GROUPS: 2, LIST_GROUPS: 2}),
+    ((2, 2, 0), {PRODUCE: 7, FETCH: 10, LIST_OFFSETS: 5, METADATA: 7,
+                 OFFSET_COMMIT: 6, OFFSET_FETCH: 5, GROUP_COORDINATOR: 2, API_VERSIONS: 2,
+                 SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 1, JOIN_GROUP: 4, HEARTBEAT: 2,
+                 LEAVE_GROUP: 2, SYNC_GROUP: 2, DESCRIBE_GROUPS: 2, LIST_GROUPS: 2}),
+    ((2, 3, 0), {PRODUCE: 7, FETCH: 11, LIST_OFFSETS: 5, METADATA: 8,
+                 OFFSET_COMMIT: 7, OFFSET_FETCH: 5, GROUP_COORDINATOR: 2, API_VERSIONS: 2,
+                 SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 1, JOIN_GROUP: 5, HEARTBEAT: 3,
+                 LEAVE_GROUP: 2, SYNC_GROUP: 3, DESCRIBE_GROUPS: 3, LIST_GROUPS: 2}),
+    ((2, 4, 0), {PRODUCE: 8, FETCH: 11, LIST_OFFSETS: 5, METADATA: 9,
+                 OFFSET_COMMIT: 8, OFFSET_FETCH: 6, GROUP_COORDINATOR: 3, API_VERSIONS: 3,
+                 SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 1, JOIN_GROUP: 6, HEARTBEAT: 4,
+                 LEAVE_GROUP: 4, SYNC_GROUP: 4, DESCRIBE_GROUPS: 5, LIST_GROUPS: 3}),
 )
 
 
@@ -111,11 +150,13 @@ def _pair_offsets(chosen: dict[int, int], fetch_v0: bool) -> dict[int, int]:
     """Keep OffsetFetch and OffsetCommit on the same offset storage.
 
     Strategy: OffsetCommit v0 and OffsetFetch v0 use ZooKeeper storage on a
-    0.8.2 broker, OffsetCommit v2 and OffsetFetch v1 the broker's own; a
-    0.8.2 broker serves OffsetFetch v1 but not OffsetCommit v2, and reading
-    one storage after writing the other loses every commit. So OffsetFetch
-    v1 goes only with OffsetCommit v2; otherwise v0 (``fetch_v0``: the broker
-    serves it), or none.
+    0.8.2 broker, OffsetCommit v1+ and OffsetFetch v1+ the broker's own; a
+    0.8.2 broker serves OffsetFetch v1 but not OffsetCommit v2 (kiel's next
+    version after v0), and reading one storage after writing the other
+    loses every commit. So OffsetFetch v1 or later goes only with
+    OffsetCommit v2 or later (any of kiel's later versions, v2 or v7, with
+    any, v1 or v5: they all read and write the broker's storage);
+    otherwise v0 (``fetch_v0``: the broker serves it), or none.
     """
     if chosen.get(OFFSET_FETCH, 0) >= 1 and chosen.get(OFFSET_COMMIT, 0) < 2:
         if fetch_v0:
