@@ -555,6 +555,29 @@ class Cluster:
             raise UnknownPartitionError("unknown partition", topic=topic, partition=partition)
         return info.leader
 
+    async def group_coordinator(self, group: str) -> int:
+        """The broker id of ``group``'s coordinator, strictly (for a broker group).
+
+        Unlike :meth:`coordinator`, an error is raised, not answered with
+        any broker: a group's membership requests must reach its one
+        coordinator.
+
+        Raises:
+            BrokerError: the broker's answer (coordinator not available:
+                retriable).
+            NoBrokersError: no broker answered.
+        """
+        response: GroupCoordinatorResponse = await self.send_any(
+            functools.partial(_coordinator_request, group=group)
+        )
+        cls = for_code(response.error_code)
+        if cls is not None:
+            raise cls(api="FindCoordinator", group=group, errno=response.error_code)
+        info = BrokerInfo(response.coordinator_id, response.host, response.port)
+        if self.brokers.get(info.node_id) != info:
+            self.brokers[info.node_id] = info
+        return info.node_id
+
     async def coordinator(self, group: str) -> int:
         """The broker id of ``group``'s coordinator (GroupCoordinator v0, or
         FindCoordinator v1 or v2 with a broker that speaks it).

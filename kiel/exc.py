@@ -265,6 +265,16 @@ class GroupError(KielError):
     """A grouped consumer could not join or stay in its group."""
 
 
+class PollIntervalExceededError(GroupError):
+    """The application did not ask for records within ``max_poll_interval``.
+
+    The member left its broker-coordinated group on purpose (after
+    committing what the application finished), so the other members took
+    its partitions instead of waiting; it joins again as the application
+    asks for records. Raised once, by the next ``consume()``.
+    """
+
+
 class OffsetResetError(KielError):
     """No committed or valid offset and the reset policy is ``"raise"``."""
 

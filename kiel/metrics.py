@@ -245,12 +245,27 @@ class GroupedConsumerMetrics(ConsumerMetrics):
     #: the longest one's.
     rebalance_seconds_max: float
     #: kazoo's connection state (``CONNECTED``, ``SUSPENDED``, ``LOST``), or
-    #: ``NOT_STARTED`` before connect.
+    #: ``NOT_STARTED`` before connect (``NOT_USED`` in a broker group).
     zookeeper_state: str
     #: partitions this member owns.
     owned_partitions: int
     #: offset commits completed.
     commits: int
+    #: who forms the group: ``"zookeeper"`` or ``"brokers"``.
+    coordinator: str = "zookeeper"
+    #: a broker group member's state: ``UNJOINED``, ``REVOKING``, ``JOINING``,
+    #: ``SYNCING``, ``STABLE``, ``LEFT`` (``max_poll_interval`` passed),
+    #: ``FAILED`` or ``CLOSED``; a ZooKeeper member's is its ZooKeeper state.
+    group_state: str = "NOT_STARTED"
+    #: this member's id in the group (``None`` before it joined).
+    member_id: Optional[str] = None
+    #: a broker group's generation this member belongs to (-1: none).
+    generation: int = -1
+    #: whether this member leads its broker group (runs the assignor).
+    leader: bool = False
+    #: wall-clock time (``time.time()``) of the last heartbeat the
+    #: coordinator answered (``None``: none yet, or a ZooKeeper group).
+    last_heartbeat: Optional[float] = None
 
 
 # ----------------------------------------------------------------------
@@ -316,6 +331,14 @@ _SPECS = (
     MetricSpec("kiel_group_owned_partitions", "gauge", "partitions", (),
                "Partitions this member owns"),
     MetricSpec("kiel_group_commits", "counter", "commits", (), "Offset commits completed"),
+    MetricSpec("kiel_group_state", "gauge", "boolean", ("coordinator", "state"),
+               "1 for the member's current group state"),
+    MetricSpec("kiel_group_generation", "gauge", "generation", (),
+               "The broker group's generation the member belongs to (-1: none)"),
+    MetricSpec("kiel_group_leader", "gauge", "boolean", (),
+               "1 when the member leads its broker group"),
+    MetricSpec("kiel_group_last_heartbeat_timestamp_seconds", "gauge", "seconds", (),
+               "When the coordinator last answered a heartbeat (Unix time)"),
 )
 
 #: Every metric kiel exports, by name.
@@ -370,9 +393,17 @@ def samples(snapshot: ClientMetrics) -> Iterator[Sample]:
         yield Sample("kiel_group_rebalance_seconds", (), snapshot.rebalance_seconds)
         yield Sample("kiel_group_rebalance_seconds_last", (), snapshot.rebalance_seconds_last)
         yield Sample("kiel_group_rebalance_seconds_max", (), snapshot.rebalance_seconds_max)
-        yield Sample("kiel_group_zookeeper_connected", (snapshot.zookeeper_state,), 1)
+        if snapshot.coordinator == "zookeeper":
+            yield Sample("kiel_group_zookeeper_connected", (snapshot.zookeeper_state,), 1)
         yield Sample("kiel_group_owned_partitions", (), snapshot.owned_partitions)
         yield Sample("kiel_group_commits", (), snapshot.commits)
+        yield Sample("kiel_group_state", (snapshot.coordinator, snapshot.group_state), 1)
+        if snapshot.coordinator == "brokers":
+            yield Sample("kiel_group_generation", (), snapshot.generation)
+            yield Sample("kiel_group_leader", (), int(snapshot.leader))
+            if snapshot.last_heartbeat is not None:
+                yield Sample("kiel_group_last_heartbeat_timestamp_seconds", (),
+                             snapshot.last_heartbeat)
 
 
 def as_dict(snapshot: ClientMetrics) -> dict[str, list[dict[str, Any]]]:

@@ -1,21 +1,26 @@
 """GroupedConsumer: split a group's partitions among processes.
 
 Who forms the group is a :class:`~kiel.consumer.membership.Membership`
-adapter's job (ZooKeeper's, given ``zk_hosts``: members, allocation and
-owner znodes in :mod:`kiel.zookeeper`); this module plugs the consumer's
+adapter's job: ZooKeeper's, given ``zk_hosts`` (members, allocation and
+owner znodes in :mod:`kiel.zookeeper`, Kafka 0.8's way), else the brokers'
+group coordinator's (:mod:`kiel.coordinator`: JoinGroup, SyncGroup,
+Heartbeat, beside Java, librdkafka and other Python members); this module plugs the consumer's
 fetching into it (:class:`~kiel.consumer.group_hooks.ConsumerHooks`, the
 membership's :class:`~kiel.consumer.membership.PartitionHooks`), keeps one
 :class:`~kiel.consumer.group_state.OwnedPartition` per owned partition, and
 commits finished offsets through :mod:`kiel.consumer.commits` (OffsetCommit
 v0 on a 0.8.x broker, which stores it at
-``/consumers/<group>/offsets/<topic>/<partition>``).
+``/consumers/<group>/offsets/<topic>/<partition>``; the negotiated version,
+with the group's generation and member id, on a current one).
 
 Example::
 
     from kiel.consumer import GroupedConsumer
 
-    async def work(brokers, zk_hosts):
-        consumer = GroupedConsumer(brokers, "billing", zk_hosts, topics=["invoices"])
+    async def work(brokers):
+        # A current cluster: the brokers coordinate the group. On Kafka 0.8
+        # pass zk_hosts="zk1:2181,zk2:2181" to keep it in ZooKeeper.
+        consumer = GroupedConsumer(brokers, "billing", topics=["invoices"])
         await consumer.connect()
         try:
             async for record in consumer.stream():
@@ -66,25 +71,38 @@ __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 log = logging.getLogger(__name__)
 
 class GroupedConsumer(_BaseConsumer):
-    """Consume topics as one member of a group coordinated in ZooKeeper (Kafka 0.8 style).
+    """Consume topics as one member of a group: the brokers', or one kept in ZooKeeper.
+
+    Without ``zk_hosts`` the brokers' group coordinator forms the group
+    (Kafka 0.9 and later, KRaft included), with members of any client;
+    with ``zk_hosts`` the group lives in ZooKeeper as Kafka 0.8's did. The
+    listener, the allocators and everything below work the same on both;
+    the options marked *ZooKeeper* or *brokers* are that coordinator's
+    alone (the other refuses them with :class:`~kiel.exc.ConfigError`).
 
     Args:
         brokers: bootstrap list, ``["host", "host:port", ...]`` or a
             comma-separated string.
         group: the consumer group.
-        zk_hosts: ZooKeeper connection string ``"host:port,...[/chroot]"`` of
-            the ensemble the brokers register in (the broker stores v0
-            offsets there too).
+        zk_hosts: *ZooKeeper*: connection string ``"host:port,...[/chroot]"``
+            of the ensemble the brokers register in (the broker stores v0
+            offsets there too). ``None`` (default): the brokers coordinate.
         topics: topic names to consume (or one name).
         pattern: instead of ``topics``: a regex (string or compiled) matched in
-            full against every topic in ``/brokers/topics``; new matching
-            topics join as they appear.
+            full against every topic (``/brokers/topics`` in ZooKeeper, the
+            brokers' metadata otherwise); new matching topics join as they
+            appear.
         allocator: ``"round_robin"`` (default), ``"range"``, ``"sticky"``,
             ``"weighted"`` (by each member's ``capacity``, read from its
             registration), another registered name, or a callable
             ``(members, partitions) -> {member: {topic: [ids]}}`` (see the
             allocators guide). Every member must use the same one. ``None``
-            means the coordinator's default.
+            means the coordinator's default. With the *brokers*: Kafka's
+            ``"range"`` and ``"roundrobin"`` (``"round_robin"`` too: Java's
+            order, so kiel shares groups with other clients), kiel's own as
+            ``kiel.<name>`` on the wire, or a preference list such as
+            ``["range", "roundrobin"]`` (the default) of which the
+            coordinator picks one every member offers.
         listener: a :class:`ConsumerRebalanceListener`-like object, or None.
         auto_finish: ``True`` (default): records count as finished when the
             application asks for more; ``False``: only :meth:`task_done`
@@ -95,7 +113,21 @@ class GroupedConsumer(_BaseConsumer):
             (``None``: not by count).
         commit_metadata: the metadata string stored with each commit (a
             broker that finds it too large gets a retry without it).
-        zk_session_timeout: ZooKeeper session timeout, seconds.
+        session_timeout: *brokers*: seconds the coordinator waits for a
+            heartbeat before it drops the member (default 10; the broker's
+            ``group.min/max.session.timeout.ms`` bound it).
+        heartbeat_interval: *brokers*: seconds between heartbeats (default
+            3), sent on their own task whatever the application does.
+        max_poll_interval: *brokers*: seconds the application may go without
+            asking for records (default 300); past it the member leaves the
+            group on purpose (committing what was finished) and the next
+            :meth:`consume` raises :class:`~kiel.exc.PollIntervalExceededError`,
+            then joins again. Also bounds how long a rebalance waits for
+            the others.
+        group_instance_id: *brokers*: a static member's id (KIP-345): kept
+            across restarts, no LeaveGroup on close, so a restart within
+            ``session_timeout`` gets its partitions back without a rebalance.
+        zk_session_timeout: *ZooKeeper*: session timeout, seconds.
         zk_chroot: optional chroot added to ``zk_hosts``.
         zk_max_retry_delay: the longest pause, seconds, between attempts to
             reconnect to ZooKeeper (exponential backoff up to it), so the
@@ -113,7 +145,9 @@ class GroupedConsumer(_BaseConsumer):
         zk_auth: ``"user:password"``: digest-authenticate, and create this
             group's znodes with ACLs that let only that identity change them
             (anyone may read them, so 0.8 tools still see the group).
-        member_id: this member's id (default ``<host>-<pid>-<random>``).
+        member_id: *ZooKeeper*: this member's id (default
+            ``<host>-<pid>-<random>``; the brokers give theirs, see
+            :attr:`member_id`).
         capacity: advertised in the registration; the ``"weighted"``
             allocator splits partitions in proportion to it.
         acquire_timeout: seconds to wait for a previous owner to release a
@@ -153,7 +187,7 @@ class GroupedConsumer(_BaseConsumer):
         self,
         brokers: Union[str, Sequence[str]],
         group: str,
-        zk_hosts: str,
+        zk_hosts: Optional[str] = None,
         *,
         topics: Optional[Topics] = None,
         pattern: Union[str, Pattern[str], None] = None,
@@ -176,6 +210,10 @@ class GroupedConsumer(_BaseConsumer):
         join_timeout: float = 60.0,
         leave_timeout: float = 10.0,
         listener_timeout: float = 30.0,
+        session_timeout: Optional[float] = None,
+        heartbeat_interval: Optional[float] = None,
+        max_poll_interval: Optional[float] = None,
+        group_instance_id: Optional[str] = None,
         **options: Any,
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
@@ -183,7 +221,7 @@ class GroupedConsumer(_BaseConsumer):
                              listener_timeout)
         #: Which coordinator forms the group: ``"zookeeper"`` (``zk_hosts``
         #: given) or ``"brokers"``.
-        self.coordinator = "zookeeper"
+        self.coordinator = "zookeeper" if zk_hosts is not None else "brokers"
         # Only the adapter's own options that were given: the others keep
         # the adapter's defaults, and an option of the other adapter is refused.
         given = {
@@ -191,6 +229,8 @@ class GroupedConsumer(_BaseConsumer):
             "zk_chroot": zk_chroot, "zk_max_retry_delay": zk_max_retry_delay,
             "zk_connect_timeout": zk_connect_timeout, "partitions_from": partitions_from,
             "zk_auth": zk_auth, "acquire_timeout": acquire_timeout,
+            "session_timeout": session_timeout, "heartbeat_interval": heartbeat_interval,
+            "max_poll_interval": max_poll_interval, "group_instance_id": group_instance_id,
         }
         self._adapter = adapter(self.coordinator)
         #: The membership's settings, checked once (see the adapter's settings class).
@@ -268,9 +308,16 @@ class GroupedConsumer(_BaseConsumer):
             rebalance_seconds=rebalances.seconds,
             rebalance_seconds_last=rebalances.last,
             rebalance_seconds_max=rebalances.max,
-            zookeeper_state=group.get("zookeeper_state", "NOT_STARTED"),
+            zookeeper_state=group.get("zookeeper_state", (
+                "NOT_STARTED" if self.coordinator == "zookeeper" else "NOT_USED")),
             owned_partitions=len(self._state),
             commits=self.commits,
+            coordinator=self.coordinator,
+            group_state=group.get("group_state", group.get("zookeeper_state", "NOT_STARTED")),
+            member_id=self.member_id,
+            generation=group.get("generation", -1),
+            leader=bool(group.get("leader", False)),
+            last_heartbeat=group.get("last_heartbeat"),
         )
 
     # ------------------------------------------------------------------
@@ -396,6 +443,8 @@ class GroupedConsumer(_BaseConsumer):
         if self.auto_finish:
             self._hands.finish_mine()
         self._reclaim()
+        if self.membership is not None:
+            self.membership.poll()
         self._raise_pending()
         awaiting = self.subscription.with_status(Status.AWAITING_RESET)
         if awaiting:

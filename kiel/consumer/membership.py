@@ -128,6 +128,9 @@ class Membership(Protocol):
     def may_commit(self) -> bool:
         """Whether what this member owns is surely still its own, so a commit is safe."""
 
+    def poll(self) -> None:
+        """The application asked for records (a broker group's ``max_poll_interval``)."""
+
     async def stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """Offsets committed outside the coordinator's answer, where the group keeps any.
 

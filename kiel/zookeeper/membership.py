@@ -264,6 +264,9 @@ class ZooKeeperMembership:
         """Connected, under the session the member registered with."""
         return self.member is not None and self.member.may_commit()
 
+    def poll(self) -> None:
+        """Nothing: a ZooKeeper group has no poll deadline (its session is kazoo's)."""
+
     async def stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The offsets a 0.8 broker stored for ``tps`` in ZooKeeper, where there are any.
 

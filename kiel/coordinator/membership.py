@@ -1,0 +1,609 @@
+"""A group the brokers coordinate, behind the consumer's Membership interface.
+
+:class:`BrokerMembership` is the adapter a
+:class:`~kiel.consumer.grouped.GroupedConsumer` without ``zk_hosts`` uses:
+the classic group protocol of the Java consumer, librdkafka, kafka-python
+and aiokafka, so kiel members share a group with theirs.
+
+A rebalance (eager) runs on the membership's one group task:
+
+1. revoke everything owned (``hooks.revoked``: stop fetching, wait for the
+   records in the application's hands, the listener, the commit under the
+   generation that owned them), while heartbeats keep the session;
+2. JoinGroup v5 (a new member's first answer is MEMBER_ID_REQUIRED with the
+   id to join again with); the coordinator waits for every member and
+   makes one the leader;
+3. the leader runs the chosen assignor (:mod:`kiel.coordinator.assignors`)
+   over every member's subscription and sends the result in SyncGroup v3;
+   followers send an empty SyncGroup and get their part;
+4. the new generation and member id go to the consumer's commits, then
+   ``hooks.assigned`` (listener, committed offsets, fetching).
+
+Heartbeats run on their own task every ``heartbeat_interval``, whatever the
+application does, so a busy application does not lose its session. An
+answer REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION starts a rebalance;
+UNKNOWN_MEMBER_ID, or no answer for ``session_timeout``, means the
+coordinator dropped this member: its partitions are *lost* (no commit:
+another member may own them) and it joins again as new. FENCED_INSTANCE_ID,
+INCONSISTENT_GROUP_PROTOCOL and GROUP_AUTHORIZATION_FAILED are fatal: the
+member stops and the consumer raises the typed error.
+
+An application that does not ask for records for ``max_poll_interval``
+makes the member leave on purpose (revoke and commit what it finished,
+LeaveGroup): the others take its partitions instead of waiting; its next
+``consume()`` raises :class:`~kiel.exc.PollIntervalExceededError` and the
+member joins again.
+
+Safety among kiel members: a partition is assigned only after the
+coordinator completed a generation (every member of the previous one has
+rejoined, after revoking, or was dropped after its session), and a member
+whose session may have ended stops fetching (lost) no later than the
+coordinator drops it.
+"""
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import fields
+from re import Pattern
+from typing import Any, Optional
+
+from kiel._aio import Tasks, Wakeup, within
+from kiel.consumer.membership import GroupContext
+from kiel.coordinator.assignors import Assignor, Member
+from kiel.coordinator.requests import GroupRequests
+from kiel.coordinator.session import Session
+from kiel.coordinator.settings import BrokerSettings
+from kiel.exc import (
+    AllocationError,
+    ClientClosedError,
+    ConfigError,
+    FencedInstanceIdError,
+    GroupAuthorizationFailedError,
+    GroupError,
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    InvalidSessionTimeoutError,
+    KielError,
+    MemberIdRequiredError,
+    PollIntervalExceededError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+    UnsupportedFeatureError,
+)
+from kiel.protocol.consumer_protocol import (
+    ConsumerAssignment,
+    ConsumerSubscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kiel.protocol.group_membership import (
+    JoinGroupProtocol,
+    JoinGroupResponseV5,
+    SyncGroupAssignment,
+)
+from kiel.retry import Backoff, attempts
+from kiel.structs import TopicPartition
+
+__all__ = ["BrokerMembership"]
+
+log = logging.getLogger(__name__)
+
+#: Retries of a rebalance that failed (coordinator moved or unreachable, a
+#: rebalance that started again). Unbounded: the member must get back into
+#: its group; they end when it leaves (and the first join has join_timeout).
+REJOIN_BACKOFF = Backoff(0.1, 5.0, retries=None)
+#: Errors after which the member stops: the application must change something.
+FATAL = (FencedInstanceIdError, InconsistentGroupProtocolError, GroupAuthorizationFailedError,
+         InvalidSessionTimeoutError, UnsupportedFeatureError)
+#: Internal topics a pattern never matches.
+_INTERNAL = ("__consumer_offsets", "__transaction_state")
+
+
+class BrokerMembership:
+    """One member of a group the brokers' coordinator forms.
+
+    Args:
+        context: what the consumer gives every membership.
+        settings: the checked :class:`~kiel.coordinator.settings.BrokerSettings`.
+    """
+
+    #: The consumer keywords this adapter reads (the shared ones included).
+    OPTIONS = tuple(f.name for f in fields(BrokerSettings))
+
+    @classmethod
+    def settings_for(cls, options: Mapping[str, Any]) -> BrokerSettings:
+        """Check the options given (the others keep their defaults).
+
+        Raises:
+            ConfigError: a bad setting, or one only a ZooKeeper group reads.
+        """
+        unknown = sorted(set(options) - set(cls.OPTIONS))
+        if unknown:
+            raise ConfigError(f"{', '.join(unknown)}: only for a group kept in ZooKeeper "
+                              "(pass zk_hosts)")
+        return BrokerSettings(**options)
+
+    def __init__(self, context: GroupContext, settings: BrokerSettings) -> None:
+        self.context = context
+        self.settings = settings
+        self.hooks = context.hooks
+        self.requests = GroupRequests(context.cluster, context.group, settings.group_instance_id)
+        #: The member id the coordinator gave (``None``: none yet).
+        self.member_id: Optional[str] = None
+        #: The generation this member's assignment belongs to (-1: none).
+        self.generation = -1
+        #: The leader's member id in the current generation.
+        self.leader: Optional[str] = None
+        #: The assignor the coordinator chose.
+        self.protocol: Optional[str] = None
+        #: ``UNJOINED``, ``REVOKING``, ``JOINING``, ``SYNCING``, ``STABLE``,
+        #: ``LEFT`` (max_poll_interval passed), ``FAILED`` or ``CLOSED``.
+        self.state = "UNJOINED"
+        self.failure: Optional[BaseException] = None
+        #: The partitions this member owns now.
+        self.owned: list[TopicPartition] = []
+        #: Rebalances this member went through, and the last one's seconds.
+        self.rebalances = 0
+        self.last_rebalance_seconds: Optional[float] = None
+        #: Wall-clock time (``time.time()``) of the last heartbeat answered.
+        self.last_heartbeat: Optional[float] = None
+        self.session = Session(settings.session_timeout, settings.max_poll_interval)
+        self._assignors: dict[str, Assignor] = {a.name: a for a in settings.assignors}
+        self._tasks = Tasks(f"kiel-group-{context.group}")
+        self._wake = Wakeup()
+        self._rejoin = False
+        self._closing = False
+        #: Partitions being revoked or assigned right now (a leave hands them back too).
+        self._moving: list[TopicPartition] = []
+        #: What the last assignment was computed from (as leader): rejoin when it changes.
+        self._subscribed: list[str] = []
+        self._counts: dict[str, int] = {}
+        self._leader_topics: list[str] = []
+
+    # ------------------------------------------------------------------
+    # Membership
+
+    def may_commit(self) -> bool:
+        """Owned under a live session of the current generation."""
+        return (
+            self.state in ("STABLE", "REVOKING")
+            and self.generation >= 0
+            and self.session.live(_now())
+        )
+
+    async def stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """None: a broker group keeps its offsets only with the coordinator."""
+        return {}
+
+    def poll(self) -> None:
+        """The application asked for records: a member that left for being
+        too slow joins again."""
+        self.session.poll(_now())
+        if self.state == "LEFT":
+            self._request_rejoin()
+
+    def metrics(self) -> dict[str, Any]:
+        """The group's state as this member sees it."""
+        return {
+            "group_state": self.state,
+            "member_id": self.member_id,
+            "generation": self.generation,
+            "leader": self.member_id is not None and self.leader == self.member_id,
+            "assignor": self.protocol,
+            "last_heartbeat": self.last_heartbeat,
+            "last_rebalance_seconds": self.last_rebalance_seconds,
+        }
+
+    async def join(self) -> None:
+        """Join the group and take the first assignment, within ``join_timeout``.
+
+        Raises:
+            UnsupportedFeatureError: the brokers do not coordinate groups
+                (Kafka 0.8: pass ``zk_hosts``).
+            GroupError: not joined within ``join_timeout`` (a typed
+                subclass when the coordinator refused: fenced, inconsistent
+                protocol, not authorized).
+            AllocationError: this member led and its allocator failed.
+        """
+        self.session.poll(_now())
+        try:
+            await within(self._rebalance(first=True), self.settings.join_timeout)
+        except asyncio.TimeoutError as e:
+            raise GroupError(
+                f"did not join group {self.context.group!r} within join_timeout="
+                f"{self.settings.join_timeout}s (state {self.state})", group=self.context.group,
+            ) from e
+        self._tasks.spawn(self._run(), "group")
+        self._tasks.spawn(self._heartbeats(), "heartbeats")
+        self._tasks.spawn(self._watch_metadata(), "group metadata")
+
+    async def leave(self) -> None:
+        """Hand everything back (revoke and commit, or lose without a session),
+        then LeaveGroup (not for a static member), within ``leave_timeout``."""
+        if self._closing:
+            return
+        self._closing = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.leave_timeout
+        await self._tasks.cancel(self.settings.leave_timeout)
+        try:
+            await within(self._hand_back(), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            log.warning("%s", GroupError(
+                f"member {self.member_id} could not leave within leave_timeout="
+                f"{self.settings.leave_timeout}s; the coordinator drops it after "
+                "session_timeout", group=self.context.group))
+        except KielError as e:
+            log.warning("%s", GroupError(
+                f"member {self.member_id} left uncleanly: {type(e).__name__} {e}; the "
+                "coordinator drops it after session_timeout", group=self.context.group))
+        self.state = "CLOSED"
+
+    async def close(self) -> None:
+        """Nothing to free: the connections are the consumer's."""
+
+    # ------------------------------------------------------------------
+    # leaving
+
+    async def _hand_back(self) -> None:
+        tps = sorted(set(self.owned) | set(self._moving))
+        self.owned = []
+        if tps:
+            if self.may_commit():
+                await self.hooks.revoked(tps)
+            else:
+                await self.hooks.lost(tps)
+        if self.member_id and self.settings.group_instance_id is None:
+            # A static member stays in the group until its session ends, so
+            # a restart within it gets its partitions back without a rebalance.
+            try:
+                await self.requests.leave(self.member_id)
+            except UnknownMemberIdError:
+                pass  # already dropped
+        self._forget_member()
+
+    def _forget_member(self) -> None:
+        self.member_id = None
+        self.generation = -1
+        self.context.offsets.member_id = ""
+        self.context.offsets.generation_id = -1
+        self.session.end()
+
+    # ------------------------------------------------------------------
+    # the group task
+
+    def _request_rejoin(self) -> None:
+        self._rejoin = True
+        self._wake.fire()
+
+    async def _run(self) -> None:
+        """Rebalance whenever asked to, one at a time, until the member leaves or fails."""
+        try:
+            while not self._closing:
+                while not self._rejoin:
+                    await self._wake.wait()
+                self._rejoin = False
+                try:
+                    await self._rebalance()
+                except FATAL as e:
+                    self._fail(e)
+                    return
+        except ClientClosedError:
+            return
+
+    def _fail(self, error: BaseException) -> None:
+        """A fatal answer: stop, lose what is owned, tell the application."""
+        log.error("group %s: %s; the member stops", self.context.group, error)
+        self.failure = error
+        self.state = "FAILED"
+        self._lose()
+        self._forget_member()
+
+    def _lose(self) -> None:
+        """The coordinator may have given our partitions to others: lose them (no commit)."""
+        tps, self.owned = self.owned, []
+        if tps:
+            self._tasks.spawn(self.hooks.lost(tps), "lose partitions")
+
+    async def _rebalance(self, first: bool = False) -> None:
+        """Revoke what is owned, join, sync, take the new assignment.
+
+        Raises:
+            a FATAL error, or (first join only) AllocationError.
+            ClientClosedError: the member left meanwhile.
+        """
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        if self.owned:
+            self.state = "REVOKING"
+            tps, self.owned = self.owned, []
+            self._moving = tps
+            try:
+                if self.may_commit():
+                    await self.hooks.revoked(tps)
+                else:
+                    await self.hooks.lost(tps)
+            finally:
+                self._moving = []
+        async for attempt in attempts(REJOIN_BACKOFF, closed=lambda: self._closing):
+            try:
+                assigned = await self._join_until_synced()
+            except FATAL:
+                raise
+            except AllocationError as e:
+                if first:
+                    raise
+                self.failure = e
+                log.error("group %s: the allocator failed: %s", self.context.group, e)
+                attempt.failed(e)
+                continue
+            except KielError as e:
+                if not e.retriable and not isinstance(e, GroupError):
+                    raise
+                log.warning("group %s: joining failed (%r); trying again", self.context.group, e)
+                attempt.failed(e)
+                continue
+            break
+        self.state = "STABLE"
+        self._moving = assigned
+        try:
+            await self.hooks.assigned(assigned)
+            self.owned = assigned
+        finally:
+            self._moving = []
+        self.rebalances += 1
+        self.last_rebalance_seconds = loop.time() - started
+
+    async def _join_until_synced(self) -> list[TopicPartition]:
+        """Join and sync until a generation completes with this member in it.
+
+        Strategy: REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION mean a new
+        generation is forming; the member joins it again at once (after a
+        short pause that doubles up to a second), keeping its member id
+        (kafka-python once reset it here: PR #2614). UNKNOWN_MEMBER_ID: it
+        joins as a new member. Other failures go to the caller's backoff.
+
+        Raises:
+            ClientClosedError: the member left meanwhile.
+            KielError: as :meth:`_join_and_sync`.
+        """
+        pause = 0.05
+        while True:
+            if self._closing:
+                raise ClientClosedError("the member left while joining")
+            try:
+                return await self._join_and_sync()
+            except (RebalanceInProgressError, IllegalGenerationError) as e:
+                log.debug("group %s: %s; joining again", self.context.group, type(e).__name__)
+            except UnknownMemberIdError:
+                self._forget_member()
+            await asyncio.sleep(pause)
+            pause = min(1.0, pause * 2)
+
+    async def _join_and_sync(self) -> list[TopicPartition]:
+        """One JoinGroup (two for a new member) and SyncGroup; the partitions assigned.
+
+        Raises:
+            BrokerError: the coordinator's answer (the caller decides).
+            KielError: the coordinator could not be reached.
+            AllocationError: as leader, the allocator failed.
+        """
+        settings = self.settings
+        self.state = "JOINING"
+        topics = await self._topics()
+        self._subscribed = topics
+        protocols = [
+            JoinGroupProtocol(a.name, encode_subscription(ConsumerSubscription(topics,
+                                                                               a.user_data)))
+            for a in settings.assignors
+        ]
+        for _ in range(2):
+            sent = _now()
+            response = await self.requests.join(
+                self.member_id or "", protocols, settings.session_timeout,
+                settings.max_poll_interval,
+            )
+            if response.error_code == MemberIdRequiredError.errno:
+                self.member_id = response.member_id  # join again with it (KIP-394)
+                continue
+            break
+        else:
+            raise MemberIdRequiredError(api="JoinGroup", group=self.context.group,
+                                        member=self.member_id)
+        self.session.answered(sent)
+        self.member_id = response.member_id
+        self.generation = response.generation_id
+        self.leader = response.leader
+        self.protocol = response.protocol_name
+        assignments: list[SyncGroupAssignment] = []
+        if response.leader == response.member_id:
+            assignments = await self._lead(response)
+        self.state = "SYNCING"
+        sent = _now()
+        data = await self.requests.sync(self.member_id, self.generation, assignments,
+                                        settings.max_poll_interval)
+        self.session.answered(sent)
+        self.last_heartbeat = time.time()
+        offsets = self.context.offsets
+        offsets.generation_id = self.generation
+        offsets.member_id = self.member_id
+        offsets.group_instance_id = settings.group_instance_id
+        return self._mine(data, topics)
+
+    def _mine(self, data: bytes, topics: list[str]) -> list[TopicPartition]:
+        """This member's partitions from SyncGroup's answer.
+
+        A leader that gives this member a topic it did not subscribe to
+        broke the protocol: those partitions are not taken, and the
+        application hears of it (:class:`~kiel.exc.AllocationError`).
+        """
+        _, assignment = decode_assignment(data)
+        tps = sorted(TopicPartition(t, p) for t, ids in assignment.partitions for p in ids)
+        wanted = set(topics)
+        stray = [tp for tp in tps if tp.topic not in wanted]
+        if stray:
+            self.failure = AllocationError(
+                f"the group's leader ({self.leader}) assigned {stray[:5]} of topics this member "
+                f"does not subscribe to; they are not consumed", group=self.context.group,
+                topic=stray[0].topic, partition=stray[0].partition,
+            )
+            log.error("%s", self.failure)
+        return [tp for tp in tps if tp.topic in wanted]
+
+    async def _lead(self, response: JoinGroupResponseV5) -> list[SyncGroupAssignment]:
+        """As leader: every member's assignment from the chosen assignor.
+
+        Raises:
+            GroupError: the coordinator chose an assignor this member did not offer.
+            AllocationError: the allocator's result breaks the contract.
+            KielError: the partition counts could not be read.
+        """
+        assignor = self._assignors.get(response.protocol_name)
+        if assignor is None:
+            raise GroupError(f"the coordinator chose assignor {response.protocol_name!r}, "
+                             f"which this member did not offer ({sorted(self._assignors)})",
+                             group=self.context.group)
+        members = []
+        for m in response.members:
+            _, sub = decode_subscription(m.metadata)
+            members.append(Member(m.member_id, m.group_instance_id or m.member_id,
+                                  list(sub.topics), sub.user_data,
+                                  static=m.group_instance_id is not None))
+        topics = sorted({t for m in members for t in m.topics})
+        counts = await self._partition_counts(topics)
+        self._leader_topics, self._counts = topics, counts
+        result = assignor.assign(members, counts)
+        out = []
+        for member_id, tps in sorted(result.items()):
+            by_topic: dict[str, list[int]] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            partitions = [(t, sorted(ids)) for t, ids in sorted(by_topic.items())]
+            data = encode_assignment(ConsumerAssignment(partitions))
+            out.append(SyncGroupAssignment(member_id, data))
+        return out
+
+    async def _topics(self) -> list[str]:
+        """The topics this member subscribes to now (a pattern's current matches)."""
+        wanted = self.context.topics
+        if isinstance(wanted, Pattern):
+            every = await self.context.cluster.all_topics()
+            return sorted(t for t in every if t not in _INTERNAL and wanted.fullmatch(t))
+        return list(wanted)
+
+    async def _partition_counts(self, topics: list[str]) -> dict[str, int]:
+        cluster = self.context.cluster
+        if topics:
+            await cluster.refresh_metadata(topics)
+        return {t: len(cluster.partitions.get(t, {})) for t in topics}
+
+    # ------------------------------------------------------------------
+    # heartbeats and the poll deadline
+
+    async def _heartbeats(self) -> None:
+        """Heartbeat every ``heartbeat_interval``; judge the session and the poll deadline."""
+        interval = self.settings.heartbeat_interval
+        while not self._closing:
+            await asyncio.sleep(interval)
+            now = _now()
+            if self.state == "STABLE" and self.session.poll_overdue(now):
+                self._tasks.spawn(self._leave_for_poll(), "leave for max_poll_interval")
+                continue
+            if self.state not in ("STABLE", "REVOKING") or self.member_id is None:
+                continue
+            if self.session.expired(now):
+                log.warning("group %s: no heartbeat answered for session_timeout=%ss; the "
+                            "partitions are lost, joining again", self.context.group,
+                            self.settings.session_timeout)
+                self._lose()
+                self._request_rejoin()
+                continue
+            await self._heartbeat_once(now)
+
+    async def _heartbeat_once(self, sent: float) -> None:
+        assert self.member_id is not None
+        try:
+            await self.requests.heartbeat(self.member_id, self.generation)
+        except RebalanceInProgressError:
+            self.session.answered(sent)
+            if self.state == "STABLE":
+                self._request_rejoin()
+        except IllegalGenerationError:
+            self._request_rejoin()
+        except UnknownMemberIdError:
+            log.warning("group %s: the coordinator does not know member %s any more; its "
+                        "partitions are lost, joining again", self.context.group, self.member_id)
+            self._lose()
+            self._forget_member()
+            self._request_rejoin()
+        except FATAL as e:
+            self._fail(e)
+        except KielError as e:
+            # The coordinator moved or is unreachable: the next beat looks it
+            # up again; the session deadline decides when it is too late.
+            log.info("group %s: heartbeat failed (%r)", self.context.group, e)
+        else:
+            self.session.answered(sent)
+            self.last_heartbeat = time.time()
+
+    async def _leave_for_poll(self) -> None:
+        """The application went ``max_poll_interval`` without asking for records: leave."""
+        if self.state != "STABLE":
+            return
+        interval = self.settings.max_poll_interval
+        log.warning("group %s: no records asked for in max_poll_interval=%ss; member %s "
+                    "leaves the group (its partitions go to others) and joins again at the "
+                    "next consume()", self.context.group, interval, self.member_id)
+        self.failure = PollIntervalExceededError(
+            f"the application did not ask for records within max_poll_interval={interval}s: "
+            "this member left the group and its partitions went to others; it joins again "
+            "now (raise max_poll_interval, or ask for records more often)",
+            group=self.context.group,
+        )
+        self.state = "REVOKING"
+        tps, self.owned = self.owned, []
+        self._moving = tps
+        try:
+            if tps:
+                await self.hooks.revoked(tps)
+        finally:
+            self._moving = []
+        try:
+            if self.member_id and self.settings.group_instance_id is None:
+                await self.requests.leave(self.member_id)
+        except KielError as e:
+            log.warning("group %s: LeaveGroup failed (%r); the session ends on its own",
+                        self.context.group, e)
+        self._forget_member()
+        self.state = "LEFT"
+
+    # ------------------------------------------------------------------
+    # subscriptions and partition counts
+
+    async def _watch_metadata(self) -> None:
+        """Every ``metadata_max_age``: a pattern's new matches, or (as leader) a
+        topic that grew, start a rebalance."""
+        cluster = self.context.cluster
+        while not self._closing:
+            await asyncio.sleep(cluster.metadata_max_age)
+            if self.state != "STABLE":
+                continue
+            try:
+                changed = await self._topics() != self._subscribed
+                if not changed and self.leader == self.member_id and self._leader_topics:
+                    changed = await self._partition_counts(self._leader_topics) != self._counts
+            except KielError as e:
+                log.warning("group %s: reading metadata failed (%s)", self.context.group, e)
+                continue
+            if changed:
+                log.info("group %s: subscribed topics or partitions changed; rebalancing",
+                         self.context.group)
+                self._request_rejoin()
+
+
+def _now() -> float:
+    return asyncio.get_running_loop().time()
