@@ -505,10 +505,19 @@ class BrokerMembership:
     # heartbeats and the poll deadline
 
     async def _heartbeats(self) -> None:
-        """Heartbeat every ``heartbeat_interval``; judge the session and the poll deadline."""
+        """Heartbeat every ``heartbeat_interval``; judge the session and the poll deadline.
+
+        Strategy: the deadlines are judged on a tick of their own, never
+        behind a heartbeat in flight: a coordinator that stopped answering
+        (a network partition: no reset, no answer) must not keep this member
+        fetching past its session, however long the request waits.
+        """
         interval = self.settings.heartbeat_interval
+        tick = min(interval, 0.5)
+        beat: Optional[asyncio.Task[None]] = None
+        next_beat = _now() + interval
         while not self._closing:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(tick)
             now = _now()
             if self.state == "STABLE" and self.session.poll_overdue(now):
                 self._tasks.spawn(self._leave_for_poll(), "leave for max_poll_interval")
@@ -516,18 +525,22 @@ class BrokerMembership:
             if self.state not in ("STABLE", "REVOKING") or self.member_id is None:
                 continue
             if self.session.expired(now):
-                log.warning("group %s: no heartbeat answered for session_timeout=%ss; the "
-                            "partitions are lost, joining again", self.context.group,
-                            self.settings.session_timeout)
+                if self.owned:
+                    log.warning("group %s: no heartbeat answered for session_timeout=%ss; "
+                                "the partitions are lost, joining again", self.context.group,
+                                self.settings.session_timeout)
                 self._lose()
                 self._request_rejoin()
                 continue
-            await self._heartbeat_once(now)
+            if now >= next_beat and (beat is None or beat.done()):
+                next_beat = now + interval
+                beat = self._tasks.spawn(self._heartbeat_once(now), "heartbeat")
 
     async def _heartbeat_once(self, sent: float) -> None:
         assert self.member_id is not None
         try:
-            await self.requests.heartbeat(self.member_id, self.generation)
+            await self.requests.heartbeat(self.member_id, self.generation,
+                                          self.settings.session_timeout)
         except RebalanceInProgressError:
             self.session.answered(sent)
             if self.state == "STABLE":

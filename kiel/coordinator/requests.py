@@ -159,14 +159,15 @@ class GroupRequests:
         )
         return bytes(response.assignment or b"")
 
-    async def heartbeat(self, member_id: str, generation: int) -> None:
-        """Heartbeat v3.
+    async def heartbeat(self, member_id: str, generation: int, timeout: float) -> None:
+        """Heartbeat v3, waiting ``timeout`` seconds at most (past the session it is moot).
 
         Raises:
             BrokerError, KielConnectionError, RequestTimeoutError: as :meth:`_send`.
         """
         response: HeartbeatResponseV3 = await self._send(
-            HeartbeatRequestV3(self.group, generation, member_id, self.instance_id), "Heartbeat"
+            HeartbeatRequestV3(self.group, generation, member_id, self.instance_id), "Heartbeat",
+            min(timeout, self.cluster.request_timeout),
         )
         del response
 

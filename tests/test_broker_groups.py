@@ -1,0 +1,568 @@
+"""GroupedConsumer without ZooKeeper: groups the brokers coordinate, judged by Tansu.
+
+Every test runs against Tansu (a current broker we did not write), with real
+peers where the group is mixed: kafka-python and confluent-kafka members on
+threads of their own, aiokafka on the test's loop. What is checked after
+every change of membership: the live members' partitions are disjoint and
+complete, every message is consumed (at least once), and the committed
+offsets reach the log end once the members are done.
+
+Tansu's ways, tolerated here (see ``docs/guides/grouped_consumer.rst``):
+a rebalance takes about 5-8 s, and the first member to join fixes the
+group's assignor, so the members of a mixed group offer the same one.
+"""
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any, Callable, Dict, List, Optional, Set
+
+import pytest
+
+from kiel import Producer
+from kiel.consumer import GroupedConsumer
+from kiel.consumer.offsets import GroupOffsets
+from kiel.exc import (
+    ConfigError,
+    PollIntervalExceededError,
+    UnsupportedFeatureError,
+)
+from kiel.structs import TopicPartition as TP
+from kiel.testing.process import free_ports
+from kiel.testing.tansu import TansuBroker
+from tests.conftest import run, unique
+from tests.waiting import until
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: Tansu's rebalances take 5-8 s; a change settles well within this.
+SETTLE = 60.0
+FAST = {"session_timeout": 6.0, "heartbeat_interval": 1.0, "max_wait_time": 0.2,
+        "commit_interval": 0.5}
+
+
+def member(bootstrap: str, group: str, topics: Any = None, **options: Any) -> GroupedConsumer:
+    for key, value in FAST.items():
+        options.setdefault(key, value)
+    if topics is not None:
+        options["topics"] = topics
+    return GroupedConsumer(bootstrap, group, **options)
+
+
+async def produce(bootstrap: str, topic: str, n: int, prefix: str = "m") -> List[bytes]:
+    values = [f"{prefix}{i}".encode() for i in range(n)]
+    async with Producer(bootstrap) as producer:
+        await asyncio.gather(*(producer.produce(topic, v) for v in values))
+    return values
+
+
+class Loop:
+    """A kiel member consuming on its own task, as an application would."""
+
+    def __init__(self, consumer: GroupedConsumer) -> None:
+        self.consumer = consumer
+        self.values: List[bytes] = []
+        self.errors: List[BaseException] = []
+        self.task: Optional[asyncio.Task[None]] = None
+
+    async def start(self) -> "Loop":
+        await self.consumer.connect()
+        self.task = asyncio.ensure_future(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                for record in await self.consumer.consume():
+                    self.values.append(record.value)
+            except PollIntervalExceededError as e:
+                self.errors.append(e)
+
+    def assignment(self) -> Set[TP]:
+        return set(self.consumer.assignment())
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        await self.consumer.close()
+
+
+def split(assignments: List[Set[TP]], expected: Set[TP]) -> bool:
+    """Disjoint and complete."""
+    every = [tp for owned in assignments for tp in owned]
+    return len(every) == len(set(every)) and set(every) == expected
+
+
+async def settled(parts: List[Callable[[], Set[TP]]], expected: Set[TP], what: str) -> None:
+    await until(lambda: split([p() for p in parts], expected), timeout=SETTLE,
+                what=f"{what}: disjoint and complete ({[sorted(p()) for p in parts]})",
+                interval=0.1)
+
+
+async def committed(bootstrap: str, group: str, tps: List[TP]) -> Dict[TP, Optional[int]]:
+    from kiel.cluster import Cluster
+    cluster = Cluster(bootstrap)
+    try:
+        await cluster.connect()
+        return await GroupOffsets(cluster, group).fetch(tps)
+    finally:
+        cluster.close()
+
+
+def partitions(topic: str, n: int) -> Set[TP]:
+    return {TP(topic, p) for p in range(n)}
+
+
+# --------------------------------------------------------------------------
+# kiel members only
+
+
+CRASHING_MEMBER = """
+import asyncio, sys
+sys.path.insert(0, {repo!r})
+from kiel.consumer import GroupedConsumer
+
+async def main():
+    c = GroupedConsumer({bootstrap!r}, {group!r}, topics=[{topic!r}], session_timeout=6.0,
+                        heartbeat_interval=1.0, max_wait_time=0.2, commit_interval=0.5)
+    await c.connect()
+    print("joined", flush=True)
+    while True:
+        await c.consume()
+
+asyncio.run(main())
+"""
+
+
+def test_kiel_members_share_a_group_through_joins_a_leave_and_a_crash(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("bg"), 6)
+    group = unique("g")
+    expected = partitions(topic, 6)
+    bootstrap = tansu_broker.bootstrap
+
+    async def main() -> None:
+        sent = await produce(bootstrap, topic, 300)
+        a = await Loop(member(bootstrap, group, [topic])).start()
+        assert a.assignment() == expected
+        metrics = a.consumer.metrics()
+        assert (metrics.coordinator, metrics.group_state, metrics.leader) == (
+            "brokers", "STABLE", True)
+        assert metrics.generation >= 0 and metrics.member_id
+
+        b = await Loop(member(bootstrap, group, [topic])).start()
+        await settled([a.assignment, b.assignment], expected, "a joined by b")
+
+        # A crash: a member in its own process, killed with SIGKILL. The
+        # coordinator drops it after its session; the others take over.
+        script = CRASHING_MEMBER.format(repo=REPO, bootstrap=bootstrap, group=group, topic=topic)
+        crashing = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+        try:
+            line = await asyncio.get_running_loop().run_in_executor(
+                None, crashing.stdout.readline)  # type: ignore[union-attr]
+            assert line.strip() == b"joined"
+            await until(lambda: len(a.assignment()) + len(b.assignment()) == 4,
+                        timeout=SETTLE, what="the third member took two partitions")
+        finally:
+            crashing.send_signal(signal.SIGKILL)
+            crashing.wait(10)
+            crashing.stdout.close()  # type: ignore[union-attr]
+        await settled([a.assignment, b.assignment], expected, "after the crash")
+
+        more = await produce(bootstrap, topic, 120, prefix="n")
+        await b.stop()  # graceful: revoke, commit, LeaveGroup
+        await settled([a.assignment], expected, "b left")
+        await until(lambda: set(sent + more) <= set(a.values) | set(b.values), timeout=SETTLE,
+                    what="every message consumed")
+        await a.stop()
+        ends = await committed(bootstrap, group, sorted(expected))
+        assert sum(v or 0 for v in ends.values()) == len(sent) + len(more)
+
+    run(main(), timeout=300)
+
+
+def test_pattern_and_different_subscriptions(tansu_broker: Any) -> None:
+    prefix = unique("pat")
+    t1 = tansu_broker.create_topic(f"{prefix}-one", 3)
+    t2 = tansu_broker.create_topic(f"{prefix}-two", 3)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+
+    async def main() -> None:
+        await produce(bootstrap, t1, 30)
+        await produce(bootstrap, t2, 30)
+        a = await Loop(member(bootstrap, group, pattern=f"{prefix}-.*",
+                              allocator="roundrobin")).start()
+        b = await Loop(member(bootstrap, group, [t2], allocator="roundrobin")).start()
+        expected = partitions(t1, 3) | partitions(t2, 3)
+        await settled([a.assignment, b.assignment], expected, "a pattern and a list")
+        # b subscribes to t2 only: it is never given t1.
+        assert {tp.topic for tp in b.assignment()} == {t2}
+        assert a.assignment() >= partitions(t1, 3)
+        await asyncio.gather(a.stop(), b.stop())
+
+    run(main(), timeout=240)
+
+
+def test_max_poll_interval_leaves_on_purpose_then_rejoins(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("poll"), 4)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 4)
+
+    async def main() -> None:
+        await produce(bootstrap, topic, 40)
+        # The other member joins first and leads: Tansu 0.6.0 keeps a leader
+        # that left with LeaveGroup as the group's leader, and the group then
+        # waits for it for ever (Apache Kafka elects another).
+        other = await Loop(member(bootstrap, group, [topic])).start()
+        busy = member(bootstrap, group, [topic], max_poll_interval=4.0)
+        await busy.connect()
+        assert busy.assignment() and not busy.metrics().leader
+        # busy never asks for records: past max_poll_interval it leaves, and
+        # the other member takes everything instead of waiting for it.
+        await until(lambda: other.assignment() == expected and not busy.assignment(),
+                    timeout=SETTLE, what="the other member has everything")
+        assert busy.metrics().group_state == "LEFT"
+        with pytest.raises(PollIntervalExceededError, match="max_poll_interval"):
+            await busy.consume()
+        # Asking again joins again.
+        await until(lambda: busy.metrics().group_state == "STABLE", timeout=SETTLE,
+                    what="busy joined again")
+        loop = Loop(busy)
+        loop.task = asyncio.ensure_future(loop._run())
+        await settled([other.assignment, loop.assignment], expected, "busy back")
+        await asyncio.gather(loop.stop(), other.stop())
+
+    run(main(), timeout=240)
+
+
+def test_a_0_8_cluster_says_to_pass_zk_hosts(kafka_cluster: Any, topic_factory: Any) -> None:
+    topic = topic_factory(partitions=1)
+
+    async def main() -> None:
+        c = GroupedConsumer(kafka_cluster.bootstrap, unique("g"), topics=[topic])
+        try:
+            with pytest.raises(UnsupportedFeatureError, match="pass zk_hosts"):
+                await c.connect()
+        finally:
+            await c.close()
+
+    run(main())
+
+
+def test_each_coordinators_options_are_refused_by_the_other() -> None:
+    with pytest.raises(ConfigError, match="zk_session_timeout.*pass zk_hosts"):
+        GroupedConsumer("127.0.0.1:1", "g", topics=["t"], zk_session_timeout=5.0)
+    with pytest.raises(ConfigError, match="session_timeout.*leave zk_hosts out"):
+        GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181", topics=["t"], session_timeout=5.0)
+    with pytest.raises(ConfigError, match="group_instance_id"):
+        GroupedConsumer("127.0.0.1:1", "g", topics=["t"], member_id="me")
+    with pytest.raises(ConfigError, match="heartbeat_interval"):
+        GroupedConsumer("127.0.0.1:1", "g", topics=["t"], session_timeout=3.0,
+                        heartbeat_interval=3.0)
+    with pytest.raises(ConfigError, match="10000 ms is 10 s"):
+        GroupedConsumer("127.0.0.1:1", "g", topics=["t"], session_timeout=10000)
+    with pytest.raises(ConfigError, match="cooperative"):
+        GroupedConsumer("127.0.0.1:1", "g", topics=["t"], allocator="cooperative-sticky")
+    with pytest.raises(ConfigError, match="preference list"):
+        GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181", topics=["t"],
+                        allocator=["range", "sticky"])
+    with pytest.raises(ConfigError, match="join_timeout"):
+        GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181", topics=["t"], join_timeout=-1)
+
+
+# --------------------------------------------------------------------------
+# mixed groups: kiel beside kafka-python, confluent-kafka and aiokafka
+
+
+class ThreadMember:
+    """A peer client's consumer polling on a thread of its own."""
+
+    def __init__(self, make: Callable[[], Any], assignment: Callable[[Any], Set[TP]]) -> None:
+        self._make = make
+        self._assignment = assignment
+        self.owned: Set[TP] = set()
+        self.values: List[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.error: Optional[BaseException] = None
+
+    def start(self) -> "ThreadMember":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        consumer = self._make()
+        try:
+            while not self._stop.is_set():
+                self.values.extend(consumer.poll_values())
+                self.owned = self._assignment(consumer)
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+        finally:
+            consumer.close()
+            self.owned = set()
+
+    def assignment(self) -> Set[TP]:
+        assert self.error is None, f"peer failed: {self.error!r}"
+        return self.owned
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive()
+
+
+class KafkaPythonPeer:
+    def __init__(self, bootstrap: str, group: str, topic: str, strategy: str) -> None:
+        from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+        assignor = {"range": RangePartitionAssignor,
+                    "roundrobin": RoundRobinPartitionAssignor}[strategy]
+        self.consumer = KafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+            partition_assignment_strategy=[assignor], session_timeout_ms=6000,
+            heartbeat_interval_ms=1000, enable_auto_commit=True, auto_commit_interval_ms=500)
+
+    def poll_values(self) -> List[bytes]:
+        got = self.consumer.poll(timeout_ms=200)
+        return [r.value for records in got.values() for r in records]
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+class ConfluentPeer:
+    def __init__(self, bootstrap: str, group: str, topic: str, strategy: str) -> None:
+        from confluent_kafka import Consumer
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": strategy, "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 1000, "auto.commit.interval.ms": 500,
+        })
+        self.consumer.subscribe([topic])
+
+    def poll_values(self) -> List[bytes]:
+        message = self.consumer.poll(0.2)
+        if message is None or message.error():
+            return []
+        return [message.value()]
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def _peer_tps(consumer: Any) -> Set[TP]:
+    inner = consumer.consumer
+    return {TP(tp.topic, tp.partition) for tp in inner.assignment()}
+
+
+class AioPeer:
+    """aiokafka's consumer, on the test's own loop."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, strategy: str) -> None:
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+        from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+        assignor = {"range": RangePartitionAssignor,
+                    "roundrobin": RoundRobinPartitionAssignor}[strategy]
+        self.consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+            partition_assignment_strategy=(assignor,), session_timeout_ms=6000,
+            heartbeat_interval_ms=1000, auto_commit_interval_ms=500)
+        self.values: List[bytes] = []
+        self.task: Optional[asyncio.Task[None]] = None
+
+    async def start(self) -> "AioPeer":
+        await self.consumer.start()
+        self.task = asyncio.ensure_future(self._run())
+        return self
+
+    async def _run(self) -> None:
+        while True:
+            got = await self.consumer.getmany(timeout_ms=200)
+            self.values.extend(r.value for records in got.values() for r in records)
+
+    def assignment(self) -> Set[TP]:
+        return {TP(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+        await self.consumer.stop()
+
+
+def _thread_peer(cls: Any, bootstrap: str, group: str, topic: str, strategy: str) -> ThreadMember:
+    return ThreadMember(lambda: cls(bootstrap, group, topic, strategy), _peer_tps).start()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_a_kiel_member_leads_a_mixed_group(tansu_broker: Any, strategy: str) -> None:
+    topic = tansu_broker.create_topic(unique(f"mix-{strategy}"), 12)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 12)
+
+    async def main() -> None:
+        sent = await produce(bootstrap, topic, 240)
+        kiel = await Loop(member(bootstrap, group, [topic], allocator=strategy)).start()
+        assert kiel.consumer.metrics().leader  # the first to join leads
+        kp = _thread_peer(KafkaPythonPeer, bootstrap, group, topic, strategy)
+        cf = _thread_peer(ConfluentPeer, bootstrap, group, topic, strategy)
+        aio = await AioPeer(bootstrap, group, topic, strategy).start()
+        try:
+            parts = [kiel.assignment, kp.assignment, cf.assignment, aio.assignment]
+            await settled(parts, expected, f"kiel leading kafka-python, confluent, aiokafka "
+                                           f"({strategy})")
+            # The kiel leader's assignment is the one those clients compute.
+            assert kiel.consumer.metrics().leader
+            await until(lambda: set(sent) <= set(kiel.values) | set(kp.values) | set(cf.values)
+                        | set(aio.values), timeout=SETTLE, what="every message consumed")
+            kp.stop()
+            await settled([kiel.assignment, cf.assignment, aio.assignment], expected,
+                          "kafka-python left")
+        finally:
+            kp.stop() if kp._thread.is_alive() else None
+            cf.stop()
+            await aio.stop()
+            await kiel.stop()
+
+    run(main(), timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
+def test_kiel_members_follow_another_clients_leader(tansu_broker: Any, strategy: str) -> None:
+    topic = tansu_broker.create_topic(unique(f"follow-{strategy}"), 12)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 12)
+
+    async def main() -> None:
+        sent = await produce(bootstrap, topic, 240)
+        kp = _thread_peer(KafkaPythonPeer, bootstrap, group, topic, strategy)
+        try:
+            await until(lambda: kp.assignment() == expected, timeout=SETTLE,
+                        what="kafka-python alone")
+            one = await Loop(member(bootstrap, group, [topic], allocator=strategy)).start()
+            two = await Loop(member(bootstrap, group, [topic], allocator=strategy)).start()
+            assert not one.consumer.metrics().leader and not two.consumer.metrics().leader
+            await settled([kp.assignment, one.assignment, two.assignment], expected,
+                          f"kiel following kafka-python ({strategy})")
+            await until(lambda: set(sent) <= set(kp.values) | set(one.values) | set(two.values),
+                        timeout=SETTLE, what="every message consumed")
+            await one.stop()
+            await settled([kp.assignment, two.assignment], expected, "one kiel member left")
+            await two.stop()
+        finally:
+            kp.stop()
+
+    run(main(), timeout=300)
+
+
+# --------------------------------------------------------------------------
+# faults through the fault proxy in front of Tansu
+
+
+@pytest.fixture
+def proxied_tansu(fault_proxy: Any) -> Any:
+    """Tansu behind a fault proxy: it advertises the proxy, so every connection goes through it."""
+    (port,) = free_ports(1)
+    proxy = fault_proxy(("127.0.0.1", port))
+    broker = TansuBroker(port=port, advertised_port=int(proxy.address.rsplit(":", 1)[1]))
+    broker.start()
+    yield broker, proxy
+    broker.close()
+
+
+def _owners(loops: List[Loop]) -> List[Set[TP]]:
+    return [loop.assignment() for loop in loops]
+
+
+@pytest.mark.slow
+def test_a_coordinator_blackout_longer_than_the_session(proxied_tansu: Any) -> None:
+    broker, proxy = proxied_tansu
+    topic = broker.create_topic(unique("dark"), 4)
+    group = unique("g")
+    expected = partitions(topic, 4)
+
+    async def main() -> None:
+        sent = await produce(broker.bootstrap, topic, 80)
+        a = await Loop(member(broker.bootstrap, group, [topic])).start()
+        b = await Loop(member(broker.bootstrap, group, [topic])).start()
+        await settled([a.assignment, b.assignment], expected, "before the blackout")
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, proxy.blackout, 14.0)  # > 2 sessions of 6 s
+        # Within the session both stop fetching what they may no longer own.
+        await until(lambda: not a.assignment() and not b.assignment(), timeout=12,
+                    what="both members lost their partitions")
+        await settled([a.assignment, b.assignment], expected, "after the blackout")
+        await until(lambda: set(sent) <= set(a.values) | set(b.values), timeout=SETTLE,
+                    what="every message consumed")
+        await asyncio.gather(a.stop(), b.stop())
+
+    run(main(), timeout=240)
+
+
+@pytest.mark.slow
+def test_connections_cut_inside_join_and_sync(proxied_tansu: Any) -> None:
+    broker, proxy = proxied_tansu
+    topic = broker.create_topic(unique("cut"), 4)
+    group = unique("g")
+    expected = partitions(topic, 4)
+
+    async def main() -> None:
+        sent = await produce(broker.bootstrap, topic, 80)
+        a = await Loop(member(broker.bootstrap, group, [topic])).start()
+        loop = asyncio.get_running_loop()
+        # Answers held, so b's JoinGroup (and a's rejoin) are in flight when
+        # every connection is cut.
+        b = Loop(member(broker.bootstrap, group, [topic]))
+        joining = asyncio.ensure_future(b.start())
+        await until(lambda: b.consumer.membership is not None and
+                    b.consumer.metrics().group_state in ("JOINING", "SYNCING"),
+                    timeout=30, what="b joining")
+        await loop.run_in_executor(None, proxy.stall, "downstream")
+        await asyncio.sleep(0.5)
+        assert not joining.done()
+        cut = await loop.run_in_executor(None, proxy.cut)
+        assert cut > 0
+        await loop.run_in_executor(None, proxy.unstall)
+        await joining
+        await settled([a.assignment, b.assignment], expected, "after the cut")
+        await until(lambda: set(sent) <= set(a.values) | set(b.values), timeout=SETTLE,
+                    what="every message consumed")
+        await asyncio.gather(a.stop(), b.stop())
+
+    run(main(), timeout=240)
+
+
+@pytest.mark.slow
+def test_a_restarted_broker_that_forgot_the_group(proxied_tansu: Any) -> None:
+    broker, _ = proxied_tansu
+    topic = unique("restart")
+    broker.create_topic(topic, 4)
+    group = unique("g")
+    expected = partitions(topic, 4)
+
+    async def main() -> None:
+        await produce(broker.bootstrap, topic, 40)
+        a = await Loop(member(broker.bootstrap, group, [topic])).start()
+        b = await Loop(member(broker.bootstrap, group, [topic])).start()
+        await settled([a.assignment, b.assignment], expected, "before the restart")
+        loop = asyncio.get_running_loop()
+        # Memory storage: the restarted broker has no group, no topic, no offsets.
+        await loop.run_in_executor(None, broker.restart)
+        await loop.run_in_executor(None, broker.create_topic, topic, 4)
+        after = await produce(broker.bootstrap, topic, 40, prefix="after")
+        await settled([a.assignment, b.assignment], expected, "after the restart")
+        await until(lambda: set(after) <= set(a.values) | set(b.values), timeout=SETTLE,
+                    what="the messages after the restart consumed")
+        await asyncio.gather(a.stop(), b.stop())
+
+    run(main(), timeout=240)
