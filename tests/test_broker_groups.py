@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import pytest
 
@@ -25,7 +25,9 @@ from kiel import Producer
 from kiel.consumer import GroupedConsumer
 from kiel.consumer.offsets import GroupOffsets
 from kiel.exc import (
+    AllocationError,
     ConfigError,
+    InconsistentGroupProtocolError,
     PollIntervalExceededError,
     UnsupportedFeatureError,
 )
@@ -566,3 +568,219 @@ def test_a_restarted_broker_that_forgot_the_group(proxied_tansu: Any) -> None:
         await asyncio.gather(a.stop(), b.stop())
 
     run(main(), timeout=240)
+
+
+# --------------------------------------------------------------------------
+# graceful changes, refused protocols, static members, the example
+
+
+def test_graceful_changes_deliver_nothing_twice(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("graceful"), 6)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 6)
+
+    async def main() -> None:
+        sent = await produce(bootstrap, topic, 200)
+        a = await Loop(member(bootstrap, group, [topic])).start()
+        b = await Loop(member(bootstrap, group, [topic])).start()
+        await settled([a.assignment, b.assignment], expected, "b joined")
+        more = await produce(bootstrap, topic, 200, prefix="n")
+        c = await Loop(member(bootstrap, group, [topic])).start()
+        await settled([a.assignment, b.assignment, c.assignment], expected, "c joined")
+        await c.stop()
+        await settled([a.assignment, b.assignment], expected, "c left")
+        await until(lambda: len(a.values) + len(b.values) + len(c.values) >= len(sent + more),
+                    timeout=SETTLE, what="every message consumed")
+        await asyncio.gather(a.stop(), b.stop())
+        every = a.values + b.values + c.values
+        # Each revoke committed what was finished before the next generation
+        # formed, and each new owner read the offsets after it: no duplicate.
+        assert sorted(every) == sorted(sent + more)
+
+    run(main(), timeout=240)
+
+
+def test_a_member_without_the_groups_assignor_is_refused_typed(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("proto"), 2)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+
+    async def main() -> None:
+        a = await Loop(member(bootstrap, group, [topic], allocator="range")).start()
+        b = member(bootstrap, group, [topic], allocator="sticky", join_timeout=30)
+        try:
+            with pytest.raises(InconsistentGroupProtocolError):
+                await b.connect()
+        finally:
+            await b.close()
+        assert a.assignment() == partitions(topic, 2)
+        await a.stop()
+
+    run(main(), timeout=120)
+
+
+def test_a_static_member_sends_no_leave_and_comes_back_as_itself(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("static"), 2)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 2)
+
+    async def main() -> None:
+        await produce(bootstrap, topic, 20)
+        static = member(bootstrap, group, [topic], group_instance_id="inst-1")
+        await static.connect()
+        assert set(static.assignment()) == expected
+        first = (static.member_id, static.metrics().generation)
+        await static.close()  # no LeaveGroup: the instance stays in the group
+        again = member(bootstrap, group, [topic], group_instance_id="inst-1")
+        await again.connect()
+        # The coordinator still knew the instance: the same member id and
+        # generation, no rebalance (after a LeaveGroup it would be a new member).
+        assert (again.member_id, again.metrics().generation) == first
+        assert set(again.assignment()) == expected
+        await again.close()
+        # A dynamic member leaves: the next one is new.
+        dynamic = member(bootstrap, unique("g"), [topic])
+        await dynamic.connect()
+        gone = dynamic.member_id
+        await dynamic.close()
+        assert gone and dynamic.member_id is None
+
+    run(main(), timeout=120)
+
+
+@pytest.mark.slow
+def test_the_broker_group_example_runs() -> None:
+    result = subprocess.run([sys.executable, os.path.join(REPO, "examples", "broker_group.py")],
+                            capture_output=True, text=True, timeout=280, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "kafka-python joined" in result.stdout
+    assert "processed 600 of 600 events" in result.stdout
+
+
+class Recorder:
+    """A listener with a sync and an async callback, recording what it saw."""
+
+    def __init__(self) -> None:
+        self.events: List[Tuple[str, List[TP]]] = []
+
+    async def on_partitions_revoked(self, revoked: List[TP]) -> None:
+        await asyncio.sleep(0)
+        self.events.append(("revoked", sorted(revoked)))
+
+    def on_partitions_assigned(self, assigned: List[TP]) -> None:
+        self.events.append(("assigned", sorted(assigned)))
+
+    def on_partitions_lost(self, lost: List[TP]) -> None:
+        self.events.append(("lost", sorted(lost)))
+
+
+def test_the_consumers_controls_work_in_a_broker_group(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("controls"), 2)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+
+    async def main() -> None:
+        await produce(bootstrap, topic, 40)
+        listener = Recorder()
+        c = member(bootstrap, group, [topic], auto_finish=False, commit_interval=None,
+                   listener=listener)
+        await c.connect()
+        assert listener.events == [("assigned", sorted(partitions(topic, 2)))]
+        got: List[Any] = []
+        while len(got) < 40:
+            got.extend(await c.consume())
+        # auto_finish=False: only task_done finishes; the commit stores what was finished.
+        for record in got[:5]:
+            c.task_done(record)
+        await c.commit()
+        first = got[0]
+        assert await c.committed(first.topic, first.partition) == c.finished(
+            first.topic, first.partition)
+        for record in got:
+            c.task_done(record)
+        c.pause(topic, 0)
+        assert c.paused() == [TP(topic, 0)]
+        await produce(bootstrap, topic, 20, prefix="more")
+        fresh: List[Any] = []
+        for _ in range(20):
+            fresh.extend(await c.consume())
+        assert fresh and {r.partition for r in fresh} == {1}
+        c.resume(topic, 0)
+        await c.seek_to(topic, GroupedConsumer.BEGINNING, partition=1)
+        assert c.position(topic, 1) == 0
+        await c.seek_to(topic, GroupedConsumer.END, partition=1)
+        assert set(c.lag(topic)) == {0, 1}
+        for record in fresh:
+            c.task_done(record)
+        await c.close()
+        assert listener.events[-1] == ("revoked", sorted(partitions(topic, 2)))
+        # The stream() form: a new member of the same group starts from the
+        # commits, which close() left at the end of what was finished.
+        later = await produce(bootstrap, topic, 20, prefix="later")
+        d = member(bootstrap, group, [topic])
+        await d.connect()
+        streamed: List[bytes] = []
+        async for record in d.stream():
+            streamed.append(record.value)
+            if set(later) <= set(streamed):
+                break
+        await d.close()
+        # What c finished is not delivered again; what it never handed out
+        # (partition 0's records while it was paused) is.
+        finished = {r.value for r in got + fresh}
+        assert not finished & set(streamed)
+        assert set(streamed) - set(later) and all(v.startswith(b"more") for v in
+                                                   set(streamed) - set(later))
+
+    run(main(), timeout=120)
+
+
+def test_a_leaders_assignment_of_topics_not_subscribed_is_refused(tansu_broker: Any) -> None:
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    mine = tansu_broker.create_topic(unique("mine"), 2)
+    other = tansu_broker.create_topic(unique("other"), 2)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+
+    class RogueRange(RangePartitionAssignor):
+        """A leader that also gives every member the other topic (named "range")."""
+
+        @classmethod
+        def assign(cls, cluster, members):  # type: ignore[no-untyped-def]
+            from kafka.coordinator.assignors.abstract import ConsumerProtocolAssignment
+            return {m.member_id: ConsumerProtocolAssignment(0, [(mine, [0, 1]), (other, [0, 1])],
+                                                            b"") for m in members}
+
+    async def main() -> None:
+        stop = threading.Event()
+
+        def leader() -> None:
+            consumer = KafkaConsumer(mine, other, bootstrap_servers=bootstrap, group_id=group,
+                                     partition_assignment_strategy=[RogueRange],
+                                     session_timeout_ms=6000, heartbeat_interval_ms=1000)
+            try:
+                while not stop.is_set():
+                    consumer.poll(timeout_ms=200)
+            finally:
+                consumer.close()
+
+        thread = threading.Thread(target=leader, daemon=True)
+        thread.start()
+        try:
+            await asyncio.sleep(4)  # kafka-python joins first and leads
+            c = member(bootstrap, group, [mine], allocator="range")
+            await c.connect()
+            # Only the subscribed topic's partitions are taken; the rest is said.
+            assert {tp.topic for tp in c.assignment()} == {mine}
+            with pytest.raises(AllocationError, match="does not subscribe"):
+                await c.consume()
+            await c.close()
+        finally:
+            stop.set()
+            thread.join(30)
+
+    run(main(), timeout=120)

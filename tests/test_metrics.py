@@ -1,6 +1,7 @@
 """metrics(): the clients' counters against the embedded 0.8.2 cluster over TCP,
 and the Prometheus exporter exposing the same numbers."""
 
+import dataclasses
 import json
 import sys
 from typing import Any, Dict, List, Tuple
@@ -70,8 +71,20 @@ def test_every_sample_is_a_named_metric_and_as_dict_is_json():
     for sample in samples(snapshot):
         assert len(sample.labels) == len(METRICS[sample.name].labels), sample
         names.add(sample.name)
+    # A broker group's member reports its generation, leadership and last
+    # heartbeat, and no ZooKeeper state.
+    broker_names = set()
+    broker = dataclasses.replace(snapshot, coordinator="brokers", group_state="STABLE",
+                                 zookeeper_state="NOT_USED", member_id="m-1", generation=4,
+                                 leader=True, last_heartbeat=1.7e9)
+    for sample in samples(broker):
+        assert len(sample.labels) == len(METRICS[sample.name].labels), sample
+        broker_names.add(sample.name)
+    assert "kiel_group_zookeeper_connected" not in broker_names
+    assert "kiel_group_generation" not in names
     # Every consumer and group metric shows up (the producer's do not apply).
-    assert names == {n for n in METRICS if not n.startswith("kiel_producer_")}
+    assert names | broker_names == {n for n in METRICS if not n.startswith("kiel_producer_")}
+    assert dict((s.name, s.value) for s in samples(broker))["kiel_group_generation"] == 4
     data = json.loads(json.dumps(as_dict(snapshot)))
     assert data["kiel_consumer_lag"] == [{"labels": {"topic": "t", "partition": "0"}, "value": 4}]
     assert data["kiel_request_seconds"][0]["value"]["buckets"][-1] == ["+Inf", 0]

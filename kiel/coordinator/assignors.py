@@ -66,25 +66,23 @@ _COOPERATIVE = frozenset({"cooperative_sticky", "cooperative-sticky"})
 
 
 class Member(NamedTuple):
-    """One member as the leader sees it in JoinGroup's answer.
+    """One member as the leader sees it in JoinGroup's answer."""
 
-    Attributes:
-        member_id: the broker's member id.
-        name: what allocators see: the instance id when set, else the member id.
-        topics: the topics it subscribes to.
-        user_data: its subscription's UserData (``None``: none).
-        static: it has a ``group_instance_id`` (``name`` is it).
-    """
-
+    #: the broker's member id.
     member_id: str
+    #: what allocators see: the instance id when set, else the member id.
     name: str
+    #: the topics it subscribes to.
     topics: list[str]
+    #: its subscription's UserData (``None``: none).
     user_data: Optional[bytes]
+    #: whether it has a ``group_instance_id`` (``name`` is it then).
     static: bool = False
 
     @property
     def java_order(self) -> tuple[int, str]:
-        """Java's order of members: static ones first by instance id, then by member id."""
+        """The sort key of Java's order: static members first by instance id,
+        then the others by member id."""
         return (0, self.name) if self.static else (1, self.member_id)
 
 
