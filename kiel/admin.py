@@ -6,6 +6,13 @@ the members registered under ``/consumers/<group>/ids``, the owner of every
 partition (``/consumers/<group>/owners/<topic>/<partition>``), the committed
 offset (OffsetFetch v0, which a 0.8 broker reads from
 ``/consumers/<group>/offsets``), the high watermark and the lag.
+
+For groups the brokers coordinate (current clusters, no ZooKeeper):
+:func:`list_broker_groups` (ListGroups v2, every broker) and
+:func:`describe_broker_group` (DescribeGroups v4 or v2 at the group's
+coordinator, with each member's subscription and assignment decoded from the
+embedded consumer protocol). They take a connected
+:class:`~kiel.cluster.Cluster`.
 """
 
 import contextlib
@@ -23,17 +30,33 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from kiel.cluster import Cluster
 from kiel.consumer.offsets import EARLIEST, LATEST, fetch_committed, list_offsets, send_commit
-from kiel.exc import ConfigError
+from kiel.exc import ConfigError, ConsumerProtocolError, KielError, ProtocolError, for_code
+from kiel.protocol import (
+    ConsumerAssignment,
+    ConsumerSubscription,
+    DescribeGroupsRequestV2,
+    DescribeGroupsRequestV4,
+    ListGroupsRequestV2,
+    decode_assignment,
+    decode_subscription,
+)
+from kiel.protocol.group_membership import CONSUMER_PROTOCOL_TYPE
+from kiel.protocol.versions import DESCRIBE_GROUPS, LIST_GROUPS
+from kiel.retry import attempts
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper, translate
 
 __all__ = [
+    "BrokerGroup",
+    "BrokerGroupMember",
     "GroupDescription",
     "GroupPartition",
     "PartitionDescription",
     "TopicDescription",
+    "describe_broker_group",
     "describe_group",
     "describe_topics",
+    "list_broker_groups",
     "list_groups",
     "reset_group",
 ]
@@ -297,3 +320,164 @@ async def _targets(
                 )
         return {tp: to for tp in tps}
     raise ConfigError(f"reset to earliest, latest, an offset or a datetime; got {to!r}")
+
+
+# ----------------------------------------------------------------------
+# Groups the brokers coordinate
+
+
+class BrokerGroupMember(NamedTuple):
+    """One member of a broker-coordinated group, as its coordinator describes it.
+
+    ``subscription`` and ``assignment`` are decoded from the embedded
+    consumer protocol for a ``"consumer"`` group; ``None`` when the
+    coordinator sent no bytes (it fills them only while the group is
+    stable; Tansu never does) or the group speaks another protocol. The raw
+    bytes are kept in ``metadata`` and ``assignment_bytes``.
+    """
+
+    member_id: str
+    group_instance_id: Optional[str]
+    client_id: str
+    client_host: str
+    subscription: Optional[ConsumerSubscription]
+    assignment: Optional[ConsumerAssignment]
+    metadata: bytes
+    assignment_bytes: bytes
+
+
+class BrokerGroup(NamedTuple):
+    """A broker-coordinated group: its state (``Stable``, ``PreparingRebalance``,
+    ``CompletingRebalance``, ``Empty``, ``Dead``), protocol type, the chosen
+    protocol (the assignor's name, while stable) and its members."""
+
+    group: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[BrokerGroupMember]
+
+
+async def list_broker_groups(cluster: Cluster) -> list[tuple[str, str]]:
+    """Every group the cluster's brokers coordinate (ListGroups v2, asked of each broker).
+
+    Args:
+        cluster: a connected cluster (its backoff bounds the retries).
+
+    Returns:
+        ``(group_id, protocol_type)`` pairs, sorted (``"consumer"`` for
+        consumer groups, ``""`` for a group that has only committed offsets).
+        Tansu lists a group only once it has committed offsets.
+
+    Raises:
+        UnsupportedFeatureError: a broker speaks no ListGroups kiel knows (a
+            0.8 broker: its groups are in ZooKeeper, see :func:`list_groups`).
+        BrokerError: a broker's error that is not retriable, or that
+            persisted past the retries.
+        NoBrokersError, KielConnectionError, RequestTimeoutError: a broker
+            could not be reached within the retries.
+    """
+    if not cluster.brokers:
+        await cluster.refresh_metadata()
+    found: set[tuple[str, str]] = set()
+    for broker in sorted(cluster.brokers):
+        async for attempt in attempts(cluster.backoff):
+            try:
+                (await cluster.versions(broker)).of(LIST_GROUPS)
+                response = await cluster.send(broker, ListGroupsRequestV2())
+            except KielError as e:
+                if not e.retriable:
+                    raise
+                attempt.failed(e)
+                continue
+            error = for_code(response.error_code)
+            if error is not None:
+                failure = error(api="ListGroups", broker_id=broker, errno=response.error_code)
+                if not failure.retriable:
+                    raise failure
+                attempt.failed(failure)
+                continue
+            found.update((g.group_id, g.protocol_type) for g in response.groups)
+    return sorted(found)
+
+
+async def describe_broker_group(cluster: Cluster, group: str) -> BrokerGroup:
+    """A broker-coordinated group's state and members (DescribeGroups at its coordinator).
+
+    DescribeGroups v4 where the coordinator speaks it (members carry their
+    instance id), else v2; a coordinator that moved is looked up again.
+
+    Args:
+        cluster: a connected cluster (its backoff bounds the retries).
+        group: the group id.
+
+    Returns:
+        the group; a group the coordinator does not know comes back with no
+        members, ``Dead`` (Apache Kafka) or ``Empty`` (Tansu), not an error.
+
+    Raises:
+        UnsupportedFeatureError: the coordinator speaks no DescribeGroups
+            kiel knows (a 0.8 broker: see :func:`describe_group`).
+        ConsumerProtocolError: a member's subscription or assignment bytes
+            do not parse (``group`` says which group).
+        BrokerError: the group's error (e.g.
+            :class:`~kiel.exc.GroupAuthorizationFailedError`), at once, or a
+            retriable one that persisted past the retries.
+        NoBrokersError, KielConnectionError, RequestTimeoutError: the
+            coordinator could not be reached within the retries.
+    """
+    async for attempt in attempts(cluster.backoff):
+        try:
+            coordinator = await cluster.coordinator(group)
+            version = (await cluster.versions(coordinator)).of(DESCRIBE_GROUPS)
+            request: Any = (DescribeGroupsRequestV4([group], False) if version >= 4
+                            else DescribeGroupsRequestV2([group]))
+            response = await cluster.send(coordinator, request)
+        except KielError as e:
+            if not e.retriable:
+                raise
+            attempt.failed(e)
+            continue
+        answer = next((g for g in response.groups if g.group_id == group), None)
+        if answer is None:
+            raise ProtocolError("the coordinator's DescribeGroups answer left the group out",
+                                api="DescribeGroups", group=group, broker_id=coordinator)
+        error = for_code(answer.error_code)
+        if error is not None:
+            failure = error(api="DescribeGroups", group=group, errno=answer.error_code)
+            if not failure.retriable:
+                raise failure
+            attempt.failed(failure)
+            continue
+        return _broker_group(answer)
+    raise AssertionError("attempts() ended without an answer or an error")  # pragma: no cover
+
+
+def _broker_group(answer: Any) -> BrokerGroup:
+    """A DescribeGroups v2 or v4 group answer as a :class:`BrokerGroup`. Pure.
+
+    Raises:
+        ConsumerProtocolError: a consumer member's bytes do not parse.
+    """
+    consumer = answer.protocol_type == CONSUMER_PROTOCOL_TYPE
+    members = []
+    for m in answer.members:
+        subscription: Optional[ConsumerSubscription] = None
+        assignment: Optional[ConsumerAssignment] = None
+        # Strategy: empty bytes mean "not given" here (a group between
+        # generations), not an empty subscription or assignment.
+        try:
+            if consumer and m.member_metadata:
+                subscription = decode_subscription(m.member_metadata)[1]
+            if consumer and m.member_assignment:
+                assignment = decode_assignment(m.member_assignment)[1]
+        except ConsumerProtocolError as e:
+            e.with_context(group=answer.group_id, member=m.member_id)
+            raise
+        members.append(BrokerGroupMember(
+            # DescribeGroups v2 members carry no instance id (v4 does).
+            m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host,
+            subscription, assignment, m.member_metadata, m.member_assignment,
+        ))
+    return BrokerGroup(answer.group_id, answer.group_state, answer.protocol_type,
+                       answer.protocol_data, members)
