@@ -6,6 +6,15 @@ the members registered under ``/consumers/<group>/ids``, the owner of every
 partition (``/consumers/<group>/owners/<topic>/<partition>``), the committed
 offset (OffsetFetch v0, which a 0.8 broker reads from
 ``/consumers/<group>/offsets``), the high watermark and the lag.
+
+For groups the brokers coordinate (current clusters, no ZooKeeper):
+:func:`list_broker_groups` (ListGroups v2, every broker) and
+:func:`describe_broker_group` (DescribeGroups v4 or v2 at the group's
+coordinator, with each member's subscription and assignment decoded from the
+embedded consumer protocol), :func:`describe_broker_group_offsets` (that,
+plus the committed offset, log end and lag of every partition the group
+consumes or committed) and :func:`reset_broker_group` (refused while the
+group is live). They take a connected :class:`~kiel.cluster.Cluster`.
 """
 
 import contextlib
@@ -22,19 +31,59 @@ from typing import (
 from kazoo.exceptions import KazooException, NoNodeError
 
 from kiel.cluster import Cluster
-from kiel.consumer.offsets import EARLIEST, LATEST, fetch_committed, list_offsets, send_commit
-from kiel.exc import ConfigError
+from kiel.consumer.offsets import (
+    EARLIEST,
+    LATEST,
+    GroupOffsets,
+    fetch_committed,
+    list_offsets,
+    send_commit,
+)
+from kiel.exc import (
+    ConfigError,
+    ConsumerProtocolError,
+    GroupIdNotFoundError,
+    IllegalGenerationError,
+    KielError,
+    NonEmptyGroupError,
+    ProtocolError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+    for_code,
+)
+from kiel.protocol import (
+    ConsumerAssignment,
+    ConsumerSubscription,
+    DescribeGroupsRequestV2,
+    DescribeGroupsRequestV4,
+    ListGroupsRequestV2,
+    decode_assignment,
+    decode_subscription,
+)
+from kiel.protocol.group_membership import CONSUMER_PROTOCOL_TYPE
+from kiel.protocol.versions import DESCRIBE_GROUPS, LIST_GROUPS
+from kiel.retry import attempts
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper, translate
 
 __all__ = [
+    "INACTIVE_STATES",
+    "BrokerGroup",
+    "BrokerGroupDescription",
+    "BrokerGroupMember",
     "GroupDescription",
     "GroupPartition",
     "PartitionDescription",
     "TopicDescription",
+    "assigned_partitions",
+    "check_resettable",
+    "describe_broker_group",
+    "describe_broker_group_offsets",
     "describe_group",
     "describe_topics",
+    "list_broker_groups",
     "list_groups",
+    "reset_broker_group",
     "reset_group",
 ]
 
@@ -297,3 +346,370 @@ async def _targets(
                 )
         return {tp: to for tp in tps}
     raise ConfigError(f"reset to earliest, latest, an offset or a datetime; got {to!r}")
+
+
+# ----------------------------------------------------------------------
+# Groups the brokers coordinate
+
+
+class BrokerGroupMember(NamedTuple):
+    """One member of a broker-coordinated group, as its coordinator describes it.
+
+    ``subscription`` and ``assignment`` are decoded from the embedded
+    consumer protocol for a ``"consumer"`` group; ``None`` when the
+    coordinator sent no bytes (it fills them only while the group is
+    stable; Tansu never does) or the group speaks another protocol. The raw
+    bytes are kept in ``metadata`` and ``assignment_bytes``.
+    """
+
+    member_id: str
+    group_instance_id: Optional[str]
+    client_id: str
+    client_host: str
+    subscription: Optional[ConsumerSubscription]
+    assignment: Optional[ConsumerAssignment]
+    metadata: bytes
+    assignment_bytes: bytes
+
+
+class BrokerGroup(NamedTuple):
+    """A broker-coordinated group: its state (``Stable``, ``PreparingRebalance``,
+    ``CompletingRebalance``, ``Empty``, ``Dead``), protocol type, the chosen
+    protocol (the assignor's name, while stable) and its members."""
+
+    group: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[BrokerGroupMember]
+
+
+async def list_broker_groups(cluster: Cluster) -> list[tuple[str, str]]:
+    """Every group the cluster's brokers coordinate (ListGroups v2, asked of each broker).
+
+    Args:
+        cluster: a connected cluster (its backoff bounds the retries).
+
+    Returns:
+        ``(group_id, protocol_type)`` pairs, sorted (``"consumer"`` for
+        consumer groups, ``""`` for a group that has only committed offsets).
+        Tansu lists a group only once it has committed offsets.
+
+    Raises:
+        UnsupportedFeatureError: a broker speaks no ListGroups kiel knows (a
+            0.8 broker: its groups are in ZooKeeper, see :func:`list_groups`).
+        BrokerError: a broker's error that is not retriable, or that
+            persisted past the retries.
+        NoBrokersError, KielConnectionError, RequestTimeoutError: a broker
+            could not be reached within the retries.
+    """
+    if not cluster.brokers:
+        await cluster.refresh_metadata()
+    found: set[tuple[str, str]] = set()
+    for broker in sorted(cluster.brokers):
+        async for attempt in attempts(cluster.backoff):
+            try:
+                (await cluster.versions(broker)).of(LIST_GROUPS)
+                response = await cluster.send(broker, ListGroupsRequestV2())
+            except KielError as e:
+                if not e.retriable:
+                    raise
+                attempt.failed(e)
+                continue
+            error = for_code(response.error_code)
+            if error is not None:
+                failure = error(api="ListGroups", broker_id=broker, errno=response.error_code)
+                if not failure.retriable:
+                    raise failure
+                attempt.failed(failure)
+                continue
+            found.update((g.group_id, g.protocol_type) for g in response.groups)
+    return sorted(found)
+
+
+async def describe_broker_group(cluster: Cluster, group: str) -> BrokerGroup:
+    """A broker-coordinated group's state and members (DescribeGroups at its coordinator).
+
+    DescribeGroups v4 where the coordinator speaks it (members carry their
+    instance id), else v2; a coordinator that moved is looked up again.
+
+    Args:
+        cluster: a connected cluster (its backoff bounds the retries).
+        group: the group id.
+
+    Returns:
+        the group; a group the coordinator does not know comes back with no
+        members, ``Dead`` (Apache Kafka) or ``Empty`` (Tansu), not an error.
+
+    Raises:
+        UnsupportedFeatureError: the coordinator speaks no DescribeGroups
+            kiel knows (a 0.8 broker: see :func:`describe_group`).
+        ConsumerProtocolError: a member's subscription or assignment bytes
+            do not parse (``group`` says which group).
+        BrokerError: the group's error (e.g.
+            :class:`~kiel.exc.GroupAuthorizationFailedError`), at once, or a
+            retriable one that persisted past the retries.
+        NoBrokersError, KielConnectionError, RequestTimeoutError: the
+            coordinator could not be reached within the retries.
+    """
+    async for attempt in attempts(cluster.backoff):
+        try:
+            coordinator = await cluster.coordinator(group)
+            version = (await cluster.versions(coordinator)).of(DESCRIBE_GROUPS)
+            request: Any = (DescribeGroupsRequestV4([group], False) if version >= 4
+                            else DescribeGroupsRequestV2([group]))
+            response = await cluster.send(coordinator, request)
+        except KielError as e:
+            if not e.retriable:
+                raise
+            attempt.failed(e)
+            continue
+        answer = next((g for g in response.groups if g.group_id == group), None)
+        if answer is None:
+            raise ProtocolError("the coordinator's DescribeGroups answer left the group out",
+                                api="DescribeGroups", group=group, broker_id=coordinator)
+        error = for_code(answer.error_code)
+        if error is not None:
+            failure = error(api="DescribeGroups", group=group, errno=answer.error_code)
+            if not failure.retriable:
+                raise failure
+            attempt.failed(failure)
+            continue
+        return _broker_group(answer)
+    raise AssertionError("attempts() ended without an answer or an error")  # pragma: no cover
+
+
+def _broker_group(answer: Any) -> BrokerGroup:
+    """A DescribeGroups v2 or v4 group answer as a :class:`BrokerGroup`. Pure.
+
+    Raises:
+        ConsumerProtocolError: a consumer member's bytes do not parse.
+    """
+    consumer = answer.protocol_type == CONSUMER_PROTOCOL_TYPE
+    members = []
+    for m in answer.members:
+        subscription: Optional[ConsumerSubscription] = None
+        assignment: Optional[ConsumerAssignment] = None
+        # Strategy: empty bytes mean "not given" here (a group between
+        # generations), not an empty subscription or assignment.
+        try:
+            if consumer and m.member_metadata:
+                subscription = decode_subscription(m.member_metadata)[1]
+            if consumer and m.member_assignment:
+                assignment = decode_assignment(m.member_assignment)[1]
+        except ConsumerProtocolError as e:
+            e.with_context(group=answer.group_id, member=m.member_id)
+            raise
+        members.append(BrokerGroupMember(
+            # DescribeGroups v2 members carry no instance id (v4 does).
+            m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host,
+            subscription, assignment, m.member_metadata, m.member_assignment,
+        ))
+    return BrokerGroup(answer.group_id, answer.group_state, answer.protocol_type,
+                       answer.protocol_data, members)
+
+
+# ----------------------------------------------------------------------
+# A broker-coordinated group's offsets: describe (with lag) and reset
+
+
+#: The states of a broker-coordinated group without a live member: only
+#: these may have their offsets reset from outside the group.
+INACTIVE_STATES = frozenset({"Empty", "Dead"})
+
+
+class BrokerGroupDescription(NamedTuple):
+    """A broker-coordinated group and where it stands on every partition.
+
+    ``group`` is what its coordinator describes (state, members and their
+    decoded assignments); ``partitions`` holds every partition of the topics
+    the members are assigned or subscribe to, or that the group committed
+    offsets for. A row's ``owner`` is the member id the partition is
+    assigned to (``None``: nobody, or the coordinator did not send the
+    assignment).
+    """
+
+    group: BrokerGroup
+    partitions: list[GroupPartition]
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form: the group, its members (subscribed topics and
+        assigned partitions decoded, ``None`` where the coordinator sent
+        none) and the partitions, each with its owner's host and client id."""
+        members = {m.member_id: m for m in self.group.members}
+        return {
+            "group": self.group.group,
+            "state": self.group.state,
+            "protocol_type": self.group.protocol_type,
+            "protocol": self.group.protocol,
+            "members": [_member_dict(m) for m in self.group.members],
+            "partitions": [
+                dict(row._asdict(),
+                     host=members[row.owner].client_host if row.owner in members else None,
+                     client_id=members[row.owner].client_id if row.owner in members else None)
+                for row in self.partitions
+            ],
+        }
+
+
+def _member_dict(member: BrokerGroupMember) -> dict[str, Any]:
+    return {
+        "member_id": member.member_id,
+        "group_instance_id": member.group_instance_id,
+        "client_id": member.client_id,
+        "host": member.client_host,
+        "subscription": None if member.subscription is None else list(member.subscription.topics),
+        "assignment": None if member.assignment is None else {
+            topic: sorted(partitions) for topic, partitions in member.assignment.partitions},
+    }
+
+
+def assigned_partitions(group: BrokerGroup) -> dict[TopicPartition, str]:
+    """The member id each partition is assigned to, from the decoded
+    assignments (a member whose assignment the coordinator did not send
+    owns nothing here). Pure."""
+    owners: dict[TopicPartition, str] = {}
+    for member in group.members:
+        if member.assignment is None:
+            continue
+        for topic, partitions in member.assignment.partitions:
+            for partition in partitions:
+                owners[TopicPartition(topic, partition)] = member.member_id
+    return owners
+
+
+async def describe_broker_group_offsets(cluster: Cluster, group: str) -> BrokerGroupDescription:
+    """A broker-coordinated group with the committed offset, log end and lag per partition.
+
+    What ``kafka-consumer-groups.sh --describe`` shows. The topics are
+    those the members are assigned or subscribe to, and those the group
+    committed offsets for: every partition of every topic is asked for in
+    one OffsetFetch (in the version the coordinator speaks), since a
+    current broker need not answer one that asks for "all topics" (Tansu
+    0.6.0 answers it with a body too short to parse).
+
+    Args:
+        cluster: a connected cluster (its backoff bounds the retries).
+        group: the group id.
+
+    Returns:
+        the group and one row per partition, whose lag is the log end
+        minus the committed offset (``None`` where the group committed
+        nothing).
+
+    Raises:
+        GroupIdNotFoundError: the coordinator knows no such group: ``Empty``
+            or ``Dead``, no member and no committed offset.
+        UnsupportedFeatureError: a 0.8 broker (its groups are in ZooKeeper:
+            see :func:`describe_group`).
+        BrokerError, NoBrokersError, KielConnectionError, RequestTimeoutError:
+            as for :func:`describe_broker_group` and
+            :meth:`~kiel.consumer.offsets.GroupOffsets.fetch`.
+    """
+    described = await describe_broker_group(cluster, group)
+    owners = assigned_partitions(described)
+    topics = {tp.topic for tp in owners}
+    for member in described.members:
+        if member.subscription is not None:
+            topics.update(member.subscription.topics)
+    every = await cluster.all_topics()
+    tps = [TopicPartition(t, p) for t in sorted(every) for p in range(every[t])]
+    committed = await GroupOffsets(cluster, group).fetch(tps) if tps else {}
+    topics.update(tp.topic for tp, offset in committed.items() if offset is not None)
+    if not described.members and described.state in INACTIVE_STATES and not topics:
+        raise GroupIdNotFoundError(
+            f"the brokers know no group {group!r} (state {described.state}, no member, "
+            "no committed offset)", api="DescribeGroups", group=group)
+    wanted = [TopicPartition(t, p) for t in sorted(topics)
+              for p in await cluster.partitions_for(t)]
+    ends = await list_offsets(cluster, {tp: LATEST for tp in wanted}) if wanted else {}
+    rows = []
+    for tp in wanted:
+        done = committed.get(tp)
+        end = ends.get(tp)
+        lag = None if done is None or end is None else max(0, end - done)
+        rows.append(GroupPartition(tp.topic, tp.partition, owners.get(tp), done, end, lag))
+    return BrokerGroupDescription(described, rows)
+
+
+async def reset_broker_group(
+    cluster: Cluster, group: str, topics: Sequence[str], to: ResetTo
+) -> dict[TopicPartition, int]:
+    """Commit new offsets for every partition of ``topics`` in a broker-coordinated group.
+
+    Only a group without a live member may be reset: its coordinator must
+    describe it ``Empty`` or ``Dead`` with no member listed. A group in
+    any other state is live even when no member is listed (Tansu 0.6.0 may
+    list none). The commit goes out as a standalone one (generation -1, no
+    member id) in the OffsetCommit version the coordinator speaks; a
+    coordinator that refuses it because a member joined meanwhile makes it
+    a :class:`~kiel.exc.NonEmptyGroupError` too.
+
+    Args:
+        cluster: a connected cluster.
+        group: the group id.
+        topics: the topics whose partitions are reset (every partition).
+        to: as for :func:`reset_group`.
+
+    Returns:
+        The offset committed per partition.
+
+    Raises:
+        NonEmptyGroupError: the group is live (its state, its members, or
+            the coordinator's answer to the commit say so).
+        ConfigError: an offset out of range; a bad ``to``.
+        UnsupportedFeatureError: a 0.8 broker (see :func:`reset_group`).
+        BrokerError, NoBrokersError, KielConnectionError, RequestTimeoutError:
+            a part could not be reached or refused.
+    """
+    check_resettable(await describe_broker_group(cluster, group))
+    tps = [TopicPartition(t, p) for t in topics for p in await cluster.partitions_for(t)]
+    offsets = await _targets(cluster, tps, to)
+    await _commit_from_outside(cluster, group, offsets)
+    return offsets
+
+
+def check_resettable(group: BrokerGroup) -> None:
+    """Refuse to reset a group that is live. Pure.
+
+    A group is resettable when its coordinator lists no member and says it
+    is ``Empty`` or ``Dead``. In any other state (``Stable``,
+    ``PreparingRebalance``, ``CompletingRebalance``) it is live even with
+    no member listed: a coordinator may leave them out (Tansu 0.6.0 sends
+    members without their details), and its members would commit over
+    the reset.
+
+    Raises:
+        NonEmptyGroupError: the group is live; the message says its state
+            and the members listed.
+    """
+    if group.members or group.state not in INACTIVE_STATES:
+        listed = ", ".join(m.member_id for m in group.members[:5]) or "none listed"
+        raise NonEmptyGroupError(
+            f"group {group.group!r} is {group.state} with {len(group.members)} member(s) "
+            f"({listed}): only an Empty or Dead group's offsets can be reset; "
+            "stop its members first", api="DescribeGroups", group=group.group)
+
+
+#: A standalone commit's refusal by a coordinator whose group has members:
+#: Apache Kafka answers UNKNOWN_MEMBER_ID (or REBALANCE_IN_PROGRESS,
+#: ILLEGAL_GENERATION) to generation -1 unless the group is Empty.
+_LIVE_GROUP_ERRORS = (NonEmptyGroupError, UnknownMemberIdError, IllegalGenerationError,
+                      RebalanceInProgressError)
+
+
+async def _commit_from_outside(
+    cluster: Cluster, group: str, offsets: dict[TopicPartition, int]
+) -> None:
+    """Commit ``offsets`` as no member of ``group`` (generation -1).
+
+    Raises:
+        NonEmptyGroupError: the coordinator refused it for the group's members.
+    """
+    try:
+        await GroupOffsets(cluster, group).commit(offsets)
+    except _LIVE_GROUP_ERRORS as e:
+        raise NonEmptyGroupError(
+            f"group {group!r} has live members: its coordinator refused the reset "
+            f"({type(e).__name__}); stop its members first",
+            api="OffsetCommit", group=group) from e

@@ -5,10 +5,16 @@
     kiel -b localhost:9092 produce TOPIC [-K :] < lines
     kiel -b localhost:9092 consume TOPIC [--from beginning] [-c 100] [-K :] [--json]
     kiel -b localhost:9092 topics [TOPIC ...]
+    kiel -b localhost:9092 group list
+    kiel -b localhost:9092 group describe GROUP
+    kiel -b localhost:9092 group reset GROUP --topic T --to earliest
     kiel -z localhost:2181 group list
     kiel -b localhost:9092 -z localhost:2181 group describe GROUP
     kiel -b localhost:9092 -z localhost:2181 group reset GROUP --topic T --to earliest
     kiel allocate --allocator sticky --members a,b,c --partitions t:0,t:1,t:2
+
+The group commands speak to the brokers' group coordinator (a current
+cluster's groups) unless ``-z`` names ZooKeeper (a 0.8 layout group).
 
 Every command exits 0 on success, 1 when kiel raised one of its errors (the
 message goes to standard error), 2 on a usage error.
@@ -25,9 +31,12 @@ import os
 import ssl
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, BinaryIO, Callable, Optional
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Optional
 
-from kiel.exc import ConfigError, KielError
+from kiel.exc import ConfigError, KielError, UnsupportedFeatureError
+
+if TYPE_CHECKING:  # pragma: no cover - kiel.admin loads kazoo: imported where used
+    from kiel.admin import BrokerGroupDescription
 
 __all__ = ["KEY_PASSWORD_VARIABLE", "PASSWORD_VARIABLE", "main"]
 
@@ -46,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="kiel", description="kiel: produce, consume, inspect topics and groups."
     )
     parser.add_argument("-b", "--brokers", help="bootstrap brokers, host[:port],...")
-    parser.add_argument("-z", "--zookeeper", help="ZooKeeper hosts (group commands)")
+    parser.add_argument("-z", "--zookeeper",
+                        help="ZooKeeper hosts: group commands on ZooKeeper groups "
+                        "(default: the groups the brokers coordinate)")
     parser.add_argument("--client-id", default="kiel-cli")
     parser.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the cluster"
@@ -125,12 +136,16 @@ def _add_topics(commands: Any) -> None:
 
 
 def _add_group(commands: Any) -> None:
-    group = commands.add_parser("group", help="ZooKeeper-grouped consumer groups")
+    group = commands.add_parser(
+        "group", help="consumer groups: the brokers' (default) or ZooKeeper's (-z)"
+    )
     group_commands = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
-    group_list = group_commands.add_parser("list", help="the groups registered in ZooKeeper")
+    group_list = group_commands.add_parser(
+        "list", help="the groups the brokers coordinate, or (-z) those registered in ZooKeeper"
+    )
     group_list.add_argument("--json", action="store_true")
     describe = group_commands.add_parser(
-        "describe", help="members, owners, committed offsets and lag"
+        "describe", help="state, members, owners, committed offsets and lag"
     )
     describe.add_argument("group")
     describe.add_argument("--json", action="store_true")
@@ -141,7 +156,9 @@ def _add_group(commands: Any) -> None:
         "--to", required=True, help="earliest, latest, an offset, or an ISO date/time"
     )
     reset.add_argument(
-        "--force", action="store_true", help="even while members are alive (they may overwrite)"
+        "--force",
+        action="store_true",
+        help="with -z only: even while members are alive (they may overwrite)",
     )
 
 
@@ -474,7 +491,17 @@ async def topics(args: argparse.Namespace, out: Any) -> int:
 
 
 async def group(args: argparse.Namespace, out: Any) -> int:
-    """``group list``, ``group describe GROUP``, ``group reset GROUP``."""
+    """``group list``, ``group describe GROUP``, ``group reset GROUP``.
+
+    On the groups the brokers coordinate, or with ``-z`` on ZooKeeper's.
+    """
+    if args.zookeeper:
+        return await _zookeeper_group(args, out)
+    return await _broker_group(args, out)
+
+
+async def _zookeeper_group(args: argparse.Namespace, out: Any) -> int:
+    """The group commands on the 0.8 layout in ZooKeeper (``-z``)."""
     from kiel import admin
 
     zk_hosts = _need(args.zookeeper, "-z/--zookeeper", f"group {args.group_command}")
@@ -514,6 +541,115 @@ async def group(args: argparse.Namespace, out: Any) -> int:
     for tp, offset in sorted(moved.items()):
         out.write(f"{tp.topic}\t{tp.partition}\t{offset}\n")
     return 0
+
+
+#: The group APIs a 0.8 broker lacks: without them the groups are in ZooKeeper.
+_BROKER_GROUP_APIS = ("ListGroups", "DescribeGroups")
+
+
+async def _broker_group(args: argparse.Namespace, out: Any) -> int:
+    """The group commands on the groups the brokers' coordinators keep.
+
+    Raises:
+        ConfigError: no ``-b``; ``--force`` (ZooKeeper groups only).
+        UnsupportedFeatureError: the brokers coordinate no groups (0.8:
+            the message says to pass ``-z``).
+    """
+    from kiel import admin
+    from kiel.client import Client
+
+    command = f"group {args.group_command}"
+    if not args.brokers:
+        raise ConfigError(f"'{command}' needs -b/--brokers (a group the brokers coordinate) "
+                          "or -z/--zookeeper (a ZooKeeper group)")
+    if args.group_command == "reset" and args.force:
+        raise ConfigError("--force is for ZooKeeper groups (-z): a group's coordinator "
+                          "refuses offsets from outside while the group has members")
+    async with Client(args.brokers, **_client_options(args)) as client:
+        try:
+            if args.group_command == "list":
+                _write_broker_groups(args, out, await admin.list_broker_groups(client.cluster))
+            elif args.group_command == "describe":
+                described = await admin.describe_broker_group_offsets(client.cluster, args.group)
+                _write_broker_group(args, out, described)
+            else:
+                to = _parse_when(args.to, {"earliest": "earliest", "beginning": "earliest",
+                                           "latest": "latest", "end": "latest"})
+                moved = await admin.reset_broker_group(client.cluster, args.group,
+                                                       args.topic, to)
+                out.write(_table([("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")] + [
+                    (args.group, tp.topic, tp.partition, offset)
+                    for tp, offset in sorted(moved.items())]))
+        except UnsupportedFeatureError as e:
+            if e.context.get("api") not in _BROKER_GROUP_APIS:
+                raise
+            raise UnsupportedFeatureError(
+                f"{e.message}; these brokers coordinate no groups (a 0.8 cluster keeps "
+                "them in ZooKeeper): pass -z/--zookeeper", **e.context) from e
+    return 0
+
+
+def _table(rows: Sequence[Sequence[Any]]) -> str:
+    """Rows in columns aligned as kafka-consumer-groups.sh aligns them (``None``: ``-``)."""
+    cells = [["-" if c is None or c == "" else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return "".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n" for row in cells
+    )
+
+
+def _write_broker_groups(
+    args: argparse.Namespace, out: Any, groups: Sequence[tuple[str, str]]
+) -> None:
+    if args.json:
+        out.write(json.dumps([{"group": g, "protocol_type": t} for g, t in groups]) + "\n")
+    else:
+        out.write("".join(f"{g}\n" for g, _ in groups))
+
+
+def _write_broker_group(
+    args: argparse.Namespace, out: Any, described: "BrokerGroupDescription"
+) -> None:
+    """``group describe`` of a broker group: its state, a row per partition,
+    a row per member, and what the coordinator left unsaid."""
+    from kiel.admin import INACTIVE_STATES
+
+    if args.json:
+        out.write(json.dumps(described.as_dict()) + "\n")
+        return
+    group = described.group
+    members = {m.member_id: m for m in group.members}
+    out.write(_table([("GROUP", "STATE", "ASSIGNMENT-STRATEGY", "#MEMBERS"),
+                      (group.group, group.state, group.protocol, len(group.members))]))
+    out.write("\n")
+    rows: list[Sequence[Any]] = [("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
+                                  "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")]
+    for p in described.partitions:
+        owner = members.get(p.owner) if p.owner is not None else None
+        rows.append((group.group, p.topic, p.partition, p.committed, p.highwater, p.lag,
+                     p.owner, owner and owner.client_host, owner and owner.client_id))
+    out.write(_table(rows))
+    if group.members:
+        out.write("\n")
+        rows = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")]
+        for m in group.members:
+            assigned = None if m.assignment is None else m.assignment.partitions
+            rows.append((group.group, m.member_id, m.client_host, m.client_id,
+                         None if assigned is None else sum(len(ps) for _, ps in assigned),
+                         None if assigned is None else " ".join(
+                             f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in assigned)))
+        out.write(_table(rows))
+    # Strategy: say what the coordinator did not, so a "-" is not read as
+    # "nobody owns it" (Tansu 0.6.0 sends members without their assignment,
+    # or none at all, while the group is Stable).
+    if group.state in INACTIVE_STATES and not group.members:
+        out.write(f"\nConsumer group '{group.group}' has no active members.\n")
+    elif not group.members:
+        out.write(f"\nThe coordinator lists no members although the group is {group.state}: "
+                  "it is live, its owners are unknown.\n")
+    elif any(m.assignment is None for m in group.members):
+        out.write("\nThe coordinator sent no assignment for some members "
+                  "(their partitions show no owner).\n")
 
 
 # ----------------------------------------------------------------------

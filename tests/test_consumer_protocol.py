@@ -100,6 +100,10 @@ def test_an_old_version_reads_the_defaults_of_later_fields() -> None:
     version, sub = decode_subscription(encode_subscription(ConsumerSubscription(["a"]), 0))
     assert version == 0
     assert (sub.owned_partitions, sub.generation_id, sub.rack_id) == ([], -1, None)
+    # Each decoded subscription has a list of its own, not the class default.
+    other = decode_subscription(encode_subscription(ConsumerSubscription(["a"]), 0))[1]
+    assert sub.owned_partitions is not other.owned_partitions
+    assert sub.owned_partitions is not ConsumerSubscription([]).owned_partitions
 
 
 def test_an_empty_assignment_is_no_partitions() -> None:

@@ -495,6 +495,21 @@ def test_group_coordinator(broker: Target, caplog: pytest.LogCaptureFixture) -> 
     assert versions.get(GROUP_COORDINATOR) == (2 if broker.modern else 0)
 
 
+def test_the_coordinator_lookup_speaks_the_negotiated_version() -> None:
+    from kiel.cluster import _coordinator_request
+    from kiel.protocol import (
+        FindCoordinatorRequestV1,
+        FindCoordinatorRequestV2,
+        GroupCoordinatorRequest,
+    )
+
+    expected = {(0, 8, 2): GroupCoordinatorRequest("g"), (1, 0): FindCoordinatorRequestV1("g", 0),
+                (2, 0): FindCoordinatorRequestV2("g", 0), (3, 7): FindCoordinatorRequestV2("g", 0)}
+    for release, request in expected.items():
+        built = _coordinator_request(for_broker_version(release), "g")
+        assert (type(built), built) == (type(request), request), release
+
+
 @pytest.mark.interop
 def test_standalone_offset_commit_v2_and_fetch_v1_on_tansu(tansu_broker: Any) -> None:
     # Judged by Tansu: a commit from outside any broker-side group

@@ -73,7 +73,9 @@ class ConsumerSubscription(NamedTuple):
 
     ``owned_partitions`` (v1+, cooperative rebalancing) and ``generation_id``
     (v2+, the generation they were owned in) let the leader keep partitions
-    where they are; ``rack_id`` (v3+) is the member's rack.
+    where they are; ``rack_id`` (v3+) is the member's rack. (The default
+    ``owned_partitions`` is one list shared by every instance built without
+    it: replace it, never append to it.)
     """
 
     topics: list[str]
@@ -242,8 +244,9 @@ def decode_subscription(data: Buffer) -> tuple[int, ConsumerSubscription]:
         raise ConsumerProtocolError(f"subscription v{version} does not parse: {e.message}",
                                     offset=e.context.get("offset")) from e
     values = body._asdict()
-    if "owned_partitions" in values:
-        values["owned_partitions"] = [(tp.topic, tp.partitions) for tp in body.owned_partitions]
+    # A list of its own even in v0 (the class default is one shared list).
+    values["owned_partitions"] = [(tp.topic, tp.partitions)
+                                  for tp in values.get("owned_partitions", [])]
     return version, ConsumerSubscription(**values)
 
 
