@@ -345,7 +345,12 @@ class _BaseConsumer(Client):
                         break
                     loan.next = record.offset + 1
                     self._handing_out(tp, record)
-                    yield record
+                    try:
+                        yield record
+                    except GeneratorExit:
+                        # The loop was left (or its task ended) while it held this one.
+                        self._left_holding(tp, record)
+                        raise
                     if loans.get(tp) is loan:
                         self._handed_out(tp, record)
                 if loans.get(tp) is loan:
@@ -356,6 +361,9 @@ class _BaseConsumer(Client):
 
     def _handed_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
         """The ``stream()`` loop asked for the record after ``record`` (a hook)."""
+
+    def _left_holding(self, tp: TopicPartition, record: ConsumedRecord) -> None:
+        """The ``stream()`` loop ended while it held ``record`` (a hook)."""
 
     def _reclaim(self, tps: Optional[Iterable[TopicPartition]] = None) -> None:
         """Take back what ``stream()`` loops have not yielded of ``tps`` (default: all).

@@ -102,6 +102,17 @@ class Commits:
         if held is not None:
             self._count(held.finish_through(offset))
 
+    def abandon(self, tp: TopicPartition, offsets: Sequence[int]) -> None:
+        """A task that held ``offsets`` of ``tp`` ended without finishing them.
+
+        They stay unfinished (the committed position stays before them, and
+        the next owner delivers them again), and nothing waits for them any more.
+        """
+        held = self.held.get(tp)
+        if held is not None:
+            held.abandon(offsets)
+            self.finished.fire()
+
     def finish_all(self) -> None:
         """The application finished every record handed out."""
         self._count(sum(held.finish_all() for _, held in self.held.items() if held.pending))
@@ -131,7 +142,7 @@ class Commits:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            held = [tp for tp in tps if tp in self.held and self.held[tp].pending]
+            held = [tp for tp in tps if tp in self.held and self.held[tp].in_hand]
             remaining = deadline - loop.time()
             if not held or remaining <= 0 or stop():
                 return held

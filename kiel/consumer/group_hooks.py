@@ -94,8 +94,9 @@ class ConsumerHooks(PartitionHooks):
         errors: where errors are kept for the application's next ``consume()``.
         reclaim: takes back what ``stream()`` loops have not yielded of the
             given partitions (``None``: all) and seeks them back to it.
-        closing: whether the consumer is closing (a revocation then waits
-            for nothing in the application's hands).
+        waited: whether ``close()`` already waited for the records in the
+            application's hands (a revocation then waits no longer: what is
+            still held past ``revoke_timeout`` is delivered again).
     """
 
     def __init__(
@@ -106,7 +107,7 @@ class ConsumerHooks(PartitionHooks):
         offsets: GroupOffsets,
         errors: "deque[BaseException]",
         reclaim: Callable[[Optional[Iterable[TopicPartition]]], None],
-        closing: Callable[[], bool],
+        waited: Callable[[], bool],
     ) -> None:
         self.consumer = consumer
         self._commits = commits
@@ -115,7 +116,7 @@ class ConsumerHooks(PartitionHooks):
         #: The owned partitions' records (revoking, paused, what is in hand).
         self._state = commits.held
         self._reclaim = reclaim
-        self._closing = closing
+        self._waited = waited
         #: The membership's connection is suspended: nothing is fetched.
         self.suspended = False
 
@@ -138,8 +139,8 @@ class ConsumerHooks(PartitionHooks):
             if part is not None:
                 part.revoking = True
         self._stop(tps)
-        held = await commits.wait_finished(tps, self.consumer.revoke_timeout, self._closing)
-        if held and not self._closing():
+        held = await commits.wait_finished(tps, self.consumer.revoke_timeout, self._waited)
+        if held and not self._waited():
             log.warning(
                 "revoke_timeout: %s still in the application's hands; the next owner "
                 "gets them again", held,

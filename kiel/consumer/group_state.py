@@ -37,11 +37,16 @@ class OwnedPartition:
             nothing to commit).
     """
 
-    __slots__ = ("pending", "done", "end", "generation", "revoking", "paused", "committed")
+    __slots__ = ("pending", "done", "abandoned", "end", "generation", "revoking", "paused",
+                 "committed")
 
     def __init__(self, position: int = -1) -> None:
         self.pending: collections.deque[int] = collections.deque()
         self.done: set[int] = set()
+        #: Offsets handed to a task that ended without finishing them (failed
+        #: or cancelled): never finished (the next owner delivers them again),
+        #: and nothing waits for them.
+        self.abandoned: set[int] = set()
         self.end = position
         #: This ownership's number (a new one at every acquisition).
         self.generation = next(_OWNERSHIPS)
@@ -57,12 +62,24 @@ class OwnedPartition:
         """The partition starts (again) at ``position``: nothing is in hand."""
         self.pending.clear()
         self.done.clear()
+        self.abandoned.clear()
         self.end = position
 
     @property
     def finished(self) -> int:
         """The finished position: the first offset the application did not finish."""
         return self.pending[0] if self.pending else self.end
+
+    @property
+    def in_hand(self) -> bool:
+        """Whether the application still holds records of it that it may finish."""
+        abandoned = self.abandoned
+        return any(o not in abandoned for o in self.pending) if abandoned else bool(self.pending)
+
+    def abandon(self, offsets: Sequence[int]) -> None:
+        """The task holding ``offsets`` ended without finishing them."""
+        pending = set(self.pending)
+        self.abandoned.update(o for o in offsets if o in pending)
 
     def hand_out(self, records: Sequence[Record]) -> None:
         """``records`` (in offset order) go to the application."""
@@ -79,6 +96,7 @@ class OwnedPartition:
         n = len(self.pending)
         self.pending.clear()
         self.done.clear()
+        self.abandoned.clear()
         return n
 
     def finish(self, offset: int) -> int:

@@ -257,9 +257,11 @@ class GroupedConsumer(_BaseConsumer):
             self._offsets, self._state, self._tasks, self._errors, metadata=commit_metadata,
             every=commit_every, interval=self.commit_interval, may_commit=self._may_commit,
         )
+        #: close() waited for the records in the application's hands.
+        self._waited_for_hands = False
         self._ownership = ConsumerHooks(
             self, commits=self._commits, offsets=self._offsets, errors=self._errors,
-            reclaim=self._reclaim, closing=lambda: self._closing,
+            reclaim=self._reclaim, waited=lambda: self._waited_for_hands,
         )
         #: With auto_finish: per task, the records its last consume() returned;
         #: its next call finishes them.
@@ -346,18 +348,28 @@ class GroupedConsumer(_BaseConsumer):
         self._commits.start_timer()
 
     async def close(self) -> None:
-        """Leave the group and close.
+        """Leave the group and close, delivering nothing twice.
 
-        Revokes every owned partition (listener, then a commit of the
-        finished positions), releases the owner znodes, deregisters, stops
-        ZooKeeper and closes the connections. With ``auto_finish`` the records
-        that the task calling ``close()`` got from its last :meth:`consume`
-        count as finished (it is done consuming), unless ``close()`` runs
-        while an exception propagates (a ``finally`` after a failing
-        handler): then they are not, and the next owner delivers them
-        again. Other tasks' records, and a ``stream()`` loop's current
-        record, are not finished. With ``auto_finish=False`` only
-        :meth:`task_done` ones are.
+        First, still a member, waits up to ``revoke_timeout`` for the
+        records the application's tasks hold (no new ones are handed out:
+        :meth:`consume` raises :class:`~kiel.exc.ClientClosedError`); then
+        revokes every owned partition (listener, then a commit of the
+        finished positions), gives them back to the group (ZooKeeper: owner
+        znodes released, deregistered, session stopped; brokers: LeaveGroup
+        unless static) and closes the connections. So the next owner starts
+        after what the application finished, as in a rebalance; records
+        still held past ``revoke_timeout`` are delivered again by it.
+
+        With ``auto_finish`` the records that the task calling ``close()``
+        got from its last :meth:`consume` count as finished (it is done
+        consuming), unless ``close()`` runs while an exception propagates (a
+        ``finally`` after a failing handler): then they are not, and the
+        next owner delivers them again. Another task's records are finished
+        when it asks for more (its next :meth:`consume`, which then raises
+        ClientClosedError) or returns; a task that fails or is cancelled,
+        or a ``stream()`` loop left early, leaves its records unfinished,
+        and nothing waits for them. With ``auto_finish=False`` only
+        :meth:`task_done` finishes a record.
         """
         await super().close()
 
@@ -368,6 +380,19 @@ class GroupedConsumer(_BaseConsumer):
         membership = self.membership
         if membership is None:
             return
+        # A graceful change delivers nothing twice, close() included: while
+        # still a member, wait (up to revoke_timeout) for what the
+        # application's tasks hold; the leave then commits it.
+        # A rebalance meanwhile revokes as usual (waiting for those records too).
+        try:
+            held = await self._commits.wait_finished(sorted(self._state), self.revoke_timeout,
+                                                     lambda: False)
+        finally:
+            self._waited_for_hands = True
+        if held:
+            log.warning("close(): revoke_timeout=%ss passed with records of %s in the "
+                        "application's hands; the next owner delivers them again",
+                        self.revoke_timeout, held)
         try:
             await membership.leave()
         finally:
@@ -439,9 +464,10 @@ class GroupedConsumer(_BaseConsumer):
     async def _fetch(
         self, topics: Optional[Topics], max_records: Optional[int], hand_out: bool = True
     ) -> ConsumedBatches:
-        self._check_open()
         if self.auto_finish:
+            # Asking for more (even of a closing consumer): done with the last batch.
             self._hands.finish_mine()
+        self._check_open()
         self._reclaim()
         if self.membership is not None:
             self.membership.poll()
@@ -477,6 +503,13 @@ class GroupedConsumer(_BaseConsumer):
         # one is finished, and only this one (others may be another task's).
         if self.auto_finish:
             self._commits.finish(tp, record.offset)
+
+    def _left_holding(self, tp: TopicPartition, record: ConsumedRecord) -> None:
+        # A stream() loop left (break, an exception, its task ended) while it
+        # held this record: with auto_finish nothing will finish it, so it is
+        # delivered again by the next owner and nothing waits for it.
+        if self.auto_finish:
+            self._commits.abandon(tp, [record.offset])
 
     def task_done(self, record: ConsumedRecord) -> None:
         """Mark ``record`` finished (needed with ``auto_finish=False``; harmless otherwise).

@@ -70,3 +70,8 @@ class TaskHands:
         lent = self._by_task.pop(task, ())
         if not task.cancelled() and task.exception() is None:
             self._finish(lent)
+            return
+        commits = self._commits
+        for tp, generation, offsets in lent:
+            if commits.held.generation(tp) == generation:
+                commits.abandon(tp, offsets)
