@@ -246,6 +246,27 @@ def test_checker_allows_duplicates_after_a_loss_or_a_kill() -> None:
     assert check(h) == []
 
 
+def test_checker_finds_two_members_processing_a_partition_at_once() -> None:
+    h = _history()
+    h.acked = {(0, 0): "0", (0, 1): "1"}
+    # a's worker still processes partition 0 when b, its next owner, starts.
+    h.add("a", {"ev": "work", "p": 0, "s": 1.0, "e": 2.0})
+    h.add("a", {"ev": "recs", "t": 2.0, "r": [[0, 0, "0"]]})
+    h.add("b", {"ev": "recs", "t": 1.5, "r": [[0, 1, "1"]]})
+    (violation,) = check(h)
+    assert "processed by two live members at once" in violation and "partition 0" in violation
+    # After a loss the overlap is the at-least-once limit, not a violation.
+    h.add("a", {"ev": "listener", "t": 1.2, "what": "lost", "ps": [0]})
+    assert check(h) == []
+    # One after the other is a clean hand-off.
+    h2 = _history()
+    h2.acked = {(0, 0): "0", (0, 1): "1"}
+    h2.add("a", {"ev": "work", "p": 0, "s": 1.0, "e": 2.0})
+    h2.add("a", {"ev": "recs", "t": 2.0, "r": [[0, 0, "0"]]})
+    h2.add("b", {"ev": "recs", "t": 2.5, "r": [[0, 1, "1"]]})
+    assert check(h2) == []
+
+
 def _listener(h: History, member: str, t: float, what: str, ps: List[int]) -> None:
     h.add(member, {"ev": "listener", "t": t, "what": what, "ps": ps})
 

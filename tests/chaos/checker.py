@@ -29,7 +29,15 @@ schedule runs, and :func:`check` reads it afterwards. The checker's rules:
    before another member's ``on_partitions_assigned`` for it, unless the
    first member's ownership ended by a loss (it reports
    ``on_partitions_lost`` instead, possibly late, or was SIGKILLed).
-6. **Liveness and close** are measured by the harness while it runs and
+6. **Never two live members processing one partition at once.** A member
+   with task_done workers reports when it processed a partition's records
+   (``work``: from the first record's start to the last one's end); one
+   without reports a batch processed when ``consume()`` returned it
+   (``recs``, an instant). On a partition that only moved gracefully (not
+   tainted), two members' processing may not overlap: the old owner's
+   revocation (or ``close()``) waits for what its worker holds before the
+   partition moves.
+7. **Liveness and close** are measured by the harness while it runs and
    land here as ``problems``: convergence within the session timeout + 10 s
    of the last fault, the drain, ``close()`` within 30 s, the process
    exiting, and nothing logged after ``close()`` returned.
@@ -119,6 +127,19 @@ class History:
                         tainted.update(p for p, _, _ in e["r"])
         return tainted
 
+    def processing(self) -> Dict[int, List[Tuple[float, float, str]]]:
+        """Per partition, ``(start, end, member)`` of every stretch of processing (rule 6)."""
+        spans: Dict[int, List[Tuple[float, float, str]]] = {}
+        for member, events in self.events.items():
+            workers = any(e["ev"] == "work" for e in events)
+            for e in events:
+                if e["ev"] == "work":
+                    spans.setdefault(e["p"], []).append((e["s"], e["e"], member))
+                elif e["ev"] == "recs" and not workers and "t" in e:
+                    for p in {p for p, _, _ in e["r"]}:
+                        spans.setdefault(p, []).append((e["t"], e["t"], member))
+        return spans
+
     def kinds(self, member: str, what: str) -> List[Dict[str, Any]]:
         """``member``'s events of one kind."""
         return [e for e in self.events.get(member, []) if e["ev"] == what]
@@ -147,6 +168,7 @@ def check(history: History, limit: int = 5) -> List[str]:
         )
     violations += _late_revokes(history, limit)
     tainted = history.tainted()
+    violations += _double_processing(history.processing(), tainted, limit)
     twice = sorted(k for k, n in processed.items() if n > 1 and k[0] not in tainted)
     if twice:
         violations.append(
@@ -174,6 +196,27 @@ def _double_fetches(all_runs: Dict[str, Dict[int, List[Run]]], limit: int) -> Li
     if not found:
         return []
     return [f"{len(found)} double fetches: " + "; ".join(found[:limit])]
+
+
+def _double_processing(
+    spans: Dict[int, List[Tuple[float, float, str]]], tainted: Set[int], limit: int
+) -> List[str]:
+    found: List[str] = []
+    for p, runs in sorted(spans.items()):
+        if p in tainted:
+            continue
+        runs.sort()
+        for i, (s1, e1, m1) in enumerate(runs):
+            for s2, e2, m2 in runs[i + 1:]:
+                if s2 > e1:
+                    break  # sorted by start: no later stretch overlaps this one
+                if m1 != m2:
+                    found.append(f"partition {p}: {m1} processed it over [{s1:.3f}, {e1:.3f}] "
+                                 f"and {m2} over [{s2:.3f}, {e2:.3f}]")
+    if not found:
+        return []
+    return [f"{len(found)} partitions processed by two live members at once: "
+            + "; ".join(found[:limit])]
 
 
 def _late_revokes(history: History, limit: int) -> List[str]:

@@ -5,13 +5,19 @@ root. The config says ``bootstrap``, ``group``, ``topic``, ``member_id``,
 ``zk_hosts`` (this member's fault proxies, chroot appended: every ZooKeeper
 byte of this member passes its own proxies), ``zk_direct`` (the servers
 themselves, for the expiry helper only), ``session_timeout``,
-``allocator`` and ``commit_interval``.
+``allocator``, ``commit_interval`` and ``workers``.
 
-The consumer uses ``auto_finish=True``: a record counts as processed when
-``consume()`` returned it (it is reported then), and finished when the loop
-asks for more. So a record reported by a member that is then SIGKILLed may be
-delivered again by the next owner (at-least-once), while a graceful hand-off
-(the old owner committed what it finished) must deliver nothing twice.
+Without ``workers`` the consumer uses ``auto_finish=True``: a record counts
+as processed when ``consume()`` returned it (it is reported then), and
+finished when the loop asks for more. With ``workers`` it uses
+``auto_finish=False``: the loop hands each batch to a worker task that
+processes its records one by one (a few milliseconds each), reports them
+processed when done, and marks each ``task_done``; so a revocation, or
+``close()``, finds records in the application's hands. Either way a record
+reported by a member that is then SIGKILLed may be delivered again by the
+next owner (at-least-once), while a graceful hand-off (the old owner
+committed what it finished) must deliver nothing twice, and no partition may
+be processed by two live members at once.
 
 Lines written to stdout (``t`` is ``time.monotonic()``, which is one clock
 for every process of the machine, so the test can order events of
@@ -19,7 +25,10 @@ different members):
 
 * ``{"ev": "ready"}`` once ``connect()`` returned;
 * ``{"ev": "recs", "topic", "r": [[partition, offset, value], ...]}`` per
-  ``consume()`` that returned records;
+  ``consume()`` that returned records (with ``workers``: per batch the
+  worker finished);
+* ``{"ev": "work", "p", "s", "e"}`` (with ``workers``): the worker
+  processed records of partition ``p`` from ``s`` to ``e``;
 * ``{"ev": "fetching", "t", "prev", "set"}`` whenever the fetch set changes:
   ``set`` was observed at ``t``, and the previous set was still observed at
   ``prev`` (the sampler's previous look), so the test knows both ends of
@@ -63,6 +72,8 @@ from kiel.testing.zookeeper.session import expire_session
 SAMPLE_PERIOD = 0.005
 #: Seconds between heartbeats.
 HEARTBEAT_PERIOD = 0.25
+#: Seconds a worker spends on one record.
+WORK = 0.002
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -118,7 +129,10 @@ class Member:
             commit_interval=config["commit_interval"],
             max_wait_time=0.2,
             join_timeout=60.0,
+            auto_finish=not config.get("workers", False),
         )
+        #: With workers: batches waiting for the worker (bounded: back-pressure).
+        self.batches: asyncio.Queue[List[Any]] = asyncio.Queue(maxsize=2)
         self.stopping = False
         self.expiring: Optional[asyncio.Future[None]] = None
         self.last_fetching: Optional[Set[int]] = None
@@ -142,9 +156,29 @@ class Member:
                 # broker would otherwise be asked again in a tight loop.
                 await asyncio.sleep(0.1)
                 continue
-            if records:
+            if records and self.config.get("workers"):
+                await self.batches.put(records)
+            elif records:
                 emit("recs", topic=topic,
                      r=[[r.partition, r.offset, r.value.decode()] for r in records])
+
+    async def worker(self) -> None:
+        """Process each batch record by record, report it, then task_done (until cancelled)."""
+        topic = self.config["topic"]
+        while True:
+            records = await self.batches.get()
+            by_partition: Dict[int, List[Any]] = {}
+            for record in records:
+                by_partition.setdefault(record.partition, []).append(record)
+            for partition, some in sorted(by_partition.items()):
+                started = time.monotonic()
+                for _ in some:
+                    await asyncio.sleep(WORK)
+                emit("work", p=partition, s=started, e=time.monotonic())
+                emit("recs", topic=topic,
+                     r=[[r.partition, r.offset, r.value.decode()] for r in some])
+                for record in some:
+                    self.consumer.task_done(record)
 
     def look(self) -> None:
         """One look at the fetch set and the assignment; report what changed."""
@@ -240,6 +274,8 @@ class Member:
         emit("ready", member=self.config["member_id"])
         sampler = asyncio.ensure_future(self.sample_loop())
         consuming = asyncio.ensure_future(self.consume_loop())
+        # The worker goes on through close(), which waits for what it holds.
+        working = asyncio.ensure_future(self.worker())
         await self.commands()
         emit("closing")
         self.stopping = True
@@ -253,6 +289,7 @@ class Member:
         except Exception as e:  # noqa: BLE001 - the checker judges any failure of close()
             error = {"type": type(e).__name__, "module": type(e).__module__, "msg": str(e)[:300]}
         took = time.monotonic() - started
+        working.cancel()
         sampler.cancel()
         self.look()  # the last look: the runs still open end here
         emit("closed", took=took, error=error)
