@@ -438,8 +438,13 @@ def test_a_kiel_member_leads_a_mixed_group(tansu_broker: Any, strategy: str) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["range", "roundrobin"])
-def test_kiel_members_follow_another_clients_leader(tansu_broker: Any, strategy: str) -> None:
+@pytest.mark.parametrize("leader,strategy", [
+    ("kafka-python", "range"), ("kafka-python", "roundrobin"),
+    ("confluent-kafka", "roundrobin"), ("aiokafka", "range"),
+])
+def test_kiel_members_follow_another_clients_leader(
+    tansu_broker: Any, leader: str, strategy: str
+) -> None:
     topic = tansu_broker.create_topic(unique(f"follow-{strategy}"), 12)
     group = unique("g")
     bootstrap = tansu_broker.bootstrap
@@ -447,22 +452,30 @@ def test_kiel_members_follow_another_clients_leader(tansu_broker: Any, strategy:
 
     async def main() -> None:
         sent = await produce(bootstrap, topic, 240)
-        kp = _thread_peer(KafkaPythonPeer, bootstrap, group, topic, strategy)
+        peer: Any
+        if leader == "aiokafka":
+            peer = await AioPeer(bootstrap, group, topic, strategy).start()
+        else:
+            cls = KafkaPythonPeer if leader == "kafka-python" else ConfluentPeer
+            peer = _thread_peer(cls, bootstrap, group, topic, strategy)
         try:
-            await until(lambda: kp.assignment() == expected, timeout=SETTLE,
-                        what="kafka-python alone")
+            await until(lambda: peer.assignment() == expected, timeout=SETTLE,
+                        what=f"{leader} alone")
             one = await Loop(member(bootstrap, group, [topic], allocator=strategy)).start()
             two = await Loop(member(bootstrap, group, [topic], allocator=strategy)).start()
             assert not one.consumer.metrics().leader and not two.consumer.metrics().leader
-            await settled([kp.assignment, one.assignment, two.assignment], expected,
-                          f"kiel following kafka-python ({strategy})")
-            await until(lambda: set(sent) <= set(kp.values) | set(one.values) | set(two.values),
-                        timeout=SETTLE, what="every message consumed")
+            await settled([peer.assignment, one.assignment, two.assignment], expected,
+                          f"kiel following {leader} ({strategy})")
+            await until(lambda: set(sent) <= set(peer.values) | set(one.values)
+                        | set(two.values), timeout=SETTLE, what="every message consumed")
             await one.stop()
-            await settled([kp.assignment, two.assignment], expected, "one kiel member left")
+            await settled([peer.assignment, two.assignment], expected, "one kiel member left")
             await two.stop()
         finally:
-            kp.stop()
+            if leader == "aiokafka":
+                await peer.stop()
+            else:
+                peer.stop()
 
     run(main(), timeout=300)
 
