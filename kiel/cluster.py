@@ -283,21 +283,30 @@ class Cluster:
         if not self._closed:
             await self._closing.wait(delay)
 
-    def connection(self, broker_id: int) -> Connection:
+    def connection(self, broker_id: int, lane: str = "") -> Connection:
         """The live connection to ``broker_id``, replacing a closed one.
+
+        Args:
+            broker_id: the broker.
+            lane: ``""`` for the shared connection; another name for a
+                connection of its own. Strategy: a broker answers the
+                requests of one connection in order, so a group member's
+                heartbeats, joins and commits (lane ``"group"``) would wait
+                behind the fetcher's long polls on the shared one.
 
         Raises:
             NoBrokersError: the broker is not in the metadata.
         """
         self._check_open()
-        conn = self._connections.get(broker_id)
+        key: Any = (lane, broker_id) if lane else broker_id
+        conn = self._connections.get(key)
         if conn is None or conn.closed:
             info = self.brokers.get(broker_id)
             if info is None:
                 raise NoBrokersError(
                     f"broker {broker_id} is not in the cluster metadata", broker_id=broker_id
                 )
-            conn = self._connections[broker_id] = self._new_connection(
+            conn = self._connections[key] = self._new_connection(
                 info.host, info.port, broker_id
             )
         return conn
@@ -336,14 +345,22 @@ class Cluster:
             return None
         return max((-1 if v.get(api_key) is None else v.of(api_key)) for v in known)
 
-    async def send(self, broker_id: int, request: Any, timeout: Optional[float] = None) -> Any:
+    async def send(
+        self, broker_id: int, request: Any, timeout: Optional[float] = None, lane: str = ""
+    ) -> Any:
         """Send ``request`` to broker ``broker_id`` (one attempt).
+
+        Args:
+            broker_id: the broker.
+            request: the request.
+            timeout: seconds to wait for the answer (default: the request timeout).
+            lane: the connection to use (see :meth:`connection`).
 
         Raises:
             KielConnectionError, RequestTimeoutError: the attempt failed; the
                 caller decides whether to refresh metadata and retry.
         """
-        return await self.connection(broker_id).send(request, timeout=timeout)
+        return await self.connection(broker_id, lane).send(request, timeout=timeout)
 
     async def send_any(
         self, request: Union[Any, Callable[[Versions], Any]], timeout: Optional[float] = None

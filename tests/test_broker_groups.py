@@ -797,3 +797,34 @@ def test_a_leaders_assignment_of_topics_not_subscribed_is_refused(tansu_broker: 
             thread.join(30)
 
     run(main(), timeout=120)
+
+
+def test_heartbeats_do_not_wait_behind_long_polls(tansu_broker: Any) -> None:
+    # A broker answers one connection's requests in order: group requests on
+    # the fetcher's connection would wait behind each long poll (4 s here).
+    topic = tansu_broker.create_topic(unique("lane"), 2)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+
+    async def main() -> None:
+        c = member(bootstrap, group, [topic], max_wait_time=4.0, session_timeout=10.0,
+                   heartbeat_interval=0.5)
+        await c.connect()
+        answered: List[float] = []
+        polling = asyncio.ensure_future(c.consume())
+        loop = asyncio.get_running_loop()
+        until_t = loop.time() + 9.0
+        while loop.time() < until_t:
+            beat = c.metrics().last_heartbeat
+            if beat is not None and (not answered or beat != answered[-1]):
+                answered.append(beat)
+            if polling.done():
+                polling = asyncio.ensure_future(c.consume())
+            await asyncio.sleep(0.05)
+        polling.cancel()
+        await asyncio.gather(polling, return_exceptions=True)
+        await c.close()
+        gaps = [b - a for a, b in zip(answered, answered[1:])]
+        assert len(answered) >= 6 and max(gaps) < 2.5, gaps
+
+    run(main(), timeout=120)

@@ -311,6 +311,10 @@ class GroupOffsets:
         self.member_id = member_id
         #: A static member's instance id (OffsetCommit v7), else ``None``.
         self.group_instance_id = group_instance_id
+        #: The coordinator connection these requests use (see
+        #: :meth:`kiel.cluster.Cluster.connection`): a broker group's member
+        #: sets its group lane, so a commit never waits behind a fetch.
+        self.lane = ""
         self._coordinator: Optional[int] = None
 
     async def coordinator(self) -> int:
@@ -462,7 +466,7 @@ class GroupOffsets:
         try:
             coordinator = await self.coordinator()
             versions = await self.cluster.versions(coordinator)
-            return await self.cluster.send(coordinator, request(versions)), None
+            return await self.cluster.send(coordinator, request(versions), lane=self.lane), None
         except KielError as e:
             if not e.retriable:
                 raise

@@ -52,7 +52,7 @@ from typing import Any, Optional
 from kiel._aio import Tasks, Wakeup, within
 from kiel.consumer.membership import GroupContext
 from kiel.coordinator.assignors import Assignor, Member
-from kiel.coordinator.requests import GroupRequests
+from kiel.coordinator.requests import LANE, GroupRequests
 from kiel.coordinator.session import Session
 from kiel.coordinator.settings import BrokerSettings
 from kiel.exc import (
@@ -132,6 +132,8 @@ class BrokerMembership:
         self.settings = settings
         self.hooks = context.hooks
         self.requests = GroupRequests(context.cluster, context.group, settings.group_instance_id)
+        # The group's commits go on the group's own coordinator connection too.
+        context.offsets.lane = LANE
         #: The member id the coordinator gave (``None``: none yet).
         self.member_id: Optional[str] = None
         #: The generation this member's assignment belongs to (-1: none).

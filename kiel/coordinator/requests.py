@@ -34,10 +34,14 @@ from kiel.protocol.group_membership import (
 )
 from kiel.protocol.versions import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
 
-__all__ = ["GroupRequests", "PROTOCOL_TYPE"]
+__all__ = ["LANE", "GroupRequests", "PROTOCOL_TYPE"]
 
 #: JoinGroup's protocol type for consumers (the embedded consumer protocol).
 PROTOCOL_TYPE = "consumer"
+#: The coordinator connection of a member's group requests and commits: its
+#: own, so they never wait behind the fetcher's long polls (a broker answers
+#: one connection's requests in order).
+LANE = "group"
 #: The coordinator errors after which it is looked up again.
 _MOVED = (NotCoordinatorForConsumerError, ConsumerCoordinatorNotAvailableError)
 
@@ -90,7 +94,7 @@ class GroupRequests:
         """
         coordinator = await self.find()
         try:
-            response = await self.cluster.send(coordinator, request, timeout=timeout)
+            response = await self.cluster.send(coordinator, request, timeout=timeout, lane=LANE)
         except KielError as e:
             if e.retriable:
                 self.coordinator = None
@@ -135,6 +139,7 @@ class GroupRequests:
         try:
             response: JoinGroupResponseV5 = await self.cluster.send(
                 coordinator, request, timeout=rebalance_timeout + self.cluster.request_timeout,
+                lane=LANE,
             )
         except KielError as e:
             if e.retriable:
