@@ -28,7 +28,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from kiel.clients import Producer
-from kiel.exc import KielError
+from kiel.exc import HarnessError, KielError
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.faults import FaultProxy
 from kiel.testing.zookeeper import ZooKeeperEnsemble
@@ -41,6 +41,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 JOIN_BOUND = 60.0
 #: Seconds close() may take; then the process must exit within EXIT_BOUND.
 CLOSE_BOUND = 30.0
+#: Seconds a leader_kill waits for the ensemble to have a leader to kill.
+LEADER_BOUND = 20.0
 EXIT_BOUND = 10.0
 #: After the last fault: convergence within session_timeout + this.
 CONVERGE_SLACK = 10.0
@@ -506,7 +508,17 @@ class Runner:
             finally:
                 self.zk_down = False
         elif kind == "leader_kill":
-            leader = await loop.run_in_executor(None, lambda: self.backend.zookeeper.leader)
+            # A leader killed just before is still being replaced: the
+            # ensemble elects the next within seconds, which is waited for
+            # (bounded), not counted against kiel.
+            ensemble = self.backend.zookeeper
+            try:
+                await loop.run_in_executor(None, ensemble.wait_ready, LEADER_BOUND)
+            except HarnessError as e:
+                self.problem(f"leader_kill: the ensemble elected no leader within "
+                             f"{LEADER_BOUND:.0f} s ({e})")
+                return
+            leader = await loop.run_in_executor(None, lambda: ensemble.leader)
             if leader is None:
                 self.problem("leader_kill: the ensemble had no leader")
                 return
