@@ -519,7 +519,10 @@ class BrokerMembership:
         beat: Optional[asyncio.Task[None]] = None
         next_beat = _now() + interval
         while not self._closing:
-            await asyncio.sleep(tick)
+            # The next tick, or the next beat if that comes first: a beat is
+            # never later than its interval (one overdue waits for a tick).
+            due = next_beat - _now()
+            await asyncio.sleep(tick if due <= 0 else min(tick, due))
             now = _now()
             if self.state == "STABLE" and self.session.poll_overdue(now):
                 self._tasks.spawn(self._leave_for_poll(), "leave for max_poll_interval")
