@@ -28,6 +28,7 @@ from kiel.exc import (
     AllocationError,
     ConfigError,
     InconsistentGroupProtocolError,
+    OffsetResetError,
     PollIntervalExceededError,
     UnsupportedFeatureError,
 )
@@ -826,5 +827,45 @@ def test_heartbeats_do_not_wait_behind_long_polls(tansu_broker: Any) -> None:
         await c.close()
         gaps = [b - a for a, b in zip(answered, answered[1:])]
         assert len(answered) >= 6 and max(gaps) < 2.5, gaps
+
+    run(main(), timeout=120)
+
+
+def test_offset_reset_in_a_broker_group(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("reset"), 1)
+    bootstrap = tansu_broker.bootstrap
+
+    async def main() -> None:
+        # One record per batch: Tansu 0.6.0 answers ListOffsets "latest" with
+        # the last batch's base offset + 1 (see the current brokers guide).
+        old = []
+        async with Producer(bootstrap) as producer:
+            for i in range(10):
+                old.append(b"old%d" % i)
+                await producer.produce(topic, old[-1])
+        raising = member(bootstrap, unique("g"), [topic], offset_reset="raise")
+        await raising.connect()
+        try:
+            with pytest.raises(OffsetResetError):
+                await raising.consume()
+            # Owned but not fetched until sought.
+            assert raising.assignment() == [TP(topic, 0)] and not raising.fetching()
+            raising.seek(topic, 0, 4)
+            got: List[bytes] = []
+            while len(got) < 6:
+                got.extend(r.value for r in await raising.consume())
+            assert got == old[4:]
+        finally:
+            await raising.close()
+        latest = member(bootstrap, unique("g"), [topic], offset_reset="latest")
+        await latest.connect()
+        try:
+            new = await produce(bootstrap, topic, 5, prefix="new")
+            got = []
+            while len(got) < 5:
+                got.extend(r.value for r in await latest.consume())
+            assert got == new  # nothing from before it joined
+        finally:
+            await latest.close()
 
     run(main(), timeout=120)
