@@ -29,6 +29,7 @@ from kiel.consumer.offsets import list_offsets, send_commit
 from kiel.consumer.single import SingleConsumer
 from kiel.exc import ConfigError, KielError, OffsetOutOfRangeError
 from kiel.spark.options import EARLIEST, LATEST, SinkOptions, SourceOptions
+from kiel.spark.watermarks import served_ends
 from kiel.structs import TopicPartition
 
 __all__ = [
@@ -154,11 +155,14 @@ def discover(options: SourceOptions) -> list[TP]:
 
 
 async def _edges(client: Client, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
+    """The earliest offsets (ListOffsets) and the served ends (the Fetch high
+    watermark, :mod:`kiel.spark.watermarks`) of partitions."""
     wanted = [TopicPartition(t, p) for t, p in tps]
     if not wanted:
         return {}, {}
     earliest = await list_offsets(client.cluster, {tp: LIST_EARLIEST for tp in wanted})
-    latest = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted})
+    listed = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted})
+    latest = await served_ends(client.cluster, earliest, listed)
     return (
         {(tp.topic, tp.partition): o for tp, o in earliest.items()},
         {(tp.topic, tp.partition): o for tp, o in latest.items()},
@@ -166,7 +170,9 @@ async def _edges(client: Client, tps: Iterable[TP]) -> tuple[dict[TP, int], dict
 
 
 def list_edges(options: SourceOptions, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
-    """The earliest and latest offsets of partitions (ListOffsets v0)."""
+    """The earliest offsets of partitions (ListOffsets) and where their logs
+    end as the leaders serve them (the Fetch high watermark: some brokers
+    answer ListOffsets LATEST short, see :mod:`kiel.spark.watermarks`)."""
     tps = list(tps)
     return _run(options, lambda c: _edges(c, tps))
 
@@ -225,26 +231,35 @@ def resolve(
     return out
 
 
-def split_ranges(ranges: list[Range], min_partitions: Optional[int]) -> list[Range]:
-    """Split ranges so there are at least ``min_partitions`` of them (when they
-    hold that many offsets), each range in parts proportional to its size.
+def split_ranges(ranges: list[Range], min_partitions: Optional[int],
+                 max_records: Optional[int] = None) -> list[Range]:
+    """Split ranges as Spark's KafkaOffsetRangeCalculator does.
 
-    Like Spark's KafkaOffsetRangeCalculator: a range gets
-    ``max(1, round(size / total * min_partitions))`` contiguous parts.
+    First, with ``max_records``, each range into ``ceil(size / max_records)``
+    contiguous parts of at most that many offsets; then, while there are
+    fewer than ``min_partitions`` ranges (and they hold that many offsets),
+    each range into ``max(1, round(size / total * min_partitions))`` parts.
+    Empty ranges are dropped.
     """
     ranges = [r for r in ranges if r.size > 0]
+    if max_records:
+        ranges = [part for r in ranges for part in _divide(r, -(-r.size // max_records))]
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
+    return [part for r in ranges
+            for part in _divide(r, max(1, min(r.size, round(r.size / total * min_partitions))))]
+
+
+def _divide(r: Range, parts: int) -> list[Range]:
+    """``r`` in ``parts`` contiguous, non-empty ranges of (nearly) equal size."""
+    topic, partition, start, end = r
     out: list[Range] = []
-    for r in ranges:
-        parts = max(1, min(r.size, round(r.size / total * min_partitions)))
-        topic, partition, start, end = r
-        for i in range(parts):
-            lo = start + r.size * i // parts
-            hi = start + r.size * (i + 1) // parts
-            if hi > lo:
-                out.append(Range(topic, partition, lo, hi))
+    for i in range(parts):
+        lo = start + r.size * i // parts
+        hi = start + r.size * (i + 1) // parts
+        if hi > lo:
+            out.append(Range(topic, partition, lo, hi))
     return out
 
 
