@@ -12,9 +12,10 @@ Register it once per session, then use it like Spark's Kafka source::
 Where each method runs: ``DataSource.__init__``/``schema``/``reader``/
 ``streamReader``/``writer`` and the readers' planning methods run in Python
 workers that Spark starts next to the driver; ``read`` and the writers'
-``write`` run in executor Python workers (one per task). Nothing keeps a
-connection between calls: each opens a kiel client on its own short-lived
-event loop and closes it (:mod:`kiel.spark.kafka`).
+``write`` run in executor Python workers (one task at a time). Reads and
+planning use the client each worker thread keeps between calls
+(:mod:`kiel.spark.worker`); a write opens its own producer and closes it
+(:mod:`kiel.spark.kafka`).
 """
 
 import logging
@@ -54,6 +55,7 @@ from kiel.consumer.offsets import LATEST as LIST_LATEST
 from kiel.consumer.offsets import list_offsets
 from kiel.exc import ConfigError
 from kiel.spark import kafka
+from kiel.spark.columns import to_arrow
 from kiel.spark.kafka import Range
 from kiel.spark.options import (
     OffsetSpec,
@@ -64,10 +66,10 @@ from kiel.spark.options import (
     offsets_from_dict,
     offsets_to_json,
 )
-from kiel.structs import Record, TopicPartition
+from kiel.structs import TopicPartition
 
 __all__ = ["HAS_READ_LIMITS", "HEADERS_TYPE", "KielDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS",
-           "RefusedStreamReader", "TriggerGate", "schema_for"]
+           "RefusedStreamReader", "TriggerGate", "schema_for", "to_arrow"]
 
 log = logging.getLogger(__name__)
 
@@ -100,22 +102,6 @@ SCHEMA = StructType(
 #: null for every row, as Spark shows a record without headers (0.8 messages
 #: have none).
 SCHEMA_WITH_HEADERS = StructType(SCHEMA.fields + [StructField("headers", HEADERS_TYPE, True)])
-
-_ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-    ]
-)
-_ARROW_HEADERS = pa.list_(pa.struct([pa.field("key", pa.string()),
-                                     pa.field("value", pa.binary())]))
-_ARROW_SCHEMA_WITH_HEADERS = _ARROW_SCHEMA.append(pa.field("headers", _ARROW_HEADERS))
-
 
 def schema_for(headers: bool) -> StructType:
     """:data:`SCHEMA_WITH_HEADERS` when ``headers``, else :data:`SCHEMA`."""
@@ -273,57 +259,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         # pyspark stands in one bare InputPartition when partitions() returned
         # none (nothing to read: an empty topic, start == end everywhere).
         return
-    for records in kafka.read_range(options, partition.range):
-        yield to_arrow(records, options.include_headers)
-
-
-def to_arrow(records: Sequence[Record], headers: bool = False) -> pa.RecordBatch:
-    """Records of one partition as an Arrow batch of :data:`SCHEMA` (with
-    ``headers``: of :data:`SCHEMA_WITH_HEADERS`; a record without headers,
-    such as every 0.8 message, has null there, as in Spark's own source)."""
-    # Strategy: columns that are constant in a partition's batch (topic,
-    # partition, and on 0.8 the null timestamps, keys and headers) are built
-    # without touching each record; only values, offsets and non-null keys are lists.
-    n = len(records)
-    first = records[0]
-    values = pa.array([r[4] for r in records], pa.binary())
-    keys = [r[3] for r in records]
-    key_array = (pa.nulls(n, pa.binary()) if keys.count(None) == n
-                 else pa.array(keys, pa.binary()))
-    offsets = pa.array([r[2] for r in records], pa.int64())
-    stamps = [r[5] for r in records]
-    if stamps.count(None) == n:
-        stamp_array = pa.nulls(n, pa.timestamp("us", tz="UTC"))
-        type_array = pa.repeat(pa.scalar(-1, pa.int32()), n)
-    else:
-        stamp_array = pa.array(
-            [None if s is None or s < 0 else s * 1000 for s in stamps],
-            pa.timestamp("us", tz="UTC"),
-        )
-        # 0: CreateTime, 1: LogAppendTime (the broker's clock), as Spark shows them.
-        type_array = pa.array([-1 if s is None or s < 0 else (r[6] or 0)
-                               for s, r in zip(stamps, records)], pa.int32())
-    columns = [
-        key_array,
-        values,
-        pa.repeat(pa.scalar(first[0], pa.string()), n),
-        pa.repeat(pa.scalar(first[1], pa.int32()), n),
-        offsets,
-        stamp_array,
-        type_array,
-    ]
-    if headers:
-        pairs = [r[7] for r in records]
-        if any(pairs):
-            columns.append(pa.array(
-                [[{"key": k, "value": v} for k, v in h] if h else None for h in pairs],
-                _ARROW_HEADERS,
-            ))
-        else:
-            columns.append(pa.nulls(n, _ARROW_HEADERS))
-    return pa.RecordBatch.from_arrays(
-        columns, schema=_ARROW_SCHEMA_WITH_HEADERS if headers else _ARROW_SCHEMA
-    )
+    yield from kafka.read_range(options, partition.range)
 
 
 def _ranges(start: dict[TP, int], end: dict[TP, int],

@@ -34,6 +34,7 @@ Offsets travel as JSON, as in Spark's Kafka source::
 
 import json
 import logging
+import pickle
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -165,6 +166,12 @@ def _anything(name: str, raw: str) -> None:
     """A setting kiel satisfies by design: nothing to set."""
 
 
+def _idle(name: str, raw: str) -> float:
+    """``kafka.connections.max.idle.ms`` in seconds; -1 (no limit) as infinity."""
+    ms = _integer(-1, _INT64)(name, raw)
+    return float("inf") if ms == -1 else ms / 1000.0
+
+
 def _isolation(name: str, raw: str) -> None:
     """``kafka.isolation.level``: kiel reads every record a broker serves
     (read_uncommitted, the Java client's default). read_committed needs the
@@ -225,8 +232,8 @@ CLIENT_SETTINGS: tuple[Setting, ...] = (
             security.endpoint_identification),
     Setting(None, ("kafka.ssl.keystore.key",), security.inline_key),
     Setting(None, ("kafka.ssl.keystore.certificate.chain",), security.inline_key),
-    # No connection outlives one planning call or one task, so idle ones never linger.
-    Setting(None, ("kafka.connections.max.idle.ms",), _integer(-1, _INT64)),
+    # How long a worker keeps an unused client (kiel.spark.worker); -1: no limit.
+    Setting("connections_max_idle", ("kafka.connections.max.idle.ms",), _idle),
 )
 
 #: Settings of reads (``spark.read``/``spark.readStream``).
@@ -580,6 +587,8 @@ class _ClientOptions:
             :class:`ssl.SSLContext` from them (:func:`kiel.spark.security.ssl_context`).
         sasl: the SASL mechanism and credentials (None: no SASL); the
             password is not in ``repr()``.
+        connections_max_idle: seconds a worker keeps a client nobody used
+            (``kafka.connections.max.idle.ms``, the Java default 9 minutes).
     """
 
     brokers: str
@@ -593,6 +602,17 @@ class _ClientOptions:
     ignored: tuple[str, ...] = ()
     tls: Optional[TlsSettings] = None
     sasl: Optional[SaslLogin] = None
+    connections_max_idle: float = 540.0
+
+    def client_key(self) -> bytes:
+        """What identifies a client these options make (to keep one per worker).
+
+        The settings a client is made from, pickled: two option sets with
+        the same key make the same client (secrets included, so a
+        different password never shares one).
+        """
+        return pickle.dumps((self.brokers, self.client_id, self.request_timeout,
+                             *(getattr(self, k) for k in _CLIENT_KWARGS), self.tls, self.sasl))
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments for a kiel client (a new ``ssl_context`` each call).
