@@ -15,8 +15,9 @@ then read from beginning to end by:
 
 Then the fixed cost of a task: a read of ``--tasks`` one-record splits
 against an empty Python data source with as many partitions (pyspark's own
-cost of a Python data source task), both on ``local[1]``; the difference,
-per task, is kiel's.
+cost of a Python data source task), both on ``local[1]``, alternated, the
+best of five each; the difference, per task, is kiel's. The load average is
+printed before and after: on a busy machine the figures move.
 
 Prints only, never fails::
 
@@ -61,7 +62,7 @@ def fill(cluster: ClusterProcess, data: list[bytes]) -> None:
 
 
 def bench_single_consumer(bootstrap: str, total: int) -> float:
-    """Rows per second for one SingleConsumer reading everything (the better of two)."""
+    """Rows per second for one SingleConsumer reading everything (the best of three)."""
 
     async def run() -> float:
         async with SingleConsumer(bootstrap, max_wait_time=0.2) as consumer:
@@ -71,7 +72,7 @@ def bench_single_consumer(bootstrap: str, total: int) -> float:
                 seen += len(await consumer.consume(TOPIC, start=SingleConsumer.BEGINNING))
             return seen / (time.perf_counter() - started)
 
-    return max(asyncio.run(run()) for _ in range(2))
+    return max(asyncio.run(run()) for _ in range(3))
 
 
 def session(master: str) -> Any:
@@ -129,7 +130,7 @@ def load(spark: Any, bootstrap: str, splits: int, ending: Optional[int] = None) 
     return reader.load()
 
 
-def timed(action: Any, runs: int = 2) -> tuple[float, Any]:
+def timed(action: Any, runs: int = 3) -> tuple[float, Any]:
     """The best time of ``runs`` calls of ``action`` and its last result."""
     best, result = float("inf"), None
     for _ in range(runs):
@@ -171,8 +172,13 @@ def bench_task_cost(bootstrap: str, tasks: int) -> tuple[float, float]:
         kiel = load(spark, bootstrap, tasks, ending=tasks)
         empty.agg(F.count("*")).first()  # warm-up
         kiel.agg(F.count("*")).first()
-        empty_time, _ = timed(lambda: empty.agg(F.count("*")).first(), runs=3)
-        kiel_time, row = timed(lambda: kiel.agg(F.count("*")).first(), runs=3)
+        # Alternated, the best of five each: other load on the machine hits both alike.
+        empty_time = kiel_time = float("inf")
+        for _ in range(5):
+            elapsed, _ = timed(lambda: empty.agg(F.count("*")).first(), runs=1)
+            empty_time = min(empty_time, elapsed)
+            elapsed, row = timed(lambda: kiel.agg(F.count("*")).first(), runs=1)
+            kiel_time = min(kiel_time, elapsed)
         if row[0] != tasks:
             print(f"  WARNING: Spark read {row[0]} rows, expected {tasks}")
         return empty_time / tasks, kiel_time / tasks
@@ -190,6 +196,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     started = time.perf_counter()
     data = values(args.messages, args.value_size, args.varied)
     with ClusterProcess(brokers=1, replication=1, topics={TOPIC: 1}) as cluster:
@@ -212,6 +219,7 @@ def main() -> int:
     print(f"fixed cost per task ({args.tasks} one-record splits, local[1]): "
           f"kiel {kiel * 1000:.1f} ms, an empty Python data source {empty * 1000:.1f} ms, "
           f"kiel's own {(kiel - empty) * 1000:.1f} ms")
+    print(f"load average {os.getloadavg()[0]:.2f}")
     return 0
 
 

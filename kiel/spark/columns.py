@@ -55,6 +55,8 @@ ARROW_SCHEMA_WITH_HEADERS = ARROW_SCHEMA.append(pa.field("headers", ARROW_HEADER
 _HEADER = struct.Struct(">qiIhi")
 _HEADER_SIZE = _HEADER.size  # 22: offset, size, crc, magic + attributes, key length
 _INT32 = struct.Struct(">i")
+# The same, then the value length that follows a null key.
+_HEADER_NULL_KEY = struct.Struct(">qiIhii")
 _CRC_START = 16  # the CRC covers from the magic byte on
 _MIN_V0 = 14  # crc, magic, attributes, key length, value length
 #: Messages a uniform run needs before it is worth its fixed cost.
@@ -243,66 +245,87 @@ def _plain_run(data: bytes, pos: int, last: Optional[int], topic: str, partition
         end), how many rows it made, the offset of the last message read
         (``None``: none), and the rows as Arrow batches (at most one).
     """
-    unpack = _HEADER.unpack_from
+    unpack = _HEADER_NULL_KEY.unpack_from
     unpack_int = _INT32.unpack_from
     crc32 = zlib.crc32
-    mv = memoryview(data)
     size_all = len(data)
     offsets = array("q")
     values = array("i")
     keys = array("i")
-    null_values: list[int] = []
-    null_keys: list[int] = []
+    null_keys = null_values = 0
     add_offset, add_value, add_key = offsets.append, values.append, keys.append
+    last_offset = -1 if last is None else last
     # Strategy: the consumer's hot path, without the objects. One unpack per
-    # message reads its header; every length is checked against the message
+    # message reads its header and, when the key is null (the common case),
+    # the value length after it; every length is checked against the message
     # before it is used, and the message is not read (the run stops) at the
     # first thing that is not a complete, plain, CRC-correct magic-0 message
-    # with an offset after the last one, or at the range's end.
+    # with an offset after the last one, or at the range's end. Null keys and
+    # values are only counted here: which rows they are is found afterwards,
+    # and only when an answer mixes them with others.
     while pos + _HEADER_SIZE + 4 <= size_all:
-        offset, size, crc, magic_attrs, klen = unpack(data, pos)
+        offset, size, crc, magic_attrs, klen, vlen = unpack(data, pos)
         mend = pos + LOG_OVERHEAD + size
-        if magic_attrs or size < _MIN_V0 or mend > size_all or offset >= end:
-            break
-        if (last is not None and offset <= last) or crc32(mv[pos + _CRC_START:mend]) != crc:
+        if (magic_attrs or size < _MIN_V0 or mend > size_all or offset >= end
+                or offset <= last_offset or crc32(data[pos + _CRC_START:mend]) != crc):
             break
         kpos = pos + _HEADER_SIZE
-        if klen >= 0:
+        if klen == -1:
+            kend = kpos
+            null_keys += 1
+        elif klen >= 0:
             kend = kpos + klen
             if kend + 4 > mend:
                 break
-        elif klen == -1:
-            kend = kpos
+            (vlen,) = unpack_int(data, kend)
         else:
             break
-        (vlen,) = unpack_int(data, kend)
         vpos = kend + 4
         if vlen >= 0:
             if vpos + vlen != mend:
                 break
         elif vlen != -1 or vpos != mend:
             break
-        last = offset
+        else:
+            null_values += 1
+        last_offset = offset
         pos = mend
         if offset < min_offset:
+            if klen == -1:
+                null_keys -= 1
+            if vlen == -1:
+                null_values -= 1
             continue
-        if klen < 0:
-            null_keys.append(len(offsets))
-        if vlen < 0:
-            null_values.append(len(offsets))
         add_offset(offset)
         add_key(kpos)
         add_key(kend)
         add_value(vpos)
         add_value(mend)
+    last = None if last_offset < 0 and last is None else last_offset
     count = len(offsets)
     if not count:
         return pos, 0, last, []
     buffer = pa.py_buffer(data)
     offset_column = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(offsets)])
-    batch = _batch(_cut(buffer, keys, count, null_keys), _cut(buffer, values, count, null_values),
-                   offset_column, topic, partition, headers)
+    key_column = _cut(buffer, keys, count, _nulls(data, keys, null_keys, count))
+    value_column = _cut(buffer, values, count, _nulls(data, values, null_values, count))
+    batch = _batch(key_column, value_column, offset_column, topic, partition, headers)
     return pos, count, last, [batch]
+
+
+def _nulls(data: bytes, bounds: array, nulls: int, count: int) -> list[int]:
+    """Which of ``count`` fields (keys or values) are null, given how many are.
+
+    The length of a field is the int32 before it: -1 for null (an empty one,
+    with the same bounds, has 0). Read again only when some are null and
+    some are not.
+    """
+    if nulls == 0:
+        return []
+    if nulls == count:
+        return list(range(count))
+    unpack_int = _INT32.unpack_from
+    return [i for i in range(count) if unpack_int(data, bounds[2 * i] - 4)[0] < 0]
 
 
 def _cut(buffer: pa.Buffer, bounds: array, count: int, nulls: list[int]) -> pa.Array:
