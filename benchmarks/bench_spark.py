@@ -13,9 +13,11 @@ then read from beginning to end by:
   Spark; the better of two runs, after a warm-up read (the JVM and the
   Python workers are up before anything is timed).
 
-Then the fixed cost of a task: a read of ``--tasks`` one-record splits
-against an empty Python data source with as many partitions (pyspark's own
-cost of a Python data source task), both on ``local[1]``, alternated, the
+and a Python data source handing Spark the same number of rows from Arrow
+batches made once in memory: the most any Python source gets through
+pyspark, its ceiling. Then the fixed cost of a task: a read of ``--tasks``
+one-record splits against an empty Python data source with as many
+partitions (pyspark's own cost of a Python data source task), both on ``local[1]``, alternated, the
 best of five each; the difference, per task, is kiel's. The load average is
 printed before and after: on a busy machine the figures move.
 
@@ -88,36 +90,50 @@ def session(master: str) -> Any:
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KielDataSource)
-    spark.dataSource.register(_empty_source())
+    spark.dataSource.register(_memory_source())
     return spark
 
 
-def _empty_source() -> Any:
-    """A Python data source whose partitions yield nothing: pyspark's own cost per task."""
+def _memory_source() -> Any:
+    """A Python data source of Spark's Kafka schema whose partitions yield
+    nothing (pyspark's own cost per task), or ``rows`` rows each of Arrow
+    batches made once in memory (the most any Python source can hand Spark)."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    class EmptyReader(DataSourceReader):
-        def __init__(self, count: int) -> None:
-            self.count = count
+    from kiel.spark import SCHEMA
+    from kiel.spark.columns import to_arrow
+    from kiel.structs import Record
+
+    class MemoryReader(DataSourceReader):
+        def __init__(self, count: int, rows: int, size: int) -> None:
+            self.count, self.rows, self.size = count, rows, size
 
         def partitions(self) -> list[InputPartition]:
             return [InputPartition(i) for i in range(self.count)]
 
         def read(self, partition: InputPartition) -> Iterator[Any]:
-            return iter(())
+            if not self.rows:
+                return
+            batch = to_arrow([Record(TOPIC, 0, i, None, b"v" * self.size, None)
+                              for i in range(min(BATCH * 8, self.rows))])
+            left = self.rows
+            while left > 0:
+                yield batch if left >= batch.num_rows else batch.slice(0, left)
+                left -= batch.num_rows
 
-    class EmptySource(DataSource):
+    class MemorySource(DataSource):
         @classmethod
         def name(cls) -> str:
-            return "bench_empty"
+            return "bench_memory"
 
-        def schema(self) -> str:
-            return "value binary"
+        def schema(self) -> Any:
+            return SCHEMA
 
-        def reader(self, schema: Any) -> EmptyReader:
-            return EmptyReader(int(self.options["partitions"]))
+        def reader(self, schema: Any) -> MemoryReader:
+            return MemoryReader(int(self.options["partitions"]), int(self.options.get("rows", 0)),
+                                int(self.options.get("size", 100)))
 
-    return EmptySource
+    return MemorySource
 
 
 def load(spark: Any, bootstrap: str, splits: int, ending: Optional[int] = None) -> Any:
@@ -140,7 +156,7 @@ def timed(action: Any, runs: int = 3) -> tuple[float, Any]:
     return best, result
 
 
-def bench_spark(bootstrap: str, total: int, master: str) -> dict[str, float]:
+def bench_spark(bootstrap: str, total: int, master: str, size: int) -> dict[str, float]:
     """Rows per second of Spark batch reads on ``master``, by split count."""
     from pyspark.sql import functions as F
 
@@ -148,6 +164,14 @@ def bench_spark(bootstrap: str, total: int, master: str) -> dict[str, float]:
     results: dict[str, float] = {}
     try:
         load(spark, bootstrap, 2, ending=1000).agg(F.count("*")).first()  # warm-up
+        if master == "local[1]":
+            memory = (spark.read.format("bench_memory").option("partitions", "1")
+                      .option("rows", str(total)).option("size", str(size)).load())
+            elapsed, row = timed(lambda: memory.agg(
+                F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first())
+            results["memory source, local[1], 1 split"] = row.n / elapsed
+            print(f"memory source (pyspark's ceiling), local[1], 1 split: {row.n:,} rows "
+                  f"in {elapsed:.2f} s")
         for splits in SPLITS:
             df = load(spark, bootstrap, splits)
             elapsed, row = timed(lambda df=df: df.agg(
@@ -168,7 +192,7 @@ def bench_task_cost(bootstrap: str, tasks: int) -> tuple[float, float]:
 
     spark = session("local[1]")
     try:
-        empty = spark.read.format("bench_empty").option("partitions", str(tasks)).load()
+        empty = spark.read.format("bench_memory").option("partitions", str(tasks)).load()
         kiel = load(spark, bootstrap, tasks, ending=tasks)
         empty.agg(F.count("*")).first()  # warm-up
         kiel.agg(F.count("*")).first()
@@ -207,7 +231,7 @@ def main() -> int:
         results["SingleConsumer (1 process)"] = bench_single_consumer(cluster.bootstrap,
                                                                       len(data))
         for master in ("local[1]", "local[2]"):
-            results.update(bench_spark(cluster.bootstrap, len(data), master))
+            results.update(bench_spark(cluster.bootstrap, len(data), master, args.value_size))
         empty, kiel = bench_task_cost(cluster.bootstrap, args.tasks)
 
     base = results["SingleConsumer (1 process)"]

@@ -336,14 +336,18 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
                 position = clients.run(_skip_lost(cluster, options, rng, position, e))
                 continue
             if not data:
-                if high_watermark <= position:
-                    stalled += 1
-                if stalled >= _STALLED_ROUNDS:
+                stalled += 1
+                if high_watermark <= position and stalled >= _STALLED_ROUNDS:
                     # The broker holds less than the range promised: the log
                     # was truncated (e.g. an unclean leader change).
                     _lost(options, rng, position, end,
                           f"the partition ends at {high_watermark}")
                     return
+                if stalled >= _EMPTY_ROUNDS:
+                    raise ProtocolError(
+                        f"{stalled} fetches at offset {position} answered nothing below the "
+                        f"high watermark {high_watermark}", api="Fetch", topic=topic,
+                        partition=partition, offset=position)
                 continue
             stalled = 0
             decoded = decode_answer(data, topic, partition, position, end, batches,
@@ -362,8 +366,9 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
 
 
 #: Empty rounds at the highwater, below the range's end, before the range is
-#: declared truncated.
+#: declared truncated; empty rounds below it before the broker is.
 _STALLED_ROUNDS = 3
+_EMPTY_ROUNDS = 20
 #: The smallest fetch a range asks for, and the bytes assumed per record
 #: before any was seen.
 _MIN_FETCH = 16 * 1024

@@ -661,8 +661,9 @@ class SourceOptions(_ClientOptions):
             by ``min_partitions``, as Spark's source does.
         fail_on_data_loss: fail when offsets a query should read were deleted
             (else skip ahead with a warning).
-        fetch_max_bytes, max_fetch_size, fetch_max_wait: the consumer's fetch
-            settings (``max_bytes``, ``max_fetch_size``, ``max_wait_time``).
+        fetch_max_bytes, max_fetch_size, fetch_max_wait: a task's fetches:
+            the most bytes one asks for, how far one may grow for a large
+            message, how long a broker may hold one (seconds).
         group_id: commit processed offsets to this group (OffsetCommit v0).
         include_headers: add Spark's ``headers`` column.
         raw: the options, keys lowercased, secrets (the JAAS line, passwords)
