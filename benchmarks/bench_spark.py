@@ -15,7 +15,8 @@ then read from beginning to end by:
 
 and a Python data source handing Spark the same number of rows from Arrow
 batches made once in memory: the most any Python source gets through
-pyspark, its ceiling. Then the fixed cost of a task: a read of ``--tasks``
+pyspark, its ceiling. The table gives each rate against the consumer's and against that ceiling
+(times the cores). Then the fixed cost of a task: a read of ``--tasks``
 one-record splits against an empty Python data source with as many
 partitions (pyspark's own cost of a Python data source task), both on ``local[1]``, alternated, the
 best of five each; the difference, per task, is kiel's. The load average is
@@ -235,10 +236,13 @@ def main() -> int:
         empty, kiel = bench_task_cost(cluster.bootstrap, args.tasks)
 
     base = results["SingleConsumer (1 process)"]
+    ceiling = results["memory source, local[1], 1 split"]
     print()
-    print(f"{'reader':<34} {'rows/s':>12} {'vs consumer':>12}")
+    print(f"{'reader':<34} {'rows/s':>12} {'vs consumer':>12} {'vs ceiling/core':>16}")
     for name, rate in results.items():
-        print(f"{name:<34} {rate:>12,.0f} {rate / base:>11.2f}x")
+        cores = 2 if "local[2]" in name else 1
+        print(f"{name:<34} {rate:>12,.0f} {rate / base:>11.2f}x "
+              f"{rate / (ceiling * cores):>15.2f}x")
     print()
     print(f"fixed cost per task ({args.tasks} one-record splits, local[1]): "
           f"kiel {kiel * 1000:.1f} ms, an empty Python data source {empty * 1000:.1f} ms, "

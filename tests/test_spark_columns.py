@@ -20,9 +20,11 @@ from kiel.spark.columns import (
     ARROW_SCHEMA,
     ARROW_SCHEMA_WITH_HEADERS,
     _uniform_run,
+    coalesce,
     decode_answer,
     to_arrow,
 )
+from kiel.structs import Record
 from tests.test_messages import kp_encode
 
 TOPIC = "t"
@@ -199,3 +201,14 @@ def test_a_uniform_run_that_goes_back_is_refused():
     data = message_set(UNIFORM[:40], first=10) + message_set(UNIFORM[:40], first=20)
     with pytest.raises(CorruptMessageError, match="do not increase"):
         decode_answer(data, TOPIC, 3, 0, 2**62, False, False)
+
+
+def test_coalesce_gathers_batches_in_order_within_its_bounds():
+    batches = [to_arrow([Record(TOPIC, 0, o, None, b"x" * 10, None) for o in range(i, i + 7)])
+               for i in range(0, 70, 7)]
+    out = list(coalesce(iter(batches), rows=20))
+    assert [b.num_rows for b in out] == [21, 21, 21, 7]
+    assert [o for b in out for o in b.column("offset").to_pylist()] == list(range(70))
+    # The bytes bound: each batch goes on alone when one is already that large.
+    assert [b.num_rows for b in coalesce(iter(batches), rows=10**6, max_bytes=1)] == [7] * 10
+    assert list(coalesce(iter([]))) == []

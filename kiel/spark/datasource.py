@@ -55,7 +55,7 @@ from kiel.consumer.offsets import LATEST as LIST_LATEST
 from kiel.consumer.offsets import list_offsets
 from kiel.exc import ConfigError
 from kiel.spark import kafka
-from kiel.spark.columns import to_arrow
+from kiel.spark.columns import coalesce, to_arrow
 from kiel.spark.kafka import Range
 from kiel.spark.options import (
     OffsetSpec,
@@ -259,7 +259,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         # pyspark stands in one bare InputPartition when partitions() returned
         # none (nothing to read: an empty topic, start == end everywhere).
         return
-    yield from kafka.read_range(options, partition.range)
+    yield from coalesce(kafka.read_range(options, partition.range))
 
 
 def _ranges(start: dict[TP, int], end: dict[TP, int],
