@@ -102,7 +102,7 @@ def _memory_source() -> Any:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     from kiel.spark import SCHEMA
-    from kiel.spark.columns import to_arrow
+    from kiel.spark.columns import COALESCE_ROWS, to_arrow
     from kiel.structs import Record
 
     class MemoryReader(DataSourceReader):
@@ -115,8 +115,9 @@ def _memory_source() -> Any:
         def read(self, partition: InputPartition) -> Iterator[Any]:
             if not self.rows:
                 return
+            # Batches of the size kiel hands Spark (the size pyspark takes best).
             batch = to_arrow([Record(TOPIC, 0, i, None, b"v" * self.size, None)
-                              for i in range(min(BATCH * 8, self.rows))])
+                              for i in range(min(COALESCE_ROWS, self.rows))])
             left = self.rows
             while left > 0:
                 yield batch if left >= batch.num_rows else batch.slice(0, left)
