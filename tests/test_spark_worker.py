@@ -92,6 +92,20 @@ def test_faults_inside_a_fetch_are_retried(kafka_cluster, topic_factory, fault):
     assert offsets_read(opts, Range(topic, 0, 0, 30)) == expected
 
 
+def test_a_stopped_stream_closes_the_client_its_planning_kept(kafka_cluster, topic_factory):
+    from kiel.spark.datasource import KielStreamReader
+
+    topic = topic_factory(partitions=1)
+    opts = SourceOptions.parse({"kafka.bootstrap.servers": kafka_cluster.bootstrap,
+                                "subscribe": topic, "startingOffsets": "earliest"},
+                               streaming=True)
+    reader = KielStreamReader(opts)
+    assert reader.initialOffset() == {topic: {"0": 0}}
+    kept = worker.worker_clients().clients[opts.client_key()].client
+    reader.stop()
+    assert kept.closed and opts.client_key() not in worker.worker_clients().clients
+
+
 def test_a_call_that_fails_closes_its_client(kafka_cluster, topic_factory):
     topic = topic_factory(partitions=1)
     opts = SourceOptions.parse({"kafka.bootstrap.servers": kafka_cluster.bootstrap,

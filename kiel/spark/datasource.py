@@ -571,7 +571,8 @@ class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             kafka.commit_offsets(self.opts, offsets_from_dict(end))
 
     def stop(self) -> None:
-        """Nothing to release: no connection outlives a call."""
+        """Close the client this worker thread kept for the query's planning."""
+        kafka.release(self.opts)
 
 
 class RefusedStreamReader(DataSourceStreamReader):

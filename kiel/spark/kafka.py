@@ -58,6 +58,7 @@ __all__ = [
     "discover",
     "list_edges",
     "read_range",
+    "release",
     "resolve",
     "split_ranges",
     "write_rows",
@@ -140,6 +141,11 @@ def _run(options: SourceOptions, work: Callable[[Client], Awaitable[T]]) -> T:
 
 def _client(options: SourceOptions) -> Client:
     return Client(options.brokers, **options.client_options())
+
+
+def release(options: SourceOptions) -> None:
+    """Close the client this thread keeps for ``options`` (a stream stopped)."""
+    worker.worker_clients().drop(options.client_key())
 
 
 async def _discover(client: Client, options: SourceOptions) -> list[TP]:
