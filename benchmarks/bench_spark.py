@@ -207,6 +207,10 @@ def bench_task_cost(bootstrap: str, tasks: int) -> tuple[float, float]:
             kiel_time = min(kiel_time, elapsed)
         if row[0] != tasks:
             print(f"  WARNING: Spark read {row[0]} rows, expected {tasks}")
+        # Splits of a thousand records: the last fetch of each must not read far past it.
+        small = load(spark, bootstrap, tasks, ending=tasks * 1000)
+        small_time, row = timed(lambda: small.agg(F.count("*")).first())
+        print(f"{tasks} splits of 1,000 records, local[1]: {row[0]:,} rows in {small_time:.2f} s")
         return empty_time / tasks, kiel_time / tasks
     finally:
         spark.stop()
