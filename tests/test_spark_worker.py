@@ -20,6 +20,7 @@ from tests.test_spark import produce
 pytestmark = [pytest.mark.zookeeper]
 
 NOT_LEADER_FOR_PARTITION = 6
+OFFSET_OUT_OF_RANGE = 1
 
 
 def options(cluster, topic, **more):
@@ -176,3 +177,17 @@ def test_a_message_larger_than_a_fetch(kafka_cluster, topic_factory):
     small = options(kafka_cluster, topic, fetchMaxBytes="20000", maxFetchSize="100000")
     with pytest.raises(MessageTooLargeError, match="does not fit maxFetchSize=100000"):
         list(read_range(small, Range(topic, 0, 1, 3)))
+
+
+@pytest.mark.parametrize("code", [NOT_LEADER_FOR_PARTITION, OFFSET_OUT_OF_RANGE])
+def test_the_planners_end_probe_survives_fetch_errors(kafka_cluster, topic_factory, code):
+    # The planner asks each leader's Fetch where the log ends
+    # (kiel.spark.watermarks): a NotLeader answer is retried after a metadata
+    # refresh; an OffsetOutOfRange answer (the log moved under the probe)
+    # keeps the ListOffsets end. Either way the ends are the logs' ends.
+    topic = topic_factory(partitions=2)
+    produced = by_partition(produce(kafka_cluster, topic, 60))
+    opts = options(kafka_cluster, topic)
+    kafka_cluster.inject_error("Fetch", code, count=1)
+    _tps, _earliest, latest = kafka.discover_with_edges(opts)
+    assert latest == {(topic, p): 1 + max(offsets) for p, offsets in produced.items()}
