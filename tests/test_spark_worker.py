@@ -53,6 +53,13 @@ def test_a_worker_keeps_one_client_across_reads_and_planning(kafka_cluster, topi
     assert clients.made - made <= 1  # one client (none if an earlier test left one kept)
     kept = clients.clients[opts.client_key()].client
     assert not kept.closed and kept.cluster.open_connections() >= 1
+    # Another task and another planning call open no connection.
+    opened = kept.cluster.metrics().connections
+    requests = sum(s.count for s in kept.cluster.metrics().requests.values())
+    assert offsets_read(opts, Range(topic, 1, 0, latest[(topic, 1)])) == expected[1]
+    kafka.discover_with_edges(opts)
+    assert kept.cluster.metrics().connections == opened
+    assert sum(s.count for s in kept.cluster.metrics().requests.values()) > requests
 
 
 def test_a_kept_client_outlives_connections_the_broker_closed(kafka_cluster, topic_factory):
