@@ -1,29 +1,39 @@
-"""Batch read throughput: the ``kiel`` Spark data source on local[2] vs one SingleConsumer.
+"""Batch read throughput of the ``kiel`` Spark data source against one SingleConsumer.
 
 One embedded 0.8.2 cluster runs in a subprocess (``ClusterProcess``) so the
-brokers never share a reader's GIL. The topic is filled once with 100-byte
-values, then read from the beginning to the end:
+broker never shares a reader's GIL. One partition is filled once with
+``--messages`` values of ``--value-size`` bytes (``--varied``: sizes vary
+from half to one and a half times that, so no two neighbours are alike),
+then read from beginning to end by:
 
-* SingleConsumer: ``consume()`` in a loop in this process (one core);
-* Spark: ``spark.read.format("kiel")`` on local[2] (two executor Python
-  workers, one Arrow batch per fetch), the rows aggregated in the JVM
-  (``sum(length(value))``) so every row crosses from Python to Spark (the
-  better of two runs). The
-  SparkSession and its Python workers are warmed up first (a small read),
-  so the figure is the read, not the JVM start. With ``--min-partitions``
-  the ranges are also split further.
+* one SingleConsumer: ``consume()`` in a loop in this process (one core);
+* Spark on ``local[1]`` and ``local[2]``, the range cut into 1, 2, 4 and 8
+  splits (``minPartitions``), the rows aggregated in the JVM
+  (``count(*)``, ``sum(length(value))``) so every row crosses from Python to
+  Spark; the better of two runs, after a warm-up read (the JVM and the
+  Python workers are up before anything is timed).
+
+and a Python data source handing Spark the same number of rows from Arrow
+batches made once in memory: the most any Python source gets through
+pyspark, its ceiling. The table gives each rate against the consumer's and against that ceiling
+(times the cores). Then the fixed cost of a task: a read of ``--tasks``
+one-record splits against an empty Python data source with as many
+partitions (pyspark's own cost of a Python data source task), both on ``local[1]``, alternated, the
+best of five each; the difference, per task, is kiel's. The load average is
+printed before and after: on a busy machine the figures move.
 
 Prints only, never fails::
 
-    .venv/bin/python benchmarks/bench_spark.py [--messages 500000] [--partitions 4]
+    .venv/bin/python benchmarks/bench_spark.py [--messages 300000] [--value-size 100]
 """
 import argparse
 import asyncio
-import json
 import os
+import random
 import sys
 import time
-from typing import Dict, List, Optional
+from collections.abc import Iterator
+from typing import Any, Optional
 
 from kiel.consumer import SingleConsumer
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
@@ -32,30 +42,30 @@ from kiel.testing.broker import ClusterProcess
 from kiel.testing.broker.rawclient import RawClient
 
 TOPIC = "bench-spark"
-VALUE = b"v" * 100
 BATCH = 1000
+SPLITS = (1, 2, 4, 8)
 
 
-def fill(cluster: ClusterProcess, partitions: int, messages: int) -> None:
-    """Write ``messages`` 100-byte values, spread evenly over the partitions."""
-    per = messages // partitions
-    message_set = encode_message_set([(None, VALUE)] * BATCH)
-    brokers = cluster.describe()["brokers"]
-    for partition in range(partitions):
-        broker = brokers[str(cluster.leader(TOPIC, partition))]
-        with RawClient(f"{broker['host']}:{broker['port']}") as client:
-            written = 0
-            while written < per:
-                count = min(BATCH, per - written)
-                data = message_set if count == BATCH else encode_message_set(
-                    [(None, VALUE)] * count)
-                client.request(ProduceRequest(1, 30000, [ProduceTopicData(TOPIC, [
-                    ProducePartitionData(partition, data)])]))
-                written += count
+def values(count: int, size: int, varied: bool, seed: int = 25) -> list[bytes]:
+    """``count`` values of ``size`` bytes, or of sizes in [size/2, 3*size/2]."""
+    if not varied:
+        return [b"v" * size] * count
+    rng = random.Random(seed)
+    return [b"v" * rng.randint(size // 2, size + size // 2) for _ in range(count)]
+
+
+def fill(cluster: ClusterProcess, data: list[bytes]) -> None:
+    """Write ``data`` to partition 0, ``BATCH`` messages per request."""
+    broker = cluster.describe()["brokers"][str(cluster.leader(TOPIC, 0))]
+    with RawClient(f"{broker['host']}:{broker['port']}") as client:
+        for i in range(0, len(data), BATCH):
+            message_set = encode_message_set([(None, v) for v in data[i:i + BATCH]])
+            client.request(ProduceRequest(1, 30000, [ProduceTopicData(TOPIC, [
+                ProducePartitionData(0, message_set)])]))
 
 
 def bench_single_consumer(bootstrap: str, total: int) -> float:
-    """Messages per second for one SingleConsumer reading everything."""
+    """Rows per second for one SingleConsumer reading everything (the best of three)."""
 
     async def run() -> float:
         async with SingleConsumer(bootstrap, max_wait_time=0.2) as consumer:
@@ -65,54 +75,112 @@ def bench_single_consumer(bootstrap: str, total: int) -> float:
                 seen += len(await consumer.consume(TOPIC, start=SingleConsumer.BEGINNING))
             return seen / (time.perf_counter() - started)
 
-    return asyncio.run(run())
+    return max(asyncio.run(run()) for _ in range(3))
 
 
-def bench_spark(bootstrap: str, total: int, partitions: int,
-                min_partitions: List[Optional[int]]) -> Dict[str, float]:
-    """Rows per second for Spark batch reads, after a warm-up."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+def session(master: str) -> Any:
+    """A fresh SparkSession on ``master`` with the kiel source and an empty one registered."""
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
     from kiel.spark import KielDataSource
 
-    started = time.perf_counter()
-    spark = (SparkSession.builder.master("local[2]").appName("kiel-bench")
+    spark = (SparkSession.builder.master(master).appName("kiel-bench")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KielDataSource)
-    print(f"SparkSession up in {time.perf_counter() - started:.1f} s")
-    results: Dict[str, float] = {}
-    try:
-        def load(mp: Optional[int], ending: Optional[str] = None):  # type: ignore[no-untyped-def]
-            reader = (spark.read.format("kiel").option("kafka.bootstrap.servers", bootstrap)
-                      .option("subscribe", TOPIC))
-            if mp:
-                reader = reader.option("minPartitions", str(mp))
-            if ending:
-                reader = reader.option("endingOffsets", ending)
-            return reader.load()
+    spark.dataSource.register(_memory_source())
+    return spark
 
-        # Warm-up: start the planner and executor Python workers.
-        small = json.dumps({TOPIC: {str(p): 1000 for p in range(partitions)}})
-        load(None, small).agg(F.count("*")).first()
-        for mp in min_partitions:
-            df = load(mp)
-            splits = df.rdd.getNumPartitions()
-            elapsed = float("inf")
-            for _ in range(2):  # the better of two runs
-                started = time.perf_counter()
-                row = df.agg(F.count("*").alias("n"),
-                             F.sum(F.length("value")).alias("bytes")).first()
-                elapsed = min(elapsed, time.perf_counter() - started)
+
+def _memory_source() -> Any:
+    """A Python data source of Spark's Kafka schema whose partitions yield
+    nothing (pyspark's own cost per task), or ``rows`` rows each of Arrow
+    batches made once in memory (the most any Python source can hand Spark)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from kiel.spark import SCHEMA
+    from kiel.spark.columns import COALESCE_ROWS, to_arrow
+    from kiel.structs import Record
+
+    class MemoryReader(DataSourceReader):
+        def __init__(self, count: int, rows: int, size: int) -> None:
+            self.count, self.rows, self.size = count, rows, size
+
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(i) for i in range(self.count)]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            if not self.rows:
+                return
+            # Batches of the size kiel hands Spark (the size pyspark takes best).
+            batch = to_arrow([Record(TOPIC, 0, i, None, b"v" * self.size, None)
+                              for i in range(min(COALESCE_ROWS, self.rows))])
+            left = self.rows
+            while left > 0:
+                yield batch if left >= batch.num_rows else batch.slice(0, left)
+                left -= batch.num_rows
+
+    class MemorySource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench_memory"
+
+        def schema(self) -> Any:
+            return SCHEMA
+
+        def reader(self, schema: Any) -> MemoryReader:
+            return MemoryReader(int(self.options["partitions"]), int(self.options.get("rows", 0)),
+                                int(self.options.get("size", 100)))
+
+    return MemorySource
+
+
+def load(spark: Any, bootstrap: str, splits: int, ending: Optional[int] = None) -> Any:
+    reader = (spark.read.format("kiel").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", TOPIC))
+    if splits > 1:
+        reader = reader.option("minPartitions", str(splits))
+    if ending is not None:
+        reader = reader.option("endingOffsets", f'{{"{TOPIC}": {{"0": {ending}}}}}')
+    return reader.load()
+
+
+def timed(action: Any, runs: int = 3) -> tuple[float, Any]:
+    """The best time of ``runs`` calls of ``action`` and its last result."""
+    best, result = float("inf"), None
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = action()
+        best = min(best, time.perf_counter() - started)
+    return best, result
+
+
+def bench_spark(bootstrap: str, total: int, master: str, size: int) -> dict[str, float]:
+    """Rows per second of Spark batch reads on ``master``, by split count."""
+    from pyspark.sql import functions as F
+
+    spark = session(master)
+    results: dict[str, float] = {}
+    try:
+        load(spark, bootstrap, 2, ending=1000).agg(F.count("*")).first()  # warm-up
+        if master == "local[1]":
+            memory = (spark.read.format("bench_memory").option("partitions", "1")
+                      .option("rows", str(total)).option("size", str(size)).load())
+            elapsed, row = timed(lambda: memory.agg(
+                F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first())
+            results["memory source, local[1], 1 split"] = row.n / elapsed
+            print(f"memory source (pyspark's ceiling), local[1], 1 split: {row.n:,} rows "
+                  f"in {elapsed:.2f} s")
+        for splits in SPLITS:
+            df = load(spark, bootstrap, splits)
+            elapsed, row = timed(lambda df=df: df.agg(
+                F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first())
             if row.n != total:
                 print(f"  WARNING: Spark read {row.n} rows, expected {total}")
-            label = f"spark local[2], {splits} splits"
+            label = f"spark {master}, {df.rdd.getNumPartitions()} splits"
             results[label] = row.n / elapsed
             print(f"{label}: {row.n:,} rows in {elapsed:.2f} s")
     finally:
@@ -120,32 +188,71 @@ def bench_spark(bootstrap: str, total: int, partitions: int,
     return results
 
 
+def bench_task_cost(bootstrap: str, tasks: int) -> tuple[float, float]:
+    """Seconds per task on local[1]: (an empty Python data source, kiel reading one record)."""
+    from pyspark.sql import functions as F
+
+    spark = session("local[1]")
+    try:
+        empty = spark.read.format("bench_memory").option("partitions", str(tasks)).load()
+        kiel = load(spark, bootstrap, tasks, ending=tasks)
+        empty.agg(F.count("*")).first()  # warm-up
+        kiel.agg(F.count("*")).first()
+        # Alternated, the best of five each: other load on the machine hits both alike.
+        empty_time = kiel_time = float("inf")
+        for _ in range(5):
+            elapsed, _ = timed(lambda: empty.agg(F.count("*")).first(), runs=1)
+            empty_time = min(empty_time, elapsed)
+            elapsed, row = timed(lambda: kiel.agg(F.count("*")).first(), runs=1)
+            kiel_time = min(kiel_time, elapsed)
+        if row[0] != tasks:
+            print(f"  WARNING: Spark read {row[0]} rows, expected {tasks}")
+        # Splits of a thousand records: the last fetch of each must not read far past it.
+        small = load(spark, bootstrap, tasks, ending=tasks * 1000)
+        small_time, row = timed(lambda: small.agg(F.count("*")).first())
+        print(f"{tasks} splits of 1,000 records, local[1]: {row[0]:,} rows in {small_time:.2f} s")
+        return empty_time / tasks, kiel_time / tasks
+    finally:
+        spark.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=500_000)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--min-partitions", type=int, default=8,
-                        help="also read with this minPartitions (0: skip)")
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--value-size", type=int, default=100)
+    parser.add_argument("--varied", action="store_true", help="vary the value sizes")
+    parser.add_argument("--tasks", type=int, default=64, help="splits of the fixed-cost read")
     args = parser.parse_args()
-    total = args.messages - args.messages % args.partitions
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     started = time.perf_counter()
-    with ClusterProcess(brokers=3, replication=1, topics={TOPIC: args.partitions}) as cluster:
-        print(f"cluster process ready in {time.perf_counter() - started:.2f} s")
-        started = time.perf_counter()
-        fill(cluster, args.partitions, total)
-        print(f"filled {total:,} messages of {len(VALUE)} bytes over {args.partitions} "
-              f"partitions in {time.perf_counter() - started:.1f} s")
-        results: Dict[str, float] = {}
-        results["SingleConsumer (1 process)"] = bench_single_consumer(cluster.bootstrap, total)
-        results.update(bench_spark(cluster.bootstrap, total, args.partitions,
-                                   [None] + ([args.min_partitions] if args.min_partitions else [])))
+    data = values(args.messages, args.value_size, args.varied)
+    with ClusterProcess(brokers=1, replication=1, topics={TOPIC: 1}) as cluster:
+        fill(cluster, data)
+        print(f"filled {len(data):,} messages of {args.value_size} bytes"
+              f"{' (varied)' if args.varied else ''} in {time.perf_counter() - started:.1f} s")
+        results: dict[str, float] = {}
+        results["SingleConsumer (1 process)"] = bench_single_consumer(cluster.bootstrap,
+                                                                      len(data))
+        for master in ("local[1]", "local[2]"):
+            results.update(bench_spark(cluster.bootstrap, len(data), master, args.value_size))
+        empty, kiel = bench_task_cost(cluster.bootstrap, args.tasks)
 
     base = results["SingleConsumer (1 process)"]
+    ceiling = results["memory source, local[1], 1 split"]
     print()
-    print(f"{'reader':<34} {'rows/s':>12} {'vs consumer':>12}")
+    print(f"{'reader':<34} {'rows/s':>12} {'vs consumer':>12} {'vs ceiling/core':>16}")
     for name, rate in results.items():
-        print(f"{name:<34} {rate:>12,.0f} {rate / base:>11.2f}x")
+        cores = 2 if "local[2]" in name else 1
+        print(f"{name:<34} {rate:>12,.0f} {rate / base:>11.2f}x "
+              f"{rate / (ceiling * cores):>15.2f}x")
+    print()
+    print(f"fixed cost per task ({args.tasks} one-record splits, local[1]): "
+          f"kiel {kiel * 1000:.1f} ms, an empty Python data source {empty * 1000:.1f} ms, "
+          f"kiel's own {(kiel - empty) * 1000:.1f} ms")
+    print(f"load average {os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -148,6 +148,19 @@ def test_split_ranges_and_caps():
     assert cap_offsets(start, end, 1000) == end
 
 
+def test_max_records_per_partition_splits_first():
+    ranges = [Range("t", 0, 0, 100), Range("t", 1, 10, 40), Range("t", 2, 5, 5)]
+    # Spark's calculator: ceil(size / max) contiguous parts, none above max.
+    parts = split_ranges(ranges, None, 30)
+    assert [(r.partition, r.start, r.end) for r in parts] == [
+        (0, 0, 25), (0, 25, 50), (0, 50, 75), (0, 75, 100), (1, 10, 40)]
+    # Then minPartitions, when there are still fewer ranges than it asks.
+    assert len(split_ranges(ranges, 5, 30)) == 5
+    more = split_ranges(ranges, 10, 50)
+    assert len(more) >= 10 and all(r.size <= 50 for r in more)
+    assert sum(r.size for r in more) == 130
+
+
 # ----------------------------------------------------------------------
 # batch reads
 
@@ -223,8 +236,9 @@ def test_fail_on_data_loss(spark, kafka_cluster, topic_factory):
     with pytest.raises(DataLossError, match="were deleted"):
         list(read_range(opts, Range(topic, 0, 0, end0 + 5)))
     opts.fail_on_data_loss = False
-    got = [r for batch in read_range(opts, Range(topic, 0, 0, end0 + 5)) for r in batch]
-    assert [r.offset for r in got] == list(range(end0, end0 + 5))
+    got = [o for batch in read_range(opts, Range(topic, 0, 0, end0 + 5))
+           for o in batch.column("offset").to_pylist()]
+    assert got == list(range(end0, end0 + 5))
 
 
 def test_range_past_the_log_end_is_data_loss(kafka_cluster, topic_factory):
@@ -240,8 +254,9 @@ def test_range_past_the_log_end_is_data_loss(kafka_cluster, topic_factory):
     with pytest.raises(DataLossError, match=rf"\[{end}, {end + 5}\).*the partition ends at {end}"):
         list(read_range(opts, Range(topic, 0, 0, end + 5)))
     opts.fail_on_data_loss = False
-    got = [r for batch in read_range(opts, Range(topic, 0, 0, end + 5)) for r in batch]
-    assert [r.offset for r in got] == list(range(end))
+    got = [o for batch in read_range(opts, Range(topic, 0, 0, end + 5))
+           for o in batch.column("offset").to_pylist()]
+    assert got == list(range(end))
 
 
 @pytest.mark.slow

@@ -143,7 +143,7 @@ def test_batch_read_with_sparks_options(spark, kafka_cluster, topic_factory):  #
         "kafka.retry.backoff.ms": "50",
         "kafka.security.protocol": "PLAINTEXT",
         "kafka.session.timeout.ms": "10000",  # not honoured: a warning, not a failure
-        "kafka.auto.offset.reset": "earliest",
+        "kafka.isolation.level": "read_uncommitted",  # what kiel does: honoured
     }).load()
     assert df.schema == SCHEMA_WITH_HEADERS
     rows = df.selectExpr("CAST(key AS STRING)", "CAST(value AS STRING)", "headers",
@@ -479,3 +479,43 @@ def test_a_wrong_password_fails_the_query(spark, certificates, fronted_tansu):  
     assert "bad credentials" in str(info.value)
     assert "not-the-pass" not in str(info.value)
     assert front.connections and all(36 in keys for keys in front.connections)
+
+
+# ----------------------------------------------------------------------
+# options checked when the source is loaded; Spark's refusals
+
+
+def test_a_bad_option_fails_at_load_with_kiels_message_alone(spark, kafka_cluster,  # noqa: F811
+                                                            topic_factory, tmp_path):
+    topic = topic_factory(partitions=1)
+    base = {"kafka.bootstrap.servers": kafka_cluster.bootstrap, "subscribe": topic}
+    for options, match in [
+        ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be in"),
+        ({"kafka.auto.offset.reset": "earliest"}, "kafka.auto.offset.reset is not supported"),
+        ({"kafka.isolation.level": "read_committed"}, "read_committed cannot be honoured"),
+    ]:
+        for builder in (spark.read, spark.readStream):
+            with pytest.raises(Exception, match=match) as info:
+                kafka_format(builder, {**base, **options}).load()
+            assert "UnboundLocalError" not in str(info.value)
+    # A rule of streams only (no endingOffsets) fails the query when it
+    # starts, still with kiel's message alone.
+    df = kafka_format(spark.readStream, {**base, "endingOffsets": "latest"}).load()
+    q = (df.writeStream.format("memory").queryName("refused_" + topic.replace("-", "_"))
+         .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    with pytest.raises(Exception, match="endingOffsets is for batch reads only") as info:
+        q.awaitTermination(60)
+    assert "UnboundLocalError" not in str(info.value)
+
+
+def test_batch_reads_ignore_stream_options_and_split_by_max_records(
+        spark, kafka_cluster, topic_factory):  # noqa: F811
+    topic = topic_factory(partitions=2)
+    produced = produce(kafka_cluster, topic, 200)
+    df = kafka_format(spark.read, {"kafka.bootstrap.servers": kafka_cluster.bootstrap,
+                                   "subscribe": topic, "maxOffsetsPerTrigger": "10",
+                                   "maxRecordsPerPartition": "30"}).load()
+    sizes = collections.Counter(p for p, *_ in produced)
+    assert df.rdd.getNumPartitions() == sum(-(-n // 30) for n in sizes.values())
+    assert sorted((r.partition, r.offset) for r in df.collect()) == \
+        sorted((p, o) for p, o, *_ in produced)

@@ -85,7 +85,7 @@ BY_DESIGN = [("kafka.security.protocol", "PLAINTEXT"), ("kafka.connections.max.i
 def test_the_tables_are_all_tested():
     # A kafka.* key added to a table needs a row here (and in the guide).
     tested = {k for k, *_ in SOURCE_KEYS + SINK_KEYS} | {k for k, _ in BY_DESIGN}
-    tested |= SECURITY_KEYS
+    tested |= SECURITY_KEYS | {"kafka.isolation.level"}  # test_isolation_level_...
     mapped = {n for table in (SOURCE_SETTINGS, SINK_SETTINGS) for s in table
               for n in s.names if n.startswith("kafka.")}
     assert mapped == tested
@@ -200,19 +200,19 @@ def test_unhonoured_kafka_keys_warn_once_each(caplog):
     options = {
         "kafka.session.timeout.ms": "6000",
         "KAFKA.SESSION.TIMEOUT.MS": "6000",  # the same key (keys are case-insensitive)
-        "kafka.auto.offset.reset": "earliest",
+        "kafka.fetch.min.bytes": "1024",
         "kafka.heartbeat.interval.ms": "3000",
     }
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         opts = source(**options)
     messages = warnings_of(caplog)
     assert len(messages) == 3
-    for key in ("kafka.session.timeout.ms", "kafka.auto.offset.reset",
+    for key in ("kafka.session.timeout.ms", "kafka.fetch.min.bytes",
                 "kafka.heartbeat.interval.ms"):
         assert sum(key in m for m in messages) == 1, messages
-    assert any("startingOffsets" in m for m in messages)  # the hint for auto.offset.reset
+    assert any("as soon as any data" in m for m in messages)  # the hint for fetch.min.bytes
     assert {k.lower() for k in opts.ignored} == {
-        "kafka.session.timeout.ms", "kafka.auto.offset.reset", "kafka.heartbeat.interval.ms"}
+        "kafka.session.timeout.ms", "kafka.fetch.min.bytes", "kafka.heartbeat.interval.ms"}
     assert all(r.levelno == logging.WARNING for r in caplog.records)
 
     caplog.clear()
@@ -385,9 +385,7 @@ def test_trigger_options():
     ]:
         with pytest.raises(ConfigError, match=match):
             source(streaming=True, **options)
-    for name in ("minOffsetsPerTrigger", "maxTriggerDelay", "maxOffsetsPerTrigger"):
-        with pytest.raises(ConfigError, match=f"{name} is for streaming reads only"):
-            source(**{name: "10"})
+    # A batch read ignores them (test_stream_only_options_are_ignored_by_batch_reads).
 
 
 # ----------------------------------------------------------------------
@@ -702,3 +700,98 @@ def test_secured_options_travel_to_workers_as_strings(pem):
     again = pickle.loads(pickle.dumps(opts))
     assert again == opts and again.sasl.password == SECRET
     assert isinstance(again.client_options()["ssl_context"], ssl.SSLContext)
+
+
+# ----------------------------------------------------------------------
+# Spark's option table: what Spark's Kafka source refuses, ignores and takes
+# (the "Kafka Specific Configurations" and option tables of Spark's Kafka
+# integration guide), for a batch read, a stream and a write
+
+#: Keys Spark's source refuses whatever their value, with the word its reason hinges on.
+SOURCE_REFUSED = [
+    ("kafka.auto.offset.reset", "earliest", "startingOffsets"),
+    ("kafka.enable.auto.commit", "true", "commits"),
+    ("kafka.key.deserializer",
+     "org.apache.kafka.common.serialization.StringDeserializer", "CAST"),
+    ("kafka.value.deserializer",
+     "org.apache.kafka.common.serialization.StringDeserializer", "CAST"),
+    ("kafka.interceptor.classes", "com.example.Audit", "interceptor"),
+]
+#: Keys Spark's sink refuses.
+SINK_REFUSED = [
+    ("kafka.key.serializer", "org.apache.kafka.common.serialization.StringSerializer", "bytes"),
+    ("kafka.value.serializer", "org.apache.kafka.common.serialization.StringSerializer",
+     "bytes"),
+]
+
+
+@pytest.mark.parametrize("streaming", [False, True, None])
+@pytest.mark.parametrize("key, value, reason", SOURCE_REFUSED)
+def test_keys_sparks_source_refuses(key, value, reason, streaming):
+    with pytest.raises(ConfigError, match=rf"option {key} is not supported.*{reason}"):
+        SourceOptions.parse({**BASE, key: value}, streaming=streaming)
+    with pytest.raises(ConfigError, match=key):  # any spelling of the key
+        SourceOptions.parse({**BASE, key.upper(): value}, streaming=streaming)
+
+
+@pytest.mark.parametrize("key, value, reason", SINK_REFUSED)
+def test_keys_sparks_sink_refuses(key, value, reason):
+    with pytest.raises(ConfigError, match=rf"option {key} is not supported.*{reason}"):
+        sink(**{key: value})
+
+
+def test_isolation_level_is_never_silently_uncommitted(caplog):
+    # read_uncommitted is what kiel does (and the Java client's default).
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert source(**{"kafka.isolation.level": "read_uncommitted"}).ignored == ()
+    assert not caplog.records
+    # read_committed would need aborted transactions filtered out: refused,
+    # never read uncommitted instead.
+    for streaming in (False, True, None):
+        with pytest.raises(ConfigError, match="kafka.isolation.level=read_committed"):
+            SourceOptions.parse({**BASE, "kafka.isolation.level": "READ_COMMITTED"},
+                                streaming=streaming)
+    with pytest.raises(ConfigError, match="kafka.isolation.level must be one of"):
+        source(**{"kafka.isolation.level": "serializable"})
+
+
+def test_stream_only_options_are_ignored_by_batch_reads(caplog):
+    stream_only = {"maxOffsetsPerTrigger": "100", "minOffsetsPerTrigger": "10",
+                   "maxTriggerDelay": "5s"}
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        batch = source(**stream_only)
+    assert not caplog.records  # as Spark: silently, they mean nothing to a batch read
+    assert (batch.max_offsets_per_trigger, batch.min_offsets_per_trigger) == (None, None)
+    stream = source(streaming=True, **stream_only)
+    assert (stream.max_offsets_per_trigger, stream.min_offsets_per_trigger,
+            stream.max_trigger_delay) == (100, 10, 5.0)
+    # Their values are still checked (kiel cannot tell a batch read from a
+    # stream when the source is loaded).
+    with pytest.raises(ConfigError, match="maxOffsetsPerTrigger must be in"):
+        source(maxOffsetsPerTrigger="0")
+
+
+def test_max_records_per_partition():
+    assert source(maxRecordsPerPartition="5000").max_records_per_partition == 5000
+    assert source(streaming=True).max_records_per_partition is None
+    for bad in ("0", "-3", "many"):
+        with pytest.raises(ConfigError, match="maxRecordsPerPartition"):
+            source(maxRecordsPerPartition=bad)
+
+
+def test_load_time_checks_every_option_in_either_mode():
+    """``streaming=None``: what the source checks when it is loaded, before
+    Spark says whether it is a batch read or a stream."""
+    checked = SourceOptions.parse({**BASE, "endingOffsets": "latest",
+                                   "startingOffsets": "latest"}, streaming=None)
+    assert checked.topics == ["events"]
+    for options, match in [
+        ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be in"),
+        ({"minOffsetsPerTrigger": "5", "maxOffsetsPerTrigger": "4"}, "above"),
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
+        ({"endingOffsets": "earliest"}, "endingOffsets cannot be 'earliest'"),
+        ({"minPartitions": "0"}, "minPartitions"),
+        ({"subscibe": "x"}, "unknown kiel source option"),
+    ]:
+        with pytest.raises(ConfigError, match=match):
+            SourceOptions.parse({**BASE, **options}, streaming=None)

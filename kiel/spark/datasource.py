@@ -12,9 +12,10 @@ Register it once per session, then use it like Spark's Kafka source::
 Where each method runs: ``DataSource.__init__``/``schema``/``reader``/
 ``streamReader``/``writer`` and the readers' planning methods run in Python
 workers that Spark starts next to the driver; ``read`` and the writers'
-``write`` run in executor Python workers (one per task). Nothing keeps a
-connection between calls: each opens a kiel client on its own short-lived
-event loop and closes it (:mod:`kiel.spark.kafka`).
+``write`` run in executor Python workers (one task at a time). Reads and
+planning use the client each worker thread keeps between calls
+(:mod:`kiel.spark.worker`); a write opens its own producer and closes it
+(:mod:`kiel.spark.kafka`).
 """
 
 import logging
@@ -50,9 +51,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kiel.consumer.offsets import LATEST as LIST_LATEST
 from kiel.consumer.offsets import list_offsets
 from kiel.exc import ConfigError
 from kiel.spark import kafka
+from kiel.spark.columns import coalesce, to_arrow
 from kiel.spark.kafka import Range
 from kiel.spark.options import (
     OffsetSpec,
@@ -63,10 +66,10 @@ from kiel.spark.options import (
     offsets_from_dict,
     offsets_to_json,
 )
-from kiel.structs import Record, TopicPartition
+from kiel.structs import TopicPartition
 
 __all__ = ["HAS_READ_LIMITS", "HEADERS_TYPE", "KielDataSource", "SCHEMA", "SCHEMA_WITH_HEADERS",
-           "TriggerGate", "schema_for"]
+           "RefusedStreamReader", "TriggerGate", "schema_for", "to_arrow"]
 
 log = logging.getLogger(__name__)
 
@@ -100,22 +103,6 @@ SCHEMA = StructType(
 #: have none).
 SCHEMA_WITH_HEADERS = StructType(SCHEMA.fields + [StructField("headers", HEADERS_TYPE, True)])
 
-_ARROW_SCHEMA = pa.schema(
-    [
-        pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
-        pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()),
-        pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-        pa.field("timestampType", pa.int32()),
-    ]
-)
-_ARROW_HEADERS = pa.list_(pa.struct([pa.field("key", pa.string()),
-                                     pa.field("value", pa.binary())]))
-_ARROW_SCHEMA_WITH_HEADERS = _ARROW_SCHEMA.append(pa.field("headers", _ARROW_HEADERS))
-
-
 def schema_for(headers: bool) -> StructType:
     """:data:`SCHEMA_WITH_HEADERS` when ``headers``, else :data:`SCHEMA`."""
     return SCHEMA_WITH_HEADERS if headers else SCHEMA
@@ -126,8 +113,9 @@ class KielDataSource(DataSource):
 
     Format name ``kiel``. Options (strings, keys case-insensitive) are those
     of Spark's Kafka source where they apply; see ``docs/guides/spark.rst``.
-    A bad option raises :class:`~kiel.exc.ConfigError` when the query is
-    planned.
+    A bad read option raises :class:`~kiel.exc.ConfigError` when the source
+    is loaded (``load()``); a rule that depends on batch or stream, when the
+    query is planned.
     """
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -143,9 +131,14 @@ class KielDataSource(DataSource):
         """Spark's Kafka schema: key, value, topic, partition, offset, timestamp,
         timestampType, and headers with ``includeHeaders=true``.
 
+        Spark asks for it when a read is loaded (``load()``), before it says
+        whether the read is a batch or a stream: every read option is
+        checked here, so a bad one fails there, with kiel's message alone.
+
         Raises:
-            ConfigError: includeHeaders is neither true nor false.
+            ConfigError: a missing, unknown, malformed, conflicting or refused option.
         """
+        SourceOptions.parse(self.options, streaming=None)
         return schema_for(include_headers(self.options))
 
     def reader(self, schema: StructType) -> "KielBatchReader":
@@ -154,10 +147,20 @@ class KielDataSource(DataSource):
         _check_schema(schema, opts)
         return KielBatchReader(opts)
 
-    def streamReader(self, schema: StructType) -> "KielStreamReader":
-        """A micro-batch reader (``spark.readStream``)."""
-        opts = SourceOptions.parse(self.options, streaming=True)
-        _check_schema(schema, opts)
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A micro-batch reader (``spark.readStream``).
+
+        Options a stream refuses (``endingOffsets``...) give a reader that
+        raises their :class:`~kiel.exc.ConfigError` on its first call.
+        Strategy: pyspark's streaming runner stops the reader it tried to
+        make in a ``finally``; raising here would bury kiel's message under
+        that runner's own ``UnboundLocalError``.
+        """
+        try:
+            opts = SourceOptions.parse(self.options, streaming=True)
+            _check_schema(schema, opts)
+        except ConfigError as e:
+            return RefusedStreamReader(e)
         return KielStreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> "KielBatchWriter":
@@ -256,78 +259,40 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         # pyspark stands in one bare InputPartition when partitions() returned
         # none (nothing to read: an empty topic, start == end everywhere).
         return
-    for records in kafka.read_range(options, partition.range):
-        yield to_arrow(records, options.include_headers)
-
-
-def to_arrow(records: Sequence[Record], headers: bool = False) -> pa.RecordBatch:
-    """Records of one partition as an Arrow batch of :data:`SCHEMA` (with
-    ``headers``: of :data:`SCHEMA_WITH_HEADERS`; a record without headers,
-    such as every 0.8 message, has null there, as in Spark's own source)."""
-    # Strategy: columns that are constant in a partition's batch (topic,
-    # partition, and on 0.8 the null timestamps, keys and headers) are built
-    # without touching each record; only values, offsets and non-null keys are lists.
-    n = len(records)
-    first = records[0]
-    values = pa.array([r[4] for r in records], pa.binary())
-    keys = [r[3] for r in records]
-    key_array = (pa.nulls(n, pa.binary()) if keys.count(None) == n
-                 else pa.array(keys, pa.binary()))
-    offsets = pa.array([r[2] for r in records], pa.int64())
-    stamps = [r[5] for r in records]
-    if stamps.count(None) == n:
-        stamp_array = pa.nulls(n, pa.timestamp("us", tz="UTC"))
-        type_array = pa.repeat(pa.scalar(-1, pa.int32()), n)
-    else:
-        stamp_array = pa.array(
-            [None if s is None or s < 0 else s * 1000 for s in stamps],
-            pa.timestamp("us", tz="UTC"),
-        )
-        # 0: CreateTime, 1: LogAppendTime (the broker's clock), as Spark shows them.
-        type_array = pa.array([-1 if s is None or s < 0 else (r[6] or 0)
-                               for s, r in zip(stamps, records)], pa.int32())
-    columns = [
-        key_array,
-        values,
-        pa.repeat(pa.scalar(first[0], pa.string()), n),
-        pa.repeat(pa.scalar(first[1], pa.int32()), n),
-        offsets,
-        stamp_array,
-        type_array,
-    ]
-    if headers:
-        pairs = [r[7] for r in records]
-        if any(pairs):
-            columns.append(pa.array(
-                [[{"key": k, "value": v} for k, v in h] if h else None for h in pairs],
-                _ARROW_HEADERS,
-            ))
-        else:
-            columns.append(pa.nulls(n, _ARROW_HEADERS))
-    return pa.RecordBatch.from_arrays(
-        columns, schema=_ARROW_SCHEMA_WITH_HEADERS if headers else _ARROW_SCHEMA
-    )
+    yield from coalesce(kafka.read_range(options, partition.range))
 
 
 def _ranges(start: dict[TP, int], end: dict[TP, int],
-            min_partitions: Optional[int]) -> list[KielInputPartition]:
+            opts: SourceOptions) -> list[KielInputPartition]:
     ranges = [Range(t, p, start[(t, p)], end[(t, p)]) for t, p in sorted(end) if (t, p) in start]
-    return [KielInputPartition(*r) for r in kafka.split_ranges(ranges, min_partitions)]
+    split = kafka.split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
+    return [KielInputPartition(*r) for r in split]
 
 
 # ----------------------------------------------------------------------
 # positions: offsets, earliest/latest, or times
 
 
-def offsets_for_times(opts: SourceOptions, times: dict[TP, int]) -> dict[TP, int]:
-    """Resolve epoch-millisecond times to offsets with ListOffsets v0.
+def offsets_for_times(opts: SourceOptions, times: dict[TP, int],
+                      latest: dict[TP, int]) -> dict[TP, int]:
+    """Resolve epoch-millisecond times to offsets with ListOffsets (v1 where
+    the leader speaks it, else v0).
 
     A 0.8 broker answers at log-segment granularity: the first offset of
     the newest segment last written at or before the time (every record
     before that offset was written at or before it, and every record written
     after it is at or after that offset); the log end offset when the time is
     not in the past; the earliest offset when every segment was last written
-    after the time.
+    after the time. A current broker answers the first offset whose record
+    is at or after the time, or nothing (the end of the log).
+
+    Args:
+        opts: the source options.
+        times: epoch milliseconds per partition.
+        latest: the served ends (:func:`kiel.spark.kafka.list_edges`). An
+            answer at or after the ListOffsets end means "no record that
+            recent": it is the served end, which is further on a broker that
+            answers ListOffsets LATEST short (Tansu).
 
     Returns:
         the offset per partition.
@@ -341,7 +306,10 @@ def offsets_for_times(opts: SourceOptions, times: dict[TP, int]) -> dict[TP, int
     async def work(client: Any) -> dict[TP, int]:
         asked = {TopicPartition(t, p): ms for (t, p), ms in times.items()}
         found = await list_offsets(client.cluster, asked)
-        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+        listed = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in found})
+        return {(tp.topic, tp.partition): (latest[(tp.topic, tp.partition)]
+                                           if offset >= listed[tp] else offset)
+                for tp, offset in found.items()}
 
     return kafka._run(opts, work)
 
@@ -363,7 +331,7 @@ def _resolve(opts: SourceOptions, spec: OffsetSpec, tps: list[TP], earliest: dic
         # times are >= 0, never the symbolic -2/-1, so it returns them as given.
         assert spec.by_partition is not None
         times = kafka.resolve(spec.by_partition, tps, earliest, latest, spec.option, True)
-    return offsets_for_times(opts, times)
+    return offsets_for_times(opts, times, latest)
 
 
 def _start(opts: SourceOptions, tps: list[TP], earliest: dict[TP, int],
@@ -419,7 +387,7 @@ class KielBatchReader(DataSourceReader):
                     f"{_option(opts.ending, 'endingOffsets')} ({end[tp]}) for {tp[0]}/{tp[1]}"
                 )
         start = _check_start(opts, start, earliest)
-        parts = _ranges(start, end, opts.min_partitions)
+        parts = _ranges(start, end, opts)
         log.info("kiel batch read: %d splits over %d partitions", len(parts), len(tps))
         return parts
 
@@ -583,7 +551,7 @@ class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("data loss: %s", message)
                 begin[tp] = finish[tp]
         begin = _check_start(opts, {tp: begin[tp] for tp in wanted}, earliest)
-        return _ranges(begin, finish, opts.min_partitions)
+        return _ranges(begin, finish, opts)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """Fetch one split (in an executor task)."""
@@ -603,7 +571,54 @@ class KielStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             kafka.commit_offsets(self.opts, offsets_from_dict(end))
 
     def stop(self) -> None:
-        """Nothing to release: no connection outlives a call."""
+        """Close the client this worker thread kept for the query's planning."""
+        kafka.release(self.opts)
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """The stream reader of options a stream refuses: its first call raises their error.
+
+    Args:
+        error: what :meth:`KielDataSource.streamReader` found wrong.
+    """
+
+    def __init__(self, error: ConfigError) -> None:
+        self.error = error
+
+    def initialOffset(self) -> dict:
+        """Raises the options' error.
+
+        Raises:
+            ConfigError: always.
+        """
+        raise self.error
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """Raises the options' error.
+
+        Raises:
+            ConfigError: always.
+        """
+        raise self.error
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        """Raises the options' error.
+
+        Raises:
+            ConfigError: always.
+        """
+        raise self.error
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Raises the options' error.
+
+        Raises:
+            ConfigError: always.
+        """
+        raise self.error
+
+    def stop(self) -> None:
+        """Nothing to release."""
 
 
 def cap_offsets(start: dict[TP, int], end: dict[TP, int], max_rows: int) -> dict[TP, int]:

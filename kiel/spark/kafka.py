@@ -1,9 +1,10 @@
 """The Kafka side of the Spark data source: plain synchronous functions over kiel.
 
 Spark calls a data source from plain threads and Python workers, never from
-an IOLoop, so each function here runs kiel on its own short-lived event loop
-(``_own_loop``: driven step by step for the generators) and closes every
-connection before it returns. No pyspark here.
+an IOLoop. Reads and planning run kiel on the worker thread's own event loop
+with the client it keeps between calls (:mod:`kiel.spark.worker`), driven
+step by step for the generators; a write runs its producer on a short-lived
+loop of its own (``_own_loop``) and closes it. No pyspark here.
 """
 
 import asyncio
@@ -20,15 +21,34 @@ from typing import (
     TypeVar,
 )
 
+import pyarrow as pa
+
 from kiel.client import Client
 from kiel.clients import Producer
-from kiel.consumer.base import ConsumedRecord
+from kiel.cluster import Cluster
 from kiel.consumer.offsets import EARLIEST as LIST_EARLIEST
 from kiel.consumer.offsets import LATEST as LIST_LATEST
 from kiel.consumer.offsets import list_offsets, send_commit
-from kiel.consumer.single import SingleConsumer
-from kiel.exc import ConfigError, KielError, OffsetOutOfRangeError
+from kiel.exc import (
+    ConfigError,
+    CorruptMessageError,
+    KielError,
+    LeaderNotAvailableError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    ProtocolError,
+    UnknownPartitionError,
+    UnknownTopicError,
+    for_code,
+)
+from kiel.protocol import FetchPartitionData, FetchRequest, FetchRequestV4, FetchTopicData
+from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
+from kiel.protocol.versions import FETCH
+from kiel.retry import attempts
+from kiel.spark import worker
+from kiel.spark.columns import decode_answer
 from kiel.spark.options import EARLIEST, LATEST, SinkOptions, SourceOptions
+from kiel.spark.watermarks import served_ends
 from kiel.structs import TopicPartition
 
 __all__ = [
@@ -38,6 +58,7 @@ __all__ = [
     "discover",
     "list_edges",
     "read_range",
+    "release",
     "resolve",
     "split_ranges",
     "write_rows",
@@ -108,11 +129,23 @@ def _own_loop(make: Callable[[], _C]) -> Iterator[tuple[asyncio.AbstractEventLoo
 
 
 def _run(options: SourceOptions, work: Callable[[Client], Awaitable[T]]) -> T:
-    """Connect a client, run ``work(client)`` on a private loop, close the client."""
-    with _own_loop(partial(Client, options.brokers, **options.client_options())) as (
-        loop, client
-    ):
-        return loop.run_until_complete(work(client))
+    """Run ``work(client)`` on the worker's loop with its kept client
+    (:mod:`kiel.spark.worker`); a kept client's metadata is refreshed first,
+    so planning sees the topics, partitions and leaders as they are now."""
+    with worker.session(options.client_key(), partial(_client, options),
+                        options.connections_max_idle) as (clients, client, kept):
+        if kept:
+            clients.run(client.cluster.refresh_metadata())
+        return clients.run(work(client))
+
+
+def _client(options: SourceOptions) -> Client:
+    return Client(options.brokers, **options.client_options())
+
+
+def release(options: SourceOptions) -> None:
+    """Close the client this thread keeps for ``options`` (a stream stopped)."""
+    worker.worker_clients().drop(options.client_key())
 
 
 async def _discover(client: Client, options: SourceOptions) -> list[TP]:
@@ -154,11 +187,14 @@ def discover(options: SourceOptions) -> list[TP]:
 
 
 async def _edges(client: Client, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
+    """The earliest offsets (ListOffsets) and the served ends (the Fetch high
+    watermark, :mod:`kiel.spark.watermarks`) of partitions."""
     wanted = [TopicPartition(t, p) for t, p in tps]
     if not wanted:
         return {}, {}
     earliest = await list_offsets(client.cluster, {tp: LIST_EARLIEST for tp in wanted})
-    latest = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted})
+    listed = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted})
+    latest = await served_ends(client.cluster, earliest, listed)
     return (
         {(tp.topic, tp.partition): o for tp, o in earliest.items()},
         {(tp.topic, tp.partition): o for tp, o in latest.items()},
@@ -166,7 +202,9 @@ async def _edges(client: Client, tps: Iterable[TP]) -> tuple[dict[TP, int], dict
 
 
 def list_edges(options: SourceOptions, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
-    """The earliest and latest offsets of partitions (ListOffsets v0)."""
+    """The earliest offsets of partitions (ListOffsets) and where their logs
+    end as the leaders serve them (the Fetch high watermark: some brokers
+    answer ListOffsets LATEST short, see :mod:`kiel.spark.watermarks`)."""
     tps = list(tps)
     return _run(options, lambda c: _edges(c, tps))
 
@@ -225,26 +263,35 @@ def resolve(
     return out
 
 
-def split_ranges(ranges: list[Range], min_partitions: Optional[int]) -> list[Range]:
-    """Split ranges so there are at least ``min_partitions`` of them (when they
-    hold that many offsets), each range in parts proportional to its size.
+def split_ranges(ranges: list[Range], min_partitions: Optional[int],
+                 max_records: Optional[int] = None) -> list[Range]:
+    """Split ranges as Spark's KafkaOffsetRangeCalculator does.
 
-    Like Spark's KafkaOffsetRangeCalculator: a range gets
-    ``max(1, round(size / total * min_partitions))`` contiguous parts.
+    First, with ``max_records``, each range into ``ceil(size / max_records)``
+    contiguous parts of at most that many offsets; then, while there are
+    fewer than ``min_partitions`` ranges (and they hold that many offsets),
+    each range into ``max(1, round(size / total * min_partitions))`` parts.
+    Empty ranges are dropped.
     """
     ranges = [r for r in ranges if r.size > 0]
+    if max_records:
+        ranges = [part for r in ranges for part in _divide(r, -(-r.size // max_records))]
     if not min_partitions or len(ranges) >= min_partitions:
         return ranges
     total = sum(r.size for r in ranges)
+    return [part for r in ranges
+            for part in _divide(r, max(1, min(r.size, round(r.size / total * min_partitions))))]
+
+
+def _divide(r: Range, parts: int) -> list[Range]:
+    """``r`` in ``parts`` contiguous, non-empty ranges of (nearly) equal size."""
+    topic, partition, start, end = r
     out: list[Range] = []
-    for r in ranges:
-        parts = max(1, min(r.size, round(r.size / total * min_partitions)))
-        topic, partition, start, end = r
-        for i in range(parts):
-            lo = start + r.size * i // parts
-            hi = start + r.size * (i + 1) // parts
-            if hi > lo:
-                out.append(Range(topic, partition, lo, hi))
+    for i in range(parts):
+        lo = start + r.size * i // parts
+        hi = start + r.size * (i + 1) // parts
+        if hi > lo:
+            out.append(Range(topic, partition, lo, hi))
     return out
 
 
@@ -252,73 +299,182 @@ def split_ranges(ranges: list[Range], min_partitions: Optional[int]) -> list[Ran
 # reading one range (runs in a Spark task)
 
 
-def read_range(
-    options: SourceOptions, rng: Range
-) -> Iterator[list[ConsumedRecord]]:
-    """Fetch exactly the offsets ``[start, end)`` of one partition.
+def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
+    """Fetch exactly the offsets ``[start, end)`` of one partition, as Arrow batches.
 
-    A generator driving a private event loop one fetch round at a time, so
-    Spark consumes a batch while the next is not fetched yet; closing it
-    early (Spark's ``limit``) closes the consumer.
+    A generator driving the worker's event loop one fetch at a time
+    (:mod:`kiel.spark.worker`: its kept client, so a task opens no
+    connection a previous task of the worker opened), so Spark consumes a
+    batch while the next is not fetched yet; closing it early (Spark's
+    ``limit``) leaves nothing in flight. Each fetch goes to the partition's
+    leader and asks for about what remains of the range (from the bytes per
+    record seen so far in this worker), never more than ``fetchMaxBytes``;
+    a message larger than that grows the fetch up to ``maxFetchSize``.
+    Answers are decoded straight into Arrow columns
+    (:func:`kiel.spark.columns.decode_answer`: every CRC, size and offset
+    checked).
 
     Yields:
-        lists of records in offset order (never empty), all inside the range.
+        Arrow batches of Spark's Kafka schema (never empty), in offset
+        order, every row inside the range.
 
     Raises:
-        DataLossError: offsets of the range were deleted, and
-            ``fail_on_data_loss`` is set.
-        KielError: the cluster failed past the consumer's retries.
+        DataLossError: offsets of the range were deleted, or the log ends
+            before the range does, and ``fail_on_data_loss`` is set.
+        MessageTooLargeError: a message does not fit ``maxFetchSize``.
+        ProtocolError: an answer does not decode (a CRC mismatch...).
+        KielError: the cluster failed past the retries.
     """
     topic, partition, start, end = rng
     if end <= start:
         return
-    with _own_loop(partial(_range_consumer, options)) as (loop, consumer):
-        position, stalled = start, 0
+    with worker.session(options.client_key(), partial(_client, options),
+                        options.connections_max_idle) as (clients, client, _kept):
+        cluster = client.cluster
+        tp = TopicPartition(topic, partition)
+        position, stalled, floor = start, 0, 0
         while position < end:
+            ask = _fetch_size(options, topic, end - position, floor)
             try:
-                records = loop.run_until_complete(
-                    consumer.consume(topic, start={partition: start})
-                )
+                high_watermark, data, batches = clients.run(
+                    fetch_partition(cluster, tp, position, ask, options.fetch_max_wait))
             except OffsetOutOfRangeError as e:
-                position = _skip_lost(loop, consumer, options, rng, position, e)
-                if position < end:
-                    consumer.seek(topic, partition, position)
+                position = clients.run(_skip_lost(cluster, options, rng, position, e))
                 continue
-            if not records:
-                highwater = consumer.highwater(topic, partition)
-                if highwater is not None and highwater <= position:
-                    stalled += 1
-                if stalled >= _STALLED_ROUNDS:
+            if not data:
+                stalled += 1
+                if high_watermark <= position and stalled >= _STALLED_ROUNDS:
                     # The broker holds less than the range promised: the log
                     # was truncated (e.g. an unclean leader change).
-                    _lost(options, rng, position, end, f"the partition ends at {highwater}")
+                    _lost(options, rng, position, end,
+                          f"the partition ends at {high_watermark}")
                     return
+                if stalled >= _EMPTY_ROUNDS:
+                    raise ProtocolError(
+                        f"{stalled} fetches at offset {position} answered nothing below the "
+                        f"high watermark {high_watermark}", api="Fetch", topic=topic,
+                        partition=partition, offset=position)
                 continue
             stalled = 0
-            if records[-1].offset >= end:
-                records = [r for r in records if r.offset < end]
-                if not records:
-                    return
-            position = records[-1].offset + 1
-            yield records
+            decoded = decode_answer(data, topic, partition, position, end, batches,
+                                    options.include_headers)
+            if decoded.rows:
+                _BYTES_PER_RECORD[topic] = max(1, decoded.valid_bytes // decoded.rows)
+                yield from decoded.batches
+            elif decoded.needed is not None:
+                floor = _grow(options, tp, position, ask, decoded.needed)
+                continue
+            if decoded.next_offset is None or decoded.next_offset <= position:
+                raise CorruptMessageError(
+                    f"the answer at offset {position} holds nothing at or after it",
+                    topic=topic, partition=partition, offset=position)
+            position = decoded.next_offset
 
 
 #: Empty rounds at the highwater, below the range's end, before the range is
-#: declared truncated.
+#: declared truncated; empty rounds below it before the broker is.
 _STALLED_ROUNDS = 3
+_EMPTY_ROUNDS = 20
+#: The smallest fetch a range asks for, and the bytes assumed per record
+#: before any was seen.
+_MIN_FETCH = 16 * 1024
+_FIRST_GUESS = 256
+#: Bytes per record last seen per topic in this worker (to size the fetches).
+_BYTES_PER_RECORD: dict[str, int] = {}
 
 
-def _range_consumer(options: SourceOptions) -> SingleConsumer:
-    """The consumer of one range: it never resets a lost position by itself
-    (:func:`_skip_lost` decides, by ``failOnDataLoss``)."""
-    return SingleConsumer(
-        options.brokers,
-        max_wait_time=options.fetch_max_wait,
-        max_bytes=options.fetch_max_bytes,
-        max_fetch_size=options.max_fetch_size,
-        offset_reset="raise",
-        **options.client_options(),
-    )
+def _fetch_size(options: SourceOptions, topic: str, remaining: int, floor: int) -> int:
+    """Bytes to ask for: about what ``remaining`` records take (and a tenth more),
+    within ``[_MIN_FETCH, fetch_max_bytes]``, and at least ``floor`` (a message
+    found larger)."""
+    per_record = _BYTES_PER_RECORD.get(topic, _FIRST_GUESS)
+    wanted = remaining * per_record * 11 // 10 + 1024
+    return max(floor, min(options.fetch_max_bytes, max(_MIN_FETCH, wanted)))
+
+
+def _grow(options: SourceOptions, tp: TopicPartition, offset: int, asked: int,
+          needed: int) -> int:
+    """The first message did not fit ``asked`` bytes: the size to ask next.
+
+    Raises:
+        MessageTooLargeError: it does not fit ``max_fetch_size`` either.
+    """
+    if asked >= options.max_fetch_size or needed > options.max_fetch_size:
+        raise MessageTooLargeError(
+            f"a message of {needed or 'more than ' + str(asked)} bytes does not fit "
+            f"maxFetchSize={options.max_fetch_size}; raise kafka.fetch.max.bytes (maxFetchSize)",
+            topic=tp.topic, partition=tp.partition, offset=offset)
+    return min(options.max_fetch_size, max(2 * asked, needed))
+
+
+async def fetch_partition(cluster: Cluster, tp: TopicPartition, offset: int, size: int,
+                          max_wait: float) -> tuple[int, bytes, bool]:
+    """One partition's Fetch at ``offset`` from its leader, retried.
+
+    Fetch v4 where the leader speaks it (record batches), else v0. Retriable
+    failures (connections, leadership, timeouts) are retried with the
+    cluster's backoff, refreshing the metadata where it is stale.
+
+    Returns:
+        the high watermark, the answer's bytes (message set or records), and
+        whether they are record batches (v4).
+
+    Raises:
+        OffsetOutOfRangeError: the broker does not hold ``offset``.
+        BrokerError: a partition error that is not retriable, or persisted.
+        KielError: the leader could not be reached within the retries.
+    """
+    data = [FetchTopicData(tp.topic, [FetchPartitionData(tp.partition, offset, size)])]
+    wait_ms = int(max_wait * 1000)
+    if tp.topic not in cluster.partitions:
+        await cluster.partitions_for(tp.topic)  # a kept client that never met the topic
+    async for attempt in attempts(cluster.backoff):
+        try:
+            try:
+                leader = cluster.leader(tp.topic, tp.partition)
+            except (UnknownTopicError, UnknownPartitionError) as e:
+                # The kept metadata is older than the partition: look again.
+                attempt.failed(e)
+                await cluster.refresh_metadata([tp.topic])
+                continue
+            if leader < 0 or leader not in cluster.brokers:
+                raise LeaderNotAvailableError(topic=tp.topic, partition=tp.partition)
+            version = (await cluster.versions(leader)).of(FETCH)
+            request: Any = (
+                FetchRequestV4(CONSUMER_REPLICA_ID, wait_ms, 1, size, READ_UNCOMMITTED, data)
+                if version >= 4 else FetchRequest(CONSUMER_REPLICA_ID, wait_ms, 1, data))
+            response: Any = await cluster.send(leader, request,
+                                               timeout=cluster.request_timeout + max_wait)
+            part = _answer(response, tp, leader)
+            error = for_code(part.error_code)
+            if error is None:
+                return part.high_watermark, part.message_set, version >= 4
+            raise error(api="Fetch", topic=tp.topic, partition=tp.partition, offset=offset,
+                        broker_id=leader, errno=part.error_code)
+        except OffsetOutOfRangeError:
+            raise
+        except KielError as e:
+            if not e.retriable:
+                raise
+            attempt.failed(e)
+            if e.invalid_metadata and not attempt.last:
+                await cluster.refresh_metadata([tp.topic])
+    raise AssertionError("attempts() raises when the retries are spent")  # pragma: no cover
+
+
+def _answer(response: Any, tp: TopicPartition, leader: int) -> Any:
+    """The partition's answer in a Fetch response.
+
+    Raises:
+        ProtocolError: the response left it out (retriable: asked again).
+    """
+    for topic in response.topics:
+        if topic.topic == tp.topic:
+            for part in topic.partitions:
+                if part.partition == tp.partition:
+                    return part
+    raise ProtocolError("the fetch response left the partition out", api="Fetch",
+                        topic=tp.topic, partition=tp.partition, broker_id=leader)
 
 
 def _lost(options: SourceOptions, rng: Range, lo: int, hi: int, why: str) -> None:
@@ -332,20 +488,12 @@ def _lost(options: SourceOptions, rng: Range, lo: int, hi: int, why: str) -> Non
     log.warning("data loss, skipping: %s", message.split(";")[0])
 
 
-def _skip_lost(
-    loop: asyncio.AbstractEventLoop,
-    consumer: SingleConsumer,
-    options: SourceOptions,
-    rng: Range,
-    position: int,
-    error: KielError,
-) -> int:
+async def _skip_lost(cluster: Cluster, options: SourceOptions, rng: Range, position: int,
+                     error: KielError) -> int:
     """The broker no longer holds ``position``: fail, or return where to go on."""
     topic, partition, _start, end = rng
     tp = TopicPartition(topic, partition)
-    earliest = loop.run_until_complete(
-        list_offsets(consumer.cluster, {tp: LIST_EARLIEST})
-    )[tp]
+    earliest = (await list_offsets(cluster, {tp: LIST_EARLIEST}))[tp]
     if earliest <= position:
         raise error  # not deleted: past the end, a broker inconsistency
     new = min(earliest, end)

@@ -34,6 +34,7 @@ Offsets travel as JSON, as in Spark's Kafka source::
 
 import json
 import logging
+import pickle
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ __all__ = [
     "LATEST",
     "SINK_SETTINGS",
     "SOURCE_SETTINGS",
+    "SINK_REFUSED",
+    "SOURCE_REFUSED",
     "SPARK_ONLY",
     "OffsetSpec",
     "Setting",
@@ -163,6 +166,28 @@ def _anything(name: str, raw: str) -> None:
     """A setting kiel satisfies by design: nothing to set."""
 
 
+def _idle(name: str, raw: str) -> float:
+    """``kafka.connections.max.idle.ms`` in seconds; -1 (no limit) as infinity."""
+    ms = _integer(-1, _INT64)(name, raw)
+    return float("inf") if ms == -1 else ms / 1000.0
+
+
+def _isolation(name: str, raw: str) -> None:
+    """``kafka.isolation.level``: kiel reads every record a broker serves
+    (read_uncommitted, the Java client's default). read_committed needs the
+    aborted transactions' records filtered out and reads ending at the last
+    stable offset, which kiel's fetches do not do: refused, never read
+    uncommitted instead."""
+    level = _choice({"read_uncommitted": "read_uncommitted",
+                     "read_committed": "read_committed"})(name, raw)
+    if level == "read_committed":
+        raise ConfigError(
+            f"option {name}=read_committed cannot be honoured: kiel reads every record the "
+            "broker serves, those of aborted and open transactions too (read_uncommitted); "
+            "remove the option, or read with a client that filters transactions"
+        )
+
+
 # ----------------------------------------------------------------------
 # the tables: every option that sets something, with all its spellings
 
@@ -207,8 +232,8 @@ CLIENT_SETTINGS: tuple[Setting, ...] = (
             security.endpoint_identification),
     Setting(None, ("kafka.ssl.keystore.key",), security.inline_key),
     Setting(None, ("kafka.ssl.keystore.certificate.chain",), security.inline_key),
-    # No connection outlives one planning call or one task, so idle ones never linger.
-    Setting(None, ("kafka.connections.max.idle.ms",), _integer(-1, _INT64)),
+    # How long a worker keeps an unused client (kiel.spark.worker); -1: no limit.
+    Setting("connections_max_idle", ("kafka.connections.max.idle.ms",), _idle),
 )
 
 #: Settings of reads (``spark.read``/``spark.readStream``).
@@ -221,6 +246,8 @@ SOURCE_SETTINGS: tuple[Setting, ...] = CLIENT_SETTINGS + (
     Setting("include_headers", ("includeHeaders",), _boolean),
     Setting("fail_on_data_loss", ("failOnDataLoss",), _boolean),
     Setting("min_partitions", ("minPartitions",), _integer(1, 1_000_000)),
+    Setting("max_records_per_partition", ("maxRecordsPerPartition",), _integer(1, _INT64)),
+    Setting(None, ("kafka.isolation.level",), _isolation),
     Setting("max_offsets_per_trigger", ("maxOffsetsPerTrigger",), _integer(1, _INT64)),
     Setting("min_offsets_per_trigger", ("minOffsetsPerTrigger",), _integer(1, _INT64)),
     Setting("max_trigger_delay", ("maxTriggerDelay",), _duration),
@@ -242,6 +269,37 @@ SINK_SETTINGS: tuple[Setting, ...] = CLIENT_SETTINGS + (
     Setting("include_headers", ("includeHeaders",), _boolean),
 )
 
+#: ``kafka.*`` keys Spark's Kafka source refuses (its integration guide, "Kafka
+#: Specific Configurations"), each with the reason, in kiel's words.
+SOURCE_REFUSED: dict[str, str] = {
+    "kafka.auto.offset.reset": (
+        "where a read starts is the source's startingOffsets (or a stream's "
+        "checkpoint), never the consumer's reset policy, so that no record is skipped; "
+        "set startingOffsets to earliest or latest instead"),
+    "kafka.enable.auto.commit": (
+        "the source never commits on the consumer's behalf: a stream's position is its "
+        "checkpoint (with groupId, kiel commits processed offsets after each micro-batch)"),
+    "kafka.key.deserializer": (
+        "keys are always read as bytes; turn them into other types with DataFrame "
+        "operations (CAST(key AS STRING), from_json)"),
+    "kafka.value.deserializer": (
+        "values are always read as bytes; turn them into other types with DataFrame "
+        "operations (CAST(value AS STRING), from_json)"),
+    "kafka.interceptor.classes": (
+        "an interceptor may change or drop records before the source sees them, which "
+        "breaks the query's offsets and results"),
+}
+
+#: ``kafka.*`` keys Spark's Kafka sink refuses, with the reason.
+SINK_REFUSED: dict[str, str] = {
+    "kafka.key.serializer": (
+        "keys are written as bytes (a string column as UTF-8); serialize them with "
+        "DataFrame operations (CAST, to_json) into a string or binary key column"),
+    "kafka.value.serializer": (
+        "values are written as bytes (a string column as UTF-8); serialize them with "
+        "DataFrame operations (CAST, to_json) into a string or binary value column"),
+}
+
 #: Options of Spark's Kafka source that kiel accepts and ignores (with a warning).
 SPARK_ONLY: frozenset[str] = frozenset({
     "groupidprefix", "kafkaconsumer.polltimeoutms", "fetchoffset.numretries",
@@ -250,14 +308,8 @@ SPARK_ONLY: frozenset[str] = frozenset({
 
 #: Why a common key is ignored, appended to its warning.
 _HINTS = {
-    "kafka.auto.offset.reset": "set startingOffsets instead",
-    "kafka.enable.auto.commit": "set groupId (or kafka.group.id) to commit processed offsets",
     "kafka.enable.idempotence": "Kafka 0.8 has no idempotent producer: writes are at-least-once",
     "kafka.partitioner.class": "keys are hashed with murmur2, as the Java default partitioner does",
-    "kafka.key.serializer": "keys are written as bytes (strings as UTF-8)",
-    "kafka.value.serializer": "values are written as bytes (strings as UTF-8)",
-    "kafka.key.deserializer": "keys are read as bytes",
-    "kafka.value.deserializer": "values are read as bytes",
     "kafka.fetch.min.bytes": "each fetch returns as soon as any data is there",
     "kafkaconsumer.polltimeoutms": "tasks fetch with kafka.request.timeout.ms",
     "fetchoffset.numretries": "offset lookups retry kafka.retries times",
@@ -279,7 +331,8 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def _read_settings(options: Mapping[str, str], settings: tuple[Setting, ...],
-                   structural: frozenset[str], what: str) -> dict[str, Any]:
+                   structural: frozenset[str], what: str,
+                   refused: Mapping[str, str], quiet: bool = False) -> dict[str, Any]:
     """Parse every option the table knows; refuse unknown ones; warn about ignored ones.
 
     Args:
@@ -287,6 +340,8 @@ def _read_settings(options: Mapping[str, str], settings: tuple[Setting, ...],
         settings: the table of the source or the sink.
         structural: other known option names (lowercase), parsed by the caller.
         what: "kiel source" or "kiel sink", for messages.
+        refused: ``kafka.*`` keys refused whatever their value, with why.
+        quiet: log no warning (a check before the options are parsed for use).
 
     Returns:
         ``{attr: value}`` for every setting some option set.
@@ -296,6 +351,10 @@ def _read_settings(options: Mapping[str, str], settings: tuple[Setting, ...],
             unknown option outside ``kafka.*``.
     """
     opts = _lower(options)
+    for key, why in refused.items():
+        if key in opts:
+            raise ConfigError(f"option {key} is not supported (as in Spark's Kafka {what[5:]}): "
+                              f"{why}")
     values: dict[str, Any] = {}
     for setting in settings:
         found = [(name, setting.parse(name, opts[name.lower()]))
@@ -314,7 +373,7 @@ def _read_settings(options: Mapping[str, str], settings: tuple[Setting, ...],
             f"unknown {what} option(s) {', '.join(unknown)}; known: {', '.join(names)}, "
             "the offset options and kafka.* client settings"
         )
-    values["ignored"] = _warn_ignored(extra)
+    values["ignored"] = _warn_ignored(extra, quiet)
     return values
 
 
@@ -322,14 +381,17 @@ def _ignorable(key: str, what: str) -> bool:
     return key.startswith("kafka.") or (key in SPARK_ONLY and what == "kiel source")
 
 
-def _warn_ignored(keys: list[str]) -> tuple[str, ...]:
-    """Log one warning per ignored key (keys differing only in case are one key)."""
+def _warn_ignored(keys: list[str], quiet: bool = False) -> tuple[str, ...]:
+    """Log one warning per ignored key (keys differing only in case are one
+    key; none when ``quiet``)."""
     seen: dict[str, str] = {}
     for key in keys:
         lowered = str(key).lower()
         if lowered in seen:
             continue
         seen[lowered] = str(key)
+        if quiet:
+            continue
         hint = _HINTS.get(lowered)
         log.warning("kiel.spark ignores option %s: kiel cannot honour it%s",
                     key, f" ({hint})" if hint else "")
@@ -444,22 +506,24 @@ def _position(opts: dict[str, str], names: tuple[str, str, str], default: str,
 
 _STARTING = ("startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets")
 _ENDING = ("endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets")
-_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+#: The settings only a stream uses: a batch read checks, then ignores them (as Spark).
+_STREAM_ONLY_ATTRS = ("max_offsets_per_trigger", "min_offsets_per_trigger", "max_trigger_delay")
 _SOURCE_STRUCTURE = frozenset(
     n.lower() for n in ("subscribe", "subscribePattern", "assign", "path") + _STARTING + _ENDING
 )
 
 
-def _check_positions(opts: dict[str, str], starting: OffsetSpec, streaming: bool) -> None:
-    """The rules that depend on batch vs. streaming (Spark's)."""
+def _check_positions(opts: dict[str, str], starting: OffsetSpec,
+                     streaming: Optional[bool]) -> None:
+    """The rules that depend on batch vs. streaming (Spark's); none when the
+    mode is not known yet (``streaming`` None)."""
     if streaming:
         for name in _ENDING:
             if name.lower() in opts:
                 raise ConfigError(f"option {name} is for batch reads only")
         return
-    for name in _STREAM_ONLY:
-        if name.lower() in opts:
-            raise ConfigError(f"option {name} is for streaming reads only")
+    if streaming is None:
+        return
     if starting == "latest":
         raise ConfigError("option startingOffsets='latest' is for streaming reads only")
     if isinstance(starting, dict):
@@ -523,6 +587,8 @@ class _ClientOptions:
             :class:`ssl.SSLContext` from them (:func:`kiel.spark.security.ssl_context`).
         sasl: the SASL mechanism and credentials (None: no SASL); the
             password is not in ``repr()``.
+        connections_max_idle: seconds a worker keeps a client nobody used
+            (``kafka.connections.max.idle.ms``, the Java default 9 minutes).
     """
 
     brokers: str
@@ -536,6 +602,17 @@ class _ClientOptions:
     ignored: tuple[str, ...] = ()
     tls: Optional[TlsSettings] = None
     sasl: Optional[SaslLogin] = None
+    connections_max_idle: float = 540.0
+
+    def client_key(self) -> bytes:
+        """What identifies a client these options make (to keep one per worker).
+
+        The settings a client is made from, pickled: two option sets with
+        the same key make the same client (secrets included, so a
+        different password never shares one).
+        """
+        return pickle.dumps((self.brokers, self.client_id, self.request_timeout,
+                             *(getattr(self, k) for k in _CLIENT_KWARGS), self.tls, self.sasl))
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments for a kiel client (a new ``ssl_context`` each call).
@@ -579,10 +656,14 @@ class SourceOptions(_ClientOptions):
             records wait, or ``max_trigger_delay`` seconds passed since the last.
         min_partitions: at least this many Spark partitions (None: one per
             Kafka partition range).
+        max_records_per_partition: at most this many offsets per Spark
+            partition (None: no bound); ranges are split first by this, then
+            by ``min_partitions``, as Spark's source does.
         fail_on_data_loss: fail when offsets a query should read were deleted
             (else skip ahead with a warning).
-        fetch_max_bytes, max_fetch_size, fetch_max_wait: the consumer's fetch
-            settings (``max_bytes``, ``max_fetch_size``, ``max_wait_time``).
+        fetch_max_bytes, max_fetch_size, fetch_max_wait: a task's fetches:
+            the most bytes one asks for, how far one may grow for a large
+            message, how long a broker may hold one (seconds).
         group_id: commit processed offsets to this group (OffsetCommit v0).
         include_headers: add Spark's ``headers`` column.
         raw: the options, keys lowercased, secrets (the JAAS line, passwords)
@@ -599,6 +680,7 @@ class SourceOptions(_ClientOptions):
     min_offsets_per_trigger: Optional[int] = None
     max_trigger_delay: float = 15 * 60.0
     min_partitions: Optional[int] = None
+    max_records_per_partition: Optional[int] = None
     fail_on_data_loss: bool = True
     fetch_max_bytes: int = 1024 * 1024
     max_fetch_size: int = 16 * 1024 * 1024
@@ -608,20 +690,31 @@ class SourceOptions(_ClientOptions):
     raw: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], streaming: bool) -> "SourceOptions":
+    def parse(cls, options: Mapping[str, str], streaming: Optional[bool]) -> "SourceOptions":
         """Check ``options`` for a batch (``streaming=False``) or streaming read.
+
+        ``streaming=None`` is the check when the source is loaded, before
+        Spark says which it is: every option's value and every rule that
+        holds in both modes, quietly (the ignored keys are logged once the
+        options are parsed for the read itself).
+
+        Stream-only options (``maxOffsetsPerTrigger``,
+        ``minOffsetsPerTrigger``, ``maxTriggerDelay``) are checked, then
+        ignored by a batch read, as Spark's source ignores them.
 
         Returns:
             the checked options.
 
         Raises:
-            ConfigError: a missing, unknown, malformed or conflicting option.
+            ConfigError: a missing, unknown, malformed, conflicting or
+                refused option.
         """
-        values = _read_settings(options, SOURCE_SETTINGS, _SOURCE_STRUCTURE, "kiel source")
+        values = _read_settings(options, SOURCE_SETTINGS, _SOURCE_STRUCTURE, "kiel source",
+                                SOURCE_REFUSED, quiet=streaming is None)
         _require_brokers(values)
         _security(values, options)
         opts = _lower(options)
-        starting = _position(opts, _STARTING, "latest" if streaming else "earliest",
+        starting = _position(opts, _STARTING, "earliest" if streaming is False else "latest",
                              (EARLIEST, LATEST))
         _check_positions(opts, starting, streaming)
         ending = _position(opts, _ENDING, "latest", (LATEST,))
@@ -631,6 +724,9 @@ class SourceOptions(_ClientOptions):
         if low is not None and high is not None and low > high:
             raise ConfigError(f"option minOffsetsPerTrigger ({low}) is above "
                               f"maxOffsetsPerTrigger ({high})")
+        if streaming is False:
+            for attr in _STREAM_ONLY_ATTRS:
+                values.pop(attr, None)
         _fetch_sizes(values)
         return cls(**values, **_subscription(opts), starting=starting, ending=ending,
                    raw=security.mask(opts))
@@ -686,7 +782,7 @@ class SinkOptions(_ClientOptions):
             ConfigError: a missing, unknown, malformed or conflicting option.
         """
         values = _read_settings(options, SINK_SETTINGS, frozenset({"path", "checkpointlocation"}),
-                                "kiel sink")
+                                "kiel sink", SINK_REFUSED)
         _require_brokers(values)
         _security(values, options)
         return cls(**values)

@@ -1,0 +1,138 @@
+"""Where a partition's log ends, as its leader's Fetch reports it (the high watermark).
+
+A read plans its ranges up to the latest offsets. The ListOffsets answer for
+LATEST is that end on Kafka, but not on every broker that speaks the
+protocol: Tansu answers it with the last record batch's base offset plus one,
+so a read that stopped there lost the rest of the last batch. The high
+watermark in a Fetch answer is, by definition, how far the broker will serve
+a consumer, on every broker: the planner takes it as the end.
+
+One Fetch per leader asks for one byte at the offset before the ListOffsets
+answer (data the broker holds, so it answers at once; a 0.8 broker sends
+that byte, a current one its first batch). A partition that ListOffsets
+says is empty is not asked: its end is its start.
+"""
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from kiel.cluster import Cluster
+from kiel.exc import (
+    KielError,
+    LeaderNotAvailableError,
+    OffsetOutOfRangeError,
+    ProtocolError,
+    for_code,
+)
+from kiel.protocol import FetchPartitionData, FetchRequest, FetchRequestV4, FetchTopicData
+from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
+from kiel.protocol.versions import FETCH
+from kiel.retry import attempts
+from kiel.structs import TopicPartition
+
+__all__ = ["PROBE_WAIT_MS", "served_ends"]
+
+#: How long a probe may wait at the broker (ms). It asks for data the broker
+#: holds, so it is answered at once; Tansu answers a Fetch with no wait at
+#: all with no partitions, so it cannot be 0.
+PROBE_WAIT_MS = 100
+
+
+async def served_ends(cluster: Cluster, earliest: Mapping[TopicPartition, int],
+                      listed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """The end of each partition's log as its leader serves it.
+
+    Args:
+        cluster: the client's cluster.
+        earliest: the ListOffsets EARLIEST answer per partition.
+        listed: the ListOffsets LATEST answer per partition.
+
+    Returns:
+        the high watermark per partition (``listed`` where the partition is
+        empty, or where the probe's offset went out of range meanwhile:
+        retention or a truncation moved the log, and the ListOffsets answer
+        is the best known).
+
+    Raises:
+        BrokerError: a partition error that is not retriable, or persisted
+            past the retries.
+        KielError: a leader could not be reached within the retries.
+    """
+    result = {tp: listed[tp] for tp in listed if listed[tp] <= earliest.get(tp, listed[tp])}
+    remaining = {tp: listed[tp] - 1 for tp in listed if tp not in result}
+    async for attempt in attempts(cluster.backoff):
+        if not remaining:
+            break
+        errors = await _probe_round(cluster, remaining, listed, result)
+        if not remaining:
+            break
+        fatal = [e for e in errors if not e.retriable]
+        if fatal:
+            raise fatal[0]
+        attempt.failed(errors[0] if errors else ProtocolError(
+            "the Fetch answer left partitions out", api="Fetch"))
+        if any(e.invalid_metadata for e in errors) and not attempt.last:
+            await cluster.refresh_metadata()
+    return result
+
+
+async def _probe_round(cluster: Cluster, remaining: dict[TopicPartition, int],
+                       listed: Mapping[TopicPartition, int],
+                       result: dict[TopicPartition, int]) -> list[KielError]:
+    """One probe per leader, all at once; answered partitions leave ``remaining``
+    for ``result``. Returns the errors met."""
+    by_leader: dict[int, list[TopicPartition]] = {}
+    errors: list[KielError] = []
+    for tp in remaining:
+        leader = cluster.leader(tp.topic, tp.partition)
+        if leader < 0 or leader not in cluster.brokers:
+            errors.append(LeaderNotAvailableError(topic=tp.topic, partition=tp.partition))
+        else:
+            by_leader.setdefault(leader, []).append(tp)
+    answers = await asyncio.gather(*(_probe(cluster, leader, {tp: remaining[tp] for tp in tps})
+                                     for leader, tps in by_leader.items()))
+    for found, errs in answers:
+        errors.extend(errs)
+        for tp, end in found.items():
+            result[tp] = listed[tp] if end is None else end
+            del remaining[tp]
+    return errors
+
+
+async def _probe(cluster: Cluster, leader: int, offsets: dict[TopicPartition, int]
+                 ) -> tuple[dict[TopicPartition, Any], list[KielError]]:
+    """Ask ``leader`` for one byte at each offset; the high watermark of each
+    answer (None: out of range, keep the ListOffsets answer) and the errors."""
+    by_topic: dict[str, list[FetchPartitionData]] = {}
+    for tp, offset in offsets.items():
+        by_topic.setdefault(tp.topic, []).append(FetchPartitionData(tp.partition, offset, 1))
+    topics = [FetchTopicData(t, parts) for t, parts in by_topic.items()]
+    try:
+        version = (await cluster.versions(leader)).of(FETCH)
+        request: Any = (
+            FetchRequestV4(CONSUMER_REPLICA_ID, PROBE_WAIT_MS, 1, 1, READ_UNCOMMITTED, topics)
+            if version >= 4 else FetchRequest(CONSUMER_REPLICA_ID, PROBE_WAIT_MS, 1, topics)
+        )
+        response: Any = await cluster.send(
+            leader, request, timeout=cluster.request_timeout + PROBE_WAIT_MS / 1000)
+    except KielError as e:
+        if not e.retriable:
+            raise
+        return {}, [e]
+    found: dict[TopicPartition, Any] = {}
+    errors: list[KielError] = []
+    for topic in response.topics:
+        for part in topic.partitions:
+            tp = TopicPartition(topic.topic, part.partition)
+            if tp not in offsets:
+                continue
+            error = for_code(part.error_code)
+            if error is None:
+                found[tp] = part.high_watermark
+            elif error is OffsetOutOfRangeError:
+                found[tp] = None
+            else:
+                errors.append(error(api="Fetch", topic=tp.topic, partition=tp.partition,
+                                    broker_id=leader, errno=part.error_code))
+    return found, errors
