@@ -334,7 +334,14 @@ class GroupedConsumer(_BaseConsumer):
         Raises:
             NoBrokersError: no bootstrap broker answered.
             ZooKeeperError: ZooKeeper could not be reached.
-            GroupError: the first allocation did not settle within ``join_timeout``.
+            UnsupportedFeatureError: no ``zk_hosts``, and the brokers do not
+                coordinate groups (Kafka 0.8): the message says to pass ``zk_hosts``.
+            GroupError: the first allocation did not settle within
+                ``join_timeout``; in a broker group, a typed subclass when the
+                coordinator refused the member (InconsistentGroupProtocolError:
+                no assignor in common with the group; FencedInstanceIdError;
+                GroupAuthorizationFailedError).
+            AllocationError: this member led a broker group and its allocator failed.
         """
         await super().connect()
         membership = self.membership = self._adapter(

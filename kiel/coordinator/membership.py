@@ -165,6 +165,8 @@ class BrokerMembership:
         self._subscribed: list[str] = []
         self._counts: dict[str, int] = {}
         self._leader_topics: list[str] = []
+        #: The last error a join attempt met (said when the first join times out).
+        self._last_error: Optional[KielError] = None
 
     # ------------------------------------------------------------------
     # Membership
@@ -215,10 +217,13 @@ class BrokerMembership:
         try:
             await within(self._rebalance(first=True), self.settings.join_timeout)
         except asyncio.TimeoutError as e:
+            last = self._last_error
             raise GroupError(
                 f"did not join group {self.context.group!r} within join_timeout="
-                f"{self.settings.join_timeout}s (state {self.state})", group=self.context.group,
-            ) from e
+                f"{self.settings.join_timeout}s (state {self.state}"
+                + (f"; last error: {type(last).__name__}: {last}" if last else "") + ")",
+                group=self.context.group,
+            ) from (last or e)
         self._tasks.spawn(self._run(), "group")
         self._tasks.spawn(self._heartbeats(), "heartbeats")
         self._tasks.spawn(self._watch_metadata(), "group metadata")
@@ -344,8 +349,13 @@ class BrokerMembership:
                 attempt.failed(e)
                 continue
             except KielError as e:
+                self._last_error = e
                 if not e.retriable and not isinstance(e, GroupError):
-                    raise
+                    if first:
+                        raise
+                    # Said to the application, and tried again: the member
+                    # must not give its group up on an error it may outlive.
+                    self.failure = e
                 log.warning("group %s: joining failed (%r); trying again", self.context.group, e)
                 attempt.failed(e)
                 continue
