@@ -869,3 +869,25 @@ def test_offset_reset_in_a_broker_group(tansu_broker: Any) -> None:
             await latest.close()
 
     run(main(), timeout=120)
+
+
+def test_a_new_topic_matching_the_pattern_joins_the_assignment(tansu_broker: Any) -> None:
+    prefix = unique("grow")
+    first = tansu_broker.create_topic(f"{prefix}-a", 2)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+
+    async def main() -> None:
+        a = await Loop(member(bootstrap, group, pattern=f"{prefix}-.*",
+                              metadata_max_age=1.0)).start()
+        assert a.assignment() == partitions(first, 2)
+        second = tansu_broker.create_topic(f"{prefix}-b", 2)
+        sent = await produce(bootstrap, second, 10)
+        # Seen at the next metadata read: the member rebalances to take it.
+        await until(lambda: a.assignment() == partitions(first, 2) | partitions(second, 2),
+                    timeout=SETTLE, what="the new topic assigned", interval=0.1)
+        await until(lambda: set(sent) <= set(a.values), timeout=SETTLE,
+                    what="the new topic consumed")
+        await a.stop()
+
+    run(main(), timeout=120)
