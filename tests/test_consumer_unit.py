@@ -11,6 +11,7 @@ import ast
 import asyncio
 import datetime
 import os
+import re
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 import kiel.consumer.decoder as decoder_module
 from kiel._aio import Wakeup
 from kiel.cluster import Cluster
-from kiel.consumer import BEGINNING, END, SingleConsumer
+from kiel.consumer import BEGINNING, END, GroupedConsumer, SingleConsumer
 from kiel.consumer.commits import Held
 from kiel.consumer.decoder import Decoder
 from kiel.consumer.fetcher import Fetcher
@@ -780,3 +781,27 @@ def test_a_paused_partitions_records_do_not_starve_the_others():
     fetcher = Fetcher(Cluster("127.0.0.1:1"), subscription, make()[0], Wakeup())
     asyncio.run(fetcher._decode_wanted(None, 1))
     assert [r.offset for r in subscription.drain({TP, other}, 1)[other]] == [0]
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"zk_hosts": "h:notaport"}, "is not 'host:port'"),
+    ({"zk_hosts": "h:1,,"}, "is not 'host:port'"),
+    ({"zk_hosts": ["h1:2181", "h2:2181"]}, "'h1:2181,h2:2181'"),
+    ({"zk_auth": 123}, "zk_auth must be 'user:password'"),
+    ({"join_timeout": -1}, "join_timeout must be seconds > 0"),
+    ({"join_timeout": float("nan")}, "join_timeout must be seconds > 0"),
+    ({"zk_session_timeout": 10000}, "10000 ms would be 10 s"),
+    ({"zk_session_timeout": float("inf")}, "zk_session_timeout must be seconds"),
+])
+def test_a_zookeeper_groups_settings_are_checked_at_construction(options, message):
+    options = {"zk_hosts": "127.0.0.1:2181", **options}
+    zk_hosts = options.pop("zk_hosts")
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        GroupedConsumer("127.0.0.1:1", "g", zk_hosts, topics=["t"], **options)
+
+
+def test_the_zookeeper_password_stays_out_of_repr():
+    consumer = GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181/kiel", topics=["t"],
+                               zk_auth="tenant:hunter2")
+    assert "hunter2" not in repr(consumer.group_settings)
+    assert "tenant:***" in repr(consumer.group_settings)

@@ -72,13 +72,16 @@ class ZooKeeperSettings:
         Raises:
             ConfigError: a bad setting, named with the consumer's keyword.
         """
-        if not isinstance(self.zk_hosts, str) or not self.zk_hosts:
-            raise ConfigError(f"zk_hosts must be 'host:port[,...][/chroot]', got {self.zk_hosts!r}")
+        _check_hosts(self.zk_hosts)
         for name in ("zk_session_timeout", "acquire_timeout", "leave_timeout",
                      "zk_max_retry_delay"):
             _seconds(name, getattr(self, name), allow_zero=True)
         for name in ("zk_connect_timeout", "join_timeout"):
             _seconds(name, getattr(self, name), allow_zero=False)
+        if self.zk_session_timeout > 3600:
+            value = self.zk_session_timeout
+            raise ConfigError(f"zk_session_timeout is in seconds: {value!r} is over an hour "
+                              f"({value!r} ms would be {value / 1000:g} s)")
         if not 0 < self.zk_max_retry_delay < 3600:
             raise ConfigError(
                 f"zk_max_retry_delay must be seconds in (0, 3600), got {self.zk_max_retry_delay!r}"
@@ -89,6 +92,9 @@ class ZooKeeperSettings:
             raise ConfigError(f"partitions_from must be one of {', '.join(SOURCES)}, "
                               f"got {self.partitions_from!r}")
         if self.zk_auth is not None:
+            if not isinstance(self.zk_auth, str):
+                raise ConfigError("zk_auth must be 'user:password', got a "
+                                  f"{type(self.zk_auth).__name__}")
             digest_acls(self.zk_auth)  # raises ConfigError for a bad "user:password"
         if not isinstance(self.capacity, (int, float)) or self.capacity <= 0:
             raise ConfigError(f"capacity must be a number > 0, got {self.capacity!r}")
@@ -124,6 +130,25 @@ def allocator_of(
         capacities: dict[str, float] = {}
         return weighted(capacities.get), capacities
     return get_allocator(setting), None
+
+
+def _check_hosts(hosts: Any) -> None:
+    """Refuse a ``zk_hosts`` that is not ``"host:port[,host:port...][/chroot]"``.
+
+    Raises:
+        ConfigError: it is not (kiel 0.9 took a list: join it with commas).
+    """
+    if isinstance(hosts, (list, tuple)):
+        raise ConfigError("zk_hosts is one string 'host:port,host:port[/chroot]' "
+                          f"(kiel 0.9 took a list): write {','.join(map(str, hosts))!r}")
+    if not isinstance(hosts, str) or not hosts:
+        raise ConfigError(f"zk_hosts must be 'host:port[,...][/chroot]', got {hosts!r}")
+    servers, _, _ = hosts.partition("/")
+    for server in servers.split(","):
+        host, sep, port = server.strip().rpartition(":")
+        if not server.strip() or (sep and (not host or not port.isdigit()
+                                           or not 0 < int(port) < 65536)):
+            raise ConfigError(f"zk_hosts: {server!r} in {hosts!r} is not 'host:port'")
 
 
 def _seconds(name: str, value: Any, allow_zero: bool) -> None:
