@@ -665,12 +665,19 @@ def allocate(
         ``{member: [TopicPartition, ...]}``, sorted, for every member.
 
     Raises:
-        AllocationError: the allocator's result breaks the contract.
+        AllocationError: the allocator raised (its exception is the cause),
+            or its result breaks the contract.
         ConfigError: a malformed member name or partition.
     """
     names = sorted(format_partition(tp.topic, tp.partition) for tp in partitions)
     ms = sorted(members)
-    allocation = allocator(ms, names)
+    try:
+        allocation = allocator(ms, names)
+    except (AllocationError, ConfigError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the application's code: said typed, with its cause
+        name = getattr(allocator, "__name__", type(allocator).__name__)
+        raise AllocationError(f"allocator {name} raised {type(e).__name__}: {e}") from e
     validate(allocation, ms, names)
     return {
         member: sorted(TopicPartition(t, p) for t, ids in topics.items() for p in ids)

@@ -891,3 +891,21 @@ def test_a_new_topic_matching_the_pattern_joins_the_assignment(tansu_broker: Any
         await a.stop()
 
     run(main(), timeout=120)
+
+
+def test_an_allocator_that_raises_fails_the_leaders_connect(tansu_broker: Any) -> None:
+    topic = tansu_broker.create_topic(unique("broken"), 2)
+
+    def broken(members: Any, partitions: Any) -> Any:
+        raise ValueError("my allocator is broken")
+
+    async def main() -> None:
+        c = member(tansu_broker.bootstrap, unique("g"), [topic], allocator=broken)
+        try:
+            with pytest.raises(AllocationError, match="my allocator is broken") as raised:
+                await c.connect()
+            assert isinstance(raised.value.__cause__, ValueError)
+        finally:
+            await c.close()
+
+    run(main(), timeout=120)

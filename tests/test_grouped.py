@@ -13,7 +13,7 @@ import pytest
 
 from kiel.clients import Producer
 from kiel.consumer import GroupedConsumer
-from kiel.exc import OffsetResetError
+from kiel.exc import AllocationError, OffsetResetError
 from kiel.structs import Record, TopicPartition
 from tests.conftest import run, unique
 
@@ -670,3 +670,25 @@ def test_commit_retries_without_too_large_metadata_and_after_coordinator_errors(
         await c.close()
 
     run(main())
+
+
+def test_an_allocator_that_raises_fails_connect_at_once(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=2)
+
+    def broken(members, partitions):
+        raise ValueError("my allocator is broken")
+
+    async def main() -> None:
+        c = grouped(kafka_cluster, unique("g"), [topic], allocator=broken, join_timeout=60.0)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            with pytest.raises(AllocationError, match="my allocator is broken") as raised:
+                await c.connect()
+            assert isinstance(raised.value.__cause__, ValueError)
+            # At once, not after join_timeout.
+            assert loop.time() - started < 30
+        finally:
+            await c.close()
+
+    run(main(), timeout=120)

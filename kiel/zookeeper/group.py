@@ -235,6 +235,8 @@ class GroupMember:
             GroupError: the member id is registered by another session past
                 ``acquire_timeout``, or the first allocation did not settle
                 within ``timeout``.
+            AllocationError: the allocator raised or returned an invalid
+                allocation before the first one settled (at once).
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -249,7 +251,7 @@ class GroupMember:
         self._tasks.spawn(self._reconcile_loop(), "reconcile")
         self._changes.mark_dirty()
         try:
-            await within(self.settled(), max(0.0, deadline - loop.time()))
+            await within(self._first_allocation(), max(0.0, deadline - loop.time()))
         except asyncio.TimeoutError as e:
             raise GroupError(
                 f"first allocation did not settle within {timeout}s", group=self.group
@@ -277,6 +279,22 @@ class GroupMember:
                 attempt.failed(e)
             except KazooException as e:
                 raise translate(e, f"registering member {self.member_id}") from e
+
+    async def _first_allocation(self) -> None:
+        """Wait until settled; an allocator that fails before that fails the join at once.
+
+        Raises:
+            AllocationError: the allocator raised, or returned an invalid
+                allocation (waiting on would only run out ``join_timeout``).
+        """
+        while True:
+            # A pass the allocator failed ends "settled" too, owning nothing.
+            if isinstance(self.failure, AllocationError):
+                failure, self.failure = self.failure, None
+                raise failure
+            if self._is_settled():
+                return
+            await self._changes.wait()
 
     async def settled(self) -> None:
         """Wait until a reconcile pass finishes with nothing left to do.
