@@ -909,3 +909,4 @@ def test_an_allocator_that_raises_fails_the_leaders_connect(tansu_broker: Any) -
             await c.close()
 
     run(main(), timeout=120)
+

@@ -13,7 +13,7 @@ import pytest
 
 from kiel.clients import Producer
 from kiel.consumer import GroupedConsumer
-from kiel.exc import AllocationError, OffsetResetError
+from kiel.exc import AllocationError, OffsetResetError, UnknownTopicOrPartitionError
 from kiel.structs import Record, TopicPartition
 from tests.conftest import run, unique
 
@@ -688,6 +688,26 @@ def test_an_allocator_that_raises_fails_connect_at_once(kafka_cluster, topic_fac
             assert isinstance(raised.value.__cause__, ValueError)
             # At once, not after join_timeout.
             assert loop.time() - started < 30
+        finally:
+            await c.close()
+
+    run(main(), timeout=120)
+
+
+def test_a_topic_that_does_not_exist_is_said_not_consumed_in_silence(kafka_cluster_factory):
+    cluster = kafka_cluster_factory(brokers=1, auto_create_topics=False)
+    real = unique("real")
+    cluster.create_topic(real, partitions=1)
+    ghost = unique("ghost")
+
+    async def main() -> None:
+        c = grouped(cluster, unique("g"), [real, ghost])
+        await c.connect()
+        try:
+            with pytest.raises(UnknownTopicOrPartitionError, match=ghost):
+                await c.consume()
+            assert await c.consume() == []  # said once; the real topic goes on
+            assert c.assignment() == [TopicPartition(real, 0)]
         finally:
             await c.close()
 

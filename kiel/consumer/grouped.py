@@ -62,6 +62,7 @@ from kiel.exc import (
     ConfigError,
     KielError,
     UnknownPartitionError,
+    UnknownTopicOrPartitionError,
 )
 from kiel.metrics import GroupedConsumerMetrics, RebalanceCounters
 from kiel.structs import TopicPartition
@@ -353,6 +354,33 @@ class GroupedConsumer(_BaseConsumer):
         )
         await membership.join()
         self._commits.start_timer()
+        await self._say_missing_topics()
+
+    async def _say_missing_topics(self) -> None:
+        """A subscribed topic the cluster does not have is said, not consumed in silence.
+
+        The group goes on (the topic joins once it is created); the next
+        :meth:`consume` raises :class:`~kiel.exc.UnknownTopicOrPartitionError`
+        for each such topic, once.
+        """
+        wanted = self._wanted_topics
+        if not isinstance(wanted, list):
+            return  # a pattern matches what exists
+        cluster = self.cluster
+        missing = [t for t in wanted if not cluster.partitions.get(t)]
+        if missing:
+            try:
+                await cluster.refresh_metadata(missing)
+            except KielError as e:
+                log.warning("reading the metadata of %s failed: %s", missing, e)
+                return
+        for topic in (t for t in missing if not cluster.partitions.get(t)):
+            error = UnknownTopicOrPartitionError(
+                f"topic {topic!r} does not exist (the brokers do not create it): the group "
+                "consumes nothing of it until it is created", topic=topic, group=self.group,
+            )
+            log.warning("%s", error)
+            self._errors.append(error)
 
     async def close(self) -> None:
         """Leave the group and close, delivering nothing twice.
