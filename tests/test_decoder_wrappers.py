@@ -438,3 +438,28 @@ def test_handed_out_in_rounds_equals_the_whole_decode(groups, position, want, ba
     records, _ = take_all(decoder, subscription, want)
     assert records == expected
     assert subscription.state(TP).error is None
+
+
+@pytest.mark.parametrize("codec", [0, CODEC_GZIP], ids=["plain", "gzip"])
+def test_record_offsets_that_do_not_increase_after_good_ones(codec):
+    """Issue #23, defect 4: the records before the first bad offset are
+    handed out (those of a good batch before it too); the error comes at
+    the bad record, and the position never jumps."""
+    from tests.test_record_batch import batch_with_deltas
+
+
+    good = gzip_batches(20, 20)  # offsets 0..19, in a batch of its own
+    deltas = list(range(300)) + [299, 300, 301]  # the 301st repeats the 300th
+    data = good + batch_with_deltas(deltas, 301, 20, codec) + gzip_batches(5, 5, base=322)
+    decoder, subscription = state_of()
+    st = subscription.state(TP)
+    Decoder.received(st, data, record_batches=True)
+    records = []
+    while st.error is None or st.buffer:
+        got = take(decoder, subscription, 50)
+        assert got or st.error is not None
+        records.extend(got)
+    assert [r.offset for r in records] == list(range(320))
+    assert isinstance(st.error, CorruptMessageError) and "do not increase" in str(st.error)
+    assert st.error.offset == 320
+    assert subscription.position(TP) == 320 and st.raw is None and st.inner is None
