@@ -227,13 +227,17 @@ class ClientClosedError(KielError):
 
 
 class DeliveryUnknownError(KielError):
-    """The producer closed while a request carrying the record was out and
-    unanswered: the broker may or may not have written it.
+    """A request carrying the record was sent and never answered: the broker
+    may or may not have written it.
 
-    Not a :class:`ClientClosedError` (which says the record was certainly
+    Whatever ended the record (its retries ran out after a timeout or a
+    broken connection, a later attempt was refused, the producer closed
+    while it was out) is its ``__cause__``. Not a :class:`ClientClosedError`
+    nor a :class:`KielConnectionError` (which say the record was certainly
     not written, so sending it again is safe): sending this record again
     may write it twice. Check the topic (or accept a duplicate) before
-    producing it again. ``topic`` and ``partition`` say where it went.
+    producing it again. ``topic``, ``partition`` and ``broker_id`` say where
+    it went.
     """
 
 

@@ -12,6 +12,7 @@ CPU than producing them.
 import asyncio
 from typing import NamedTuple, Optional
 
+from kiel.exc import DeliveryUnknownError
 from kiel.structs import RecordMetadata
 
 __all__ = ["FailedRecord", "FlushResult", "MAX_LISTED_FAILURES", "Outcomes"]
@@ -34,6 +35,13 @@ class FailedRecord(NamedTuple):
     #: what its future failed with.
     error: BaseException
 
+    @property
+    def maybe_written(self) -> bool:
+        """Whether the broker may have written it (its error is a
+        :class:`~kiel.exc.DeliveryUnknownError`): producing it again may
+        write it twice. Otherwise it was certainly not written."""
+        return isinstance(self.error, DeliveryUnknownError)
+
 
 class FlushResult(NamedTuple):
     """Records settled since the previous report.
@@ -44,10 +52,15 @@ class FlushResult(NamedTuple):
 
     #: records the broker acknowledged (written, with ``required_acks=0``).
     delivered: int
-    #: records whose future failed.
+    #: records whose future failed (``unknown`` included).
     failed: int
     #: the first :data:`MAX_LISTED_FAILURES` of them, in the order they failed.
     failures: list[FailedRecord]
+    #: of the ``failed``, those the broker may have written
+    #: (:class:`~kiel.exc.DeliveryUnknownError`: a request carried them and
+    #: was never answered); the other ``failed - unknown`` were certainly
+    #: not written.
+    unknown: int = 0
 
 
 class Outcomes:
@@ -57,7 +70,7 @@ class Outcomes:
         max_listed: failures kept for the next report, at most.
     """
 
-    __slots__ = ("delivered", "failed", "failed_total", "failures", "max_listed")
+    __slots__ = ("delivered", "failed", "failed_total", "failures", "max_listed", "unknown")
 
     def __init__(self, max_listed: int = MAX_LISTED_FAILURES) -> None:
         self.max_listed = max_listed
@@ -67,6 +80,8 @@ class Outcomes:
         self.failed = 0
         #: records failed since the start (not reset by :meth:`take`).
         self.failed_total = 0
+        #: records failed since the last :meth:`take` that may have been written.
+        self.unknown = 0
         self.failures: list[FailedRecord] = []
 
     def fail(self, future: "asyncio.Future[RecordMetadata]", error: BaseException,
@@ -84,6 +99,8 @@ class Outcomes:
             return  # cancelled by its owner, who gave up on it
         future.set_exception(error)
         self.failed += 1
+        if isinstance(error, DeliveryUnknownError):
+            self.unknown += 1
         self.failed_total += 1
         if len(self.failures) < self.max_listed:
             self.failures.append(FailedRecord(topic, partition, future, error))
@@ -97,8 +114,8 @@ class Outcomes:
         Returns:
             a :class:`FlushResult`.
         """
-        result = FlushResult(self.delivered, self.failed, self.failures)
-        self.delivered = self.failed = 0
+        result = FlushResult(self.delivered, self.failed, self.failures, self.unknown)
+        self.delivered = self.failed = self.unknown = 0
         self.failures = []
         for item in result.failures:
             item.future.exception()

@@ -321,6 +321,8 @@ class Producer(Client):
             :class:`~kiel.exc.UnknownPartitionError`,
             :class:`~kiel.exc.RequestTimeoutError`,
             :class:`~kiel.exc.KielConnectionError`,
+            :class:`~kiel.exc.DeliveryUnknownError` (a request carrying it
+            was sent and never answered: maybe written),
             :class:`~kiel.exc.NoBrokersError`,
             :class:`~kiel.exc.BufferFullError`. Cancelling it does not
             withdraw a record that is already batched.
@@ -428,7 +430,8 @@ class Producer(Client):
             a :class:`~kiel.producer.outcomes.FlushResult`: how many records
             were delivered and which failed since the previous ``flush()``
             returned (records of every caller, including records produced
-            while this call waited); at most
+            while this call waited), the failed ones the broker may have
+            written counted apart (``unknown``); at most
             :data:`~kiel.producer.outcomes.MAX_LISTED_FAILURES` failures are
             listed, all are counted. A cancelled ``flush()`` reports
             nothing; the next one reports its records.
