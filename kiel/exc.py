@@ -242,7 +242,9 @@ class DeliveryUnknownError(KielError):
 
 
 class BufferFullError(KielError):
-    """The producer's pending bytes are at ``max_pending_bytes`` and waiting timed out."""
+    """The records the producer holds are at ``max_pending_bytes``:
+    ``produce()`` found no room, or ``enqueue()`` waited ``buffer_timeout``
+    for it in vain."""
 
 
 # --------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from kiel.exc import (
 )
 from kiel.producer import Producer, RecordMetadata
 from kiel.structs import TopicPartition
+from tests.conftest import unique
 from tests.test_producer import read_back, run
 from tests.waiting import until
 
@@ -500,11 +501,11 @@ def test_full_buffer_times_out_with_buffer_full_error(kafka_cluster, topic_facto
             await in_thread(kafka_cluster.hang_broker, leader)
             admitted = [p.produce(topic, b"x" * 100) for _ in range(7)]  # 7 * 126 bytes
             assert p.pending_bytes == 7 * 126
-            parked = p.produce(topic, b"y" * 200)  # no room: waits, then fails
-            with pytest.raises(BufferFullError):
-                await p.enqueue(topic, b"z" * 200)
             with pytest.raises(BufferFullError) as info:
-                await parked
+                p.produce(topic, b"y" * 200)  # no room: refused at once
+            assert info.value.topic == topic
+            with pytest.raises(BufferFullError) as info:
+                await p.enqueue(topic, b"z" * 200)  # waits, then fails
             assert info.value.topic == topic
             await in_thread(kafka_cluster.resume_broker, leader)
             results = await asyncio.gather(*admitted)
@@ -513,3 +514,107 @@ def test_full_buffer_times_out_with_buffer_full_error(kafka_cluster, topic_facto
     results, last = run(main(), timeout=60)
     assert [r.offset for r in results] == list(range(7))
     assert last.offset == 7
+
+
+# --------------------------------------------------------------------------
+# one bound for every record held (issue #23, defect 2)
+
+
+def test_produce_fails_fast_once_the_records_held_reach_the_bound(
+    kafka_cluster, topic_factory
+):
+    # The leader hangs: nothing completes. Records batched and records
+    # parked (behind them, or for their topic's metadata) all count against
+    # max_pending_bytes; past it produce() raises BufferFullError at once,
+    # and enqueue() waits (here until buffer_timeout).
+    topic = topic_factory(partitions=1)
+    other = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+    if kafka_cluster.leader(other, 0) != leader:
+        kafka_cluster.move_leader(other, 0, leader)  # it hangs too
+    limit = 10_000
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, max_pending_bytes=limit,
+                            buffer_timeout=0.3, request_timeout=30) as p:
+            await p.produce(topic, b"warm-up")
+            await in_thread(kafka_cluster.hang_broker, leader)
+            accepted, refused = [], 0
+            for i in range(1000):
+                # ``other``'s metadata is not loaded: its records park.
+                try:
+                    accepted.append(p.produce(other if i % 2 else topic, b"x" * 100))
+                except BufferFullError as e:
+                    refused += 1
+                    assert e.topic in (topic, other)
+                assert p.pending_bytes <= limit
+            held = p.pending_bytes, p.pending_records
+            with pytest.raises(BufferFullError):
+                await p.enqueue(topic, b"x" * 100)
+            await in_thread(kafka_cluster.resume_broker, leader)
+            await asyncio.gather(*accepted)
+            return held, refused, len(accepted)
+
+    (held_bytes, held_records), refused, accepted = run(main(), timeout=60)
+    assert held_bytes <= limit and held_records <= limit // 126
+    assert refused == 1000 - accepted >= 1000 - limit // 126
+
+
+class LoopTurns:
+    """Counts the IOLoop's turns (a callback that schedules itself again)
+    and how many futures settle in each: the most in one turn is what one
+    step of the loop had to do."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self.per_turn: Dict[int, int] = {}
+        self.running = True
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:
+            self.turn += 1
+            if self.running:
+                loop.call_soon(tick)
+
+        loop.call_soon(tick)
+
+    def watch(self, future: "asyncio.Future[Any]") -> None:
+        future.add_done_callback(self._settled)
+
+    def _settled(self, _future: "asyncio.Future[Any]") -> None:
+        self.per_turn[self.turn] = self.per_turn.get(self.turn, 0) + 1
+
+
+def test_failing_many_held_records_at_once_gives_the_loop_turns(kafka_cluster, topic_factory):
+    # Issue #23, defect 2: 60,000 records held (half batched for a leader
+    # that hangs, half parked while their topic's Metadata request is held
+    # inside the broker) fail together when close() gives up; they fail a
+    # chunk per loop turn, not all in one.
+    topic = topic_factory(partitions=1)
+    other = unique("parked")  # its metadata is never loaded
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        p = Producer(kafka_cluster.bootstrap, request_timeout=60, max_pending_bytes=64 << 20)
+        await p.produce(topic, b"warm-up")
+        await in_thread(kafka_cluster.hang_broker, leader)
+        await in_thread(kafka_cluster.set_latency, 30.0, "Metadata")
+        turns = LoopTurns()
+        futures = [p.produce(topic, b"b%d" % i) for i in range(30_000)]
+        futures += [p.produce(other, b"p%d" % i) for i in range(30_000)]
+        for future in futures:
+            turns.watch(future)
+        assert len(p._parked) == 30_000
+        turns.start()
+        await p.close(timeout=0.2)
+        turns.running = False
+        await in_thread(kafka_cluster.clear_faults)
+        return futures, turns
+
+    futures, turns = run(main(), timeout=60)
+    assert all(isinstance(f.exception(), (ClientClosedError, DeliveryUnknownError))
+               for f in futures)
+    assert sum(turns.per_turn.values()) == 60_000
+    assert max(turns.per_turn.values()) <= 2_000  # FAIL_CHUNK plus one batch

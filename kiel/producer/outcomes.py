@@ -10,17 +10,25 @@ CPU than producing them.
 """
 
 import asyncio
-from typing import NamedTuple, Optional
+from collections.abc import Sequence
+from typing import Callable, NamedTuple, Optional, TypeVar
 
 from kiel.exc import DeliveryUnknownError
 from kiel.structs import RecordMetadata
 
-__all__ = ["FailedRecord", "FlushResult", "MAX_LISTED_FAILURES", "Outcomes"]
+__all__ = ["FAIL_CHUNK", "FailedRecord", "FlushResult", "MAX_LISTED_FAILURES", "Outcomes",
+           "in_chunks"]
+
+_T = TypeVar("_T")
 
 #: A :class:`FlushResult` lists at most this many failed records (the
 #: others are counted, and their futures carry their errors): what is held
 #: between two reports stays bounded.
 MAX_LISTED_FAILURES = 10000
+#: Records settled in one IOLoop step when many fail together (a close, a
+#: topic whose metadata cannot be had), before the loop gets a turn: about
+#: a few milliseconds of work.
+FAIL_CHUNK = 1000
 
 
 class FailedRecord(NamedTuple):
@@ -120,3 +128,31 @@ class Outcomes:
         for item in result.failures:
             item.future.exception()
         return result
+
+
+async def in_chunks(items: Sequence[_T], settle: Callable[[_T], int]) -> None:
+    """Call ``settle`` on each item, giving the IOLoop a turn after every
+    :data:`FAIL_CHUNK` records settled (``settle`` returns how many it settled).
+
+    Strategy: failing 100,000 futures in one step holds the loop for most of
+    a second; a turn every chunk keeps it answering. Cancelled while it
+    waits for its turn, it settles the rest at once before the cancellation
+    goes on: no record is left pending.
+
+    Args:
+        items: what to settle, in order.
+        settle: settles one item; returns the records it settled.
+    """
+    done = 0
+    since_turn = 0
+    try:
+        for item in items:
+            done += 1
+            since_turn += settle(item)
+            if since_turn >= FAIL_CHUNK:
+                since_turn = 0
+                await asyncio.sleep(0)
+    except asyncio.CancelledError:
+        for item in items[done:]:
+            settle(item)
+        raise

@@ -39,7 +39,7 @@ from kiel.exc import (
 )
 from kiel.metrics import count_error
 from kiel.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, Taken
-from kiel.producer.outcomes import Outcomes
+from kiel.producer.outcomes import Outcomes, in_chunks
 from kiel.protocol import (
     ProducePartitionData,
     ProduceRequest,
@@ -408,7 +408,8 @@ class Sender:
 
     async def stop(self, error: ClientClosedError) -> None:
         """Stop sending: cancel the tasks and timers, fail every batch left
-        (after a flush that ran to its end, none).
+        (after a flush that ran to its end, none), a chunk of records per
+        IOLoop step.
 
         A batch with an attempt out and unanswered (in flight when the tasks
         were cancelled, or waiting to be retried after a timeout) fails with
@@ -424,9 +425,14 @@ class Sender:
             if handle is not None:
                 handle.cancel()
         self._timer = self._drain_handle = None
-        for batch in self._accumulator.unfinished():
+
+        def fail(batch: ProducerBatch) -> int:
             topic, partition = batch.tp
+            count = len(batch.payloads)
             self._fail([batch], copy_error(error, topic=topic, partition=partition))
+            return count
+
+        await in_chunks(self._accumulator.unfinished(), fail)
 
 
 def delivery_unknown(error: BaseException, topic: str, partition: int) -> DeliveryUnknownError:
