@@ -144,6 +144,13 @@ class UnsupportedCodecError(ProtocolError):
     """A message uses a compression codec kiel does not know."""
 
 
+class InvalidMetadataError(ProtocolError):
+    """A Metadata answer that no sane cluster sends: more brokers or
+    partitions than the client's bounds allow (``max_metadata_brokers``,
+    ``max_metadata_partitions``), or ids that cannot be (a negative broker
+    or partition id). The metadata known before it is kept."""
+
+
 class UnsupportedFeatureError(KielError):
     """The broker's protocol versions cannot do what was asked.
 

@@ -202,3 +202,116 @@ def test_loop_lag_while_consuming_at_full_speed(
     # At most one wrapper open per partition, decompressed: ``batch``
     # messages of 126 bytes (100-byte values).
     assert held["opened"] <= (PARTITIONS * batch * 126 if codec else 0)
+
+
+# --------------------------------------------------------------------------
+# one large thing at a time (issue #23): never late by 20 ms
+#
+# Strategy: the loop's lateness is measured twice. ``late_ms`` is what a
+# periodic callback sees on the wall clock, as above; on a shared machine it
+# also counts the time other processes held the CPU. ``busy_ms`` counts only
+# this thread's CPU time between two runs of the callback beyond its period,
+# less the garbage collector's pauses in between (reported apart, as in the
+# test above: a full collection walks the whole heap of the process, pytest's
+# included, whoever allocated): the work that held the loop. The bound
+# (20 ms) is asserted on that one, a bound on responsiveness that another
+# process's load cannot break.
+
+BOUND_MS = 20.0
+
+
+class Lateness:
+    """Runs a callback every PERIOD on the running loop while active."""
+
+    def __init__(self) -> None:
+        self.late: List[float] = []
+        self.busy: List[float] = []
+        self.running = False
+        self.gc_any: List[float] = []
+
+    async def __aenter__(self) -> "Lateness":
+        loop = asyncio.get_running_loop()
+        self.running = True
+        collected = [0.0]  # seconds of collections since the last tick
+        started = [0.0]
+
+        def on_gc(phase: str, info: Dict[str, int]) -> None:
+            if phase == "start":
+                started[0] = time.thread_time()
+            else:
+                pause = time.thread_time() - started[0]
+                collected[0] += pause
+                self.gc_any.append(pause)
+
+        self._on_gc = on_gc
+        gc.callbacks.append(on_gc)
+
+        def tick(expected: float, cpu: float) -> None:
+            now, now_cpu = loop.time(), time.thread_time()
+            self.late.append(max(0.0, now - expected))
+            self.busy.append(max(0.0, now_cpu - cpu - PERIOD - collected[0]))
+            collected[0] = 0.0
+            if self.running:
+                loop.call_at(now + PERIOD, tick, now + PERIOD, time.thread_time())
+
+        loop.call_at(loop.time() + PERIOD, tick, loop.time() + PERIOD, time.thread_time())
+        await asyncio.sleep(2 * PERIOD)  # the first ticks: the callback runs
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.sleep(2 * PERIOD)
+        self.running = False
+        gc.callbacks.remove(self._on_gc)
+
+    @property
+    def gc_ms(self) -> float:
+        return max(self.gc_any, default=0.0) * 1000
+
+    @property
+    def late_ms(self) -> float:
+        return max(self.late, default=0.0) * 1000
+
+    @property
+    def busy_ms(self) -> float:
+        return max(self.busy, default=0.0) * 1000
+
+
+def report(record_property, capsys, what: str, lateness: Lateness) -> None:
+    record_property("late_max_ms", round(lateness.late_ms, 3))
+    record_property("busy_max_ms", round(lateness.busy_ms, 3))
+    record_property("gc_max_ms", round(lateness.gc_ms, 3))
+    with capsys.disabled():
+        print(f"\nloop lag, {what}: late at most {lateness.late_ms:.1f} ms on the wall "
+              f"clock, held by this thread at most {lateness.busy_ms:.1f} ms, "
+              f"{len(lateness.gc_any)} collections (longest {lateness.gc_ms:.1f} ms; "
+              f"{len(lateness.late)} samples)")
+
+
+def test_a_metadata_answer_of_100k_partitions_never_holds_the_loop(record_property, capsys):
+    from kiel.cluster import Cluster
+    from kiel.protocol.metadata import BrokerMetadata, MetadataResponse
+    from kiel.protocol.schema import encode
+    from tests.metadata_peer import MetadataPeer, topic
+
+    big = topic("big", 100_000)
+
+    async def main() -> Lateness:
+        body = b""
+
+        def answer(_request: object, port: int) -> bytes:
+            return body
+
+        async with MetadataPeer(answer) as peer:
+            body = encode(MetadataResponse([BrokerMetadata(0, "127.0.0.1", peer.port)], [big]))
+            cluster = Cluster(peer.bootstrap, api_version=(0, 8, 2))
+            try:
+                async with Lateness() as lateness:
+                    assert len(await cluster.partitions_for("big")) == 100_000
+                assert cluster.leader("big", 99_999) == 0
+            finally:
+                cluster.close()
+            return lateness
+
+    lateness = asyncio.run(asyncio.wait_for(main(), 120))
+    report(record_property, capsys, "a Metadata answer of 100,000 partitions", lateness)
+    assert lateness.busy_ms < BOUND_MS
