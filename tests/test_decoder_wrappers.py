@@ -463,3 +463,29 @@ def test_record_offsets_that_do_not_increase_after_good_ones(codec):
     assert isinstance(st.error, CorruptMessageError) and "do not increase" in str(st.error)
     assert st.error.offset == 320
     assert subscription.position(TP) == 320 and st.raw is None and st.inner is None
+
+
+def test_a_large_batch_inflates_off_the_loop_and_a_bomb_after_good_records_waits():
+    """Issue #23, defect 6: a batch past the inline bound inflates in kiel's
+    decompression thread, its records as if decoded inline; one that would
+    pass max_decoded fails there, after the records before it are handed out."""
+    big = gzip_batches(30_000, 30_000, base=10)  # about 3.3 MB once inflated
+    builder = RecordBatchBuilder()
+    for i in range(10):
+        builder.append(None, b"before %d" % i, timestamp=1)
+    before = struct.pack(">q", 0) + builder.build()[8:]
+    decoder, subscription = state_of(decode_budget=0)
+    st = subscription.state(TP)
+    Decoder.received(st, before + big, record_batches=True)
+    records, _ = take_all(decoder, subscription, 1000)
+    assert [r.offset for r in records] == list(range(30_010))
+    assert records[10:] == decode_record_batches(big, "t", 0).records
+    # The same, with too little max_decoded for the large batch.
+    decoder, subscription = state_of(decode_budget=0, max_decoded=2_000_000)
+    st = subscription.state(TP)
+    Decoder.received(st, before + big, record_batches=True)
+    got = take(decoder, subscription, 1000)
+    assert [r.value for r in got] == [b"before %d" % i for i in range(10)]
+    assert take(decoder, subscription, 1000) == []
+    assert isinstance(st.error, CompressionError) and st.error.offset == 10
+    assert st.inner is None and subscription.position(TP) == 10

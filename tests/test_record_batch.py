@@ -885,3 +885,45 @@ def test_a_slice_that_does_not_go_on_where_the_last_ended_still_checks_offsets()
     with pytest.raises(CorruptMessageError, match="do not increase") as info:
         decode_batch_slice(again, third.position, third.read, 1)
     assert info.value.offset == 13
+
+
+# --------------------------------------------------------------------------
+# Large batches opened pending (issue #23, defect 6)
+
+
+@pytest.mark.parametrize("codec", CODECS[1:], ids=CODEC_IDS[1:])
+def test_a_batch_too_large_to_inflate_inline_is_opened_pending(codec: int) -> None:
+    from kiel.protocol.record_batch import decode_batch_slice, open_record_batches
+
+    specs = [(None, b"%06d" % i + b"v" * 994, TS + i, []) for i in range(3000)]  # 3 MB
+    small = with_base_offset(kiel_batch(sample_specs(5)), 0)  # uncompressed
+    big = with_base_offset(kiel_batch(specs, codec), 5)
+    head = open_record_batches(small + big, "t", 0, inline_decoded=1 << 20)
+    # The small batch decoded as usual; the large one opened, still compressed.
+    assert [r.offset for r in head.records] == list(range(5))
+    opened = head.opened
+    assert opened is not None and opened.pending and opened.data == b""
+    data = opened.decompress()  # what a caller runs in another thread
+    opened.inflated(data)
+    assert not opened.pending and len(opened.data) > 3_000_000
+    with pytest.raises(ConfigError):
+        opened.decompress()  # nothing left to decompress
+    sliced = decode_batch_slice(opened, 0, 0, 1 << 30, "t", 0)
+    assert sliced.done and sliced.records == decode_record_batches(big, "t", 0).records
+
+
+def test_a_pending_batch_keeps_the_decode_s_budget_and_its_errors() -> None:
+    from kiel.protocol.record_batch import open_record_batches
+
+    zeros = with_base_offset(kiel_batch([(None, b"\0" * 3_000_000, TS, [])], CODEC_GZIP), 0)
+    head = open_record_batches(zeros, max_decoded=2_000_000, inline_decoded=1 << 20)
+    assert head.opened is not None and head.opened.pending
+    with pytest.raises(CompressionError):  # past what was left of max_decoded
+        head.opened.decompress()
+    # A payload that does not inflate at all fails the same way, off the loop.
+    bad = bytearray(zeros)
+    bad[HEADER_SIZE + 20: HEADER_SIZE + 40] = b"\xff" * 20
+    head = open_record_batches(restamp(bytes(bad)), inline_decoded=1 << 10)
+    assert head.opened is not None and head.opened.pending
+    with pytest.raises(CompressionError):
+        head.opened.decompress()

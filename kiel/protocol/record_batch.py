@@ -64,6 +64,7 @@ from typing import (
 import kiel.compression as _compression
 from kiel._signature import parameters_of
 from kiel.exc import (
+    CompressionError,
     ConfigError,
     LocalProtocolError,
     ProtocolError,
@@ -97,6 +98,7 @@ __all__ = [
     "decode_batch_slice",
     "decode_record_batches",
     "encode_record_batch",
+    "open_record_batches",
 ]
 
 #: Timestamp types (attribute bit 3).
@@ -197,19 +199,58 @@ class OpenBatch:
         data: its records' bytes (decompressed).
     """
 
-    __slots__ = ("header", "data", "_resume")
+    __slots__ = ("header", "data", "_resume", "_packed")
 
-    def __init__(self, header: BatchHeader, data: bytes) -> None:
+    def __init__(self, header: BatchHeader, data: bytes,
+                 packed: Optional[tuple[int, bytes, int]] = None) -> None:
         #: The batch's header: base offset and timestamp, attributes, record count.
         self.header = header
-        #: The batch's records, decompressed.
+        #: The batch's records, decompressed (empty while :attr:`pending`).
         self.data = data
         # (index, offset delta of the record before it) where the last slice
         # ended: the next slice checks that offsets go on increasing.
         self._resume = (0, -1)
+        # (codec, compressed records, the most bytes they may inflate to)
+        # while the caller has yet to decompress them.
+        self._packed = packed
+
+    @property
+    def pending(self) -> bool:
+        """Its records are still compressed: :meth:`decompress` them (in any
+        thread), then hand the result to :meth:`inflated`, before slicing."""
+        return self._packed is not None
+
+    def decompress(self) -> bytes:
+        """The records of a :attr:`pending` batch, decompressed.
+
+        A pure function of the batch's compressed bytes: safe to run in
+        another thread (it changes nothing).
+
+        Raises:
+            CompressionError: they do not decompress, or to more bytes than
+                the decode's ``max_decoded`` had left.
+            CorruptMessageError: the codec library failed on its own.
+            UnsupportedCodecError: an unknown codec.
+            ConfigError: the batch is not pending.
+        """
+        if self._packed is None:
+            raise ConfigError("the batch is not pending: its records are decompressed")
+        codec, packed, cap = self._packed
+        return log_format.decompress(codec, packed, self.header.base_offset, [cap])
+
+    def inflated(self, data: bytes) -> None:
+        """Take the records :meth:`decompress` returned.
+
+        Raises:
+            CorruptMessageError: they cannot hold the batch's record count.
+        """
+        _check_count(self.header, len(data))
+        self.data = data
+        self._packed = None
 
     def __repr__(self) -> str:
-        return f"OpenBatch(base_offset={self.header.base_offset}, {len(self.data)} bytes)"
+        state = "pending" if self._packed is not None else f"{len(self.data)} bytes"
+        return f"OpenBatch(base_offset={self.header.base_offset}, {state})"
 
 
 class BatchDecodeResult(NamedTuple):
@@ -274,7 +315,8 @@ class _Sink:
     """The lists a decode fills, and what it was asked to keep."""
 
     def __init__(self, topic: str, partition: int, min_offset: int, check: bool,
-                 max_decoded: int = log_format.DEFAULT_MAX_DECODED) -> None:
+                 max_decoded: int = log_format.DEFAULT_MAX_DECODED,
+                 inline: Optional[int] = None) -> None:
         self.topic = topic
         self.partition = partition
         self.min_offset = min_offset
@@ -290,6 +332,9 @@ class _Sink:
         #: (``open_compressed``).
         self.opening = False
         self.opened: Optional[OpenBatch] = None
+        #: With ``opening``: the most bytes a batch is decompressed to here;
+        #: a larger one is opened pending (``None``: no limit).
+        self.inline = inline
 
 
 def _read_headers(data: bytes, p: int, rend: int, offset: int) -> tuple[tuple[Header, ...], int]:
@@ -484,11 +529,27 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
     start = pos + HEADER_SIZE
     before = len(sink.records)
     if codec:
-        # One budget for every compressed batch of the answer (and the old
-        # wrappers among them): a per-call cap would let many batches, each
-        # under it, decompress to any size together.
-        records = log_format.decompress(codec, mv[start:bend], base_offset, sink.budget)
-        if sink.opening and not batch.attributes & _CONTROL_BIT:
+        opening = sink.opening and not batch.attributes & _CONTROL_BIT
+        inline = sink.inline
+        if opening and inline is not None and inline < sink.budget[0]:
+            try:
+                # Strategy: small batches (nearly all) decompress here; one
+                # that inflates past ``inline`` stops there (every codec
+                # checks the bound as it goes) and is opened pending, for
+                # the caller to decompress where it blocks nothing.
+                records = log_format.decompress(codec, mv[start:bend], base_offset, [inline])
+            except CompressionError:
+                sink.batches.append(batch)
+                sink.opened = OpenBatch(batch, b"", (codec, bytes(mv[start:bend]),
+                                                     sink.budget[0]))
+                return base_offset + batch.last_offset_delta + 1
+            sink.budget[0] -= len(records)
+        else:
+            # One budget for every compressed batch of the answer (and the
+            # old wrappers among them): a per-call cap would let many
+            # batches, each under it, decompress to any size together.
+            records = log_format.decompress(codec, mv[start:bend], base_offset, sink.budget)
+        if opening:
             # Opened, not decoded: the caller decodes it a slice at a time.
             _check_count(batch, len(records))
             sink.batches.append(batch)
@@ -587,13 +648,50 @@ def decode_record_batches(*args: Any, **kwargs: Any) -> BatchDecodeResult:
     return _decode_batches(*decode_arguments(*args, **kwargs))
 
 
+def open_record_batches(
+    buf: Buffer,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    min_offset: Optional[int] = None,
+    max_decoded: int = log_format.DEFAULT_MAX_DECODED,
+    inline_decoded: int = 1024 * 1024,
+) -> BatchDecodeResult:
+    """:func:`decode_record_batches` with ``open_compressed``, for a caller
+    that must not stall: a compressed batch is decompressed here only if it
+    inflates to at most ``inline_decoded`` bytes; a larger one is opened
+    *pending* (:attr:`OpenBatch.pending`), for the caller to
+    :meth:`~OpenBatch.decompress` elsewhere (another thread) and hand to
+    :meth:`~OpenBatch.inflated` before :func:`decode_batch_slice`.
+
+    Args:
+        buf: as for :func:`decode_record_batches`.
+        topic: as for :func:`decode_record_batches`.
+        partition: as for :func:`decode_record_batches`.
+        min_offset: as for :func:`decode_record_batches`.
+        max_decoded: as for :func:`decode_record_batches` (a pending batch
+            may inflate to what is left of it).
+        inline_decoded: the most bytes one batch is decompressed to here
+            (work that stops at that bound: about a millisecond per MiB).
+
+    Returns:
+        a :class:`BatchDecodeResult`.
+
+    Raises:
+        as :func:`decode_record_batches`; a pending batch's decompression
+        errors come from :meth:`OpenBatch.decompress`.
+    """
+    return _decode_batches(buf, topic, partition, min_offset, True, max_decoded, True,
+                           inline_decoded)
+
+
 def _decode_batches(
     buf: Buffer, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
-    max_decoded: int, opening: bool,
+    max_decoded: int, opening: bool, inline: Optional[int] = None,
 ) -> BatchDecodeResult:
     data = log_format.as_bytes(buf, "record batches")
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset,
-                 bool(check_crcs), max_decoded)
+                 bool(check_crcs), max_decoded, inline)
     sink.opening = opening
     mv = memoryview(data)
     end = len(data)
