@@ -618,3 +618,37 @@ def test_failing_many_held_records_at_once_gives_the_loop_turns(kafka_cluster, t
                for f in futures)
     assert sum(turns.per_turn.values()) == 60_000
     assert max(turns.per_turn.values()) <= 2_000  # FAIL_CHUNK plus one batch
+
+
+def test_admitting_many_parked_records_gives_the_loop_turns(kafka_cluster, topic_factory):
+    # 60,000 records park while their topic's Metadata request is held inside
+    # the broker; when it is answered they are batched a chunk per loop turn.
+    topic = unique("admitted")
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, max_pending_bytes=64 << 20) as p:
+            # A topic the producer has not seen: its records park.
+            await in_thread(kafka_cluster.create_topic, topic, 3)
+            await in_thread(kafka_cluster.set_latency, 1.0, "Metadata")
+            futures = [p.produce(topic, b"p%d" % i) for i in range(60_000)]
+            assert len(p._parked) == 60_000
+            loop = asyncio.get_running_loop()
+            left: List[int] = []
+            running = True
+
+            def tick() -> None:
+                left.append(len(p._parked))
+                if running:
+                    loop.call_soon(tick)
+
+            loop.call_soon(tick)
+            await until(lambda: not p._parked, what="every parked record batched", timeout=60)
+            running = False
+            await in_thread(kafka_cluster.clear_faults)
+            await p.flush()
+            assert all(f.done() and f.exception() is None for f in futures)
+            return [a - b for a, b in zip(left, left[1:])]
+
+    per_turn = run(main(), timeout=120)
+    assert sum(per_turn) == 60_000
+    assert max(per_turn) <= 1_000  # FAIL_CHUNK: one chunk per loop turn

@@ -9,7 +9,8 @@ every record the producer holds is under the one bound, and a record that
 does not fit is refused by ``produce()`` (:class:`~kiel.exc.BufferFullError`)
 or waited for by :meth:`~kiel.producer.Producer.enqueue` (up to
 ``buffer_timeout``). Many parked records failing together fail a chunk per
-IOLoop step (:func:`~kiel.producer.outcomes.in_chunks`).
+IOLoop step (:func:`~kiel.producer.outcomes.in_chunks`), and many admitted
+together are batched a chunk per step.
 """
 
 import asyncio
@@ -21,7 +22,7 @@ from kiel._aio import Tasks, Wakeup
 from kiel.cluster import Cluster
 from kiel.exc import BufferFullError, KielError
 from kiel.producer.accumulator import RecordAccumulator
-from kiel.producer.outcomes import Outcomes, in_chunks
+from kiel.producer.outcomes import FAIL_CHUNK, Outcomes, in_chunks
 from kiel.producer.routing import Router, TopicRoute
 from kiel.producer.sender import copy_error
 from kiel.structs import Header, RecordMetadata
@@ -186,8 +187,15 @@ class Admission:
     async def _admit(self) -> None:
         """Move parked records into batches, in order, as metadata and room allow."""
         parked = self.parked
+        placed = 0
         try:
             while parked:
+                if placed >= FAIL_CHUNK:
+                    # Many records waited for one topic's metadata: batch
+                    # them a chunk per loop step, as many failing ones fail.
+                    placed = 0
+                    await asyncio.sleep(0)
+                    continue
                 first = parked[0]
                 if first.future.done():  # cancelled by its owner
                     self._unpark()
@@ -201,6 +209,7 @@ class Admission:
                     continue
                 self._unpark()
                 self._place(route, first.record, first.future)
+                placed += 1
                 if not parked:
                     self.room.fire()  # enqueue() callers wait for an empty queue
         finally:

@@ -25,9 +25,9 @@ _T = TypeVar("_T")
 #: others are counted, and their futures carry their errors): what is held
 #: between two reports stays bounded.
 MAX_LISTED_FAILURES = 10000
-#: Records settled in one IOLoop step when many fail together (a close, a
-#: topic whose metadata cannot be had), before the loop gets a turn: about
-#: a few milliseconds of work.
+#: Records settled (or admitted) in one IOLoop step when many fail together
+#: (a close, a topic whose metadata cannot be had) or wait for the same
+#: metadata, before the loop gets a turn: a few milliseconds of work.
 FAIL_CHUNK = 1000
 
 
