@@ -489,3 +489,29 @@ def test_a_large_batch_inflates_off_the_loop_and_a_bomb_after_good_records_waits
     assert take(decoder, subscription, 1000) == []
     assert isinstance(st.error, CompressionError) and st.error.offset == 10
     assert st.inner is None and subscription.position(TP) == 10
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_wrapper_too_large_to_inflate_inline_is_opened_pending(magic):
+    """Issue #23, defect 6: past ``inline_decoded`` a wrapper comes back
+    still compressed; decompressed elsewhere, it slices as if opened inline."""
+    from kiel.protocol.messages import decode_wrapper_slice, open_message_set
+
+    inner = b"".join(message(i if magic else 40 + i, b"%06d" % i + b"v" * 500, magic=magic,
+                             timestamp=7) for i in range(3000))
+    data = message(39, b"before") + wrap(inner, 3039, magic=magic)
+    whole = decode_message_set(data, "t", 0)
+    head = open_message_set(data, "t", 0, inline_decoded=1 << 16)
+    opened = head.opened
+    assert [r.value for r in head.records] == [b"before"]
+    assert opened is not None and opened.pending and opened.data == b""
+    opened.inflated(opened.decompress())  # what the decoder runs in its thread
+    assert not opened.pending and opened.budget[0] == 128 * 1024 * 1024 - len(inner)
+    part = decode_wrapper_slice(opened, 0, 1 << 30, "t", 0)
+    assert part.records == whole.records[1:]
+    assert [r.offset for r in part.records] == list(range(40, 3040))
+    # A wrapper past max_decoded fails off the loop, with its offset.
+    head = open_message_set(data, "t", 0, max_decoded=1 << 20, inline_decoded=1 << 16)
+    with pytest.raises(CompressionError) as info:
+        head.opened.decompress()
+    assert info.value.offset == 3039

@@ -367,3 +367,64 @@ def test_a_32_mib_compressed_batch_never_holds_the_loop(record_property, capsys,
     report(record_property, capsys, f"a {names[codec]} batch of 32 MiB ({len(data):,} bytes)",
            lateness)
     assert lateness.busy_ms < BOUND_MS
+
+
+def big_wrapper(codec: int, magic: int) -> bytes:
+    """One compressed message (a message-set wrapper, as a 0.8-0.10 broker
+    serves it) whose inner messages take 32 MiB, offsets 0..32767."""
+    from kiel.protocol.messages import assign_offsets, encode_message_set
+
+    line = b"GET /api/v1/items/%06d?user=%05d HTTP/1.1 200 " + b"x" * 900
+    values = [(None, (line % (i, i % 99991))[:1000] + b"%024d" % i) for i in range(32 * 1024)]
+    if magic == 0:
+        data, _ = assign_offsets(encode_message_set(values, codec), 0)
+        return data
+    import struct
+    import zlib
+
+    from kiel import compression
+
+    def message(offset: int, value: bytes, attributes: int = 0) -> bytes:
+        body = struct.pack(">bbqii", 1, attributes, 1_000, -1, len(value)) + value
+        return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+    # Magic 1: inner offsets are relative (0..n-1), the wrapper holds the last's.
+    inner = b"".join(message(i, value) for i, (_, value) in enumerate(values))
+    return message(len(values) - 1, compression.compress(codec, inner), codec)
+
+
+@pytest.mark.parametrize("codec,magic", [(1, 0), (2, 0), (3, 0), (1, 1)],
+                         ids=["gzip", "snappy", "lz4", "gzip-magic1"])
+def test_a_32_mib_compressed_wrapper_never_holds_the_loop(record_property, capsys, codec, magic):
+    from kiel.consumer.decoder import Decoder
+    from kiel.consumer.subscription import Subscription
+    from kiel.structs import TopicPartition
+
+    data = big_wrapper(codec, magic)
+    tp = TopicPartition("t", 0)
+
+    async def main() -> Lateness:
+        subscription = Subscription(64 << 20)
+        subscription.assign(tp, 0)
+        decoder = Decoder(max_fetch_size=64 << 20, max_decoded=64 << 20)
+        st = subscription.state(tp)
+        Decoder.received(st, data)
+        offsets = []
+        async with Lateness() as lateness:
+            while True:
+                decoder.resumed()
+                await decoder.decode(st, 1000)
+                assert st.error is None, st.error
+                records = subscription.drain({tp}, 1000).get(tp, [])
+                if not records:
+                    break
+                offsets.extend(r.offset for r in records)
+                await asyncio.sleep(0)  # the application's turn
+        assert offsets == list(range(32 * 1024))
+        return lateness
+
+    lateness = asyncio.run(asyncio.wait_for(main(), 120))
+    names = {1: "gzip", 2: "snappy", 3: "lz4"}
+    report(record_property, capsys,
+           f"a {names[codec]} magic-{magic} wrapper of 32 MiB ({len(data):,} bytes)", lateness)
+    assert lateness.busy_ms < BOUND_MS

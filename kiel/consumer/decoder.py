@@ -41,6 +41,7 @@ from kiel.protocol.messages import (
     decode_message_set,
     decode_wrapper_slice,
     iter_message_boundaries,
+    open_message_set,
 )
 from kiel.protocol.record_batch import OpenBatch, decode_batch_slice, open_record_batches
 from kiel.serializers import Deserializer
@@ -59,8 +60,9 @@ _MAX_DECODE_CHUNK = 1024 * 1024
 #: Shortest time a slice aims at (with a decode budget of 0).
 _MIN_SLICE_TIME = 0.0005
 
-#: A compressed record batch that inflates past this is decompressed in
-#: kiel's decompression thread, not on the IOLoop (about a millisecond's work).
+#: A compressed record batch (or message-set wrapper) that inflates past this
+#: is decompressed in kiel's decompression thread, not on the IOLoop (about a
+#: millisecond's work).
 _INLINE_DECODED = 1024 * 1024
 
 #: Records one :meth:`Decoder.decode` aims at when the caller sets no bound.
@@ -346,9 +348,11 @@ class Decoder:
     async def _inflate(
         self, st: PartitionState, offset: int, epoch: int, progress: _Pass, got: list[Record]
     ) -> Optional[list[Record]]:
-        """Decompress the batch just opened pending (too large to inflate on
-        the IOLoop: see :func:`~kiel.protocol.record_batch.open_record_batches`)
-        in kiel's decompression thread.
+        """Decompress the batch (or wrapper) just opened pending (too large
+        to inflate on the IOLoop: see
+        :func:`~kiel.protocol.record_batch.open_record_batches`,
+        :func:`~kiel.protocol.messages.open_message_set`) in kiel's
+        decompression thread.
 
         Returns:
             ``got`` (the records before the batch), or ``None`` when ``st``
@@ -358,12 +362,11 @@ class Decoder:
         Raises:
             ProtocolError: it does not inflate and nothing came before it.
         """
-        batch = st.inner
-        assert isinstance(batch, OpenBatch)  # only a record batch is opened pending
+        batch: Any = st.inner  # an OpenBatch or an OpenWrapper, pending
         try:
             data = await off_loop(batch.decompress)
-            still = st.inner is batch
-            if not st.current(offset, epoch) or not still:
+            ours = st.inner is batch  # (not in the condition: mypy would narrow batch)
+            if not ours or not st.current(offset, epoch):
                 return None  # sought or unassigned meanwhile
             batch.inflated(data)
         except ProtocolError as e:
@@ -468,9 +471,9 @@ class Decoder:
                 inline_decoded=_INLINE_DECODED,
             )
             return batch_result, batch_result.first_batch_too_large, batch_result.first_batch_size
-        result = decode_message_set(
-            piece, topic, partition, min_offset=offset,
-            max_decoded=self.max_decoded, open_compressed=True,
+        result = open_message_set(
+            piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded,
+            inline_decoded=_INLINE_DECODED,
         )
         return result, result.first_message_too_large, result.first_message_size
 
