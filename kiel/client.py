@@ -41,7 +41,7 @@ class ClientOptions(TypedDict, total=False):
         max_metadata_brokers: the most brokers one Metadata answer may list
             (10,000); more is an :class:`~kiel.exc.InvalidMetadataError`.
         max_metadata_partitions: the most partitions (and topics) one
-            Metadata answer may hold (5,000,000), likewise.
+            Metadata answer may hold (1,000,000), likewise.
         api_version: ``"auto"`` (default): ask each broker which protocol
             versions it speaks (ApiVersions; a 0.8 broker gets the 0.8.2
             versions); or a broker release such as ``(0, 8, 2)`` or

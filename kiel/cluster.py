@@ -220,7 +220,7 @@ class Cluster:
         max_metadata_brokers: the most brokers one Metadata answer may list
             (default 10,000: far above any real cluster).
         max_metadata_partitions: the most partitions (and topics) one
-            Metadata answer may hold (default 5,000,000). An answer past
+            Metadata answer may hold (default 1,000,000). An answer past
             either bound, or with a negative broker or partition id, is
             refused with :class:`~kiel.exc.InvalidMetadataError` and the
             metadata known before it is kept.

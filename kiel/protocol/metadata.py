@@ -110,11 +110,13 @@ METADATA_V1 = register(Api(3, 1, "Metadata", MetadataRequestV1, MetadataResponse
 # ---------------------------------------------------------------------------
 # Metadata answers decoded a slice at a time, within bounds
 
-#: The default bounds of one Metadata answer: far above any real cluster
-#: (a few thousand brokers, a few million partitions), far below what a
-#: broken or hostile broker can pack into a frame.
+#: The default bounds of one Metadata answer: far above the clusters kiel
+#: meets (hundreds of brokers; ZooKeeper-era clusters keep under about
+#: 200,000 partitions), far below what a broken or hostile broker can pack
+#: into a 100 MiB frame (about 4.7 million partitions, a gigabyte once
+#: decoded). A larger cluster raises them.
 DEFAULT_MAX_METADATA_BROKERS = 10_000
-DEFAULT_MAX_METADATA_PARTITIONS = 5_000_000
+DEFAULT_MAX_METADATA_PARTITIONS = 1_000_000
 
 
 class MetadataLimits(NamedTuple):
