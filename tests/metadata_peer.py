@@ -26,10 +26,16 @@ class MetadataPeer:
         self.answer = answer
         self.requests = 0
         self.server: Any = None
+        self._writers: List[asyncio.StreamWriter] = []
+        self._handlers: List[asyncio.Task[None]] = []
 
     async def __aenter__(self) -> "MetadataPeer":
         async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             framing = ServerFraming()
+            self._writers.append(writer)
+            task = asyncio.current_task()
+            if task is not None:
+                self._handlers.append(task)
             try:
                 while True:
                     data = await reader.read(65536)
@@ -45,6 +51,8 @@ class MetadataPeer:
                             writer.write(ServerFraming.send_response(
                                 header.correlation_id, response))
                         await writer.drain()
+            except ConnectionError:
+                return  # the client went away
             finally:
                 writer.close()
 
@@ -53,6 +61,11 @@ class MetadataPeer:
 
     async def __aexit__(self, *exc: Any) -> None:
         self.server.close()
+        for writer in self._writers:  # the handlers see the end of their streams
+            writer.close()
+        if self._handlers:
+            await asyncio.wait(self._handlers, timeout=5)
+        await self.server.wait_closed()
 
     @property
     def port(self) -> int:
