@@ -38,6 +38,10 @@ class ClientOptions(TypedDict, total=False):
         max_in_flight: pipelined requests per connection (64).
         max_frame_size: the largest response accepted from a broker (bytes);
             a consumer's ``max_fetch_size`` must fit in it.
+        max_metadata_brokers: the most brokers one Metadata answer may list
+            (10,000); more is an :class:`~kiel.exc.InvalidMetadataError`.
+        max_metadata_partitions: the most partitions (and topics) one
+            Metadata answer may hold (1,000,000), likewise.
         api_version: ``"auto"`` (default): ask each broker which protocol
             versions it speaks (ApiVersions; a 0.8 broker gets the 0.8.2
             versions); or a broker release such as ``(0, 8, 2)`` or
@@ -59,6 +63,8 @@ class ClientOptions(TypedDict, total=False):
     sasl_password: Optional[str]
     max_in_flight: int
     max_frame_size: int
+    max_metadata_brokers: int
+    max_metadata_partitions: int
     api_version: Any
 
 

@@ -19,7 +19,8 @@ import functools
 import logging
 import random
 import re
-from collections.abc import AsyncIterator, Iterable, Sequence
+import time
+from collections.abc import AsyncIterator, Generator, Iterable, Sequence
 from typing import (
     Any,
     Callable,
@@ -48,12 +49,19 @@ from kiel.protocol import (
     FindCoordinatorRequestV2,
     GroupCoordinatorRequest,
     GroupCoordinatorResponse,
-    MetadataRequest,
-    MetadataRequestV1,
     MetadataResponse,
 )
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE
 from kiel.protocol.group_coordinator import KEY_TYPE_GROUP
+from kiel.protocol.metadata import (
+    DEFAULT_MAX_METADATA_BROKERS,
+    DEFAULT_MAX_METADATA_PARTITIONS,
+    METADATA_SLICE,
+    DeferredMetadataRequest,
+    DeferredMetadataRequestV1,
+    MetadataLimits,
+    decode_metadata,
+)
 from kiel.protocol.versions import (
     GROUP_COORDINATOR,
     METADATA,
@@ -117,12 +125,17 @@ def parse_brokers(brokers: Union[str, Sequence[str]]) -> list[tuple[str, int]]:
     return result
 
 
+#: Seconds of decoding or applying a Metadata answer before the IOLoop gets a turn.
+_METADATA_STEP = 0.005
+
+
 def _metadata_request(versions: Versions, topics: list[str]) -> Any:
-    """The Metadata request for ``topics`` (``[]``: all) in the broker's version."""
+    """The Metadata request for ``topics`` (``[]``: all) in the broker's
+    version; its answer comes back undecoded, for :meth:`Cluster._decoded`."""
     if versions.of(METADATA) >= 1:
         # v1 asks for every topic with a null array; an empty one asks for none.
-        return MetadataRequestV1(topics or None)
-    return MetadataRequest(topics)
+        return DeferredMetadataRequestV1(topics or None)
+    return DeferredMetadataRequest(topics)
 
 
 def _coordinator_request(versions: Versions, group: str) -> Any:
@@ -133,6 +146,58 @@ def _coordinator_request(versions: Versions, group: str) -> Any:
     if version >= 1:
         return FindCoordinatorRequestV1(group, KEY_TYPE_GROUP)
     return GroupCoordinatorRequest(group)
+
+
+async def _sliced(steps: Generator[None, None, Any]) -> Any:
+    """Run ``steps`` (a generator that yields between slices of its work) to
+    its end, giving the IOLoop a turn whenever :data:`_METADATA_STEP` is spent.
+
+    Returns:
+        what the generator returned.
+    """
+    started = time.monotonic()
+    try:
+        while True:
+            next(steps)
+            if time.monotonic() - started > _METADATA_STEP:
+                await asyncio.sleep(0)
+                started = time.monotonic()
+    except StopIteration as done:
+        return done.value
+
+
+def _broker_infos(response: MetadataResponse) -> Generator[None, None, dict[int, BrokerInfo]]:
+    """The brokers of ``response`` by id, a slice at a time."""
+    brokers: dict[int, BrokerInfo] = {}
+    for i, b in enumerate(response.brokers):
+        brokers[b.node_id] = BrokerInfo(b.node_id, b.host, b.port)
+        if not i % METADATA_SLICE:
+            yield
+    return brokers
+
+
+def _partition_infos(
+    response: MetadataResponse,
+) -> Generator[None, None, dict[str, dict[int, PartitionInfo]]]:
+    """The partitions of each topic of ``response`` (made by
+    :func:`_partition_info`) by id, a slice at a time."""
+    out: dict[str, dict[int, PartitionInfo]] = {}
+    for topic in response.topics:
+        parts: dict[int, PartitionInfo] = {}
+        infos: list[PartitionInfo] = topic.partitions  # type: ignore[assignment]
+        for i, info in enumerate(infos):
+            parts[info.partition] = info
+            if not i % METADATA_SLICE:
+                yield
+        out[topic.topic] = parts
+        yield
+    return out
+
+
+def _partition_info(topic: str, error_code: int, partition_id: int, leader: int,
+                    replicas: tuple[int, ...], isr: tuple[int, ...]) -> PartitionInfo:
+    """A partition's record, made by the Metadata decoder (no object between)."""
+    return PartitionInfo(topic, partition_id, leader, replicas, isr, error_code)
 
 
 class Cluster:
@@ -156,6 +221,13 @@ class Cluster:
         retries: how many times a retriable failure is retried before its
             typed error is raised.
         max_frame_size: the largest response a connection accepts (bytes).
+        max_metadata_brokers: the most brokers one Metadata answer may list
+            (default 10,000: far above any real cluster).
+        max_metadata_partitions: the most partitions (and topics) one
+            Metadata answer may hold (default 1,000,000). An answer past
+            either bound, or with a negative broker or partition id, is
+            refused with :class:`~kiel.exc.InvalidMetadataError` and the
+            metadata known before it is kept.
         api_version: ``"auto"`` (default) asks each broker which versions
             it speaks (ApiVersions; a 0.8 broker closes the connection and
             gets the 0.8.2 versions); a broker release such as ``(0, 8, 2)``
@@ -184,6 +256,8 @@ class Cluster:
         max_backoff: float = 5.0,
         retries: int = 5,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_metadata_brokers: int = DEFAULT_MAX_METADATA_BROKERS,
+        max_metadata_partitions: int = DEFAULT_MAX_METADATA_PARTITIONS,
         api_version: Any = "auto",
     ) -> None:
         self.bootstrap = parse_brokers(brokers)
@@ -206,6 +280,12 @@ class Cluster:
             raise ConfigError(f"max_in_flight must be >= 1, got {max_in_flight}")
         if not isinstance(max_frame_size, int) or max_frame_size < 1024:
             raise ConfigError(f"max_frame_size must be an int >= 1024, got {max_frame_size!r}")
+        for name, bound in (("max_metadata_brokers", max_metadata_brokers),
+                            ("max_metadata_partitions", max_metadata_partitions)):
+            if not isinstance(bound, int) or isinstance(bound, bool) or bound < 1:
+                raise ConfigError(f"{name} must be a positive int, got {bound!r}")
+        #: What one Metadata answer may hold.
+        self.metadata_limits = MetadataLimits(max_metadata_brokers, max_metadata_partitions)
         self.client_id, self.ssl_options = client_id, tls_context(ssl_context, ssl_options)
         self.sasl = sasl_credentials(sasl_mechanism, sasl_username, sasl_password)
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
@@ -446,21 +526,37 @@ class Cluster:
             # every topic we know about in the request so none goes stale.
             topics = sorted(self._topics | set(self.partitions)) if self._topics else []
             try:
-                response: MetadataResponse = await self.send_any(
-                    functools.partial(_metadata_request, topics=topics)
-                )
+                answer = await self.send_any(functools.partial(_metadata_request, topics=topics))
             except NoBrokersError as e:
                 attempt.failed(e)
                 continue
-            self._apply(response)
+            await self._apply(await self._decoded(answer))
             return
 
     def _attempts(self) -> AsyncIterator[Attempt]:
         """The retry loop of this cluster: its backoff, stopped by :meth:`close`."""
         return attempts(self.backoff, closed=lambda: self._closed, sleep=self._retry_sleep)
 
-    def _apply(self, response: MetadataResponse) -> None:
-        self.brokers = {b.node_id: BrokerInfo(b.node_id, b.host, b.port) for b in response.brokers}
+    async def _decoded(self, answer: Any) -> MetadataResponse:
+        """Decode a Metadata answer a slice at a time, within
+        :attr:`metadata_limits`, giving the IOLoop a turn every few
+        milliseconds.
+
+        Raises:
+            InvalidMetadataError: the answer breaks the bounds or holds
+                impossible ids.
+            ProtocolError: it does not decode.
+        """
+        steps = decode_metadata(answer, self.metadata_limits, _partition_info)
+        response: MetadataResponse = await _sliced(steps)
+        return response
+
+    async def _apply(self, response: MetadataResponse) -> None:
+        """Make ``response`` the metadata (its topics'): built a slice at a
+        time, then swapped in at once, so nobody sees half of it."""
+        brokers = await _sliced(_broker_infos(response))
+        partitions = await _sliced(_partition_infos(response))
+        self.brokers = brokers
         for broker_id, conn in list(self._connections.items()):
             info = self.brokers.get(broker_id) if isinstance(broker_id, int) else None
             if isinstance(broker_id, int) and (
@@ -471,17 +567,7 @@ class Cluster:
         for topic in response.topics:
             self.topic_errors[topic.topic] = topic.error_code
             if topic.partitions:
-                self.partitions[topic.topic] = {
-                    p.partition_id: PartitionInfo(
-                        topic.topic,
-                        p.partition_id,
-                        p.leader,
-                        tuple(p.replicas),
-                        tuple(p.isr),
-                        p.error_code,
-                    )
-                    for p in topic.partitions
-                }
+                self.partitions[topic.topic] = partitions[topic.topic]
             elif topic.error_code:
                 self.partitions.pop(topic.topic, None)
         self._metadata_time = IOLoop.current().time()
@@ -498,13 +584,12 @@ class Cluster:
         self._check_open()
         async for attempt in self._attempts():
             try:
-                response: MetadataResponse = await self.send_any(
-                    functools.partial(_metadata_request, topics=[])
-                )
+                answer = await self.send_any(functools.partial(_metadata_request, topics=[]))
             except NoBrokersError as e:
                 attempt.failed(e)
                 continue
-            self._apply(response)
+            response = await self._decoded(answer)
+            await self._apply(response)
             return {t.topic: len(t.partitions) for t in response.topics
                     if t.partitions and not t.error_code}
         raise AssertionError("attempts() ended without success or error")  # pragma: no cover

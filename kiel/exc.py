@@ -150,6 +150,13 @@ class UnsupportedCodecError(ProtocolError):
     """A message uses a compression codec kiel does not know."""
 
 
+class InvalidMetadataError(ProtocolError):
+    """A Metadata answer that no sane cluster sends: more brokers or
+    partitions than the client's bounds allow (``max_metadata_brokers``,
+    ``max_metadata_partitions``), or ids that cannot be (a negative broker
+    or partition id). The metadata known before it is kept."""
+
+
 class UnsupportedFeatureError(KielError):
     """The broker's protocol versions cannot do what was asked.
 
@@ -233,18 +240,24 @@ class ClientClosedError(KielError):
 
 
 class DeliveryUnknownError(KielError):
-    """The producer closed while a request carrying the record was out and
-    unanswered: the broker may or may not have written it.
+    """A request carrying the record was sent and never answered: the broker
+    may or may not have written it.
 
-    Not a :class:`ClientClosedError` (which says the record was certainly
+    Whatever ended the record (its retries ran out after a timeout or a
+    broken connection, a later attempt was refused, the producer closed
+    while it was out) is its ``__cause__``. Not a :class:`ClientClosedError`
+    nor a :class:`KielConnectionError` (which say the record was certainly
     not written, so sending it again is safe): sending this record again
     may write it twice. Check the topic (or accept a duplicate) before
-    producing it again. ``topic`` and ``partition`` say where it went.
+    producing it again. ``topic``, ``partition`` and ``broker_id`` say where
+    it went.
     """
 
 
 class BufferFullError(KielError):
-    """The producer's pending bytes are at ``max_pending_bytes`` and waiting timed out."""
+    """The records the producer holds are at ``max_pending_bytes``:
+    ``produce()`` found no room, or ``enqueue()`` waited ``buffer_timeout``
+    for it in vain."""
 
 
 # --------------------------------------------------------------------------

@@ -438,3 +438,80 @@ def test_handed_out_in_rounds_equals_the_whole_decode(groups, position, want, ba
     records, _ = take_all(decoder, subscription, want)
     assert records == expected
     assert subscription.state(TP).error is None
+
+
+@pytest.mark.parametrize("codec", [0, CODEC_GZIP], ids=["plain", "gzip"])
+def test_record_offsets_that_do_not_increase_after_good_ones(codec):
+    """Issue #23, defect 4: the records before the first bad offset are
+    handed out (those of a good batch before it too); the error comes at
+    the bad record, and the position never jumps."""
+    from tests.test_record_batch import batch_with_deltas
+
+
+    good = gzip_batches(20, 20)  # offsets 0..19, in a batch of its own
+    deltas = list(range(300)) + [299, 300, 301]  # the 301st repeats the 300th
+    data = good + batch_with_deltas(deltas, 301, 20, codec) + gzip_batches(5, 5, base=322)
+    decoder, subscription = state_of()
+    st = subscription.state(TP)
+    Decoder.received(st, data, record_batches=True)
+    records = []
+    while st.error is None or st.buffer:
+        got = take(decoder, subscription, 50)
+        assert got or st.error is not None
+        records.extend(got)
+    assert [r.offset for r in records] == list(range(320))
+    assert isinstance(st.error, CorruptMessageError) and "do not increase" in str(st.error)
+    assert st.error.offset == 320
+    assert subscription.position(TP) == 320 and st.raw is None and st.inner is None
+
+
+def test_a_large_batch_inflates_off_the_loop_and_a_bomb_after_good_records_waits():
+    """Issue #23, defect 6: a batch past the inline bound inflates in kiel's
+    decompression thread, its records as if decoded inline; one that would
+    pass max_decoded fails there, after the records before it are handed out."""
+    big = gzip_batches(30_000, 30_000, base=10)  # about 3.3 MB once inflated
+    builder = RecordBatchBuilder()
+    for i in range(10):
+        builder.append(None, b"before %d" % i, timestamp=1)
+    before = struct.pack(">q", 0) + builder.build()[8:]
+    decoder, subscription = state_of(decode_budget=0)
+    st = subscription.state(TP)
+    Decoder.received(st, before + big, record_batches=True)
+    records, _ = take_all(decoder, subscription, 1000)
+    assert [r.offset for r in records] == list(range(30_010))
+    assert records[10:] == decode_record_batches(big, "t", 0).records
+    # The same, with too little max_decoded for the large batch.
+    decoder, subscription = state_of(decode_budget=0, max_decoded=2_000_000)
+    st = subscription.state(TP)
+    Decoder.received(st, before + big, record_batches=True)
+    got = take(decoder, subscription, 1000)
+    assert [r.value for r in got] == [b"before %d" % i for i in range(10)]
+    assert take(decoder, subscription, 1000) == []
+    assert isinstance(st.error, CompressionError) and st.error.offset == 10
+    assert st.inner is None and subscription.position(TP) == 10
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_wrapper_too_large_to_inflate_inline_is_opened_pending(magic):
+    """Issue #23, defect 6: past ``inline_decoded`` a wrapper comes back
+    still compressed; decompressed elsewhere, it slices as if opened inline."""
+    from kiel.protocol.messages import decode_wrapper_slice, open_message_set
+
+    inner = b"".join(message(i if magic else 40 + i, b"%06d" % i + b"v" * 500, magic=magic,
+                             timestamp=7) for i in range(3000))
+    data = message(39, b"before") + wrap(inner, 3039, magic=magic)
+    whole = decode_message_set(data, "t", 0)
+    head = open_message_set(data, "t", 0, inline_decoded=1 << 16)
+    opened = head.opened
+    assert [r.value for r in head.records] == [b"before"]
+    assert opened is not None and opened.pending and opened.data == b""
+    opened.inflated(opened.decompress())  # what the decoder runs in its thread
+    assert not opened.pending and opened.budget[0] == 128 * 1024 * 1024 - len(inner)
+    part = decode_wrapper_slice(opened, 0, 1 << 30, "t", 0)
+    assert part.records == whole.records[1:]
+    assert [r.offset for r in part.records] == list(range(40, 3040))
+    # A wrapper past max_decoded fails off the loop, with its offset.
+    head = open_message_set(data, "t", 0, max_decoded=1 << 20, inline_decoded=1 << 16)
+    with pytest.raises(CompressionError) as info:
+        head.opened.decompress()
+    assert info.value.offset == 3039

@@ -6,7 +6,10 @@ callback (``loop.call_at`` every 5 ms) records how late the loop runs it, and
 a coroutine records how late ``asyncio.sleep`` wakes it. The figures
 (p50 / p99 / max) are printed and attached to the test report as properties;
 nothing here asserts on wall-clock time. The goal is that the loop never
-stalls for more than 20 ms.
+stalls for more than 20 ms: the tests of one large thing at a time (a
+Metadata answer of 100,000 partitions, a 32 MiB compressed batch of each
+codec, issue #23) assert that bound on the loop thread's own time, which
+another process's load cannot inflate (see ``Lateness``).
 
 What the design guarantees and can be counted is asserted: the records
 alive at once (decoded and not handed out) stay under what one round may
@@ -202,3 +205,226 @@ def test_loop_lag_while_consuming_at_full_speed(
     # At most one wrapper open per partition, decompressed: ``batch``
     # messages of 126 bytes (100-byte values).
     assert held["opened"] <= (PARTITIONS * batch * 126 if codec else 0)
+
+
+# --------------------------------------------------------------------------
+# one large thing at a time (issue #23): never late by 20 ms
+#
+# Strategy: the loop's lateness is measured twice. ``late_ms`` is what a
+# periodic callback sees on the wall clock, as above; on a shared machine it
+# also counts the time other processes held the CPU. ``busy_ms`` counts only
+# this thread's CPU time between two runs of the callback beyond its period,
+# less the garbage collector's pauses in between (reported apart, as in the
+# test above: a full collection walks the whole heap of the process, pytest's
+# included, whoever allocated): the work that held the loop. The bound
+# (20 ms) is asserted on that one, a bound on responsiveness that another
+# process's load cannot break.
+
+BOUND_MS = 20.0
+
+
+class Lateness:
+    """Runs a callback every PERIOD on the running loop while active."""
+
+    def __init__(self) -> None:
+        self.late: List[float] = []
+        self.busy: List[float] = []
+        self.running = False
+        self.gc_any: List[float] = []
+
+    async def __aenter__(self) -> "Lateness":
+        loop = asyncio.get_running_loop()
+        self.running = True
+        collected = [0.0]  # seconds of collections since the last tick
+        started = [0.0]
+
+        def on_gc(phase: str, info: Dict[str, int]) -> None:
+            if phase == "start":
+                started[0] = time.thread_time()
+            else:
+                pause = time.thread_time() - started[0]
+                collected[0] += pause
+                self.gc_any.append(pause)
+
+        self._on_gc = on_gc
+        gc.callbacks.append(on_gc)
+
+        def tick(expected: float, cpu: float) -> None:
+            now, now_cpu = loop.time(), time.thread_time()
+            self.late.append(max(0.0, now - expected))
+            self.busy.append(max(0.0, now_cpu - cpu - PERIOD - collected[0]))
+            collected[0] = 0.0
+            if self.running:
+                loop.call_at(now + PERIOD, tick, now + PERIOD, time.thread_time())
+
+        loop.call_at(loop.time() + PERIOD, tick, loop.time() + PERIOD, time.thread_time())
+        await asyncio.sleep(2 * PERIOD)  # the first ticks: the callback runs
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.sleep(2 * PERIOD)
+        self.running = False
+        gc.callbacks.remove(self._on_gc)
+
+    @property
+    def gc_ms(self) -> float:
+        return max(self.gc_any, default=0.0) * 1000
+
+    @property
+    def late_ms(self) -> float:
+        return max(self.late, default=0.0) * 1000
+
+    @property
+    def busy_ms(self) -> float:
+        return max(self.busy, default=0.0) * 1000
+
+
+def report(record_property, capsys, what: str, lateness: Lateness) -> None:
+    record_property("late_max_ms", round(lateness.late_ms, 3))
+    record_property("busy_max_ms", round(lateness.busy_ms, 3))
+    record_property("gc_max_ms", round(lateness.gc_ms, 3))
+    with capsys.disabled():
+        print(f"\nloop lag, {what}: late at most {lateness.late_ms:.1f} ms on the wall "
+              f"clock, held by this thread at most {lateness.busy_ms:.1f} ms, "
+              f"{len(lateness.gc_any)} collections (longest {lateness.gc_ms:.1f} ms; "
+              f"{len(lateness.late)} samples)")
+
+
+def test_a_metadata_answer_of_100k_partitions_never_holds_the_loop(record_property, capsys):
+    from kiel.cluster import Cluster
+    from kiel.protocol.metadata import BrokerMetadata, MetadataResponse
+    from kiel.protocol.schema import encode
+    from tests.metadata_peer import MetadataPeer, topic
+
+    big = topic("big", 100_000)
+
+    async def main() -> Lateness:
+        body = b""
+
+        def answer(_request: object, port: int) -> bytes:
+            return body
+
+        async with MetadataPeer(answer) as peer:
+            body = encode(MetadataResponse([BrokerMetadata(0, "127.0.0.1", peer.port)], [big]))
+            cluster = Cluster(peer.bootstrap, api_version=(0, 8, 2))
+            try:
+                async with Lateness() as lateness:
+                    assert len(await cluster.partitions_for("big")) == 100_000
+                assert cluster.leader("big", 99_999) == 0
+            finally:
+                cluster.close()
+            return lateness
+
+    lateness = asyncio.run(asyncio.wait_for(main(), 120))
+    report(record_property, capsys, "a Metadata answer of 100,000 partitions", lateness)
+    assert lateness.busy_ms < BOUND_MS
+
+
+def big_batch(codec: int) -> bytes:
+    """One record batch of ``codec`` whose records take 32 MiB uncompressed
+    (32,768 records of 1 KiB, compressible as logs are), base offset 0."""
+    from kiel.protocol.record_batch import RecordBatchBuilder
+
+    builder = RecordBatchBuilder(codec)
+    line = b"GET /api/v1/items/%06d?user=%05d HTTP/1.1 200 " + b"x" * 900
+    for i in range(32 * 1024):
+        builder.append(None, (line % (i, i % 99991))[:1000] + b"%024d" % i, timestamp=1_000 + i)
+    return builder.build()
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_a_32_mib_compressed_batch_never_holds_the_loop(record_property, capsys, codec):
+    from kiel.consumer.decoder import Decoder
+    from kiel.consumer.subscription import Subscription
+    from kiel.structs import TopicPartition
+
+    data = big_batch(codec)
+    assert data[21 + 1] & 0x07 == codec  # compressed (attributes' low bits)
+    tp = TopicPartition("t", 0)
+
+    async def main() -> Lateness:
+        subscription = Subscription(64 << 20)
+        subscription.assign(tp, 0)
+        decoder = Decoder(max_fetch_size=64 << 20, max_decoded=64 << 20)
+        st = subscription.state(tp)
+        Decoder.received(st, data, record_batches=True)
+        got = 0
+        async with Lateness() as lateness:
+            while True:
+                decoder.resumed()
+                await decoder.decode(st, 1000)
+                assert st.error is None, st.error
+                records = subscription.drain({tp}, 1000).get(tp, [])
+                if not records:
+                    break
+                got += len(records)
+                await asyncio.sleep(0)  # the application's turn
+        assert got == 32 * 1024
+        return lateness
+
+    lateness = asyncio.run(asyncio.wait_for(main(), 120))
+    names = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+    report(record_property, capsys, f"a {names[codec]} batch of 32 MiB ({len(data):,} bytes)",
+           lateness)
+    assert lateness.busy_ms < BOUND_MS
+
+
+def big_wrapper(codec: int, magic: int) -> bytes:
+    """One compressed message (a message-set wrapper, as a 0.8-0.10 broker
+    serves it) whose inner messages take 32 MiB, offsets 0..32767."""
+    from kiel.protocol.messages import assign_offsets, encode_message_set
+
+    line = b"GET /api/v1/items/%06d?user=%05d HTTP/1.1 200 " + b"x" * 900
+    values = [(None, (line % (i, i % 99991))[:1000] + b"%024d" % i) for i in range(32 * 1024)]
+    if magic == 0:
+        data, _ = assign_offsets(encode_message_set(values, codec), 0)
+        return data
+    import struct
+    import zlib
+
+    from kiel import compression
+
+    def message(offset: int, value: bytes, attributes: int = 0) -> bytes:
+        body = struct.pack(">bbqii", 1, attributes, 1_000, -1, len(value)) + value
+        return struct.pack(">qiI", offset, len(body) + 4, zlib.crc32(body)) + body
+
+    # Magic 1: inner offsets are relative (0..n-1), the wrapper holds the last's.
+    inner = b"".join(message(i, value) for i, (_, value) in enumerate(values))
+    return message(len(values) - 1, compression.compress(codec, inner), codec)
+
+
+@pytest.mark.parametrize("codec,magic", [(1, 0), (2, 0), (3, 0), (1, 1)],
+                         ids=["gzip", "snappy", "lz4", "gzip-magic1"])
+def test_a_32_mib_compressed_wrapper_never_holds_the_loop(record_property, capsys, codec, magic):
+    from kiel.consumer.decoder import Decoder
+    from kiel.consumer.subscription import Subscription
+    from kiel.structs import TopicPartition
+
+    data = big_wrapper(codec, magic)
+    tp = TopicPartition("t", 0)
+
+    async def main() -> Lateness:
+        subscription = Subscription(64 << 20)
+        subscription.assign(tp, 0)
+        decoder = Decoder(max_fetch_size=64 << 20, max_decoded=64 << 20)
+        st = subscription.state(tp)
+        Decoder.received(st, data)
+        offsets = []
+        async with Lateness() as lateness:
+            while True:
+                decoder.resumed()
+                await decoder.decode(st, 1000)
+                assert st.error is None, st.error
+                records = subscription.drain({tp}, 1000).get(tp, [])
+                if not records:
+                    break
+                offsets.extend(r.offset for r in records)
+                await asyncio.sleep(0)  # the application's turn
+        assert offsets == list(range(32 * 1024))
+        return lateness
+
+    lateness = asyncio.run(asyncio.wait_for(main(), 120))
+    names = {1: "gzip", 2: "snappy", 3: "lz4"}
+    report(record_property, capsys,
+           f"a {names[codec]} magic-{magic} wrapper of 32 MiB ({len(data):,} bytes)", lateness)
+    assert lateness.busy_ms < BOUND_MS

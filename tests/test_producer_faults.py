@@ -19,6 +19,7 @@ from kiel.exc import (
 )
 from kiel.producer import Producer, RecordMetadata
 from kiel.structs import TopicPartition
+from tests.conftest import unique
 from tests.test_producer import read_back, run
 from tests.waiting import until
 
@@ -144,9 +145,11 @@ def test_killed_connection_fails_in_flight_futures_promptly_then_recovers(
             done, _ = await asyncio.wait(futures, timeout=10)  # far less than 30 or 60
             assert len(done) == len(futures)
             for future in futures:
-                assert isinstance(future.exception(), KielConnectionError)
-                assert future.exception().topic == topic
-                assert future.exception().broker_id == leader
+                # Sent and never answered: the broker may have written them.
+                error = future.exception()
+                assert isinstance(error, DeliveryUnknownError), error
+                assert isinstance(error.__cause__, KielConnectionError)
+                assert error.topic == topic and error.broker_id == leader
             await in_thread(kafka_cluster.clear_faults)
             return await p.produce(topic, b"after")
 
@@ -170,23 +173,87 @@ def test_killed_connection_is_retried_when_retries_allow(kafka_cluster, topic_fa
     assert [r.offset for r in results] == sorted(r.offset for r in results)
 
 
-def test_hanging_broker_fails_with_request_timeout(kafka_cluster, topic_factory):
+def test_hanging_broker_fails_as_delivery_unknown_after_its_request_timeout(
+    kafka_cluster, topic_factory
+):
     topic = topic_factory(partitions=1)
     leader = kafka_cluster.leader(topic, 0)
 
     async def main():
         async with Producer(kafka_cluster.bootstrap, request_timeout=1.0, retries=1,
                             retry_backoff=0.05) as p:
-            await p.connect()
+            await p.produce(topic, b"warm-up")
             await in_thread(kafka_cluster.hang_broker, leader)
-            with pytest.raises(RequestTimeoutError) as info:
+            # The request goes out on the open connection and is never
+            # answered: the broker may have written it.
+            with pytest.raises(DeliveryUnknownError) as unknown:
                 await p.produce(topic, b"into the void")
-            assert info.value.topic == topic and info.value.broker_id == leader
+            assert isinstance(unknown.value.__cause__, RequestTimeoutError)
+            assert unknown.value.topic == topic and unknown.value.broker_id == leader
             await in_thread(kafka_cluster.resume_broker, leader)
             return await p.produce(topic, b"recovered")
 
     meta = run(main(), timeout=60)
     assert meta.partition == 0
+
+
+def test_records_whose_request_went_unanswered_are_delivery_unknown(
+    kafka_cluster, topic_factory
+):
+    # Issue #23, defect 3: the broker writes the records, then their answer
+    # is cut half way and the connection closed. With no retry left they
+    # fail as "delivery unknown" (they are in the log), not with the
+    # connection error that says nothing of it; flush() counts them apart.
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, retries=0) as p:
+            await p.produce(topic, b"warm-up")
+            await p.flush()
+            await in_thread(kafka_cluster.drop_responses, "Produce", 1, leader)
+            futures = [p.produce(topic, b"cut-%d" % i) for i in range(6)]
+            return futures, await p.flush()
+
+    futures, report = run(main())
+    for future in futures:
+        error = future.exception()
+        assert isinstance(error, DeliveryUnknownError), error
+        assert isinstance(error.__cause__, KielConnectionError)
+        assert (error.topic, error.partition, error.broker_id) == (topic, 0, leader)
+        assert "may or may not" in str(error)
+    assert (report.delivered, report.failed, report.unknown) == (0, 6, 6)
+    assert all(failure.maybe_written for failure in report.failures)
+    logged = read_back(kafka_cluster.bootstrap, topic, 0, 7)
+    assert [m.value for m in logged[1:]] == [b"cut-%d" % i for i in range(6)]
+
+
+def test_records_that_never_reached_a_broker_are_a_plain_failure(
+    kafka_cluster, topic_factory
+):
+    # The leader is stopped: connecting to it is refused, so nothing went
+    # out and the records certainly were not written.
+    topic = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, retries=0, request_timeout=5) as p:
+            await p.produce(topic, b"warm-up")
+            await p.flush()
+            await in_thread(kafka_cluster.stop_broker, leader)
+            try:
+                futures = [p.produce(topic, b"refused-%d" % i, partition=0) for i in range(4)]
+                return futures, await p.flush()
+            finally:
+                await in_thread(kafka_cluster.start_broker, leader)
+
+    futures, report = run(main(), timeout=60)
+    for future in futures:
+        error = future.exception()
+        assert isinstance(error, KielConnectionError), error
+        assert not isinstance(error, DeliveryUnknownError)
+    assert (report.delivered, report.failed, report.unknown) == (0, 4, 0)
+    assert not any(failure.maybe_written for failure in report.failures)
 
 
 # --------------------------------------------------------------------------
@@ -350,7 +417,7 @@ def test_flush_reports_deliveries_and_failures_since_the_last_flush(
         async with Producer(kafka_cluster.bootstrap) as p:
             await p.connect()
             first = await p.flush()
-            assert first == (0, 0, [])
+            assert first == (0, 0, [], 0)
             good = [p.produce(topic, b"g%d" % i) for i in range(500)]
             no_partition = p.produce(topic, b"nowhere", partition=7)
             report = await p.flush()
@@ -372,7 +439,7 @@ def test_flush_reports_deliveries_and_failures_since_the_last_flush(
             assert all(isinstance(f.error, MessageSizeTooLargeError) for f in report.failures)
             return await p.flush()
 
-    assert run(main()) == (0, 0, [])
+    assert run(main()) == (0, 0, [], 0)
 
 
 def test_order_is_kept_across_retries(kafka_cluster, topic_factory):
@@ -434,11 +501,11 @@ def test_full_buffer_times_out_with_buffer_full_error(kafka_cluster, topic_facto
             await in_thread(kafka_cluster.hang_broker, leader)
             admitted = [p.produce(topic, b"x" * 100) for _ in range(7)]  # 7 * 126 bytes
             assert p.pending_bytes == 7 * 126
-            parked = p.produce(topic, b"y" * 200)  # no room: waits, then fails
-            with pytest.raises(BufferFullError):
-                await p.enqueue(topic, b"z" * 200)
             with pytest.raises(BufferFullError) as info:
-                await parked
+                p.produce(topic, b"y" * 200)  # no room: refused at once
+            assert info.value.topic == topic
+            with pytest.raises(BufferFullError) as info:
+                await p.enqueue(topic, b"z" * 200)  # waits, then fails
             assert info.value.topic == topic
             await in_thread(kafka_cluster.resume_broker, leader)
             results = await asyncio.gather(*admitted)
@@ -447,3 +514,141 @@ def test_full_buffer_times_out_with_buffer_full_error(kafka_cluster, topic_facto
     results, last = run(main(), timeout=60)
     assert [r.offset for r in results] == list(range(7))
     assert last.offset == 7
+
+
+# --------------------------------------------------------------------------
+# one bound for every record held (issue #23, defect 2)
+
+
+def test_produce_fails_fast_once_the_records_held_reach_the_bound(
+    kafka_cluster, topic_factory
+):
+    # The leader hangs: nothing completes. Records batched and records
+    # parked (behind them, or for their topic's metadata) all count against
+    # max_pending_bytes; past it produce() raises BufferFullError at once,
+    # and enqueue() waits (here until buffer_timeout).
+    topic = topic_factory(partitions=1)
+    other = topic_factory(partitions=1)
+    leader = kafka_cluster.leader(topic, 0)
+    if kafka_cluster.leader(other, 0) != leader:
+        kafka_cluster.move_leader(other, 0, leader)  # it hangs too
+    limit = 10_000
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, max_pending_bytes=limit,
+                            buffer_timeout=0.3, request_timeout=30) as p:
+            await p.produce(topic, b"warm-up")
+            await in_thread(kafka_cluster.hang_broker, leader)
+            accepted, refused = [], 0
+            for i in range(1000):
+                # ``other``'s metadata is not loaded: its records park.
+                try:
+                    accepted.append(p.produce(other if i % 2 else topic, b"x" * 100))
+                except BufferFullError as e:
+                    refused += 1
+                    assert e.topic in (topic, other)
+                assert p.pending_bytes <= limit
+            held = p.pending_bytes, p.pending_records
+            with pytest.raises(BufferFullError):
+                await p.enqueue(topic, b"x" * 100)
+            await in_thread(kafka_cluster.resume_broker, leader)
+            await asyncio.gather(*accepted)
+            return held, refused, len(accepted)
+
+    (held_bytes, held_records), refused, accepted = run(main(), timeout=60)
+    assert held_bytes <= limit and held_records <= limit // 126
+    assert refused == 1000 - accepted >= 1000 - limit // 126
+
+
+class LoopTurns:
+    """Counts the IOLoop's turns (a callback that schedules itself again)
+    and how many futures settle in each: the most in one turn is what one
+    step of the loop had to do."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self.per_turn: Dict[int, int] = {}
+        self.running = True
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:
+            self.turn += 1
+            if self.running:
+                loop.call_soon(tick)
+
+        loop.call_soon(tick)
+
+    def watch(self, future: "asyncio.Future[Any]") -> None:
+        future.add_done_callback(self._settled)
+
+    def _settled(self, _future: "asyncio.Future[Any]") -> None:
+        self.per_turn[self.turn] = self.per_turn.get(self.turn, 0) + 1
+
+
+def test_failing_many_held_records_at_once_gives_the_loop_turns(kafka_cluster, topic_factory):
+    # Issue #23, defect 2: 60,000 records held (half batched for a leader
+    # that hangs, half parked while their topic's Metadata request is held
+    # inside the broker) fail together when close() gives up; they fail a
+    # chunk per loop turn, not all in one.
+    topic = topic_factory(partitions=1)
+    other = unique("parked")  # its metadata is never loaded
+    leader = kafka_cluster.leader(topic, 0)
+
+    async def main():
+        p = Producer(kafka_cluster.bootstrap, request_timeout=60, max_pending_bytes=64 << 20)
+        await p.produce(topic, b"warm-up")
+        await in_thread(kafka_cluster.hang_broker, leader)
+        await in_thread(kafka_cluster.set_latency, 30.0, "Metadata")
+        turns = LoopTurns()
+        futures = [p.produce(topic, b"b%d" % i) for i in range(30_000)]
+        futures += [p.produce(other, b"p%d" % i) for i in range(30_000)]
+        for future in futures:
+            turns.watch(future)
+        assert len(p._parked) == 30_000
+        turns.start()
+        await p.close(timeout=0.2)
+        turns.running = False
+        await in_thread(kafka_cluster.clear_faults)
+        return futures, turns
+
+    futures, turns = run(main(), timeout=60)
+    assert all(isinstance(f.exception(), (ClientClosedError, DeliveryUnknownError))
+               for f in futures)
+    assert sum(turns.per_turn.values()) == 60_000
+    assert max(turns.per_turn.values()) <= 2_000  # FAIL_CHUNK plus one batch
+
+
+def test_admitting_many_parked_records_gives_the_loop_turns(kafka_cluster, topic_factory):
+    # 60,000 records park while their topic's Metadata request is held inside
+    # the broker; when it is answered they are batched a chunk per loop turn.
+    topic = unique("admitted")
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, max_pending_bytes=64 << 20) as p:
+            # A topic the producer has not seen: its records park.
+            await in_thread(kafka_cluster.create_topic, topic, 3)
+            await in_thread(kafka_cluster.set_latency, 1.0, "Metadata")
+            futures = [p.produce(topic, b"p%d" % i) for i in range(60_000)]
+            assert len(p._parked) == 60_000
+            loop = asyncio.get_running_loop()
+            left: List[int] = []
+            running = True
+
+            def tick() -> None:
+                left.append(len(p._parked))
+                if running:
+                    loop.call_soon(tick)
+
+            loop.call_soon(tick)
+            await until(lambda: not p._parked, what="every parked record batched", timeout=60)
+            running = False
+            await in_thread(kafka_cluster.clear_faults)
+            await p.flush()
+            assert all(f.done() and f.exception() is None for f in futures)
+            return [a - b for a, b in zip(left, left[1:])]
+
+    per_turn = run(main(), timeout=120)
+    assert sum(per_turn) == 60_000
+    assert max(per_turn) <= 1_000  # FAIL_CHUNK: one chunk per loop turn

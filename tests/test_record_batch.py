@@ -818,3 +818,112 @@ def test_both_decoders_take_the_parameters_declared_once() -> None:
             decode(b"", "t", 0, None)  # the options are keyword-only
         with pytest.raises(ConfigError):
             decode("not bytes")
+
+
+# --------------------------------------------------------------------------
+# Offsets inside a batch (issue #23, defect 4)
+
+
+def batch_with_deltas(deltas: List[int], last_delta: int, base_offset: int = 0,
+                      codec: int = CODEC_NONE) -> bytes:
+    """A batch whose records carry ``deltas`` as their offset deltas and
+    whose header says ``last_delta``, CRC valid: what a hostile or broken
+    broker may send."""
+    records = b"".join(
+        _record(b"\x00", b"\x00", encode_varint(delta), encode_varint(-1),
+                encode_varint(len(value)) + value, b"\x00")
+        for delta, value in ((d, b"v%d" % i) for i, d in enumerate(deltas))
+    )
+    if codec:
+        records = compression.get_codec(codec, **({"magic": 1} if codec == CODEC_LZ4 else {})
+                                        ).compress(records)
+    tail = struct.pack(">hiqqqhii", codec, last_delta, TS, TS, -1, -1, -1, len(deltas))
+    body = tail + records
+    head = struct.pack(">qiibI", base_offset, len(body) + 9, -1, 2, crc32c(body))
+    return head + body
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=CODEC_IDS)
+@pytest.mark.parametrize("deltas, last_delta, bad_at, match", [
+    ([0, 1, 1], 2, 102, "do not increase"),           # a delta repeats
+    ([5, 3, 4], 5, 106, "do not increase"),           # goes backwards (after 105: 103)
+    ([0, 2147483647], 2, 101, "past the batch's last"),  # far past the header's last delta
+    ([0, 1, 3], 2, 102, "past the batch's last"),      # just past it
+    ([-1, 0], 1, 100, "negative"),                    # before the base offset
+])
+def test_record_offsets_must_increase_within_the_header_s_last_delta(
+    codec: int, deltas: List[int], last_delta: int, bad_at: int, match: str
+) -> None:
+    data = batch_with_deltas(deltas, last_delta, 100, codec)
+    with pytest.raises(CorruptMessageError, match=match) as info:
+        decode_record_batches(data, "t", 0)
+    # The error is at the first bad record: where the good ones end.
+    assert info.value.offset == bad_at
+
+
+def test_record_offsets_with_gaps_within_the_last_delta_are_kept() -> None:
+    # Compaction leaves gaps, and may remove the last record: both are valid.
+    data = batch_with_deltas([0, 3, 4, 9], 12, 100) + batch_with_deltas([0], 0, 113)
+    result = decode_record_batches(data, "t", 0)
+    assert [r.offset for r in result.records] == [100, 103, 104, 109, 113]
+    assert result.next_offset == 114
+
+
+def test_a_slice_that_does_not_go_on_where_the_last_ended_still_checks_offsets() -> None:
+    from kiel.protocol.record_batch import OpenBatch, decode_batch_slice
+
+    data = batch_with_deltas([0, 1, 2, 2], 3, 10, CODEC_GZIP)
+    opened = decode_record_batches(data, open_compressed=True).opened
+    assert opened is not None
+    first = decode_batch_slice(opened, 0, 0, 1)
+    second = decode_batch_slice(opened, first.position, first.read, 1)
+    third = decode_batch_slice(opened, second.position, second.read, 1)
+    assert [r.offset for r in first.records + second.records + third.records] == [10, 11, 12]
+    # A fresh cursor over the same records, at the fourth: the offsets
+    # before it are read again to know where they stood.
+    again = OpenBatch(opened.header, opened.data)
+    with pytest.raises(CorruptMessageError, match="do not increase") as info:
+        decode_batch_slice(again, third.position, third.read, 1)
+    assert info.value.offset == 13
+
+
+# --------------------------------------------------------------------------
+# Large batches opened pending (issue #23, defect 6)
+
+
+@pytest.mark.parametrize("codec", CODECS[1:], ids=CODEC_IDS[1:])
+def test_a_batch_too_large_to_inflate_inline_is_opened_pending(codec: int) -> None:
+    from kiel.protocol.record_batch import decode_batch_slice, open_record_batches
+
+    specs = [(None, b"%06d" % i + b"v" * 994, TS + i, []) for i in range(3000)]  # 3 MB
+    small = with_base_offset(kiel_batch(sample_specs(5)), 0)  # uncompressed
+    big = with_base_offset(kiel_batch(specs, codec), 5)
+    head = open_record_batches(small + big, "t", 0, inline_decoded=1 << 20)
+    # The small batch decoded as usual; the large one opened, still compressed.
+    assert [r.offset for r in head.records] == list(range(5))
+    opened = head.opened
+    assert opened is not None and opened.pending and opened.data == b""
+    data = opened.decompress()  # what a caller runs in another thread
+    opened.inflated(data)
+    assert not opened.pending and len(opened.data) > 3_000_000
+    with pytest.raises(ConfigError):
+        opened.decompress()  # nothing left to decompress
+    sliced = decode_batch_slice(opened, 0, 0, 1 << 30, "t", 0)
+    assert sliced.done and sliced.records == decode_record_batches(big, "t", 0).records
+
+
+def test_a_pending_batch_keeps_the_decode_s_budget_and_its_errors() -> None:
+    from kiel.protocol.record_batch import open_record_batches
+
+    zeros = with_base_offset(kiel_batch([(None, b"\0" * 3_000_000, TS, [])], CODEC_GZIP), 0)
+    head = open_record_batches(zeros, max_decoded=2_000_000, inline_decoded=1 << 20)
+    assert head.opened is not None and head.opened.pending
+    with pytest.raises(CompressionError):  # past what was left of max_decoded
+        head.opened.decompress()
+    # A payload that does not inflate at all fails the same way, off the loop.
+    bad = bytearray(zeros)
+    bad[HEADER_SIZE + 20: HEADER_SIZE + 40] = b"\xff" * 20
+    head = open_record_batches(restamp(bytes(bad)), inline_decoded=1 << 10)
+    assert head.opened is not None and head.opened.pending
+    with pytest.raises(CompressionError):
+        head.opened.decompress()

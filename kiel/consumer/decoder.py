@@ -28,6 +28,7 @@ import logging
 import time
 from typing import Any, Optional
 
+from kiel.compression.offload import off_loop
 from kiel.consumer.subscription import PartitionState, Status
 from kiel.exc import (
     CorruptMessageError,
@@ -40,8 +41,9 @@ from kiel.protocol.messages import (
     decode_message_set,
     decode_wrapper_slice,
     iter_message_boundaries,
+    open_message_set,
 )
-from kiel.protocol.record_batch import OpenBatch, decode_batch_slice, decode_record_batches
+from kiel.protocol.record_batch import OpenBatch, decode_batch_slice, open_record_batches
 from kiel.serializers import Deserializer
 from kiel.structs import Record
 
@@ -57,6 +59,11 @@ _MIN_DECODE_CHUNK = 4 * 1024
 _MAX_DECODE_CHUNK = 1024 * 1024
 #: Shortest time a slice aims at (with a decode budget of 0).
 _MIN_SLICE_TIME = 0.0005
+
+#: A compressed record batch (or message-set wrapper) that inflates past this
+#: is decompressed in kiel's decompression thread, not on the IOLoop (about a
+#: millisecond's work).
+_INLINE_DECODED = 1024 * 1024
 
 #: Records one :meth:`Decoder.decode` aims at when the caller sets no bound.
 DECODE_RECORDS = 1000
@@ -317,6 +324,11 @@ class Decoder:
                 got = self._inner_step(st, offset, progress)
             elif progress.pos < size:
                 got = self._top_step(st, data, offset, progress)
+                if st.inner is not None and getattr(st.inner, "pending", False):
+                    inflated = await self._inflate(st, offset, epoch, progress, got)
+                    if inflated is None:
+                        return None
+                    got = inflated
             else:
                 break
             if got:
@@ -332,6 +344,38 @@ class Decoder:
             if await self.breathe() and not st.current(offset, epoch):
                 return None
         return progress.records, progress.next_offset, progress.pos, progress.needed, progress.more
+
+    async def _inflate(
+        self, st: PartitionState, offset: int, epoch: int, progress: _Pass, got: list[Record]
+    ) -> Optional[list[Record]]:
+        """Decompress the batch (or wrapper) just opened pending (too large
+        to inflate on the IOLoop: see
+        :func:`~kiel.protocol.record_batch.open_record_batches`,
+        :func:`~kiel.protocol.messages.open_message_set`) in kiel's
+        decompression thread.
+
+        Returns:
+            ``got`` (the records before the batch), or ``None`` when ``st``
+            stopped being current meanwhile; a batch that does not inflate
+            ends the pass after ``got``, its error kept.
+
+        Raises:
+            ProtocolError: it does not inflate and nothing came before it.
+        """
+        batch: Any = st.inner  # an OpenBatch or an OpenWrapper, pending
+        try:
+            data = await off_loop(batch.decompress)
+            ours = st.inner is batch  # (not in the condition: mypy would narrow batch)
+            if not ours or not st.current(offset, epoch):
+                return None  # sought or unassigned meanwhile
+            batch.inflated(data)
+        except ProtocolError as e:
+            st.inner = None
+            if not self._cut_short(st, e, progress.records, got):
+                raise
+            progress.ended = True
+            return []
+        return got
 
     def _inner_step(self, st: PartitionState, offset: int, progress: _Pass) -> list[Record]:
         """Decode a slice of the wrapper or batch open in ``st``, from its cursor.
@@ -422,14 +466,14 @@ class Decoder:
         if batches:
             # The magic-2 branch: the same slices and budget, a compressed
             # batch opened like a wrapper.
-            batch_result = decode_record_batches(
-                piece, topic, partition, min_offset=offset,
-                max_decoded=self.max_decoded, open_compressed=True,
+            batch_result = open_record_batches(
+                piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded,
+                inline_decoded=_INLINE_DECODED,
             )
             return batch_result, batch_result.first_batch_too_large, batch_result.first_batch_size
-        result = decode_message_set(
-            piece, topic, partition, min_offset=offset,
-            max_decoded=self.max_decoded, open_compressed=True,
+        result = open_message_set(
+            piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded,
+            inline_decoded=_INLINE_DECODED,
         )
         return result, result.first_message_too_large, result.first_message_size
 

@@ -10,16 +10,25 @@ CPU than producing them.
 """
 
 import asyncio
-from typing import NamedTuple, Optional
+from collections.abc import Sequence
+from typing import Callable, NamedTuple, Optional, TypeVar
 
+from kiel.exc import DeliveryUnknownError
 from kiel.structs import RecordMetadata
 
-__all__ = ["FailedRecord", "FlushResult", "MAX_LISTED_FAILURES", "Outcomes"]
+__all__ = ["FAIL_CHUNK", "FailedRecord", "FlushResult", "MAX_LISTED_FAILURES", "Outcomes",
+           "in_chunks"]
+
+_T = TypeVar("_T")
 
 #: A :class:`FlushResult` lists at most this many failed records (the
 #: others are counted, and their futures carry their errors): what is held
 #: between two reports stays bounded.
 MAX_LISTED_FAILURES = 10000
+#: Records settled (or admitted) in one IOLoop step when many fail together
+#: (a close, a topic whose metadata cannot be had) or wait for the same
+#: metadata, before the loop gets a turn: a few milliseconds of work.
+FAIL_CHUNK = 1000
 
 
 class FailedRecord(NamedTuple):
@@ -34,6 +43,13 @@ class FailedRecord(NamedTuple):
     #: what its future failed with.
     error: BaseException
 
+    @property
+    def maybe_written(self) -> bool:
+        """Whether the broker may have written it (its error is a
+        :class:`~kiel.exc.DeliveryUnknownError`): producing it again may
+        write it twice. Otherwise it was certainly not written."""
+        return isinstance(self.error, DeliveryUnknownError)
+
 
 class FlushResult(NamedTuple):
     """Records settled since the previous report.
@@ -44,10 +60,15 @@ class FlushResult(NamedTuple):
 
     #: records the broker acknowledged (written, with ``required_acks=0``).
     delivered: int
-    #: records whose future failed.
+    #: records whose future failed (``unknown`` included).
     failed: int
     #: the first :data:`MAX_LISTED_FAILURES` of them, in the order they failed.
     failures: list[FailedRecord]
+    #: of the ``failed``, those the broker may have written
+    #: (:class:`~kiel.exc.DeliveryUnknownError`: a request carried them and
+    #: was never answered); the other ``failed - unknown`` were certainly
+    #: not written.
+    unknown: int = 0
 
 
 class Outcomes:
@@ -57,7 +78,7 @@ class Outcomes:
         max_listed: failures kept for the next report, at most.
     """
 
-    __slots__ = ("delivered", "failed", "failed_total", "failures", "max_listed")
+    __slots__ = ("delivered", "failed", "failed_total", "failures", "max_listed", "unknown")
 
     def __init__(self, max_listed: int = MAX_LISTED_FAILURES) -> None:
         self.max_listed = max_listed
@@ -67,6 +88,8 @@ class Outcomes:
         self.failed = 0
         #: records failed since the start (not reset by :meth:`take`).
         self.failed_total = 0
+        #: records failed since the last :meth:`take` that may have been written.
+        self.unknown = 0
         self.failures: list[FailedRecord] = []
 
     def fail(self, future: "asyncio.Future[RecordMetadata]", error: BaseException,
@@ -84,6 +107,8 @@ class Outcomes:
             return  # cancelled by its owner, who gave up on it
         future.set_exception(error)
         self.failed += 1
+        if isinstance(error, DeliveryUnknownError):
+            self.unknown += 1
         self.failed_total += 1
         if len(self.failures) < self.max_listed:
             self.failures.append(FailedRecord(topic, partition, future, error))
@@ -97,9 +122,37 @@ class Outcomes:
         Returns:
             a :class:`FlushResult`.
         """
-        result = FlushResult(self.delivered, self.failed, self.failures)
-        self.delivered = self.failed = 0
+        result = FlushResult(self.delivered, self.failed, self.failures, self.unknown)
+        self.delivered = self.failed = self.unknown = 0
         self.failures = []
         for item in result.failures:
             item.future.exception()
         return result
+
+
+async def in_chunks(items: Sequence[_T], settle: Callable[[_T], int]) -> None:
+    """Call ``settle`` on each item, giving the IOLoop a turn after every
+    :data:`FAIL_CHUNK` records settled (``settle`` returns how many it settled).
+
+    Strategy: failing 100,000 futures in one step holds the loop for most of
+    a second; a turn every chunk keeps it answering. Cancelled while it
+    waits for its turn, it settles the rest at once before the cancellation
+    goes on: no record is left pending.
+
+    Args:
+        items: what to settle, in order.
+        settle: settles one item; returns the records it settled.
+    """
+    done = 0
+    since_turn = 0
+    try:
+        for item in items:
+            done += 1
+            since_turn += settle(item)
+            if since_turn >= FAIL_CHUNK:
+                since_turn = 0
+                await asyncio.sleep(0)
+    except asyncio.CancelledError:
+        for item in items[done:]:
+            settle(item)
+        raise

@@ -31,6 +31,7 @@ from kiel._aio import Tasks, within
 from kiel._signature import parameters_of
 from kiel.client import Client, ClientOptions
 from kiel.exc import (
+    BufferFullError,
     ClientClosedError,
     ConfigError,
     MessageSizeTooLargeError,
@@ -105,11 +106,13 @@ class Producer(Client):
             :data:`~kiel.protocol.messages.MESSAGE_OVERHEAD` bytes) is larger
             is refused by :meth:`produce`; match the broker's
             ``message.max.bytes``.
-        max_pending_bytes: bytes of records produced and not yet acknowledged
-            (or failed), at most; further records wait for room (see
-            :meth:`produce` and :meth:`enqueue`).
-        buffer_timeout: seconds a record may wait for room before its future
-            fails with :class:`~kiel.exc.BufferFullError`; ``None`` waits as
+        max_pending_bytes: bytes of every record the producer holds (batched,
+            or waiting for its topic's metadata) and that is not yet
+            acknowledged or failed, at most: past it :meth:`produce` raises
+            :class:`~kiel.exc.BufferFullError` and :meth:`enqueue` waits
+            for room.
+        buffer_timeout: seconds :meth:`enqueue` may wait for room before it
+            raises :class:`~kiel.exc.BufferFullError`; ``None`` waits as
             long as it takes.
         partitioner: ``partitioner(key, partitions) -> partition``; the
             default hashes keys as the Java client does (murmur2) and spreads
@@ -244,8 +247,10 @@ class Producer(Client):
 
     @property
     def pending_bytes(self) -> int:
-        """Bytes of records produced and not yet acknowledged or failed."""
-        return self._accumulator.pending_bytes
+        """Bytes of records produced and not yet acknowledged or failed
+        (batched or waiting for their topic's metadata): at most
+        ``max_pending_bytes``."""
+        return self._admission.held_bytes
 
     @property
     def pending_records(self) -> int:
@@ -286,11 +291,13 @@ class Producer(Client):
         """Queue one record; the returned future resolves once it is acknowledged.
 
         This is a plain function: it never blocks and never waits. When the
-        buffer is full (``max_pending_bytes``) or the topic's metadata is not
-        loaded yet, the record waits, in order, before it is batched; its
-        future covers that wait too (and fails with
-        :class:`~kiel.exc.BufferFullError` after ``buffer_timeout``). Use
-        :meth:`enqueue` in a loop that should itself slow down instead.
+        topic's metadata is not loaded yet, the record waits, in order,
+        before it is batched; its future covers that wait too. Every record
+        held (batched or waiting) counts against ``max_pending_bytes``: a
+        record that does not fit is refused at once with
+        :class:`~kiel.exc.BufferFullError`, so memory stays bounded however
+        long a broker is away. Use :meth:`enqueue` in a loop that should
+        itself slow down instead.
 
         Records of one partition are written in the order :meth:`produce`
         was called, retries included.
@@ -321,11 +328,14 @@ class Producer(Client):
             :class:`~kiel.exc.UnknownPartitionError`,
             :class:`~kiel.exc.RequestTimeoutError`,
             :class:`~kiel.exc.KielConnectionError`,
-            :class:`~kiel.exc.NoBrokersError`,
-            :class:`~kiel.exc.BufferFullError`. Cancelling it does not
+            :class:`~kiel.exc.DeliveryUnknownError` (a request carrying it
+            was sent and never answered: maybe written),
+            :class:`~kiel.exc.NoBrokersError`. Cancelling it does not
             withdraw a record that is already batched.
 
         Raises:
+            BufferFullError: the records held and this one would pass
+                ``max_pending_bytes``; nothing was queued.
             ClientClosedError: the producer is closing or closed.
             SerializationError: the value or key is not bytes (and no
                 serializer is set), or the serializer failed.
@@ -428,7 +438,8 @@ class Producer(Client):
             a :class:`~kiel.producer.outcomes.FlushResult`: how many records
             were delivered and which failed since the previous ``flush()``
             returned (records of every caller, including records produced
-            while this call waited); at most
+            while this call waited), the failed ones the broker may have
+            written counted apart (``unknown``); at most
             :data:`~kiel.producer.outcomes.MAX_LISTED_FAILURES` failures are
             listed, all are counted. A cancelled ``flush()`` reports
             nothing; the next one reports its records.
@@ -499,7 +510,7 @@ class Producer(Client):
         finally:
             # Whatever is left (after a complete flush, nothing) fails.
             error = ClientClosedError("the producer closed before the record was sent")
-            self._admission.fail_all(error)
+            await self._admission.fail_all(error)
             await self._sender.stop(error)
             await super().close()
 
@@ -566,13 +577,21 @@ class Producer(Client):
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
+        admission = self._admission
+        if not admission.has_room(record.size):
+            raise BufferFullError(
+                f"the producer holds {admission.held_bytes} bytes of records, "
+                f"max_pending_bytes={self.max_pending_bytes}: no room for {record.size} more "
+                "(produce() does not wait: use enqueue(), or raise max_pending_bytes)",
+                topic=record.topic,
+            )
         future: asyncio.Future[RecordMetadata] = loop.create_future()
-        if not self._parked and self._accumulator.has_room(record.size):
+        if not self._parked:
             route = self._router.route(record.topic)
             if route is not None:
                 self._append(route, record, future)
                 return future
-        self._admission.park(record, future)
+        admission.park(record, future)
         return future
 
     def _append(self, route: TopicRoute, record: PreparedRecord,

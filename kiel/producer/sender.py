@@ -39,7 +39,7 @@ from kiel.exc import (
 )
 from kiel.metrics import count_error
 from kiel.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, Taken
-from kiel.producer.outcomes import Outcomes
+from kiel.producer.outcomes import Outcomes, in_chunks
 from kiel.protocol import (
     ProducePartitionData,
     ProduceRequest,
@@ -51,7 +51,7 @@ from kiel.structs import RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Sender", "copy_error"]
+__all__ = ["Sender", "copy_error", "delivery_unknown"]
 
 _new_metadata = tuple.__new__
 
@@ -335,12 +335,15 @@ class Sender:
         self._settled()
 
     def _fail(self, batches: list[ProducerBatch], error: BaseException) -> None:
-        """Fail every record of ``batches`` with ``error``."""
+        """Fail every record of ``batches`` with ``error``, or with
+        :class:`~kiel.exc.DeliveryUnknownError` for a batch that a request
+        carried and that was never answered (see :func:`delivery_unknown`)."""
         fail = self._outcomes.fail
         for batch in batches:
             topic, partition = batch.tp
+            reason = delivery_unknown(error, topic, partition) if batch.unanswered else error
             for future in self._accumulator.complete(batch):
-                fail(future, error, topic, partition)
+                fail(future, reason, topic, partition)
         self._settled()
 
     def _retry_or_fail(self, queue: PartitionQueue, batches: list[ProducerBatch],
@@ -405,7 +408,8 @@ class Sender:
 
     async def stop(self, error: ClientClosedError) -> None:
         """Stop sending: cancel the tasks and timers, fail every batch left
-        (after a flush that ran to its end, none).
+        (after a flush that ran to its end, none), a chunk of records per
+        IOLoop step.
 
         A batch with an attempt out and unanswered (in flight when the tasks
         were cancelled, or waiting to be retried after a timeout) fails with
@@ -421,18 +425,44 @@ class Sender:
             if handle is not None:
                 handle.cancel()
         self._timer = self._drain_handle = None
-        for batch in self._accumulator.unfinished():
+
+        def fail(batch: ProducerBatch) -> int:
             topic, partition = batch.tp
-            if batch.unanswered:
-                reason: KielError = DeliveryUnknownError(
-                    "the producer closed while a request carrying the record was "
-                    "unanswered: the broker may or may not have written it (producing "
-                    "it again may write it twice)",
-                    topic=topic, partition=partition,
-                )
-            else:
-                reason = copy_error(error, topic=topic, partition=partition)
-            self._fail([batch], reason)
+            count = len(batch.payloads)
+            self._fail([batch], copy_error(error, topic=topic, partition=partition))
+            return count
+
+        await in_chunks(self._accumulator.unfinished(), fail)
+
+
+def delivery_unknown(error: BaseException, topic: str, partition: int) -> DeliveryUnknownError:
+    """What a record fails with when a request carried it and was never
+    answered, whatever ended it (``error``: a timeout, a broken connection,
+    retries run out, close): the broker may have written it.
+
+    Strategy: only an answer (or a connection that was never made) tells
+    that a record was not written; a plain error here would invite a
+    resend that writes it twice.
+
+    Returns:
+        a :class:`~kiel.exc.DeliveryUnknownError` whose cause is ``error``,
+        with its broker's context.
+    """
+    if isinstance(error, DeliveryUnknownError):
+        return error
+    context = dict(error.context) if isinstance(error, KielError) else {}
+    context.update(topic=topic, partition=partition)
+    if isinstance(error, ClientClosedError):
+        why = "the producer closed while a request carrying the record was unanswered"
+    else:
+        why = (f"a request carrying the record was sent and never answered "
+               f"({type(error).__name__}: {getattr(error, 'message', error)})")
+    unknown = DeliveryUnknownError(
+        f"{why}: the broker may or may not have written it (producing it again may "
+        "write it twice)", **context,
+    )
+    unknown.__cause__ = error
+    return unknown
 
 
 def _answered(batches: list[ProducerBatch]) -> None:

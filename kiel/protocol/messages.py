@@ -37,6 +37,8 @@ from typing import Any, NamedTuple, Optional, Union
 import kiel.compression as _compression
 from kiel._signature import parameters_of
 from kiel.exc import (
+    CompressionError,
+    ConfigError,
     CorruptMessageError,
     LocalProtocolError,
     ProtocolError,
@@ -69,6 +71,7 @@ __all__ = [
     "DecodeResult",
     "MessageBoundary",
     "OpenWrapper",
+    "open_message_set",
     "WrapperSlice",
     "decode_message_set",
     "decode_wrapper_slice",
@@ -105,28 +108,72 @@ _crc32 = zlib.crc32
 _new_record = partial(tuple.__new__, Record)
 
 
-class OpenWrapper(NamedTuple):
+class OpenWrapper:
     """A compressed message, decompressed, whose inner messages are still to
     decode (see :func:`decode_message_set`'s ``open_compressed`` and
-    :func:`decode_wrapper_slice`).
+    :func:`decode_wrapper_slice`), or still compressed (:attr:`pending`,
+    see :func:`open_message_set`).
 
     Only what the wire says: the caller keeps where in :attr:`data` decoding
     goes on.
     """
 
-    #: The wrapper's own offset (the last inner message's, as a broker writes it).
-    offset: int
-    #: The inner message set, decompressed.
-    data: bytes
-    #: The wrapper's magic byte: every inner message has it too.
-    magic: int
-    #: Added to every inner offset (a magic-1 wrapper's base; 0 for magic 0).
-    delta: int
-    #: Every inner message's timestamp (a magic-1 wrapper with log-append time), or ``None``.
-    timestamp: Optional[int]
-    #: Decompressed bytes left for the wrappers nested in this one (one cell,
-    #: decremented as they decompress).
-    budget: list[int]
+    __slots__ = ("offset", "data", "magic", "delta", "timestamp", "budget", "_packed")
+
+    def __init__(self, offset: int, data: bytes, magic: int, delta: int,
+                 timestamp: Optional[int], budget: list[int],
+                 packed: Optional[tuple[int, bytes, int]] = None) -> None:
+        #: The wrapper's own offset (the last inner message's, as a broker writes it).
+        self.offset = offset
+        #: The inner message set, decompressed (empty while :attr:`pending`).
+        self.data = data
+        #: The wrapper's magic byte: every inner message has it too.
+        self.magic = magic
+        #: Added to every inner offset (a magic-1 wrapper's base; 0 for magic 0).
+        self.delta = delta
+        #: Every inner message's timestamp (a magic-1 wrapper with
+        #: log-append time), or ``None``.
+        self.timestamp = timestamp
+        #: Decompressed bytes left for the wrappers nested in this one (one
+        #: cell, decremented as they decompress).
+        self.budget = budget
+        # (codec, compressed value, the most bytes it may inflate to) while
+        # the caller has yet to decompress it.
+        self._packed = packed
+
+    @property
+    def pending(self) -> bool:
+        """Its inner messages are still compressed: :meth:`decompress` them
+        (in any thread), then hand the result to :meth:`inflated`."""
+        return self._packed is not None
+
+    def decompress(self) -> tuple[bytes, int]:
+        """The inner messages of a :attr:`pending` wrapper, decompressed, and
+        the base its inner offsets get (a pure function of the wrapper's
+        bytes: safe to run in another thread).
+
+        Raises:
+            CompressionError: they do not decompress, or to more bytes than
+                the decode's ``max_decoded`` had left.
+            CorruptMessageError: the codec library failed on its own.
+            ConfigError: the wrapper is not pending.
+        """
+        if self._packed is None:
+            raise ConfigError("the wrapper is not pending: its messages are decompressed")
+        codec, packed, cap = self._packed
+        inner = log_format.decompress(codec, packed, self.offset, [cap])
+        return inner, _inner_base(inner, self.offset) if self.magic == 1 else 0
+
+    def inflated(self, result: tuple[bytes, int]) -> None:
+        """Take what :meth:`decompress` returned (its bytes count against the
+        wrapper's budget)."""
+        self.data, self.delta = result
+        self.budget[0] -= len(self.data)
+        self._packed = None
+
+    def __repr__(self) -> str:
+        state = "pending" if self._packed is not None else f"{len(self.data)} bytes"
+        return f"OpenWrapper(offset={self.offset}, magic {self.magic}, {state})"
 
 
 class DecodeResult(NamedTuple):
@@ -205,7 +252,7 @@ class _Scope:
     """What one :func:`decode_message_set` call shares across nesting levels."""
 
     __slots__ = ("out", "topic", "partition", "check", "min_offset", "budget", "previous",
-                 "opening", "opened", "klen_spec")
+                 "opening", "opened", "klen_spec", "inline")
 
     def __init__(
         self, topic: str, partition: int, check: bool, min_offset: int, max_decoded: int
@@ -221,6 +268,9 @@ class _Scope:
         #: Stop at the first top-level wrapper and open it (``open_compressed``).
         self.opening = False
         self.opened: Optional[OpenWrapper] = None
+        #: With ``opening``: the most bytes a top-level wrapper is decompressed
+        #: to here; a larger one is opened pending (``None``: no limit).
+        self.inline: Optional[int] = None
         #: The key length the next run of plain messages is read with (see
         #: :func:`_decode_into`): the last one met, at every nesting level.
         self.klen_spec = -1
@@ -457,13 +507,23 @@ def _unwrap(
     depth = level.depth
     if depth >= MAX_NESTING:
         raise corrupt(f"compressed messages nested more than {MAX_NESTING} deep", offset)
-    inner = log_format.decompress(attrs & _CODEC_MASK, value, offset, scope.budget)
-    inner_delta = 0
-    inner_ts = None
-    if magic == 1:
-        inner_delta = _inner_base(inner, offset)
-        if attrs & _TIMESTAMP_TYPE_MASK:
-            inner_ts = timestamp
+    codec = attrs & _CODEC_MASK
+    inner_ts = timestamp if magic == 1 and attrs & _TIMESTAMP_TYPE_MASK else None
+    inline = scope.inline
+    if scope.opening and not depth and inline is not None and inline < scope.budget[0]:
+        try:
+            # Strategy: as for record batches (open_record_batches), a
+            # wrapper that inflates past ``inline`` stops there and is
+            # opened pending, for the caller to decompress off its loop.
+            inner = log_format.decompress(codec, value, offset, [inline])
+        except CompressionError:
+            scope.opened = OpenWrapper(offset, b"", magic, 0, inner_ts, scope.budget,
+                                       (codec, bytes(value), scope.budget[0]))
+            return None
+        scope.budget[0] -= len(inner)
+    else:
+        inner = log_format.decompress(codec, value, offset, scope.budget)
+    inner_delta = _inner_base(inner, offset) if magic == 1 else 0
     if scope.opening and not depth and inner:
         # Opened, not decoded: the caller decodes it a slice at a time.
         scope.opened = OpenWrapper(offset, inner, magic, inner_delta, inner_ts, scope.budget)
@@ -586,9 +646,46 @@ def decode_within(
     return _decode_top(data, topic, partition, min_offset, check_crcs, budget, False)
 
 
+def open_message_set(
+    buf: Buffer,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    min_offset: Optional[int] = None,
+    max_decoded: int = log_format.DEFAULT_MAX_DECODED,
+    inline_decoded: int = 1024 * 1024,
+) -> DecodeResult:
+    """:func:`decode_message_set` with ``open_compressed``, for a caller that
+    must not stall: a top-level wrapper is decompressed here only if it
+    inflates to at most ``inline_decoded`` bytes; a larger one is opened
+    *pending* (:attr:`OpenWrapper.pending`), for the caller to
+    :meth:`~OpenWrapper.decompress` elsewhere (another thread) and hand to
+    :meth:`~OpenWrapper.inflated` before :func:`decode_wrapper_slice`.
+
+    Args:
+        buf: as for :func:`decode_message_set`.
+        topic: as for :func:`decode_message_set`.
+        partition: as for :func:`decode_message_set`.
+        min_offset: as for :func:`decode_message_set`.
+        max_decoded: as for :func:`decode_message_set` (a pending wrapper
+            may inflate to what is left of it).
+        inline_decoded: the most bytes one wrapper is decompressed to here.
+
+    Returns:
+        a :class:`DecodeResult`.
+
+    Raises:
+        as :func:`decode_message_set`; a pending wrapper's decompression
+        errors come from :meth:`OpenWrapper.decompress`.
+    """
+    data = log_format.as_bytes(buf, "a message set")
+    return _decode_top(data, topic, partition, min_offset, True, [max_decoded], True,
+                       inline_decoded)
+
+
 def _decode_top(
     data: bytes, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
-    budget: list[int], opening: bool,
+    budget: list[int], opening: bool, inline: Optional[int] = None,
 ) -> DecodeResult:
     end = len(data)
     scope = _Scope(
@@ -597,6 +694,7 @@ def _decode_top(
     )
     scope.budget = budget
     scope.opening = opening
+    scope.inline = inline
     top = _Level(data, memoryview(data), 0, None, 0, None)
     pos, last, needed = _decode_into(scope, top, 0, end)
     records = scope.out

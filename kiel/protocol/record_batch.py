@@ -64,6 +64,7 @@ from typing import (
 import kiel.compression as _compression
 from kiel._signature import parameters_of
 from kiel.exc import (
+    CompressionError,
     ConfigError,
     LocalProtocolError,
     ProtocolError,
@@ -97,6 +98,7 @@ __all__ = [
     "decode_batch_slice",
     "decode_record_batches",
     "encode_record_batch",
+    "open_record_batches",
 ]
 
 #: Timestamp types (attribute bit 3).
@@ -185,16 +187,70 @@ class ControlMarker(NamedTuple):
     control_type: int
 
 
-class OpenBatch(NamedTuple):
-    """A compressed record batch, decompressed, whose records are still to
-    decode (see :func:`decode_record_batches`' ``open_compressed`` and
-    :func:`decode_batch_slice`).
-    The caller keeps where in :attr:`data` decoding goes on."""
+class OpenBatch:
+    """A record batch whose records are still to decode, a slice at a time
+    (see :func:`decode_record_batches`' ``open_compressed`` and
+    :func:`decode_batch_slice`): a compressed batch, decompressed, or a
+    batch with a bad record, so that the records before it come out first.
+    The caller keeps where in :attr:`data` decoding goes on.
 
-    #: The batch's header: base offset and timestamp, attributes, record count.
-    header: BatchHeader
-    #: The batch's records, decompressed.
-    data: bytes
+    Args:
+        header: the batch's header.
+        data: its records' bytes (decompressed).
+    """
+
+    __slots__ = ("header", "data", "_resume", "_packed")
+
+    def __init__(self, header: BatchHeader, data: bytes,
+                 packed: Optional[tuple[int, bytes, int]] = None) -> None:
+        #: The batch's header: base offset and timestamp, attributes, record count.
+        self.header = header
+        #: The batch's records, decompressed (empty while :attr:`pending`).
+        self.data = data
+        # (index, offset delta of the record before it) where the last slice
+        # ended: the next slice checks that offsets go on increasing.
+        self._resume = (0, -1)
+        # (codec, compressed records, the most bytes they may inflate to)
+        # while the caller has yet to decompress them.
+        self._packed = packed
+
+    @property
+    def pending(self) -> bool:
+        """Its records are still compressed: :meth:`decompress` them (in any
+        thread), then hand the result to :meth:`inflated`, before slicing."""
+        return self._packed is not None
+
+    def decompress(self) -> bytes:
+        """The records of a :attr:`pending` batch, decompressed.
+
+        A pure function of the batch's compressed bytes: safe to run in
+        another thread (it changes nothing).
+
+        Raises:
+            CompressionError: they do not decompress, or to more bytes than
+                the decode's ``max_decoded`` had left.
+            CorruptMessageError: the codec library failed on its own.
+            UnsupportedCodecError: an unknown codec.
+            ConfigError: the batch is not pending.
+        """
+        if self._packed is None:
+            raise ConfigError("the batch is not pending: its records are decompressed")
+        codec, packed, cap = self._packed
+        return log_format.decompress(codec, packed, self.header.base_offset, [cap])
+
+    def inflated(self, data: bytes) -> None:
+        """Take the records :meth:`decompress` returned.
+
+        Raises:
+            CorruptMessageError: they cannot hold the batch's record count.
+        """
+        _check_count(self.header, len(data))
+        self.data = data
+        self._packed = None
+
+    def __repr__(self) -> str:
+        state = "pending" if self._packed is not None else f"{len(self.data)} bytes"
+        return f"OpenBatch(base_offset={self.header.base_offset}, {state})"
 
 
 class BatchDecodeResult(NamedTuple):
@@ -229,7 +285,8 @@ class BatchDecodeResult(NamedTuple):
     #: Bytes the first batch needs, when ``first_batch_too_large`` and its prefix arrived.
     first_batch_size: Optional[int]
     #: With ``open_compressed``: the first compressed data batch, decompressed
-    #: but not decoded (decoding stopped after it); else ``None``.
+    #: but not decoded, or the first batch with a bad record (decoding
+    #: stopped after it); else ``None``.
     opened: Optional[OpenBatch] = None
 
 
@@ -258,7 +315,8 @@ class _Sink:
     """The lists a decode fills, and what it was asked to keep."""
 
     def __init__(self, topic: str, partition: int, min_offset: int, check: bool,
-                 max_decoded: int = log_format.DEFAULT_MAX_DECODED) -> None:
+                 max_decoded: int = log_format.DEFAULT_MAX_DECODED,
+                 inline: Optional[int] = None) -> None:
         self.topic = topic
         self.partition = partition
         self.min_offset = min_offset
@@ -274,6 +332,9 @@ class _Sink:
         #: (``open_compressed``).
         self.opening = False
         self.opened: Optional[OpenBatch] = None
+        #: With ``opening``: the most bytes a batch is decompressed to here;
+        #: a larger one is opened pending (``None``: no limit).
+        self.inline = inline
 
 
 def _read_headers(data: bytes, p: int, rend: int, offset: int) -> tuple[tuple[Header, ...], int]:
@@ -348,7 +409,7 @@ def _read_records(sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader
     # branch for the rare control batch.
     control = batch.attributes & _CONTROL_BIT
     into = _Sink(sink.topic, sink.partition, _NO_MIN_OFFSET, sink.check) if control else sink
-    p, index, _last = _read_some(into, data, p, end, batch, 0, end)
+    p, index, _last = _read_some(into, data, p, end, batch, 0, end, -1)
     _check_end(batch, index, p, end)
     if control and into.records:
         _add_marker(sink, batch, into.records[0])
@@ -369,13 +430,22 @@ def _check_count(batch: BatchHeader, size: int) -> None:
 
 
 def _read_some(
-    sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader, index: int, stop: int
+    sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader, index: int, stop: int,
+    previous: int,
 ) -> tuple[int, int, Optional[int]]:
     """Decode the records of ``batch`` from the ``index``-th, at ``p``, into
     ``sink``: all of them, or those that start before ``stop``.
 
+    ``previous`` is the offset delta of the record before the ``index``-th
+    (-1 for the first): each record's must be above the one before it and
+    no more than the header's last offset delta.
+
     Returns ``(p, index, last offset)`` after the last record read (``None``:
     none read).
+
+    Raises:
+        CorruptMessageError: at the first record that does not decode or
+            whose offset does not fit (its offset: where the good ones end).
     """
     count = batch.record_count
     base_offset = batch.base_offset
@@ -387,6 +457,7 @@ def _read_some(
     append, new = sink.records.append, _new_record
     append_headers = sink.headers.append
     varint, field = _varint, _bytes_field
+    last_delta = batch.last_offset_delta
     offset: Optional[int] = None
     # Strategy: a record's varints are nearly all one or two bytes (lengths
     # under 8 KiB, deltas under 8192): _varint reads those without the
@@ -401,8 +472,14 @@ def _read_some(
                 raise corrupt(f"record length {length} does not fit the batch", base_offset)
             # After the unused attributes byte: the timestamp and offset deltas.
             delta, p = varint(data, p + 1, decode_varlong)
-            offset, p = varint(data, p)
-            offset += base_offset
+            offset_delta, p = varint(data, p)
+            if not previous < offset_delta <= last_delta:
+                # Strategy: offsets that repeat, go back or pass the batch's
+                # last would move the consumer's position back over records
+                # handed out, or far past records never seen.
+                raise _bad_offset(batch, previous, offset_delta)
+            previous = offset_delta
+            offset = base_offset + offset_delta
             key, p = field(data, p, offset, "key")
             value, p = field(data, p, offset, "value")
             if data[p] == 0:
@@ -419,6 +496,20 @@ def _read_some(
     except IndexError as e:
         raise corrupt("record runs past the end of its batch", base_offset) from e
     return p, index, offset
+
+
+def _bad_offset(batch: BatchHeader, previous: int, offset_delta: int) -> ProtocolError:
+    """The error for a record whose offset delta does not follow ``previous``;
+    its offset is where the good records end."""
+    if offset_delta < 0:
+        why = f"offset delta {offset_delta} is negative"
+    elif offset_delta <= previous:
+        why = f"offset deltas do not increase ({previous} then {offset_delta})"
+    else:
+        why = (f"offset delta {offset_delta} is past the batch's last offset delta "
+               f"{batch.last_offset_delta}")
+    return corrupt(f"record {why} (batch at offset {batch.base_offset})",
+                   batch.base_offset + previous + 1)
 
 
 def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int) -> int:
@@ -438,17 +529,45 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
     start = pos + HEADER_SIZE
     before = len(sink.records)
     if codec:
-        # One budget for every compressed batch of the answer (and the old
-        # wrappers among them): a per-call cap would let many batches, each
-        # under it, decompress to any size together.
-        records = log_format.decompress(codec, mv[start:bend], base_offset, sink.budget)
-        if sink.opening and not batch.attributes & _CONTROL_BIT:
+        opening = sink.opening and not batch.attributes & _CONTROL_BIT
+        inline = sink.inline
+        if opening and inline is not None and inline < sink.budget[0]:
+            try:
+                # Strategy: small batches (nearly all) decompress here; one
+                # that inflates past ``inline`` stops there (every codec
+                # checks the bound as it goes) and is opened pending, for
+                # the caller to decompress where it blocks nothing.
+                records = log_format.decompress(codec, mv[start:bend], base_offset, [inline])
+            except CompressionError:
+                sink.batches.append(batch)
+                sink.opened = OpenBatch(batch, b"", (codec, bytes(mv[start:bend]),
+                                                     sink.budget[0]))
+                return base_offset + batch.last_offset_delta + 1
+            sink.budget[0] -= len(records)
+        else:
+            # One budget for every compressed batch of the answer (and the
+            # old wrappers among them): a per-call cap would let many
+            # batches, each under it, decompress to any size together.
+            records = log_format.decompress(codec, mv[start:bend], base_offset, sink.budget)
+        if opening:
             # Opened, not decoded: the caller decodes it a slice at a time.
             _check_count(batch, len(records))
             sink.batches.append(batch)
             sink.opened = OpenBatch(batch, records)
             return base_offset + batch.last_offset_delta + 1
         _read_records(sink, records, 0, len(records), batch)
+    elif sink.opening and not batch.attributes & _CONTROL_BIT:
+        try:
+            _read_records(sink, data, start, bend, batch)
+        except ProtocolError:
+            # A bad record: the batch is opened instead, so that the caller
+            # decodes the records before it (and hands them out) and meets
+            # the error at the bad one, as in a compressed batch.
+            del sink.records[before:]
+            del sink.headers[before:]
+            sink.batches.append(batch)
+            sink.opened = OpenBatch(batch, data[start:bend])
+            return base_offset + batch.last_offset_delta + 1
     else:
         _read_records(sink, data, start, bend, batch)
     sink.batches.append(batch)
@@ -508,13 +627,17 @@ def decode_record_batches(*args: Any, **kwargs: Any) -> BatchDecodeResult:
             then include it, ``next_offset`` and ``timestamp_types`` do not),
             for :func:`decode_batch_slice` to decode a slice at a time, as
             :func:`kiel.protocol.messages.decode_message_set` opens wrappers.
+            An uncompressed batch with a bad record is opened the same way
+            (not raised), so the records before the bad one come out first.
             Control batches and old (magic 0/1) entries decode as usual.
 
     Returns:
         a :class:`BatchDecodeResult`.
 
     Raises:
-        CorruptMessageError: a CRC mismatch or inconsistent framing.
+        CorruptMessageError: a CRC mismatch, inconsistent framing, or record
+            offsets that repeat, go backwards or pass the batch's last
+            offset delta (the error's ``offset``: where the good records end).
         UnsupportedVersionError: a magic byte above 2.
         CompressionError: a compressed batch does not decompress, or the
             compressed batches decompress to more than ``max_decoded`` bytes.
@@ -525,13 +648,50 @@ def decode_record_batches(*args: Any, **kwargs: Any) -> BatchDecodeResult:
     return _decode_batches(*decode_arguments(*args, **kwargs))
 
 
+def open_record_batches(
+    buf: Buffer,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    min_offset: Optional[int] = None,
+    max_decoded: int = log_format.DEFAULT_MAX_DECODED,
+    inline_decoded: int = 1024 * 1024,
+) -> BatchDecodeResult:
+    """:func:`decode_record_batches` with ``open_compressed``, for a caller
+    that must not stall: a compressed batch is decompressed here only if it
+    inflates to at most ``inline_decoded`` bytes; a larger one is opened
+    *pending* (:attr:`OpenBatch.pending`), for the caller to
+    :meth:`~OpenBatch.decompress` elsewhere (another thread) and hand to
+    :meth:`~OpenBatch.inflated` before :func:`decode_batch_slice`.
+
+    Args:
+        buf: as for :func:`decode_record_batches`.
+        topic: as for :func:`decode_record_batches`.
+        partition: as for :func:`decode_record_batches`.
+        min_offset: as for :func:`decode_record_batches`.
+        max_decoded: as for :func:`decode_record_batches` (a pending batch
+            may inflate to what is left of it).
+        inline_decoded: the most bytes one batch is decompressed to here
+            (work that stops at that bound: about a millisecond per MiB).
+
+    Returns:
+        a :class:`BatchDecodeResult`.
+
+    Raises:
+        as :func:`decode_record_batches`; a pending batch's decompression
+        errors come from :meth:`OpenBatch.decompress`.
+    """
+    return _decode_batches(buf, topic, partition, min_offset, True, max_decoded, True,
+                           inline_decoded)
+
+
 def _decode_batches(
     buf: Buffer, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
-    max_decoded: int, opening: bool,
+    max_decoded: int, opening: bool, inline: Optional[int] = None,
 ) -> BatchDecodeResult:
     data = log_format.as_bytes(buf, "record batches")
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset,
-                 bool(check_crcs), max_decoded)
+                 bool(check_crcs), max_decoded, inline)
     sink.opening = opening
     mv = memoryview(data)
     end = len(data)
@@ -611,8 +771,9 @@ def decode_batch_slice(
         is the batch's (its last offset delta's, past records compacted away).
 
     Raises:
-        CorruptMessageError: a record's framing is inconsistent, or the
-            records do not fill the batch as its count says.
+        CorruptMessageError: a record's framing is inconsistent, its offset
+            does not follow the one before it, or the records do not fill
+            the batch as its count says.
         ProtocolError: a header key that is not UTF-8, a bad varint.
     """
     header, data = batch.header, batch.data
@@ -624,12 +785,36 @@ def decode_batch_slice(
         _check_end(header, index, position, end)
         return BatchSlice([], position, index, True, header.last_offset + 1)
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset, True)
-    p, index, last = _read_some(
-        sink, data, position, end, header, index, position + max(max_bytes, 1)
+    resume_index, previous = batch._resume
+    if resume_index != index:
+        previous = _delta_before(batch, position, index)
+    p, read, last = _read_some(
+        sink, data, position, end, header, index, position + max(max_bytes, 1), previous
     )
+    index = read
+    if last is not None:
+        batch._resume = (read, last - header.base_offset)
     if index >= count and p == end:
         return BatchSlice(sink.records, p, index, True, header.last_offset + 1)
     return BatchSlice(sink.records, p, index, False, None if last is None else last + 1)
+
+
+def _delta_before(batch: OpenBatch, position: int, index: int) -> int:
+    """The offset delta of the record before the ``index``-th (at byte
+    ``position``), for a slice that does not start where the last one ended.
+
+    Strategy: the rare path (the decoder always goes on where it stopped):
+    the records before it are read again, their offsets only.
+
+    Raises:
+        CorruptMessageError: the records before it do not decode.
+    """
+    if not index:
+        return -1
+    probe = _Sink("", -1, _INT64_MAX, False)
+    _p, _read, last = _read_some(probe, batch.data, 0, len(batch.data), batch.header, 0,
+                                 position, -1)
+    return -1 if last is None else last - batch.header.base_offset
 
 
 # ---------------------------------------------------------------------------
