@@ -352,11 +352,11 @@ async def produce(args: argparse.Namespace, stdin: BinaryIO, err: Any) -> int:
             pending += chunk
             *lines, pending = pending.split(delimiter)
             for line in lines:
-                count += send(line)
+                count += await send(line)
             if failures:
                 break
         if pending and not failures:
-            count += send(pending)
+            count += await send(pending)
         await producer.flush()
     if failures:
         raise failures[0]
@@ -364,7 +364,7 @@ async def produce(args: argparse.Namespace, stdin: BinaryIO, err: Any) -> int:
     return 0
 
 
-def _produce_line(
+async def _produce_line(
     producer: Any,
     topic: str,
     partition: Optional[int],
@@ -377,7 +377,9 @@ def _produce_line(
         key, sep, line = line.partition(key_delim)
         if not sep:
             raise ConfigError(f"a line has no key delimiter {key_delim!r}: {key[:60]!r}")
-    future = producer.produce(topic, line, key=key, partition=partition)
+    # enqueue() waits for room: a pipe faster than the cluster is held back,
+    # not failed past the producer's max_pending_bytes.
+    future = await producer.enqueue(topic, line, key=key, partition=partition)
     future.add_done_callback(done)
     return 1
 

@@ -567,3 +567,38 @@ def test_describe_says_when_a_live_group_lists_no_members() -> None:
     assert "#PARTITIONS" not in text
     assert "lists no members although the group is Stable" in text
     assert json.loads(_render(described, as_json=True))["members"] == []
+
+
+def test_produce_waits_for_room_instead_of_failing_past_the_producers_bound(
+    kafka_cluster: Any, topic_factory: Any, monkeypatch: Any
+) -> None:
+    # Every record the producer holds counts against max_pending_bytes and
+    # produce() fails fast past it: the command must wait for room (enqueue).
+    import argparse
+    import functools
+    import io
+
+    import kiel.clients
+    from kiel import cli
+
+    topic = topic_factory(partitions=1)
+    monkeypatch.setattr(kiel.clients, "Producer",
+                        functools.partial(kiel.clients.Producer, max_pending_bytes=64 * 1024))
+    args = argparse.Namespace(
+        brokers=kafka_cluster.bootstrap, topic=topic, partition=None, delimiter="\\n",
+        key_delimiter=None, compression=None, acks=1, client_id="kiel-cli-test", timeout=30.0,
+        tls=False, ca_file=None, cert_file=None, key_file=None, sasl_mechanism=None,
+        sasl_username=None,
+    )
+    lines = b"".join(b"%06d " % i + b"x" * 1000 + b"\n" for i in range(400))  # ~400 KB
+    err = io.StringIO()
+
+    async def main() -> int:
+        kafka_cluster.set_latency(0.2, "Produce")
+        try:
+            return await cli.produce(args, io.BytesIO(lines), err)
+        finally:
+            kafka_cluster.set_latency(0.0, "Produce")
+
+    assert asyncio.run(asyncio.wait_for(main(), 120)) == 0
+    assert err.getvalue() == f"produced 400 messages to {topic}\n"
