@@ -62,8 +62,10 @@ from kiel.exc import (
     FencedInstanceIdError,
     GroupAuthorizationFailedError,
     GroupError,
+    GroupMaxSizeReachedError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
+    InvalidGroupIdError,
     InvalidSessionTimeoutError,
     KielError,
     MemberIdRequiredError,
@@ -98,7 +100,8 @@ log = logging.getLogger(__name__)
 REJOIN_BACKOFF = Backoff(0.1, 5.0, retries=None)
 #: Errors after which the member stops: the application must change something.
 FATAL = (FencedInstanceIdError, InconsistentGroupProtocolError, GroupAuthorizationFailedError,
-         InvalidSessionTimeoutError, UnsupportedFeatureError)
+         InvalidSessionTimeoutError, InvalidGroupIdError, GroupMaxSizeReachedError,
+         UnsupportedFeatureError)
 #: Internal topics a pattern never matches.
 _INTERNAL = ("__consumer_offsets", "__transaction_state")
 
@@ -350,7 +353,7 @@ class BrokerMembership:
                 continue
             except KielError as e:
                 self._last_error = e
-                if not e.retriable and not isinstance(e, GroupError):
+                if not e.retriable:
                     if first:
                         raise
                     # Said to the application, and tried again: the member
