@@ -910,3 +910,27 @@ def test_an_allocator_that_raises_fails_the_leaders_connect(tansu_broker: Any) -
 
     run(main(), timeout=120)
 
+
+
+def test_max_poll_interval_counts_from_when_connect_returns(tansu_broker: Any) -> None:
+    # Tansu holds a JoinGroup about 3 s: longer than this max_poll_interval.
+    # The application cannot ask for records before connect() returns, so
+    # its first interval starts then.
+    topic = tansu_broker.create_topic(unique("pollstart"), 1)
+
+    async def main() -> None:
+        c = member(tansu_broker.bootstrap, unique("g"), [topic], max_poll_interval=2.0)
+        await c.connect()
+        try:
+            await asyncio.sleep(1.0)  # within 2 s of connect() returning
+            assert c.metrics().group_state == "STABLE"
+            loop = asyncio.get_running_loop()
+            until_t = loop.time() + 3.0
+            while loop.time() < until_t:
+                await c.consume()  # asks every max_wait_time (0.2 s)
+            assert c.metrics().group_state == "STABLE"
+            assert c.assignment() == [TP(topic, 0)]
+        finally:
+            await c.close()
+
+    run(main(), timeout=120)

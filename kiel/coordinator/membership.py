@@ -227,6 +227,9 @@ class BrokerMembership:
                 + (f"; last error: {type(last).__name__}: {last}" if last else "") + ")",
                 group=self.context.group,
             ) from (last or e)
+        # The application could not ask for records while connect() joined:
+        # its max_poll_interval starts now.
+        self.session.poll(_now())
         self._tasks.spawn(self._run(), "group")
         self._tasks.spawn(self._heartbeats(), "heartbeats")
         self._tasks.spawn(self._watch_metadata(), "group metadata")
