@@ -269,7 +269,7 @@ def test_group_describe_agrees_with_the_members_own_views(
                                    for p, n in enumerate([3, 6, 9, 12]) for _ in range(n)))
         members = [GroupedConsumer(kafka_cluster.bootstrap, group, zk, topics=[topic],
                                    member_id=name, max_wait_time=0.2, commit_interval=None,
-                                   auto_finish=False)
+                                   auto_finish=False, revoke_timeout=1.0)
                    for name in ("a", "b")]
         try:
             await members[0].connect()
@@ -337,7 +337,7 @@ async def _produce_singly(bootstrap: str, topic: str) -> None:
 def _broker_member(bootstrap: str, group: str, topic: str) -> GroupedConsumer:
     return GroupedConsumer(bootstrap, group, topics=[topic], session_timeout=6.0,
                            heartbeat_interval=1.0, max_wait_time=0.2, commit_interval=None,
-                           auto_finish=False)
+                           auto_finish=False, revoke_timeout=1.0)
 
 
 async def _consume(consumer: GroupedConsumer, count: int) -> int:

@@ -184,7 +184,9 @@ def test_manual_task_done_commits_only_finished_records(kafka_cluster, topic_fac
 
     async def main() -> None:
         await produce(kafka_cluster, topic, [b"x%d" % i for i in range(6)])
-        c = grouped(kafka_cluster, group, [topic], auto_finish=False, commit_interval=None)
+        # close() waits revoke_timeout for the records left unfinished on purpose.
+        c = grouped(kafka_cluster, group, [topic], auto_finish=False, commit_interval=None,
+                    revoke_timeout=1.0)
         await c.connect()
         records: List[Record] = []
         while len(records) < 6:

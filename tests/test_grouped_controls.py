@@ -36,8 +36,9 @@ def test_pause_resume_seek_to_lag_committed_and_commit_offsets(kafka_cluster, to
     async def main() -> None:
         for p in (0, 1):
             await produce(kafka_cluster, topic, [b"a%d" % i for i in range(20)], partition=p)
+        # revoke_timeout: close() waits that long for the records left unfinished here.
         consumer = grouped(kafka_cluster, unique("controls"), [topic], auto_finish=False,
-                           commit_interval=None)
+                           commit_interval=None, revoke_timeout=1.0)
         async with consumer:
             first = by_partition(await take(consumer, 40))
             assert first == {0: list(range(20)), 1: list(range(20))}
