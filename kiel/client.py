@@ -17,7 +17,9 @@ class ClientOptions(TypedDict, total=False):
 
     :class:`~kiel.cluster.Cluster` owns them and their defaults; a client
     passes what it was given straight on, so each setting is declared once
-    and a misspelt one is a type error (and a ``TypeError`` at run time).
+    and a misspelt one is a type error for mypy, and at run time a
+    :class:`~kiel.exc.ConfigError` naming kiel's spelling when it is
+    kiel 0.9's or another client's (see :func:`check_options`).
 
     Attributes:
         client_id: sent in every request header (shows up in broker logs;
@@ -68,6 +70,54 @@ class ClientOptions(TypedDict, total=False):
     api_version: Any
 
 
+#: Options of kiel 0.9 and of the other clients, with what to write in kiel.
+_SPELLINGS = {
+    "partition_allocator": "allocator",
+    "autocommit": "commit_interval (seconds) or commit_every (records)",
+    "bootstrap_servers": "the first argument, brokers",
+    "group_id": "the second argument, group",
+    "group.id": "the second argument, group",
+    "auto_offset_reset": "offset_reset",
+    "enable_auto_commit": "commit_interval (None: no timed commits)",
+    "auto_commit_interval_ms": "commit_interval, in seconds",
+    "partition_assignment_strategy": "allocator (a name, a callable or a list)",
+    "value_deserializer": "deserializer",
+    "value_serializer": "serializer",
+    "security_protocol": "ssl_context and sasl_mechanism",
+    "sasl_plain_username": "sasl_username",
+    "sasl_plain_password": "sasl_password",
+    "max_poll_records": "max_records",
+    "fetch_max_wait_ms": "max_wait_time, in seconds",
+    "fetch_min_bytes": "min_bytes",
+    "fetch_max_bytes": "max_bytes",
+    "acks": "required_acks",
+}
+
+
+def check_options(client: str, options: Any) -> None:
+    """Refuse an option no layer of ``client`` takes, saying what to write instead.
+
+    Args:
+        client: the client's class name (for the message).
+        options: what reached :class:`Client` unclaimed by the client itself.
+
+    Raises:
+        ConfigError: an unknown option (kiel 0.9's and the other clients'
+            spellings, and their ``*_ms`` settings, get kiel's name).
+    """
+    from kiel.exc import ConfigError
+
+    unknown = sorted(set(options) - set(ClientOptions.__annotations__))
+    if not unknown:
+        return
+    name = unknown[0]
+    hint = _SPELLINGS.get(name)
+    if hint is None and name.endswith("_ms"):
+        hint = f"{name[:-3]}, in seconds (kiel's times are seconds)"
+    suggestion = f": kiel's spelling is {hint}" if hint else ""
+    raise ConfigError(f"{client} has no option {name!r}{suggestion}")
+
+
 class Client:
     """Base of :class:`~kiel.clients.Producer`, :class:`~kiel.clients.SingleConsumer`
     and :class:`~kiel.clients.GroupedConsumer`.
@@ -85,6 +135,7 @@ class Client:
     def __init__(
         self, brokers: Union[str, Sequence[str]], **options: "Unpack[ClientOptions]"
     ) -> None:
+        check_options(type(self).__name__, options)
         self.cluster = Cluster(brokers, **options)
         self.closed = False
 

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 import kiel
+from kiel.clients import GroupedConsumer, Producer, SingleConsumer
+from kiel.exc import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,3 +77,24 @@ def test_client_options_are_exactly_the_cluster_settings() -> None:
 
     settings = set(inspect.signature(Cluster).parameters) - {"brokers"}
     assert set(ClientOptions.__annotations__) == settings
+
+
+@pytest.mark.parametrize("make,option,spelling", [
+    (lambda **o: GroupedConsumer("h:1", "g", topics=["t"], **o), "group_id",
+     "the second argument, group"),
+    (lambda **o: GroupedConsumer("h:1", "g", topics=["t"], **o), "partition_allocator",
+     "allocator"),
+    (lambda **o: GroupedConsumer("h:1", "g", "h:2", topics=["t"], **o), "autocommit",
+     "commit_interval"),
+    (lambda **o: SingleConsumer("h:1", **o), "auto_offset_reset", "offset_reset"),
+    (lambda **o: SingleConsumer("h:1", **o), "bootstrap_servers", "the first argument"),
+    (lambda **o: Producer("h:1", **o), "request_timeout_ms", "request_timeout, in seconds"),
+    (lambda **o: GroupedConsumer("h:1", "g", topics=["t"], **o), "session_timeout_ms",
+     "session_timeout, in seconds"),
+    (lambda **o: Producer("h:1", **o), "no_such_thing", ""),
+])
+def test_an_unknown_option_is_a_config_error_naming_kiels_spelling(make, option, spelling):
+    # A TypeError about an internal class (Cluster.__init__) before.
+    with pytest.raises(ConfigError, match=f"no option '{option}'") as raised:
+        make(**{option: 1})
+    assert spelling in str(raised.value)
