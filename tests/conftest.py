@@ -1,4 +1,10 @@
-"""Shared test helpers; kiel's pytest plugin is opt-in, enabled here."""
+"""Shared test helpers.
+
+kiel's fixtures (kafka_cluster, zookeeper, tansu_broker, fault_proxy...) come
+from its pytest plugin, which installing kiel registers (the ``pytest11``
+entry point in pyproject.toml): naming it in ``pytest_plugins`` here as well
+would register it twice, which pytest refuses.
+"""
 
 import asyncio
 import shutil
@@ -8,8 +14,6 @@ from typing import Awaitable, TypeVar
 import pytest
 
 T = TypeVar("T")
-
-pytest_plugins = ["kiel.testing.pytest_plugin"]
 
 
 def run(coro: Awaitable[T], timeout: float = 120.0) -> T:
