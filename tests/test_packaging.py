@@ -9,7 +9,6 @@ runs first.
 
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 import kiel.testing.pytest_plugin
 from kiel import compression
 from kiel.protocol import crc32c
+from tests.conftest import pytest11_entry_points
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -94,7 +94,7 @@ def test_this_environment_uses_the_c_crc32c_and_has_every_codec() -> None:
 def test_the_installed_plugin_is_registered_once(pytestconfig: pytest.Config) -> None:
     # The entry point registers it (under the name "kiel"); conftest.py must
     # not add it again.
-    points = [ep for ep in metadata.entry_points(group="pytest11") if ep.name == "kiel"]
+    points = [ep for ep in pytest11_entry_points() if ep.name == "kiel"]
     assert [ep.value for ep in points] == ["kiel.testing.pytest_plugin"]
     manager = pytestconfig.pluginmanager
     assert manager.get_plugin("kiel") is kiel.testing.pytest_plugin
