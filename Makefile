@@ -11,8 +11,10 @@ TEST_DEBS := $(DEMO_DEBS) kcat openssl
 DEMO_EXTRAS := snappy,spark
 TEST_EXTRAS := test,snappy,spark,bench,docs,lint
 PYTEST_ARGS ?=
+# A plain `pip install .` (no extras, not editable) for install-check.
+PLAIN_VENV ?= .venv-plain
 
-.PHONY: test demo demo-deps test-deps venv-demo venv-test lint types docs bench clean
+.PHONY: test demo demo-deps test-deps venv-demo venv-test install-check lint types docs bench clean
 
 # apt-get the packages in $(1) that are missing. Debian's own python3 needs
 # python3-venv before `python3 -m venv` works, so that is checked too.
@@ -30,12 +32,11 @@ define apt_install
 	fi
 endef
 
-# A venv with kiel and the extras in $(1); re-made when setup.cfg changes or
-# when a wider set of extras is asked for.
+# A venv with kiel and the extras in $(1); re-made when pyproject.toml (all
+# of kiel's packaging) changes or when a wider set of extras is asked for.
 define make_venv
 	@if [ ! -x $(PY) ]; then $(PYTHON) -m venv $(VENV); fi
-	@if [ ! -f $(VENV)/.installed-$(1) ] || [ setup.cfg -nt $(VENV)/.installed-$(1) ] \
-	    || [ setup.py -nt $(VENV)/.installed-$(1) ]; then \
+	@if [ ! -f $(VENV)/.installed-$(1) ] || [ pyproject.toml -nt $(VENV)/.installed-$(1) ]; then \
 	  $(PY) -m pip install -q --upgrade pip setuptools wheel && \
 	  $(PY) -m pip install -q -e ".[$(1)]" && touch $(VENV)/.installed-$(1); \
 	fi
@@ -53,8 +54,21 @@ venv-demo:
 venv-test:
 	$(call make_venv,$(TEST_EXTRAS))
 
-test: test-deps venv-test
+test: test-deps venv-test install-check
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# What a plain `pip install kiel` gives (C CRC-32C, every codec, the command,
+# the pytest fixtures): checked in a fresh venv, which needs the network, so
+# outside the test suite. Re-done only when what it checks changes.
+install-check: $(PLAIN_VENV)/.checked
+
+$(PLAIN_VENV)/.checked: pyproject.toml MANIFEST.in tests/plain_install_check.py \
+		kiel/__init__.py kiel/protocol/crc32c.py $(wildcard kiel/compression/*.py)
+	rm -rf $(PLAIN_VENV)
+	$(PYTHON) -m venv $(PLAIN_VENV)
+	$(PLAIN_VENV)/bin/python -m pip install -q .
+	cd / && $(abspath $(PLAIN_VENV))/bin/python $(abspath tests/plain_install_check.py)
+	touch $@
 
 demo: demo-deps venv-demo
 	$(PY) -m kiel.demo
@@ -74,4 +88,4 @@ bench: test-deps venv-test
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info docs/_build .pytest_cache .hypothesis
+	rm -rf $(VENV) $(PLAIN_VENV) build dist *.egg-info docs/_build .pytest_cache .hypothesis

@@ -1,15 +1,35 @@
-"""Shared test helpers; kiel's pytest plugin is opt-in, enabled here."""
+"""Shared test helpers.
+
+kiel's fixtures (kafka_cluster, zookeeper, tansu_broker, fault_proxy...) come
+from its pytest plugin, which installing kiel registers (the ``pytest11``
+entry point in pyproject.toml). Naming it in ``pytest_plugins`` as well would
+register it twice, which pytest refuses; it is named only when the
+environment's kiel was installed before that entry point existed, so that an
+older development venv keeps its fixtures until it is re-installed
+(tests/test_packaging.py fails there, saying so).
+"""
 
 import asyncio
 import shutil
 import uuid
+from importlib import metadata
 from typing import Awaitable, TypeVar
 
 import pytest
 
 T = TypeVar("T")
 
-pytest_plugins = ["kiel.testing.pytest_plugin"]
+
+def pytest11_entry_points() -> list:
+    """The installed ``pytest11`` entry points (Python 3.9's API too)."""
+    points = metadata.entry_points()
+    if hasattr(points, "select"):
+        return list(points.select(group="pytest11"))
+    return list(points.get("pytest11", []))  # Python 3.9: a dict of groups
+
+
+if not [ep for ep in pytest11_entry_points() if ep.name == "kiel"]:
+    pytest_plugins = ["kiel.testing.pytest_plugin"]
 
 
 def run(coro: Awaitable[T], timeout: float = 120.0) -> T:

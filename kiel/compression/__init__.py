@@ -6,9 +6,11 @@ attributes (:data:`CODEC_MASK`): 0 none, 1 gzip, 2 snappy, 3 lz4, and 4 zstd
 :class:`~kiel.compression.base.Codec` objects and knows nothing else about
 Kafka: bytes in, bytes out, no I/O.
 
-gzip uses the standard library. snappy, lz4 and zstd use cramjam, an optional
-dependency (``pip install kiel[snappy]`` or ``kiel[lz4]``); without it, kiel
-imports fine and using those codecs raises
+gzip uses the standard library. snappy, lz4 and zstd use cramjam, a
+dependency of kiel (``pip install kiel`` installs it; it ships wheels for
+every platform kiel runs on). It is imported when one of those codecs is
+first used; in an environment that lacks it (installed with ``--no-deps``,
+say), kiel still imports and using those codecs raises
 :class:`~kiel.exc.MissingDependencyError`.
 
 :data:`CODEC_NAMES` and :func:`codec_id_for` name the codecs a message set
@@ -144,7 +146,7 @@ def get_codec(codec_id: int, **options: Any) -> Codec:
 
 
 def is_available(codec_id: int) -> bool:
-    """Tell whether a codec can be used (its optional dependency is installed).
+    """Tell whether a codec can be used (the library it needs is importable).
 
     Args:
         codec_id: the codec id.

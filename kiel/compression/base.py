@@ -21,12 +21,16 @@ DEFAULT_MAX_OUTPUT_SIZE = 128 * 1024 * 1024
 _cramjam: Optional[ModuleType] = None
 
 
-def require_cramjam(extra: str) -> ModuleType:
-    """Import cramjam, or explain which extra provides it.
+def require_cramjam(codec: str) -> ModuleType:
+    """Import cramjam, or say that this environment lacks it.
+
+    cramjam is an install dependency of kiel, so it is missing only from an
+    environment installed without dependencies or left broken; the message
+    says what to install rather than naming an extra.
 
     Args:
-        extra: the name of the kiel extra that installs cramjam (``"snappy"``
-            or ``"lz4"``), quoted in the error message.
+        codec: the name of the codec that needs cramjam (``"snappy"``,
+            ``"lz4"`` or ``"zstd"``), quoted in the error message.
 
     Returns:
         the ``cramjam`` module.
@@ -40,7 +44,8 @@ def require_cramjam(extra: str) -> ModuleType:
             import cramjam
         except ImportError as exc:
             raise MissingDependencyError(
-                f"{extra} compression needs the cramjam package: pip install kiel[{extra}]"
+                f"{codec} compression needs the cramjam package, a dependency of kiel"
+                " that is missing here: pip install cramjam"
             ) from exc
         _cramjam = cramjam
     return _cramjam
@@ -107,7 +112,7 @@ class Codec(abc.ABC):
 
         Raises:
             LocalProtocolError: ``data`` is not bytes-like.
-            MissingDependencyError: the codec's optional dependency is missing.
+            MissingDependencyError: the codec's dependency (cramjam) is missing.
         """
 
     @abc.abstractmethod
@@ -124,7 +129,7 @@ class Codec(abc.ABC):
             CompressionError: ``data`` is not a valid compressed payload, or it
                 decompresses to more than ``max_output_size`` bytes.
             LocalProtocolError: ``data`` is not bytes-like.
-            MissingDependencyError: the codec's optional dependency is missing.
+            MissingDependencyError: the codec's dependency (cramjam) is missing.
         """
 
     def _too_large(self, size: Optional[int] = None) -> CompressionError:

@@ -96,7 +96,7 @@ def _checksums(descriptor: bytes) -> tuple[int, int]:
 
 
 class LZ4Codec(Codec):
-    """LZ4 frames, needs the ``lz4`` extra (``pip install kiel[lz4]``).
+    """LZ4 frames, with cramjam (a dependency of kiel).
 
     Args:
         magic: the message format version the frames are for. 0 (the

@@ -43,7 +43,7 @@ _INT32 = struct.Struct(">i")
 
 
 class SnappyCodec(Codec):
-    """snappy, needs the ``snappy`` extra (``pip install kiel[snappy]``).
+    """snappy, with cramjam (a dependency of kiel).
 
     Args:
         xerial: write the xerial-framed form (the default, what Java clients

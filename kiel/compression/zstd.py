@@ -29,7 +29,7 @@ from kiel.compression.base import (
     as_view,
     require_cramjam,
 )
-from kiel.exc import CompressionError, ConfigError, MissingDependencyError
+from kiel.exc import CompressionError, ConfigError
 
 #: The zstd frame magic number, little-endian on the wire.
 ZSTD_FRAME_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -169,7 +169,7 @@ def _output_bound(view: memoryview) -> tuple[int, bool]:
 
 
 class ZstdCodec(Codec):
-    """Zstandard, needs cramjam (``pip install kiel[snappy]`` installs it).
+    """Zstandard, with cramjam (a dependency of kiel).
 
     Args:
         level: compression level, 1 (fastest) to 22 (smallest); default 3,
@@ -192,13 +192,7 @@ class ZstdCodec(Codec):
         if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= 22:
             raise ConfigError(f"zstd level must be an integer from 1 to 22, got {level!r}")
         self.level = level
-        try:
-            cramjam = require_cramjam("snappy")
-        except MissingDependencyError as exc:
-            raise MissingDependencyError(
-                "zstd compression needs the cramjam package: pip install kiel[snappy] "
-                "(the snappy extra installs it)"
-            ) from exc.__cause__
+        cramjam = require_cramjam("zstd")
         self._compress = cramjam.zstd.compress
         self._decompress_into = cramjam.zstd.decompress_into
         self._cramjam_errors = (cramjam.DecompressionError, cramjam.CompressionError)

@@ -1,8 +1,8 @@
 """CRC-32C (Castagnoli), the checksum of Kafka record batches (magic 2).
 
-:func:`crc32c` uses the ``google-crc32c`` package when its C extension is
-installed, and a table-driven pure-Python implementation otherwise
-(:func:`crc32c_pure`); both give the same values (``tests/test_record_batch.py``
+:func:`crc32c` uses the ``google-crc32c`` package, a dependency of kiel, when
+its C extension is importable, and a table-driven pure-Python implementation
+otherwise (:func:`crc32c_pure`); both give the same values (``tests/test_record_batch.py``
 checks them against each other and against the RFC 3720 vectors).
 
 Why ``google-crc32c``: measured on this project's machine (Python 3.11, x86-64
@@ -13,9 +13,12 @@ noise of each other on ``bytes``; ``google-crc32c`` is Apache-2.0 like kiel
 only takes ``bytes`` (not ``memoryview``), which costs one copy of a batch
 that the decoder makes anyway. The pure-Python fallback runs at about
 15 MB/s: fine for tests and small batches, slow for a busy consumer, which
-is why the package is worth installing (``pip install google-crc32c``).
+is why ``pip install kiel`` installs the package. The fallback is kept for
+environments where it is missing or has no C extension (a platform without
+its wheel, an install with ``--no-deps``); :data:`IMPLEMENTATION` says which
+one is in use.
 
-Standard library only besides the optional package; no I/O.
+Standard library only besides ``google-crc32c``; no I/O.
 """
 from typing import Callable, Optional, Union
 
@@ -60,7 +63,7 @@ def crc32c_pure(data: Buffer, crc: int = 0) -> int:
 _accelerated: Optional[Callable[[int, bytes], int]] = None
 try:
     import google_crc32c as _google_crc32c
-except ImportError:  # the optional package is not installed
+except ImportError:  # installed without kiel's dependencies: the fallback serves
     pass
 else:
     # Its own fallback is a pure-Python loop too: ours is as fast, and tested here.

@@ -1,9 +1,11 @@
 """pytest plugin: fixtures for kiel's real test parts.
 
-Opt-in, so installing kiel does not change other projects' test runs: add
-``pytest_plugins = ["kiel.testing.pytest_plugin"]`` to a ``conftest.py``.
-It registers fixtures only, no markers and no hooks that touch tests which
-do not use its fixtures.
+Installing kiel registers it with pytest (the ``pytest11`` entry point named
+``kiel``), so its fixtures are there in any project whose environment has
+kiel, with nothing to add to a ``conftest.py``. It registers fixtures only, no
+markers and no hooks that touch tests which do not use its fixtures, so it
+changes nothing in test runs that do not ask for them; ``pytest -p no:kiel``
+turns it off.
 """
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional

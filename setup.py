@@ -1,4 +1,0 @@
-"""Packaging shim: all metadata lives in setup.cfg."""
-from setuptools import setup
-
-setup()

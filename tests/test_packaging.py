@@ -1,0 +1,129 @@
+"""Packaging: what ``pip install kiel`` gives and how pytest finds kiel's fixtures.
+
+pyproject.toml is kiel's only packaging file. These tests read it and check
+the environment they run in (made by ``pip install -e .[test,...]``); the
+check of a fresh ``pip install .`` with no extras needs the network, so it is
+``make install-check`` (tests/plain_install_check.py), which ``make test``
+runs first.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kiel.testing.pytest_plugin
+from kiel import compression
+from kiel.protocol import crc32c
+from tests.conftest import pytest11_entry_points
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the test extra installs tomli on 3.9 and 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def pyproject() -> dict[str, Any]:
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def _names(requirements: list[str]) -> dict[str, str]:
+    """Requirement strings by their lower-cased project name."""
+    names = {}
+    for requirement in requirements:
+        name = requirement.split(";")[0]
+        for sep in "<>=!~[ ":
+            name = name.split(sep)[0]
+        names[name.lower().replace("_", "-")] = requirement
+    return names
+
+
+def test_pyproject_is_the_only_packaging_file() -> None:
+    assert not (ROOT / "setup.py").exists()
+    assert not (ROOT / "setup.cfg").exists()
+
+
+def test_a_plain_install_has_the_c_crc32c_and_every_codec(pyproject: dict[str, Any]) -> None:
+    dependencies = _names(pyproject["project"]["dependencies"])
+    for name in ("tornado", "kazoo", "cramjam", "google-crc32c"):
+        assert name in dependencies, dependencies
+        # No environment marker: every platform gets it.
+        assert ";" not in dependencies[name], dependencies[name]
+
+
+def test_the_old_extras_still_install(pyproject: dict[str, Any]) -> None:
+    # `pip install kiel[snappy]` from older instructions keeps working, and
+    # adds nothing the dependencies do not already bring.
+    extras = pyproject["project"]["optional-dependencies"]
+    dependencies = set(pyproject["project"]["dependencies"])
+    for extra in ("snappy", "lz4", "crc32c"):
+        assert extra in extras
+        assert set(extras[extra]) <= dependencies, (extra, extras[extra])
+    assert "pyspark" in _names(extras["spark"])
+    assert "prometheus-client" in _names(extras["prometheus"])
+
+
+def test_the_license_is_a_spdx_expression(pyproject: dict[str, Any]) -> None:
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    # PEP 639: with a license expression, a License classifier is an error
+    # (setuptools warned about it before).
+    assert not [c for c in pyproject["project"]["classifiers"] if c.startswith("License ::")]
+    assert "setuptools>=77" in pyproject["build-system"]["requires"]
+
+
+def test_the_command_and_the_pytest_plugin_are_entry_points(pyproject: dict[str, Any]) -> None:
+    assert pyproject["project"]["scripts"] == {"kiel": "kiel.cli:main"}
+    assert pyproject["project"]["entry-points"]["pytest11"] == {
+        "kiel": "kiel.testing.pytest_plugin"
+    }
+
+
+def test_this_environment_uses_the_c_crc32c_and_has_every_codec() -> None:
+    # The suite's environment is an install of kiel with its dependencies.
+    assert crc32c.IMPLEMENTATION == "google-crc32c"
+    for codec_id in (compression.SNAPPY, compression.LZ4, compression.ZSTD):
+        assert compression.is_available(codec_id), codec_id
+
+
+def test_the_installed_plugin_is_registered_once(pytestconfig: pytest.Config) -> None:
+    # The entry point registers it (under the name "kiel"); conftest.py must
+    # not add it again.
+    points = [ep for ep in pytest11_entry_points() if ep.name == "kiel"]
+    assert [ep.value for ep in points] == ["kiel.testing.pytest_plugin"]
+    manager = pytestconfig.pluginmanager
+    assert manager.get_plugin("kiel") is kiel.testing.pytest_plugin
+    registered = [p for p in manager.get_plugins() if p is kiel.testing.pytest_plugin]
+    assert len(registered) == 1
+
+
+def test_its_fixtures_resolve_once() -> None:
+    # Listed, not started: starting them is what the other tests do.
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fixtures", "-q", "-p", "no:cacheprovider",
+         "tests/test_packaging.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    for name in ("zookeeper", "kafka_cluster", "topic_factory", "tansu_broker", "fault_proxy"):
+        found = [line for line in lines if line.split(" ")[0] == name]
+        assert len(found) == 1, (name, found)
+        assert "pytest_plugin.py" in found[0], found[0]
+
+
+def test_the_pytest_settings_came_along(pytestconfig: pytest.Config) -> None:
+    # Moved from setup.cfg's [tool:pytest]: the markers --strict-markers
+    # needs, the per-test timeout and where the tests are.
+    markers = " ".join(pytestconfig.getini("markers"))
+    for marker in ("slow:", "zookeeper:", "interop:"):
+        assert marker in markers
+    assert "--strict-markers" in pytestconfig.getini("addopts")
+    assert str(pytestconfig.getini("timeout")) == "300"
+    assert pytestconfig.getini("testpaths") == ["tests"]
+    assert pytestconfig.inipath == ROOT / "pyproject.toml"
