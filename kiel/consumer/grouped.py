@@ -223,23 +223,18 @@ class GroupedConsumer(_BaseConsumer):
         #: Which coordinator forms the group: ``"zookeeper"`` (``zk_hosts``
         #: given) or ``"brokers"``.
         self.coordinator = "zookeeper" if zk_hosts is not None else "brokers"
-        # Only the adapter's own options that were given: the others keep
-        # the adapter's defaults, and an option of the other adapter is refused.
-        given = {
-            "zk_hosts": zk_hosts, "zk_session_timeout": zk_session_timeout,
-            "zk_chroot": zk_chroot, "zk_max_retry_delay": zk_max_retry_delay,
-            "zk_connect_timeout": zk_connect_timeout, "partitions_from": partitions_from,
-            "zk_auth": zk_auth, "acquire_timeout": acquire_timeout,
-            "session_timeout": session_timeout, "heartbeat_interval": heartbeat_interval,
-            "max_poll_interval": max_poll_interval, "group_instance_id": group_instance_id,
-        }
         self._adapter = adapter(self.coordinator)
-        #: The membership's settings, checked once (see the adapter's settings class).
-        self.group_settings = self._adapter.settings_for({
-            **{name: value for name, value in given.items() if value is not None},
-            "member_id": member_id, "capacity": capacity, "join_timeout": join_timeout,
-            "leave_timeout": leave_timeout, "allocator": allocator,
-        })
+        #: The membership's settings, checked once (see the adapter's settings
+        #: class): of the coordinators' own options only those given (the
+        #: others keep the adapter's defaults; the other adapter's are refused).
+        self.group_settings = self._adapter.settings_for(_given(
+            zk_hosts=zk_hosts, zk_session_timeout=zk_session_timeout, zk_chroot=zk_chroot,
+            zk_max_retry_delay=zk_max_retry_delay, zk_connect_timeout=zk_connect_timeout,
+            partitions_from=partitions_from, zk_auth=zk_auth, acquire_timeout=acquire_timeout,
+            session_timeout=session_timeout, heartbeat_interval=heartbeat_interval,
+            max_poll_interval=max_poll_interval, group_instance_id=group_instance_id,
+        ) | {"member_id": member_id, "capacity": capacity, "join_timeout": join_timeout,
+             "leave_timeout": leave_timeout, "allocator": allocator})
         super().__init__(brokers, **options)
         self.group = group
         self.revoke_timeout = revoke_timeout
@@ -731,6 +726,11 @@ def _topics_or_pattern(
         return re.compile(pattern)
     except re.error as e:
         raise ConfigError(f"bad topic pattern {pattern!r}: {e}") from e
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options that were given (not ``None``)."""
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def _check_group_options(

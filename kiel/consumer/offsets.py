@@ -70,7 +70,7 @@ from kiel.protocol.fetch import CONSUMER_REPLICA_ID
 from kiel.protocol.list_offsets import EARLIEST, LATEST
 from kiel.protocol.offset_commit import DEFAULT_RETENTION, NO_LEADER_EPOCH, STANDALONE_GENERATION
 from kiel.protocol.versions import LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, Versions
-from kiel.retry import attempts
+from kiel.retry import Attempt, attempts
 from kiel.structs import TopicPartition
 
 __all__ = [
@@ -144,14 +144,29 @@ async def list_offsets(
                 del remaining[tp]
         if not remaining:
             break
-        fatal = [e for e in errors if not e.retriable]
-        if fatal:
-            raise fatal[0]
-        attempt.failed(errors[0] if errors else ProtocolError(
-            "the ListOffsets answer left partitions out", api="ListOffsets"))
-        if any(e.invalid_metadata for e in errors) and not attempt.last:
-            await cluster.refresh_metadata()
+        await judge_round(cluster, attempt, errors, "ListOffsets")
     return result
+
+
+async def judge_round(
+    cluster: Cluster, attempt: Attempt, errors: list[KielError], api: str
+) -> None:
+    """After a round of requests to leaders that left partitions unanswered.
+
+    Records the retry on ``attempt`` (the first error, or that the answer
+    left partitions out) and refreshes the metadata when an error says it
+    is stale and another round will come.
+
+    Raises:
+        KielError: the first error that is not retriable.
+    """
+    fatal = [e for e in errors if not e.retriable]
+    if fatal:
+        raise fatal[0]
+    attempt.failed(errors[0] if errors else ProtocolError(
+        f"the {api} answer left partitions out", api=api))
+    if any(e.invalid_metadata for e in errors) and not attempt.last:
+        await cluster.refresh_metadata()
 
 
 #: What :func:`_ask_leaders` and :func:`_list_from` find: offsets (``None``

@@ -262,14 +262,28 @@ class BrokerMembership:
     # ------------------------------------------------------------------
     # leaving
 
-    async def _hand_back(self) -> None:
-        tps = sorted(set(self.owned) | set(self._moving))
-        self.owned = []
-        if tps:
+    async def _give_up_owned(self) -> None:
+        """Revoke what is owned (listener, commit) while the session is live, else lose it.
+
+        The partitions leave :attr:`owned` first, and are kept in
+        ``_moving`` meanwhile, so a leave that cancels this still hands them back.
+        """
+        tps, self.owned = self.owned, []
+        if not tps:
+            return
+        self._moving = tps
+        try:
             if self.may_commit():
                 await self.hooks.revoked(tps)
             else:
                 await self.hooks.lost(tps)
+        finally:
+            self._moving = []
+
+    async def _hand_back(self) -> None:
+        # What a cancelled rebalance was moving goes back too.
+        self.owned = sorted(set(self.owned) | set(self._moving))
+        await self._give_up_owned()
         if self.member_id and self.settings.group_instance_id is None:
             # A static member stays in the group until its session ends, so
             # a restart within it gets its partitions back without a rebalance.
@@ -333,15 +347,7 @@ class BrokerMembership:
         started = loop.time()
         if self.owned:
             self.state = "REVOKING"
-            tps, self.owned = self.owned, []
-            self._moving = tps
-            try:
-                if self.may_commit():
-                    await self.hooks.revoked(tps)
-                else:
-                    await self.hooks.lost(tps)
-            finally:
-                self._moving = []
+            await self._give_up_owned()
         async for attempt in attempts(REJOIN_BACKOFF, closed=lambda: self._closing):
             try:
                 assigned = await self._join_until_synced()
@@ -599,13 +605,7 @@ class BrokerMembership:
             group=self.context.group,
         )
         self.state = "REVOKING"
-        tps, self.owned = self.owned, []
-        self._moving = tps
-        try:
-            if tps:
-                await self.hooks.revoked(tps)
-        finally:
-            self._moving = []
+        await self._give_up_owned()
         try:
             if self.member_id and self.settings.group_instance_id is None:
                 await self.requests.leave(self.member_id)

@@ -84,8 +84,15 @@ class GroupRequests:
             ) from e
         return self.coordinator
 
-    async def _send(self, request: Any, api: str, timeout: Optional[float] = None) -> Any:
+    async def _send(self, request: Any, api: str, timeout: Optional[float] = None,
+                    answered: tuple[int, ...] = ()) -> Any:
         """Send ``request`` to the coordinator once; its error code raised typed.
+
+        Args:
+            request: the request.
+            api: its name, for the errors.
+            timeout: seconds to wait for the answer (default: the request timeout).
+            answered: error codes returned in the answer instead of raised.
 
         Raises:
             BrokerError: the answer's error (a moved coordinator is forgotten first).
@@ -99,7 +106,8 @@ class GroupRequests:
             if e.retriable:
                 self.coordinator = None
             raise
-        self.check(response.error_code, api)
+        if response.error_code not in answered:
+            self.check(response.error_code, api)
         return response
 
     def check(self, code: int, api: str, member_id: Optional[str] = None) -> None:
@@ -135,18 +143,10 @@ class GroupRequests:
             self.group, int(session_timeout * 1000), int(rebalance_timeout * 1000),
             member_id, self.instance_id, PROTOCOL_TYPE, protocols,
         )
-        coordinator = await self.find()
-        try:
-            response: JoinGroupResponseV5 = await self.cluster.send(
-                coordinator, request, timeout=rebalance_timeout + self.cluster.request_timeout,
-                lane=LANE,
-            )
-        except KielError as e:
-            if e.retriable:
-                self.coordinator = None
-            raise
-        if response.error_code != MemberIdRequiredError.errno:
-            self.check(response.error_code, "JoinGroup", member_id)
+        response: JoinGroupResponseV5 = await self._send(
+            request, "JoinGroup", rebalance_timeout + self.cluster.request_timeout,
+            answered=(MemberIdRequiredError.errno,),
+        )
         return response
 
     async def sync(

@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kiel.cluster import Cluster
+from kiel.consumer.offsets import judge_round
 from kiel.exc import (
     KielError,
     LeaderNotAvailableError,
     OffsetOutOfRangeError,
-    ProtocolError,
     for_code,
 )
 from kiel.protocol import FetchPartitionData, FetchRequest, FetchRequestV4, FetchTopicData
@@ -67,13 +67,7 @@ async def served_ends(cluster: Cluster, earliest: Mapping[TopicPartition, int],
         errors = await _probe_round(cluster, remaining, listed, result)
         if not remaining:
             break
-        fatal = [e for e in errors if not e.retriable]
-        if fatal:
-            raise fatal[0]
-        attempt.failed(errors[0] if errors else ProtocolError(
-            "the Fetch answer left partitions out", api="Fetch"))
-        if any(e.invalid_metadata for e in errors) and not attempt.last:
-            await cluster.refresh_metadata()
+        await judge_round(cluster, attempt, errors, "Fetch")
     return result
 
 
