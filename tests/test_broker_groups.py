@@ -561,7 +561,7 @@ def test_connections_cut_inside_join_and_sync(proxied_tansu: Any) -> None:
 
 @pytest.mark.slow
 def test_a_restarted_broker_that_forgot_the_group(proxied_tansu: Any) -> None:
-    broker, _ = proxied_tansu
+    broker, proxy = proxied_tansu
     topic = unique("restart")
     broker.create_topic(topic, 4)
     group = unique("g")
@@ -574,8 +574,13 @@ def test_a_restarted_broker_that_forgot_the_group(proxied_tansu: Any) -> None:
         await settled([a.assignment, b.assignment], expected, "before the restart")
         loop = asyncio.get_running_loop()
         # Memory storage: the restarted broker has no group, no topic, no offsets.
+        # The members reach it only through the proxy, held dark until the topic
+        # is back: Tansu creates a topic any Metadata request names, so a member
+        # asking first would make it with one partition (and our create fail).
+        await loop.run_in_executor(None, proxy.blackout)
         await loop.run_in_executor(None, broker.restart)
         await loop.run_in_executor(None, broker.create_topic, topic, 4)
+        await loop.run_in_executor(None, proxy.restore)
         after = await produce(broker.bootstrap, topic, 40, prefix="after")
         await settled([a.assignment, b.assignment], expected, "after the restart")
         await until(lambda: set(after) <= set(a.values) | set(b.values), timeout=SETTLE,
