@@ -613,6 +613,55 @@ def test_bad_records(body: bytes, error: type, match: str) -> None:
         decode_record_batches(_one_record_batch(body))
 
 
+@pytest.mark.parametrize("body, error, match", [
+    # The same faults with lengths two and three bytes wide (the decoder
+    # reads one- and two-byte varints on a path of its own).
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(-200), b"\x00", b"\x00"),
+     CorruptMessageError, "key length -200"),
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(-70000), b"\x00", b"\x00"),
+     CorruptMessageError, "key length -70000"),
+    (_record(b"\x00", b"\x00", b"\x00", b"\x01", encode_varint(-300), b"\x00"),
+     CorruptMessageError, "value length -300"),
+    (_record(b"\x00", b"\x00", b"\x00", b"\x01", encode_varint(-9000), b"\x00"),
+     CorruptMessageError, "value length -9000"),
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(100), b"x" * 4, b"\x00"),
+     CorruptMessageError, "runs past|does not end"),
+    (_record(b"\x00", b"\x00", b"\x00", b"\x01", encode_varint(20000), b"x" * 4, b"\x00"),
+     CorruptMessageError, "runs past|does not end"),
+    (_record(b"\x00", b"\x00", encode_varint(-70), b"\x01", b"\x01", b"\x00"),
+     CorruptMessageError, "offset delta -70 is negative"),
+    (_record(b"\x00", b"\x00", encode_varint(9000), b"\x01", b"\x01", b"\x00"),
+     CorruptMessageError, "past the batch's last offset delta"),
+    (encode_varint(-100) + b"\x00" * 8, CorruptMessageError, "record length -100"),
+    (encode_varint(100) + b"\x00" * 8, CorruptMessageError, "record length 100"),
+    (encode_varint(10000) + b"\x00" * 8, CorruptMessageError, "record length 10000"),
+    # A varint cut by the end of the batch, one and two bytes in.
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(1), b"k", b"\x80"),
+     CorruptMessageError, "runs past"),
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(1), b"k", b"\x80\x80"),
+     ProtocolError, "runs past"),
+])
+def test_bad_records_wide_lengths(body: bytes, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        decode_record_batches(_one_record_batch(body))
+
+
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 8191, 8192, 70000])
+def test_every_varint_width_reads_as_kafka_python_reads_it(size: int) -> None:
+    # Keys, values, header values and timestamp deltas of one, two and three
+    # byte varints (and records past 64 for two-byte offset deltas), each
+    # read as kafka-python reads the same batch.
+    specs: List[Spec] = [
+        (b"k" * size if i % 2 else None, b"v" * size if i % 3 else None,
+         TS + (i * size) * (-1 if i % 4 == 1 else 1),
+         [("h", b"x" * size)] if i % 5 == 0 else [])
+        for i in range(70)
+    ]
+    data = kiel_batch(specs)
+    assert kiel_read(data) == [(o, k, v, ts, tt, h) for o, k, v, ts, tt, h in kp_read(data)]
+    assert len(kiel_read(data)) == 70
+
+
 def test_hand_built_record_is_read() -> None:
     # The grammar, spelled out: a record with a negative timestamp delta,
     # offset delta 0, a null key, a value and one header with a null value.

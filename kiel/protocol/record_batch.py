@@ -52,7 +52,7 @@ to ``records`` (the shape callers of the first version used).
 import struct
 import time
 from collections.abc import Iterable, Sequence
-from functools import partial
+from operator import itemgetter
 from typing import (
     Any,
     Callable,
@@ -129,9 +129,10 @@ _HEAD = struct.Struct(">qiibI")  # BaseOffset .. Crc (encode)
 _TAIL = struct.Struct(">hiqqqhii")  # Attributes .. RecordCount (encode)
 _CONTROL_KEY = struct.Struct(">hh")
 
-# Strategy: see kiel.protocol.messages, a C-level constructor per record.
-_new_record = partial(tuple.__new__, Record)
 _NO_HEADERS: tuple[Header, ...] = ()
+_HEADERS_OF = itemgetter(7)  # a Record's headers
+#: The zig-zag decoding of every one- and two-byte varint's raw value.
+_ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(1 << 14))
 
 
 class BatchHeader(NamedTuple):
@@ -385,21 +386,6 @@ def _varint(
     return general(data, p)
 
 
-def _bytes_field(data: bytes, p: int, offset: int, what: str) -> tuple[Optional[bytes], int]:
-    """The varint-length bytes (a key or a value; length -1: ``None``) at ``p``.
-
-    Raises:
-        CorruptMessageError: a length below -1.
-        IndexError: ``data`` ends inside the length.
-    """
-    n, p = _varint(data, p)
-    if n >= 0:
-        return data[p : p + n], p + n
-    if n == -1:
-        return None, p
-    raise corrupt(f"record {what} length {n} is invalid", offset)
-
-
 def _read_records(sink: _Sink, data: bytes, p: int, end: int, batch: BatchHeader) -> None:
     """Decode the ``batch.record_count`` records of ``data[p:end]`` into
     ``sink``; a control batch's into its marker instead."""
@@ -449,30 +435,55 @@ def _read_some(
     """
     count = batch.record_count
     base_offset = batch.base_offset
-    log_append = batch.attributes & _TIMESTAMP_TYPE_BIT
     ts_type = batch.timestamp_type
     base_ts = batch.base_timestamp
+    # Strategy: with LogAppendTime every record's timestamp is the batch's
+    # max timestamp: a base of it and a delta of 0 give the same sum.
+    ts_from = batch.max_timestamp if batch.attributes & _TIMESTAMP_TYPE_BIT else None
     min_offset = sink.min_offset
     topic, partition = sink.topic, sink.partition
-    append, new = sink.records.append, _new_record
-    append_headers = sink.headers.append
-    varint, field = _varint, _bytes_field
+    records = sink.records
+    before = len(records)
+    append, new, record_type = records.append, tuple.__new__, Record
+    varint, zz, no_headers = _varint, _ZIGZAG, _NO_HEADERS
     last_delta = batch.last_offset_delta
     offset: Optional[int] = None
-    # Strategy: a record's varints are nearly all one or two bytes (lengths
-    # under 8 KiB, deltas under 8192): _varint reads those without the
-    # general reader. Reading past the record's end is caught by the check
-    # that each record ends exactly where its length says; reading past the
-    # buffer by IndexError.
+    # Strategy: this loop is the consumer's hot path (about a microsecond a
+    # record), so it is written out flat: no call per field. A record's
+    # varints are nearly all one or two bytes (lengths under 8 KiB, deltas
+    # under 8192): those are read here, with a table for the zig-zag step;
+    # longer ones go to _varint, which hands them to the general readers
+    # (those check their width). Reading past the record's end is caught by
+    # the check that each record ends exactly where its length says;
+    # reading past the buffer by IndexError.
     try:
         while index < count and p < stop:
-            length, p = varint(data, p)
+            index += 1
+            b = data[p]
+            if b < 0x80:
+                length = zz[b]
+                p += 1
+            elif data[p + 1] < 0x80:
+                length = zz[(b & 0x7F) | (data[p + 1] << 7)]
+                p += 2
+            else:
+                length, p = varint(data, p)
             rend = p + length
             if length < _MIN_RECORD_BODY or rend > end:
                 raise corrupt(f"record length {length} does not fit the batch", base_offset)
             # After the unused attributes byte: the timestamp and offset deltas.
-            delta, p = varint(data, p + 1, decode_varlong)
-            offset_delta, p = varint(data, p)
+            b = data[p + 1]
+            if b < 0x80:
+                delta = zz[b]
+                p += 2
+            else:
+                delta, p = varint(data, p + 1, decode_varlong)
+            b = data[p]
+            if b < 0x80:
+                offset_delta = zz[b]
+                p += 1
+            else:
+                offset_delta, p = varint(data, p)
             if not previous < offset_delta <= last_delta:
                 # Strategy: offsets that repeat, go back or pass the batch's
                 # last would move the consumer's position back over records
@@ -480,21 +491,57 @@ def _read_some(
                 raise _bad_offset(batch, previous, offset_delta)
             previous = offset_delta
             offset = base_offset + offset_delta
-            key, p = field(data, p, offset, "key")
-            value, p = field(data, p, offset, "value")
+            # The key: nearly always null (a zig-zag -1 is byte 1) or short.
+            b = data[p]
+            if b == 1:
+                key = None
+                p += 1
+            else:
+                if b < 0x80:
+                    n = zz[b]
+                    p += 1
+                elif data[p + 1] < 0x80:
+                    n = zz[(b & 0x7F) | (data[p + 1] << 7)]
+                    p += 2
+                else:
+                    n, p = varint(data, p)
+                if n < 0:
+                    raise corrupt(f"record key length {n} is invalid", offset)
+                key = data[p : p + n]
+                p += n
+            b = data[p]
+            if b < 0x80:
+                n = zz[b]
+                p += 1
+            elif data[p + 1] < 0x80:
+                n = zz[(b & 0x7F) | (data[p + 1] << 7)]
+                p += 2
+            else:
+                n, p = varint(data, p)
+            if n >= 0:
+                value: Optional[bytes] = data[p : p + n]
+                p += n
+            elif n == -1:
+                value = None
+            else:
+                raise corrupt(f"record value length {n} is invalid", offset)
             if data[p] == 0:
-                headers, p = _NO_HEADERS, p + 1
+                headers = no_headers
+                p += 1
             else:
                 headers, p = _read_headers(data, p, rend, offset)
             if p != rend:
                 raise corrupt(f"record of {length} bytes does not end at its length", offset)
-            index += 1
             if offset >= min_offset:
-                ts = batch.max_timestamp if log_append else base_ts + delta
-                append(new((topic, partition, offset, key, value, ts, ts_type, headers)))
-                append_headers(headers)
+                append(new(record_type, (topic, partition, offset, key, value,
+                                         base_ts + delta if ts_from is None else ts_from,
+                                         ts_type, headers)))
     except IndexError as e:
         raise corrupt("record runs past the end of its batch", base_offset) from e
+    finally:
+        # The parallel list of headers, from the records kept (also those
+        # before a bad one: the caller may hand them out).
+        sink.headers.extend(map(_HEADERS_OF, records[before:]))
     return p, index, offset
 
 
