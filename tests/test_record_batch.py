@@ -976,3 +976,34 @@ def test_a_pending_batch_keeps_the_decode_s_budget_and_its_errors() -> None:
     assert head.opened is not None and head.opened.pending
     with pytest.raises(CompressionError):
         head.opened.decompress()
+
+
+def test_extend_builds_what_append_builds() -> None:
+    # extend() (the producer's plain batches) against append() per record:
+    # the same bytes, size and count, across one-, two- and three-byte
+    # varints (record counts past 8192, lengths past 8 KiB), null keys and
+    # values, bytes-like values, after records appended one by one.
+    pairs: List[Tuple[Any, Any]] = [
+        (None, b"v%d" % i) if i % 3 else (b"k", None) for i in range(9000)
+    ] + [(b"", b"x" * 9000), (bytearray(b"kb"), memoryview(b"mv")), (None, None)]
+    one, many = RecordBatchBuilder(), RecordBatchBuilder()
+    for builder in (one, many):
+        builder.append(b"first", b"1", timestamp=TS - 5)
+    for key, value in pairs:
+        one.append(key, value, timestamp=TS)
+    before = many.size
+    assert many.extend(pairs, timestamp=TS) == many.size - before
+    assert (many.build(), many.size, len(many)) == (one.build(), one.size, len(one))
+
+
+@pytest.mark.parametrize("items, match", [
+    ([(None, b"ok"), (None, "text")], "must be bytes"),
+    ([(None, b"ok"), b"not a pair"], "pairs"),
+])
+def test_extend_refuses_what_the_wire_cannot_carry(items: List[Any], match: str) -> None:
+    builder = RecordBatchBuilder()
+    with pytest.raises(LocalProtocolError, match=match):
+        builder.extend(items, timestamp=TS)
+    # The records before the bad one are in, and the batch stays whole.
+    assert len(builder) == 1
+    assert [r.value for r in decode_record_batches(builder.build()).records] == [b"ok"]

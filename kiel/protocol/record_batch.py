@@ -888,16 +888,25 @@ def _batch_codec(codec: int, compresslevel: Optional[int]) -> Optional[_compress
     return cached
 
 
+def _as_bytes(data: Any, what: str) -> bytes:
+    """Bytes-like ``data`` as ``bytes``.
+
+    Raises:
+        LocalProtocolError: it is not bytes-like.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise LocalProtocolError(
+            f"record {what}s must be bytes (or None), not {type(data).__name__}"
+        )
+    return bytes(data)
+
+
 def _length_prefixed(data: Any, what: str) -> bytes:
     """``data`` (bytes-like or None) with its varint length in front."""
     if data is None:
         return _NULL_LENGTH
     if type(data) is not bytes:
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise LocalProtocolError(
-                f"record {what}s must be bytes (or None), not {type(data).__name__}"
-            )
-        data = bytes(data)
+        data = _as_bytes(data, what)
     n = len(data)
     return (_SMALL_VARINTS[n] if n < 8192 else encode_varint(n)) + data
 
@@ -973,18 +982,20 @@ class RecordBatchBuilder:
         )
         self._fields = (base_offset, partition_leader_epoch, producer_id, producer_epoch,
                         base_sequence)
-        self._records: list[bytes] = []
+        # The records' bytes in pieces, joined once by build().
+        self._parts: list[bytes] = []
+        self._count = 0
         self._records_size = 0
         self._base_timestamp = 0
         self._max_timestamp = 0
 
     def __len__(self) -> int:
-        return len(self._records)
+        return self._count
 
     @property
     def size(self) -> int:
         """Bytes of the batch built now, before compression (0 while empty)."""
-        return HEADER_SIZE + self._records_size if self._records else 0
+        return HEADER_SIZE + self._records_size if self._count else 0
 
     def append(
         self,
@@ -1013,7 +1024,7 @@ class RecordBatchBuilder:
             timestamp = int(time.time() * 1000)
         elif type(timestamp) is not int or not _INT64_MIN <= timestamp <= _INT64_MAX:
             raise LocalProtocolError(f"a record timestamp must be an int64, not {timestamp!r}")
-        index = len(self._records)
+        index = self._count
         if not index:
             self._base_timestamp = self._max_timestamp = timestamp
         elif timestamp > self._max_timestamp:
@@ -1029,9 +1040,73 @@ class RecordBatchBuilder:
         ))
         n = len(body)
         record = (_SMALL_VARINTS[n] if n < 8192 else encode_varint(n)) + body
-        self._records.append(record)
+        self._parts.append(record)
+        self._count = index + 1
         self._records_size += len(record)
         return len(record)
+
+    def extend(
+        self,
+        records: Iterable[tuple[Optional[bytes], Optional[bytes]]],
+        *,
+        timestamp: Optional[int] = None,
+    ) -> int:
+        """Add ``(key, value)`` pairs without headers, all with one timestamp:
+        what :meth:`append` does for each, in fewer steps (a producer's
+        batch of plain records).
+
+        Args:
+            records: ``(key, value)`` pairs, each bytes-like or ``None``.
+            timestamp: epoch milliseconds (default: now).
+
+        Returns:
+            the bytes the records add to the batch.
+
+        Raises:
+            LocalProtocolError: a key, value or timestamp the wire cannot
+                carry, or an item that is not a pair (the records before it
+                are added).
+        """
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        elif type(timestamp) is not int or not _INT64_MIN <= timestamp <= _INT64_MAX:
+            raise LocalProtocolError(f"a record timestamp must be an int64, not {timestamp!r}")
+        index = self._count
+        if not index:
+            self._base_timestamp = self._max_timestamp = timestamp
+        elif timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        delta = timestamp - self._base_timestamp
+        # Attributes, then the timestamp delta: the same for every record.
+        head = b"\x00" + (_SMALL_VARINTS[delta] if 0 <= delta < 8192 else encode_varint(delta))
+        fixed = len(head) + 1  # and the header count, 0
+        small, null, push = _SMALL_VARINTS, _NULL_LENGTH, self._parts.extend
+        added = 0
+        # Strategy: a record is pushed as its pieces (the value is copied
+        # once, when build() joins them all) and its length is summed from
+        # theirs, not measured on bytes made for the purpose.
+        try:
+            for key, value in records:
+                kp = null if key is None else _length_prefixed(key, "key")
+                if value is None:
+                    vh, value = null, b""
+                else:
+                    if type(value) is not bytes:
+                        value = _as_bytes(value, "value")
+                    n = len(value)
+                    vh = small[n] if n < 8192 else encode_varint(n)
+                od = small[index] if index < 8192 else encode_varint(index)
+                body = fixed + len(od) + len(kp) + len(vh) + len(value)
+                lh = small[body] if body < 8192 else encode_varint(body)
+                push((lh, head, od, kp, vh, value, b"\x00"))
+                added += len(lh) + body
+                index += 1
+        except (TypeError, ValueError) as e:
+            raise LocalProtocolError(f"records must be (key, value) pairs: {e}") from e
+        finally:
+            self._count = index
+            self._records_size += added
+        return added
 
     def build(self) -> bytes:
         """The batch's bytes (empty if no record was appended).
@@ -1044,9 +1119,9 @@ class RecordBatchBuilder:
             LocalProtocolError: a header field does not fit its width.
             CompressionError: the codec failed.
         """
-        if not self._records:
+        if not self._count:
             return b""
-        records = b"".join(self._records)
+        records = b"".join(self._parts)
         attributes = self._attributes
         if self._codec is not None:
             packed = self._codec.compress(records)
@@ -1054,7 +1129,7 @@ class RecordBatchBuilder:
                 records = packed
                 attributes |= self._codec.codec_id
         base_offset, epoch, producer_id, producer_epoch, base_sequence = self._fields
-        count = len(self._records)
+        count = self._count
         try:
             tail = _TAIL.pack(attributes, count - 1, self._base_timestamp, self._max_timestamp,
                               producer_id, producer_epoch, base_sequence, count)
