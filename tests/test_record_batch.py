@@ -978,14 +978,27 @@ def test_a_pending_batch_keeps_the_decode_s_budget_and_its_errors() -> None:
         head.opened.decompress()
 
 
-def test_extend_builds_what_append_builds() -> None:
+_MIXED_PAIRS: List[Tuple[Any, Any]] = [
+    (None, b"v%d" % i) if i % 3 else (b"k", None) for i in range(9000)
+] + [(b"", b"x" * 9000), (bytearray(b"kb"), memoryview(b"mv")), (None, None)]
+
+
+@pytest.mark.parametrize("pairs", [
+    _MIXED_PAIRS,
+    # The plain kind a producer sends (no key, bytes values): values around
+    # the one/two-byte varint edges, offset deltas up to and past 8192.
+    [(None, b"p" * (i % 200)) for i in range(300)],
+    [(None, b"q" * 7999), (None, b"")],
+    [(None, b"r")] * 8190,
+    [(None, b"s")] * 8191,
+    [(None, b"t" * 8000)],
+    [[None, b"a list, not a tuple"]],
+], ids=["mixed", "plain", "edges", "8191", "8192", "long", "list"])
+def test_extend_builds_what_append_builds(pairs: List[Any]) -> None:
     # extend() (the producer's plain batches) against append() per record:
     # the same bytes, size and count, across one-, two- and three-byte
     # varints (record counts past 8192, lengths past 8 KiB), null keys and
     # values, bytes-like values, after records appended one by one.
-    pairs: List[Tuple[Any, Any]] = [
-        (None, b"v%d" % i) if i % 3 else (b"k", None) for i in range(9000)
-    ] + [(b"", b"x" * 9000), (bytearray(b"kb"), memoryview(b"mv")), (None, None)]
     one, many = RecordBatchBuilder(), RecordBatchBuilder()
     for builder in (one, many):
         builder.append(b"first", b"1", timestamp=TS - 5)
