@@ -549,8 +549,8 @@ class Producer(Client):
             SerializationError: as for :meth:`produce`.
             MessageSizeTooLargeError: as for :meth:`produce`.
 
-            When a slice is refused, the slices before it are queued (the
-            next :meth:`flush` reports them).
+        When a slice is refused, the slices before it stay queued (the next
+        :meth:`flush` reports them).
         """
         values = _as_list(values, "values", topic)
         key_list = None if keys is None else _as_list(keys, "keys", topic)
