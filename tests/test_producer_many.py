@@ -94,6 +94,10 @@ def test_produce_many_queues_all_or_nothing(kafka_cluster, topic_factory):
                 p.produce_many(topic, b"a value, not values")
             with pytest.raises(ConfigError):
                 p.produce_many(topic, [b"a", b"b"], keys=[b"k"])
+            with pytest.raises(ConfigError):
+                p.produce_many(["not", "a topic"], [b"a"])  # type: ignore[arg-type]
+            with pytest.raises(ConfigError):
+                await p.enqueue_many("", [b"a"])
             assert p.pending_records == 0 and p.pending_bytes == 0
             assert await p.flush() == (0, 0, [], 0)
             assert p.produce_many(topic, []) == 0

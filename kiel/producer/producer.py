@@ -467,6 +467,8 @@ class Producer(Client):
             MessageSizeTooLargeError: as for :meth:`produce`.
             RuntimeError: called with no running event loop.
         """
+        if type(topic) is not str or not topic:
+            raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
         values = _as_list(values, "values", topic)
         if not values:
             return 0
@@ -552,6 +554,8 @@ class Producer(Client):
         When a slice is refused, the slices before it stay queued (the next
         :meth:`flush` reports them).
         """
+        if type(topic) is not str or not topic:
+            raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
         values = _as_list(values, "values", topic)
         key_list = None if keys is None else _as_list(keys, "keys", topic)
         if key_list is not None and len(key_list) != len(values):
