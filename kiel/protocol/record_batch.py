@@ -476,12 +476,18 @@ def _read_some(
             if b < 0x80:
                 delta = zz[b]
                 p += 2
+            elif data[p + 2] < 0x80:
+                delta = zz[(b & 0x7F) | (data[p + 2] << 7)]
+                p += 3
             else:
                 delta, p = varint(data, p + 1, decode_varlong)
             b = data[p]
             if b < 0x80:
                 offset_delta = zz[b]
                 p += 1
+            elif data[p + 1] < 0x80:
+                offset_delta = zz[(b & 0x7F) | (data[p + 1] << 7)]
+                p += 2
             else:
                 offset_delta, p = varint(data, p)
             if not previous < offset_delta <= last_delta:
