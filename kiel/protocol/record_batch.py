@@ -52,6 +52,7 @@ to ``records`` (the shape callers of the first version used).
 import struct
 import time
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from operator import itemgetter
 from typing import (
     Any,
@@ -131,8 +132,10 @@ _CONTROL_KEY = struct.Struct(">hh")
 
 _NO_HEADERS: tuple[Header, ...] = ()
 _HEADERS_OF = itemgetter(7)  # a Record's headers
-#: The zig-zag decoding of every one- and two-byte varint's raw value.
-_ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in range(1 << 14))
+#: The value of every one- and two-byte zig-zag varint: ``_ZIGZAG[b]`` for
+#: one byte ``b`` (below 0x80), ``_ZIGZAG[b + (c << 7)]`` for ``b`` (0x80 and
+#: up) then ``c`` (below 0x80), whose raw value is ``b - 0x80 + (c << 7)``.
+_ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in chain(range(0x80), range(1 << 14)))
 
 
 class BatchHeader(NamedTuple):
@@ -437,9 +440,6 @@ def _read_some(
     base_offset = batch.base_offset
     ts_type = batch.timestamp_type
     base_ts = batch.base_timestamp
-    # Strategy: with LogAppendTime every record's timestamp is the batch's
-    # max timestamp: a base of it and a delta of 0 give the same sum.
-    ts_from = batch.max_timestamp if batch.attributes & _TIMESTAMP_TYPE_BIT else None
     min_offset = sink.min_offset
     topic, partition = sink.topic, sink.partition
     records = sink.records
@@ -463,8 +463,8 @@ def _read_some(
             if b < 0x80:
                 length = zz[b]
                 p += 1
-            elif data[p + 1] < 0x80:
-                length = zz[(b & 0x7F) | (data[p + 1] << 7)]
+            elif (c := data[p + 1]) < 0x80:
+                length = zz[b + (c << 7)]
                 p += 2
             else:
                 length, p = varint(data, p)
@@ -476,8 +476,8 @@ def _read_some(
             if b < 0x80:
                 delta = zz[b]
                 p += 2
-            elif data[p + 2] < 0x80:
-                delta = zz[(b & 0x7F) | (data[p + 2] << 7)]
+            elif (c := data[p + 2]) < 0x80:
+                delta = zz[b + (c << 7)]
                 p += 3
             else:
                 delta, p = varint(data, p + 1, decode_varlong)
@@ -485,8 +485,8 @@ def _read_some(
             if b < 0x80:
                 offset_delta = zz[b]
                 p += 1
-            elif data[p + 1] < 0x80:
-                offset_delta = zz[(b & 0x7F) | (data[p + 1] << 7)]
+            elif (c := data[p + 1]) < 0x80:
+                offset_delta = zz[b + (c << 7)]
                 p += 2
             else:
                 offset_delta, p = varint(data, p)
@@ -506,8 +506,8 @@ def _read_some(
                 if b < 0x80:
                     n = zz[b]
                     p += 1
-                elif data[p + 1] < 0x80:
-                    n = zz[(b & 0x7F) | (data[p + 1] << 7)]
+                elif (c := data[p + 1]) < 0x80:
+                    n = zz[b + (c << 7)]
                     p += 2
                 else:
                     n, p = varint(data, p)
@@ -519,8 +519,8 @@ def _read_some(
             if b < 0x80:
                 n = zz[b]
                 p += 1
-            elif data[p + 1] < 0x80:
-                n = zz[(b & 0x7F) | (data[p + 1] << 7)]
+            elif (c := data[p + 1]) < 0x80:
+                n = zz[b + (c << 7)]
                 p += 2
             else:
                 n, p = varint(data, p)
@@ -539,14 +539,18 @@ def _read_some(
             if p != rend:
                 raise corrupt(f"record of {length} bytes does not end at its length", offset)
             if offset >= min_offset:
-                append(new(record_type, (topic, partition, offset, key, value,
-                                         base_ts + delta if ts_from is None else ts_from,
+                append(new(record_type, (topic, partition, offset, key, value, base_ts + delta,
                                          ts_type, headers)))
     except IndexError as e:
         raise corrupt("record runs past the end of its batch", base_offset) from e
     finally:
-        # The parallel list of headers, from the records kept (also those
-        # before a bad one: the caller may hand them out).
+        # The records kept (also those before a bad one: the caller may
+        # hand them out): with LogAppendTime each one's timestamp is the
+        # batch's max timestamp (the rare case, set here rather than
+        # tested per record); and the parallel list of their headers.
+        if batch.attributes & _TIMESTAMP_TYPE_BIT:
+            records[before:] = [record._replace(timestamp=batch.max_timestamp)
+                                for record in records[before:]]
         sink.headers.extend(map(_HEADERS_OF, records[before:]))
     return p, index, offset
 
