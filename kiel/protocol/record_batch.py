@@ -448,7 +448,7 @@ def _read_some(
     varint, zz, no_headers = _varint, _ZIGZAG, _NO_HEADERS
     last_delta = batch.last_offset_delta
     offset: Optional[int] = None
-    # Strategy: this loop is the consumer's hot path (about a microsecond a
+    # Strategy: this loop is the consumer's hot path (one to two microseconds a
     # record), so it is written out flat: no call per field. A record's
     # varints are nearly all one or two bytes (lengths under 8 KiB, deltas
     # under 8192): those are read here, with a table for the zig-zag step;
