@@ -22,7 +22,8 @@ installed: they show as errors). Decoding checks every batch's CRC-32C; kiel
 says which CRC-32C implementation it uses (google-crc32c, or its pure-Python
 fallback).
 
-Run: ``python benchmarks/bench_codec.py [--messages N] [--repeat R]``.
+Run: ``python benchmarks/bench_codec.py [--messages N] [--repeat R]
+[--value-size BYTES] [--record-batches-only]``.
 It prints a table (best of R interleaved rounds); it never fails (a library
 that is missing or raises is reported as such). The cyclic GC stays on, as in an application.
 """
@@ -49,14 +50,15 @@ BATCH = 200
 GZIP_LEVEL = 9
 
 
-def make_messages(n: int) -> List[Tuple[bytes, bytes]]:
-    """n (key, value) pairs: 10-byte keys, 100-byte JSON-ish values."""
+def make_messages(n: int, size: int = 100) -> List[Tuple[bytes, bytes]]:
+    """n (key, value) pairs: 10-byte keys, ``size``-byte JSON-ish values."""
     out = []
     for i in range(n):
         value = b'{"id": %08d, "user": "user-%05d", "event": "click", "payload": "' % (
             i, i % 9973)
-        value += b"abcdefghijklmnopqrstuvwxyz0123456789"[: 100 - len(value) - 2] + b'"}'
-        out.append((b"key-%06d" % i, value[:100].ljust(100, b" ")))
+        value += (b"abcdefghijklmnopqrstuvwxyz0123456789" * (size // 36 + 1))[
+            : max(0, size - len(value) - 2)] + b'"}'
+        out.append((b"key-%06d" % i, value[:size].ljust(size, b" ")))
     return out
 
 
@@ -320,6 +322,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--value-size", type=int, default=100,
+                        help="bytes per value (keys are 10 bytes)")
+    parser.add_argument("--record-batches-only", action="store_true",
+                        help="only the record-batch (magic 2) table")
     args = parser.parse_args(argv)
     n = args.messages
 
@@ -328,14 +334,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ImportError as e:
         print(f"(kafka-python snappy shim unavailable: {e})")
 
-    msgs = make_messages(n)
+    msgs = make_messages(n, args.value_size)
+    if args.record_batches_only:
+        print(f"python {sys.version.split()[0]}; {n} records, 10-byte keys, "
+              f"{args.value_size}-byte values; best of {args.repeat}, interleaved; "
+              f"M msgs/s (kiel's ratio to it)")
+        bench_record_batches(msgs, args.repeat)
+        return 0
     msg_batches = batches(msgs, BATCH)
     libs: Dict[str, Tuple[Callable[[bytes], int], Callable[[Any, int], int]]] = {
         "kiel": (kiel_decode, kiel_encode),
         "kafka-python": (kafka_python_decode, kafka_python_encode),
         "aiokafka (C)": (aiokafka_decode, aiokafka_encode),
     }
-    print(f"python {sys.version.split()[0]}; {n} messages, 10-byte keys, 100-byte values; "
+    print(f"python {sys.version.split()[0]}; {n} messages, 10-byte keys, "
+          f"{args.value_size}-byte values; "
           f"best of {args.repeat}, interleaved; M msgs/s (kiel's ratio to it)")
     print(f"{'op':8} {'codec':7} " + " ".join(f"{name:>22}" for name in libs))
     for op in ("decode", "encode"):

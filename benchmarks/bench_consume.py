@@ -26,7 +26,7 @@ the broker or the client is the bottleneck.
 Prints only, never fails::
 
     .venv/bin/python benchmarks/bench_consume.py [--messages 1000000] [--partitions 3]
-    .venv/bin/python benchmarks/bench_consume.py --broker tansu [--messages 300000]
+    .venv/bin/python benchmarks/bench_consume.py --broker tansu [--messages 300000] [--repeat 3]
 """
 import argparse
 import asyncio
@@ -255,13 +255,19 @@ def main_tansu(args: argparse.Namespace) -> None:
         }
         results: Dict[str, Tuple[Optional[float], float, float]] = {}
         skip = {"confluent-kafka" if n == "confluent" else n for n in args.skip}
-        for name, run in runs.items():
-            if name in skip:
-                continue
-            cpu, started = cpu_seconds(broker.pid), time.perf_counter()
-            rate = run()
-            wall = time.perf_counter() - started
-            results[name] = (rate, cpu_seconds(broker.pid) - cpu, wall)
+        # Rounds interleave the clients (each reads every message once per
+        # round); the best round of each counts, the least disturbed by
+        # load from elsewhere on the machine.
+        for _ in range(args.repeat):
+            for name, run in runs.items():
+                if name in skip:
+                    continue
+                cpu, started = cpu_seconds(broker.pid), time.perf_counter()
+                rate = run()
+                wall = time.perf_counter() - started
+                best = results.get(name)
+                if best is None or (rate or 0.0) > (best[0] or 0.0):
+                    results[name] = (rate, cpu_seconds(broker.pid) - cpu, wall)
     kiel_rate = results["kiel"][0] or 0.0
     print()
     print(f"{'client':<16} {'msgs/s':>12} {'MB/s':>8} {'kiel / it':>10} {'broker CPU':>11}")
@@ -284,6 +290,8 @@ def main() -> None:
                         help="leave a client out")
     parser.add_argument("--broker", choices=["embedded", "tansu"], default="embedded",
                         help="the embedded 0.8.2 cluster (default) or Tansu")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --broker tansu: rounds of every client, the best of each kept")
     args = parser.parse_args()
     if args.broker == "tansu":
         main_tansu(args)

@@ -326,3 +326,31 @@ def test_every_record_goes_out_once_in_order(script, batch_size, linger, one_bat
             settle(True, 0.0)
     assert delivered == appended
     assert acc.pending_bytes == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    first=st.lists(st.integers(0, 1500), max_size=5),
+    bulk=st.lists(st.integers(0, 1500), max_size=40),
+    batch_size=st.integers(1, 3000),
+)
+def test_extend_batches_records_as_appending_them_one_by_one(first, bulk, batch_size):
+    # extend() (produce_many's path) splits records into batches exactly as
+    # append() per record does, after records appended before it too; its
+    # records carry no payload (None), counted in ``bare``.
+    clock = Clock()
+    one, many = make(clock, batch_size=batch_size), make(clock, batch_size=batch_size)
+    for size in first:
+        add(one, T0, b"f" * size, "p")
+        add(many, T0, b"f" * size, "p")
+    bulk_values = [b"%d" % i + b"x" * size for i, size in enumerate(bulk)]
+    dues = [add(one, T0, value) for value in bulk_values]
+    due = many.extend(many.queue(T0), bulk_values,
+                      [MESSAGE_OVERHEAD + len(v) for v in bulk_values])
+    opened = [d for d in dues if d is not None]
+    assert due == (min(opened) if opened else None)
+    assert one.pending_bytes == many.pending_bytes
+    expected, got = one.unfinished(), many.unfinished()
+    assert [(b.records, b.size, b.payloads) for b in got] == [
+        (b.records, b.size, b.payloads) for b in expected]
+    assert sum(b.bare for b in got) == len(bulk)

@@ -613,6 +613,55 @@ def test_bad_records(body: bytes, error: type, match: str) -> None:
         decode_record_batches(_one_record_batch(body))
 
 
+@pytest.mark.parametrize("body, error, match", [
+    # The same faults with lengths two and three bytes wide (the decoder
+    # reads one- and two-byte varints on a path of its own).
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(-200), b"\x00", b"\x00"),
+     CorruptMessageError, "key length -200"),
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(-70000), b"\x00", b"\x00"),
+     CorruptMessageError, "key length -70000"),
+    (_record(b"\x00", b"\x00", b"\x00", b"\x01", encode_varint(-300), b"\x00"),
+     CorruptMessageError, "value length -300"),
+    (_record(b"\x00", b"\x00", b"\x00", b"\x01", encode_varint(-9000), b"\x00"),
+     CorruptMessageError, "value length -9000"),
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(100), b"x" * 4, b"\x00"),
+     CorruptMessageError, "runs past|does not end"),
+    (_record(b"\x00", b"\x00", b"\x00", b"\x01", encode_varint(20000), b"x" * 4, b"\x00"),
+     CorruptMessageError, "runs past|does not end"),
+    (_record(b"\x00", b"\x00", encode_varint(-70), b"\x01", b"\x01", b"\x00"),
+     CorruptMessageError, "offset delta -70 is negative"),
+    (_record(b"\x00", b"\x00", encode_varint(9000), b"\x01", b"\x01", b"\x00"),
+     CorruptMessageError, "past the batch's last offset delta"),
+    (encode_varint(-100) + b"\x00" * 8, CorruptMessageError, "record length -100"),
+    (encode_varint(100) + b"\x00" * 8, CorruptMessageError, "record length 100"),
+    (encode_varint(10000) + b"\x00" * 8, CorruptMessageError, "record length 10000"),
+    # A varint cut by the end of the batch, one and two bytes in.
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(1), b"k", b"\x80"),
+     CorruptMessageError, "runs past"),
+    (_record(b"\x00", b"\x00", b"\x00", encode_varint(1), b"k", b"\x80\x80"),
+     ProtocolError, "runs past"),
+])
+def test_bad_records_wide_lengths(body: bytes, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        decode_record_batches(_one_record_batch(body))
+
+
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 8191, 8192, 70000])
+def test_every_varint_width_reads_as_kafka_python_reads_it(size: int) -> None:
+    # Keys, values, header values and timestamp deltas of one, two and three
+    # byte varints (and records past 64 for two-byte offset deltas), each
+    # read as kafka-python reads the same batch.
+    specs: List[Spec] = [
+        (b"k" * size if i % 2 else None, b"v" * size if i % 3 else None,
+         TS + (i * size) * (-1 if i % 4 == 1 else 1),
+         [("h", b"x" * size)] if i % 5 == 0 else [])
+        for i in range(70)
+    ]
+    data = kiel_batch(specs)
+    assert kiel_read(data) == [(o, k, v, ts, tt, h) for o, k, v, ts, tt, h in kp_read(data)]
+    assert len(kiel_read(data)) == 70
+
+
 def test_hand_built_record_is_read() -> None:
     # The grammar, spelled out: a record with a negative timestamp delta,
     # offset delta 0, a null key, a value and one header with a null value.
@@ -927,3 +976,47 @@ def test_a_pending_batch_keeps_the_decode_s_budget_and_its_errors() -> None:
     assert head.opened is not None and head.opened.pending
     with pytest.raises(CompressionError):
         head.opened.decompress()
+
+
+_MIXED_PAIRS: List[Tuple[Any, Any]] = [
+    (None, b"v%d" % i) if i % 3 else (b"k", None) for i in range(9000)
+] + [(b"", b"x" * 9000), (bytearray(b"kb"), memoryview(b"mv")), (None, None)]
+
+
+@pytest.mark.parametrize("pairs", [
+    _MIXED_PAIRS,
+    # The plain kind a producer sends (no key, bytes values): values around
+    # the one/two-byte varint edges, offset deltas up to and past 8192.
+    [(None, b"p" * (i % 200)) for i in range(300)],
+    [(None, b"q" * 7999), (None, b"")],
+    [(None, b"r")] * 8190,
+    [(None, b"s")] * 8191,
+    [(None, b"t" * 8000)],
+    [[None, b"a list, not a tuple"]],
+], ids=["mixed", "plain", "edges", "8191", "8192", "long", "list"])
+def test_extend_builds_what_append_builds(pairs: List[Any]) -> None:
+    # extend() (the producer's plain batches) against append() per record:
+    # the same bytes, size and count, across one-, two- and three-byte
+    # varints (record counts past 8192, lengths past 8 KiB), null keys and
+    # values, bytes-like values, after records appended one by one.
+    one, many = RecordBatchBuilder(), RecordBatchBuilder()
+    for builder in (one, many):
+        builder.append(b"first", b"1", timestamp=TS - 5)
+    for key, value in pairs:
+        one.append(key, value, timestamp=TS)
+    before = many.size
+    assert many.extend(pairs, timestamp=TS) == many.size - before
+    assert (many.build(), many.size, len(many)) == (one.build(), one.size, len(one))
+
+
+@pytest.mark.parametrize("items, match", [
+    ([(None, b"ok"), (None, "text")], "must be bytes"),
+    ([(None, b"ok"), b"not a pair"], "pairs"),
+])
+def test_extend_refuses_what_the_wire_cannot_carry(items: List[Any], match: str) -> None:
+    builder = RecordBatchBuilder()
+    with pytest.raises(LocalProtocolError, match=match):
+        builder.extend(items, timestamp=TS)
+    # The records before the bad one are in, and the batch stays whole.
+    assert len(builder) == 1
+    assert [r.value for r in decode_record_batches(builder.build()).records] == [b"ok"]

@@ -26,6 +26,8 @@ always the sum of the sizes of the unfinished batches, so never negative.
 
 import collections
 import time
+from bisect import bisect_right
+from itertools import accumulate, repeat
 from typing import Any, Callable, NamedTuple, Optional
 
 from kiel.compression import ZSTD, Codec
@@ -52,7 +54,8 @@ class ProducerBatch:
             them again).
         extras: ``{index: (timestamp, headers)}`` for the records produced
             with an explicit timestamp or headers (record batches only).
-        payloads: one opaque payload per record, in the same order.
+        payloads: one opaque payload per record, in the same order
+            (``None`` for a record added without one: see ``bare``).
         size: bytes of the encoded (uncompressed) set: what counts against
             ``batch_size`` and ``max_pending_bytes``.
         created: when the batch opened (the accumulator's clock).
@@ -65,14 +68,17 @@ class ProducerBatch:
             cancelled): while above 0 the broker may have written the batch.
     """
 
-    __slots__ = ("tp", "records", "extras", "payloads", "size", "created", "wall", "failures",
-                 "seq", "done", "unanswered", "_data", "_format")
+    __slots__ = ("tp", "records", "extras", "payloads", "bare", "size", "created", "wall",
+                 "failures", "seq", "done", "unanswered", "_data", "_format")
 
     def __init__(self, tp: TopicPartition, created: float, seq: int) -> None:
         self.tp = tp
         self.records: list[tuple[Optional[bytes], Optional[bytes]]] = []
         self.extras: Optional[dict[int, tuple[Optional[int], tuple[Header, ...]]]] = None
         self.payloads: list[Any] = []
+        #: How many of the payloads are ``None`` (records added by
+        #: :meth:`RecordAccumulator.extend`, without a payload of their own).
+        self.bare = 0
         self.size = 0
         self.created = created
         self.wall = int(time.time() * 1000)
@@ -131,8 +137,7 @@ class ProducerBatch:
         wall = self.wall
         extras = self.extras
         if not extras:
-            for key, value in self.records:
-                append(key, value, timestamp=wall)
+            builder.extend(self.records, timestamp=wall)
             return builder.build()
         for index, (key, value) in enumerate(self.records):
             timestamp, headers = extras.get(index, (None, ()))
@@ -251,7 +256,8 @@ class RecordAccumulator:
             value: the serialized value, or ``None``.
             size: the record's encoded size, ``MESSAGE_OVERHEAD + len(key) +
                 len(value)`` (plus its headers).
-            payload: returned by :meth:`complete` with the batch.
+            payload: returned by :meth:`complete` with the batch (``None``:
+                counted in the batch's ``bare``).
             timestamp: the record's CreateTime (epoch ms), or ``None``: the
                 time its batch opened.
             headers: the record's headers.
@@ -273,8 +279,52 @@ class RecordAccumulator:
             batch.extras[len(batch.records)] = (timestamp, headers)
         batch.records.append((key, value))
         batch.payloads.append(payload)
+        if payload is None:
+            batch.bare += 1
         batch.size += size
         self.pending_bytes += size
+        return due
+
+    def extend(
+        self, queue: PartitionQueue, values: list[bytes], sizes: list[int]
+    ) -> Optional[float]:
+        """Add unkeyed records to a partition, in order, without a payload
+        each (their payloads are ``None``): what :meth:`append` does for
+        each, in a few steps per batch rather than per record.
+
+        Args:
+            queue: the partition's queue.
+            values: the records' values.
+            sizes: each record's encoded size, as :meth:`append` takes it.
+
+        Returns:
+            as :meth:`append`: ``None``, or the earliest time the sender
+            should next drain for the batches opened.
+        """
+        # Strategy: the running total of sizes tells, by bisection, how
+        # many of the next records fit the open batch; they are added as
+        # one slice.
+        total = list(accumulate(sizes, initial=0))
+        limit = self.batch_size
+        due: Optional[float] = None
+        i, n = 0, len(values)
+        while i < n:
+            batch = queue.open
+            if batch is None or batch.size + sizes[i] > limit:
+                opened = self._open(queue)
+                due = opened if due is None or opened < due else due
+                batch = queue.open
+                assert batch is not None
+            # The records from i that fit (one at least: a record larger
+            # than batch_size travels alone, in a batch of its own).
+            j = max(bisect_right(total, total[i] + limit - batch.size, i + 1) - 1, i + 1)
+            batch.records.extend(zip(repeat(None), values[i:j]))
+            batch.payloads.extend(repeat(None, j - i))
+            batch.bare += j - i
+            added = total[j] - total[i]
+            batch.size += added
+            self.pending_bytes += added
+            i = j
         return due
 
     def _open(self, queue: PartitionQueue) -> float:

@@ -52,7 +52,8 @@ class Parked(NamedTuple):
     """A record waiting for topic metadata or for room in the buffer."""
 
     record: PreparedRecord
-    future: "asyncio.Future[RecordMetadata]"
+    #: ``None`` for a record of produce_many() (it has none)
+    future: "Optional[asyncio.Future[RecordMetadata]]"
     #: when waiting for room fails with BufferFullError (the loop's clock)
     deadline: Optional[float]
     #: produce order, for flush()
@@ -80,7 +81,9 @@ class Admission:
         cluster: Cluster,
         router: Router,
         accumulator: RecordAccumulator,
-        place: Callable[[TopicRoute, PreparedRecord, "asyncio.Future[RecordMetadata]"], None],
+        place: Callable[
+            [TopicRoute, PreparedRecord, "Optional[asyncio.Future[RecordMetadata]]"], None
+        ],
         expedite: Callable[[], None],
         tasks: Tasks,
         buffer_timeout: Optional[float],
@@ -126,12 +129,14 @@ class Admission:
         self.room.fire()
         self.progress.fire()
 
-    def park(self, record: PreparedRecord, future: "asyncio.Future[RecordMetadata]") -> None:
+    def park(self, record: PreparedRecord,
+             future: "Optional[asyncio.Future[RecordMetadata]]") -> None:
         """Queue a record behind every record parked before it.
 
         Args:
             record: the record.
-            future: its future, failed here if it cannot be batched.
+            future: its future, failed here if it cannot be batched
+                (``None``: none, the failure is counted for flush()).
         """
         deadline = None
         if self.buffer_timeout is not None:
@@ -197,7 +202,7 @@ class Admission:
                     await asyncio.sleep(0)
                     continue
                 first = parked[0]
-                if first.future.done():  # cancelled by its owner
+                if first.future is not None and first.future.done():  # cancelled by its owner
                     self._unpark()
                     continue
                 route = self._router.route(first.record.topic)

@@ -38,8 +38,10 @@ class FailedRecord(NamedTuple):
     #: ``None`` when it failed before a partition was picked.
     partition: Optional[int]
     #: the future :meth:`~kiel.producer.Producer.produce` returned for it:
-    #: compare it with the ones you kept to know which record it was.
-    future: "asyncio.Future[RecordMetadata]"
+    #: compare it with the ones you kept to know which record it was;
+    #: ``None`` for a record of :meth:`~kiel.producer.Producer.produce_many`
+    #: (which gives no future).
+    future: "Optional[asyncio.Future[RecordMetadata]]"
     #: what its future failed with.
     error: BaseException
 
@@ -92,20 +94,22 @@ class Outcomes:
         self.unknown = 0
         self.failures: list[FailedRecord] = []
 
-    def fail(self, future: "asyncio.Future[RecordMetadata]", error: BaseException,
+    def fail(self, future: "Optional[asyncio.Future[RecordMetadata]]", error: BaseException,
              topic: str, partition: Optional[int] = None) -> None:
         """Fail a record's future (unless its owner cancelled it) and keep it
         for the next report.
 
         Args:
-            future: the record's future.
+            future: the record's future; ``None`` for a record without one
+                (counted and listed all the same).
             error: what it fails with.
             topic: the record's topic.
             partition: its partition, if one was picked.
         """
-        if future.done():
-            return  # cancelled by its owner, who gave up on it
-        future.set_exception(error)
+        if future is not None:
+            if future.done():
+                return  # cancelled by its owner, who gave up on it
+            future.set_exception(error)
         self.failed += 1
         if isinstance(error, DeliveryUnknownError):
             self.unknown += 1
@@ -126,7 +130,8 @@ class Outcomes:
         self.delivered = self.failed = self.unknown = 0
         self.failures = []
         for item in result.failures:
-            item.future.exception()
+            if item.future is not None:
+                item.future.exception()
         return result
 
 

@@ -23,7 +23,9 @@ from a ``tornado.gen.coroutine``, gathered or given callbacks.
 import asyncio
 import datetime
 import warnings
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from kiel import compression as codecs
@@ -416,6 +418,170 @@ class Producer(Client):
                 raise ClientClosedError("the producer is closed", topic=record.topic)
         return self._submit(record)
 
+    def produce_many(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        *,
+        keys: Optional[Iterable[Any]] = None,
+        partition: Optional[int] = None,
+    ) -> int:
+        """Queue many records at once, without a future each: the fastest
+        way to produce, for callers who only need :meth:`flush`'s report.
+
+        Each record goes where :meth:`produce` would send it (round-robin
+        for unkeyed records, the partitioner for keyed ones), in order. What
+        happens to it is counted by the next :meth:`flush` (or listed there,
+        with ``future=None``, when it fails): nothing fails silently::
+
+            producer.produce_many("events", values)
+            result = await producer.flush()
+            if result.failed:
+                for failure in result.failures:
+                    log.error("not written to %s: %s", failure.topic, failure.error)
+
+        All or nothing: every record is checked first, and when one is
+        refused, or they do not all fit in the buffer, none is queued.
+
+        Args:
+            topic: the topic.
+            values: the values, as :meth:`produce` takes them (a list or
+                tuple is used as it is; another iterable is read first).
+            keys: a key per value (as many as values), or ``None`` for
+                unkeyed records (the fast path: values of type ``bytes``,
+                no ``key_maker``, ``serializer`` or custom ``partitioner``).
+            partition: write every record to this partition.
+
+        Returns:
+            how many records were queued.
+
+        Raises:
+            BufferFullError: the records do not fit under
+                ``max_pending_bytes`` with those held (nothing was queued:
+                use :meth:`enqueue_many`, which waits, or smaller slices).
+            ConfigError: ``values`` or ``keys`` is a ``str``/bytes-like
+                object rather than a collection of them, ``keys`` has
+                another length, or as for :meth:`produce`.
+            ClientClosedError: as for :meth:`produce`.
+            SerializationError: as for :meth:`produce`.
+            MessageSizeTooLargeError: as for :meth:`produce`.
+            RuntimeError: called with no running event loop.
+        """
+        if type(topic) is not str or not topic:
+            raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
+        values = _as_list(values, "values", topic)
+        if not values:
+            return 0
+        if keys is None and partition is None and self._plain and not self._closing:
+            queued = self._produce_plain(topic, values)
+            if queued:
+                return queued
+        key_list: list[Any] = [None] * len(values) if keys is None else _as_list(
+            keys, "keys", topic)
+        if len(key_list) != len(values):
+            raise ConfigError(
+                f"keys ({len(key_list)}) and values ({len(values)}) differ in length",
+                topic=topic,
+            )
+        prepare = self._prepare
+        records = [prepare(topic, value, key, partition) for value, key in zip(values, key_list)]
+        self._check_room(topic, sum(record.size for record in records), len(records))
+        place = self._place_bare
+        for record in records:
+            place(record)
+        return len(records)
+
+    def _produce_plain(self, topic: str, values: list[Any]) -> int:
+        """:meth:`produce_many`'s fast path: unkeyed ``bytes`` values of a
+        topic whose metadata is loaded, nothing parked; returns 0 when it
+        does not apply (the general path then checks and queues them)."""
+        route = self._routes.get(topic)
+        if (
+            route is None
+            or route.snapshot is not self.cluster.partitions.get(topic)
+            or self._parked
+            or set(map(type, values)) != {bytes}
+        ):
+            return 0
+        # Strategy: the checks, the sizes and the split over partitions are
+        # C-level passes over the list (map, sum, slices), not a step per record.
+        sizes = list(map(_MESSAGE_OVERHEAD.__add__, map(len, values)))
+        if max(sizes) > self.max_message_size:
+            return 0  # the general path says which record
+        self._check_room(topic, sum(sizes), len(sizes))
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        rr = route.rr_queues
+        count, start, n = len(rr), route.rr, len(values)
+        route.rr += n
+        accumulator, wake_at = self._accumulator, self._sender.wake_at
+        for j in range(min(count, n)):
+            # Record i goes to rr[(start + i) % count], as produce() sends it.
+            due = accumulator.extend(rr[(start + j) % count], values[j::count], sizes[j::count])
+            if due is not None:
+                wake_at(due)
+        return n
+
+    async def enqueue_many(
+        self,
+        topic: str,
+        values: Iterable[Any],
+        *,
+        keys: Optional[Iterable[Any]] = None,
+        partition: Optional[int] = None,
+    ) -> int:
+        """:meth:`produce_many`, waiting for room in the buffer instead of
+        raising :class:`~kiel.exc.BufferFullError`: the records go in
+        slices of about an eighth of ``max_pending_bytes`` (one record at
+        least), each queued as soon as it fits.
+
+        Args:
+            topic: as for :meth:`produce_many`.
+            values: as for :meth:`produce_many`.
+            keys: as for :meth:`produce_many`.
+            partition: as for :meth:`produce_many`.
+
+        Returns:
+            how many records were queued (all of them).
+
+        Raises:
+            BufferFullError: no room within ``buffer_timeout``.
+            ConfigError: as for :meth:`produce_many`.
+            ClientClosedError: as for :meth:`produce`.
+            SerializationError: as for :meth:`produce`.
+            MessageSizeTooLargeError: as for :meth:`produce`.
+
+        When a slice is refused, the slices before it stay queued (the next
+        :meth:`flush` reports them).
+        """
+        if type(topic) is not str or not topic:
+            raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
+        values = _as_list(values, "values", topic)
+        key_list = None if keys is None else _as_list(keys, "keys", topic)
+        if key_list is not None and len(key_list) != len(values):
+            raise ConfigError(
+                f"keys ({len(key_list)}) and values ({len(values)}) differ in length",
+                topic=topic,
+            )
+        try:
+            total = list(accumulate(map(_MESSAGE_OVERHEAD.__add__, map(len, values)),
+                                    initial=0))
+        except TypeError:  # values for a serializer (or None): counted by their overhead
+            total = [MESSAGE_OVERHEAD * i for i in range(len(values) + 1)]
+        slice_bytes = max(1, self.max_pending_bytes // 8)
+        i, n = 0, len(values)
+        while i < n:
+            j = max(bisect_right(total, total[i] + slice_bytes, i + 1) - 1, i + 1)
+            size = total[j] - total[i]
+            if self._parked or not self._admission.has_room(size):
+                await self._admission.wait_for_room(topic, size)
+                if self._closing:
+                    raise ClientClosedError("the producer is closed", topic=topic)
+            self.produce_many(topic, values[i:j], partition=partition,
+                              keys=None if key_list is None else key_list[i:j])
+            i = j
+        return n
+
     async def flush(self) -> FlushResult:
         """Send everything produced so far now, wait until each record is
         acknowledged or has failed, and report what happened since the
@@ -577,25 +743,49 @@ class Producer(Client):
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        admission = self._admission
-        if not admission.has_room(record.size):
-            raise BufferFullError(
-                f"the producer holds {admission.held_bytes} bytes of records, "
-                f"max_pending_bytes={self.max_pending_bytes}: no room for {record.size} more "
-                "(produce() does not wait: use enqueue(), or raise max_pending_bytes)",
-                topic=record.topic,
-            )
+        self._check_room(record.topic, record.size)
         future: asyncio.Future[RecordMetadata] = loop.create_future()
         if not self._parked:
             route = self._router.route(record.topic)
             if route is not None:
                 self._append(route, record, future)
                 return future
-        admission.park(record, future)
+        self._admission.park(record, future)
         return future
 
+    def _check_room(self, topic: str, size: int, records: int = 1) -> None:
+        """Raise unless ``size`` more bytes of records fit in the buffer (one
+        record larger than ``max_pending_bytes`` fits when nothing is held;
+        several never pass it together).
+
+        Raises:
+            BufferFullError: they do not.
+        """
+        admission = self._admission
+        if not admission.has_room(size) or (
+            records > 1 and admission.held_bytes + size > self.max_pending_bytes
+        ):
+            raise BufferFullError(
+                f"the producer holds {admission.held_bytes} bytes of records, "
+                f"max_pending_bytes={self.max_pending_bytes}: no room for {size} more "
+                "(produce() does not wait: use enqueue(), or raise max_pending_bytes)",
+                topic=topic,
+            )
+
+    def _place_bare(self, record: PreparedRecord) -> None:
+        """Batch a prepared record without a future (produce_many()), now
+        or once admitted."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        if not self._parked:
+            route = self._router.route(record.topic)
+            if route is not None:
+                self._append(route, record, None)
+                return
+        self._admission.park(record, None)
+
     def _append(self, route: TopicRoute, record: PreparedRecord,
-                future: "asyncio.Future[RecordMetadata]") -> None:
+                future: "Optional[asyncio.Future[RecordMetadata]]") -> None:
         """Batch a record on its topic's route (now, or once admitted)."""
         try:
             queue = self._router.pick(route, record.key, record.partition)
@@ -758,3 +948,25 @@ def _as_bytes(data: Any, what: str, topic: str) -> bytes:
     raise SerializationError(
         f"{what} must be bytes, got {type(data).__name__}{hint}", topic=topic
     )
+
+
+_MESSAGE_OVERHEAD = MESSAGE_OVERHEAD
+
+
+def _as_list(items: Iterable[Any], name: str, topic: str) -> list[Any]:
+    """``items`` as a list (a list or tuple as it is).
+
+    Raises:
+        ConfigError: a ``str`` or bytes-like object, or not iterable.
+    """
+    if isinstance(items, list):
+        return items
+    if isinstance(items, (str, bytes, bytearray, memoryview)):
+        raise ConfigError(
+            f"{name} must be a collection of records' {name}, not one {type(items).__name__}",
+            topic=topic,
+        )
+    try:
+        return list(items)
+    except TypeError as e:
+        raise ConfigError(f"{name} must be iterable: {e}", topic=topic) from e

@@ -312,9 +312,21 @@ class Sender:
         offset = base
         outcomes = self._outcomes
         for batch in batches:
+            bare = batch.bare
             futures = self._accumulator.complete(batch)
             outcomes.delivered += len(futures)
             self.records_out += len(futures)
+            if bare:
+                # Records without a future of their own (produce_many()):
+                # counted above, for flush()'s report; only the others are
+                # resolved.
+                if bare < len(futures):
+                    for i, future in enumerate(futures, offset):
+                        if future is not None and not future.done():
+                            future.set_result(_new_metadata(
+                                RecordMetadata, (topic, partition, i if base >= 0 else -1)))
+                offset += len(futures)
+                continue
             if base < 0:
                 meta = _new_metadata(RecordMetadata, (topic, partition, -1))
                 for future in futures:
