@@ -69,6 +69,7 @@ from kiel.zookeeper.client import ZooKeeper, translate
 
 __all__ = [
     "CURRENT",
+    "DEFAULT_TIMEOUT",
     "INACTIVE_STATES",
     "BrokerGroup",
     "BrokerGroupDescription",
@@ -93,6 +94,11 @@ __all__ = [
     "reset_group",
     "reset_group_offsets",
 ]
+
+#: Seconds the ZooKeeper functions wait for ZooKeeper by default: the
+#: brokers' default request timeout (:class:`~kiel.cluster.Cluster`'s), so
+#: one command waits as long for either.
+DEFAULT_TIMEOUT = 30.0
 
 #: Where a reset may move a group: ``"earliest"``, ``"latest"``,
 #: :data:`CURRENT`, an offset, a time, or a :class:`ShiftBy`.
@@ -257,7 +263,7 @@ async def _children(zk: ZooKeeper, path: str) -> list[str]:
         return []
 
 
-async def list_groups(zk_hosts: str, *, timeout: float = 15.0) -> list[str]:
+async def list_groups(zk_hosts: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
     """The groups registered under ``/consumers`` in ZooKeeper, sorted.
 
     Raises:
@@ -301,7 +307,7 @@ async def describe_group(
     zk_hosts: str,
     group: str,
     *,
-    timeout: float = 15.0,
+    timeout: float = DEFAULT_TIMEOUT,
     **options: Any,
 ) -> GroupDescription:
     """Members, owners, committed offsets, high watermarks and lag of a group.
@@ -339,7 +345,7 @@ async def reset_group(
     to: ResetTo,
     *,
     force: bool = False,
-    timeout: float = 15.0,
+    timeout: float = DEFAULT_TIMEOUT,
     **options: Any,
 ) -> dict[TopicPartition, int]:
     """Commit new offsets for every partition of ``topics`` in ``group``.
@@ -364,7 +370,7 @@ async def reset_group_offsets(
     *,
     execute: bool,
     force: bool = False,
-    timeout: float = 15.0,
+    timeout: float = DEFAULT_TIMEOUT,
     **options: Any,
 ) -> list[ResetRow]:
     """Work out (and with ``execute``, commit) new offsets for a ZooKeeper group.

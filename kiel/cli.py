@@ -77,6 +77,7 @@ EXIT_INTERRUPTED = 130
 #: The global options' values when not given (they may come before or after
 #: the command, so argparse leaves them unset: see :func:`_global_options`).
 DEFAULTS: dict[str, Any] = {
+    # the same default as kiel.admin's ZooKeeper functions and Cluster's request_timeout
     "brokers": None, "zookeeper": None, "client_id": "kiel-cli", "timeout": 30.0,
     "verbose": 0, "tls": False, "ca_file": None, "cert_file": None, "key_file": None,
     "sasl_mechanism": None, "sasl_username": None,
@@ -440,8 +441,10 @@ async def _running(
         if run.interrupted:
             return EXIT_INTERRUPTED
         if run.deadline.expired:
+            silent = "the brokers or ZooKeeper" if args.zookeeper and args.command == "group" \
+                else "the brokers"
             raise RequestTimeoutError(
-                f"no answer from the cluster within --timeout {args.timeout:g} s") from None
+                f"no answer from {silent} within --timeout {args.timeout:g} s") from None
         raise
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
