@@ -516,7 +516,7 @@ def _render(described: Any, as_json: bool = False) -> str:
     import argparse
     import io
 
-    from kiel.cli import _write_broker_group
+    from kiel.cli.groups import _write_broker_group
 
     out = io.StringIO()
     _write_broker_group(argparse.Namespace(json=as_json), out, described)

@@ -209,14 +209,15 @@ def test_timeout_bounds_a_command_whose_broker_or_zookeeper_stalls(
 def test_the_default_timeout_is_the_same_for_brokers_and_zookeeper() -> None:
     import inspect
 
-    from kiel import admin, cli
+    from kiel import admin
+    from kiel.cli.options import DEFAULTS
     from kiel.cluster import Cluster
 
     brokers = inspect.signature(Cluster).parameters["request_timeout"].default
     zookeeper = {inspect.signature(f).parameters["timeout"].default
                  for f in (admin.list_groups, admin.describe_group, admin.reset_group,
                            admin.reset_group_offsets)}
-    assert zookeeper == {brokers} == {cli.DEFAULTS["timeout"]}
+    assert zookeeper == {brokers} == {DEFAULTS["timeout"]}
     text = ok(kiel("--help")).stdout.decode()
     assert re.search(r"--timeout SECONDS\s+one deadline", text), text
     assert "(default 30)" in " ".join(text.split())
