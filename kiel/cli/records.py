@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import base64
+import concurrent.futures
 import contextlib
 import functools
 import json
@@ -33,11 +34,14 @@ async def _read_chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
                 chunk: Any = stream.read1(1 << 16)  # type: ignore[attr-defined]
             except (OSError, ValueError) as e:  # handed to the loop, raised there
                 chunk = e
-            future = asyncio.run_coroutine_threadsafe(chunks.put(chunk), loop)
+            put = chunks.put(chunk)
             try:
-                future.result()
-            except (RuntimeError, asyncio.CancelledError, OSError):
-                return  # the loop is gone or the command ended: stop reading
+                asyncio.run_coroutine_threadsafe(put, loop).result()
+            except RuntimeError:  # the loop is closed: the command ended
+                put.close()
+                return
+            except concurrent.futures.CancelledError:  # the loop was stopping
+                return
             if not isinstance(chunk, bytes) or not chunk:
                 return
 
