@@ -20,7 +20,7 @@ group is live). They take a connected :class:`~kiel.cluster.Cluster`.
 import contextlib
 import datetime
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import (
     Any,
     NamedTuple,
@@ -49,6 +49,7 @@ from kiel.exc import (
     ProtocolError,
     RebalanceInProgressError,
     UnknownMemberIdError,
+    UnknownTopicError,
     for_code,
 )
 from kiel.protocol import (
@@ -67,6 +68,8 @@ from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper, translate
 
 __all__ = [
+    "CURRENT",
+    "DEFAULT_TIMEOUT",
     "INACTIVE_STATES",
     "BrokerGroup",
     "BrokerGroupDescription",
@@ -74,6 +77,8 @@ __all__ = [
     "GroupDescription",
     "GroupPartition",
     "PartitionDescription",
+    "ResetRow",
+    "ShiftBy",
     "TopicDescription",
     "assigned_partitions",
     "check_resettable",
@@ -81,14 +86,47 @@ __all__ = [
     "describe_broker_group_offsets",
     "describe_group",
     "describe_topics",
+    "existing_partitions",
     "list_broker_groups",
     "list_groups",
     "reset_broker_group",
+    "reset_broker_group_offsets",
     "reset_group",
+    "reset_group_offsets",
 ]
 
-#: Where ``reset_group`` may move a group: a symbol, an offset, or a time.
-ResetTo = Union[str, int, datetime.datetime]
+#: Seconds the ZooKeeper functions wait for ZooKeeper by default: the
+#: brokers' default request timeout (:class:`~kiel.cluster.Cluster`'s), so
+#: one command waits as long for either.
+DEFAULT_TIMEOUT = 30.0
+
+#: Where a reset may move a group: ``"earliest"``, ``"latest"``,
+#: :data:`CURRENT`, an offset, a time, or a :class:`ShiftBy`.
+ResetTo = Union[str, int, datetime.datetime, "ShiftBy"]
+
+
+#: A selection of partitions: ``{topic: partitions}``, ``None`` for all of a topic's.
+Selection = Mapping[str, Optional[Sequence[int]]]
+
+
+class ShiftBy(NamedTuple):
+    """Move each partition's committed offset by ``n`` (negative: back),
+    stopping at the earliest offset and the log end, as Kafka's tool does."""
+
+    n: int
+
+
+#: Reset to the committed offset itself: shows where the group stands.
+CURRENT = "current"
+
+
+class ResetRow(NamedTuple):
+    """One partition of a reset: the committed offset (``None``: none) and the new one."""
+
+    topic: str
+    partition: int
+    current: Optional[int]
+    new: int
 
 
 class PartitionDescription(NamedTuple):
@@ -127,13 +165,24 @@ class GroupDescription(NamedTuple):
     members: list[str]
     partitions: list[GroupPartition]
 
+    @property
+    def total_lag(self) -> Optional[int]:
+        """The sum of the partitions' lags (``None``: no partition has one)."""
+        return _total_lag(self.partitions)
+
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form."""
         return {
             "group": self.group,
             "members": self.members,
+            "total_lag": self.total_lag,
             "partitions": [p._asdict() for p in self.partitions],
         }
+
+
+def _total_lag(rows: Sequence[GroupPartition]) -> Optional[int]:
+    lags = [row.lag for row in rows if row.lag is not None]
+    return sum(lags) if lags else None
 
 
 @contextlib.asynccontextmanager
@@ -148,8 +197,13 @@ async def _cluster(brokers: Union[str, Sequence[str]], **options: Any) -> AsyncI
 
 @contextlib.asynccontextmanager
 async def _zookeeper(hosts: str, timeout: float) -> AsyncIterator[ZooKeeper]:
-    """A session for the duration of the block; kazoo's errors become ZooKeeperError."""
-    zk = ZooKeeper(hosts, connect_timeout=timeout)
+    """A session for the duration of the block; kazoo's errors become ZooKeeperError.
+
+    ``timeout`` bounds the first connection and is the session timeout too:
+    kazoo waits that long (not its default 10 s) for each server's answer
+    to a connect, and stopping a start that timed out waits for that attempt.
+    """
+    zk = ZooKeeper(hosts, session_timeout=timeout, connect_timeout=timeout)
     await zk.start()
     try:
         yield zk
@@ -170,16 +224,16 @@ async def describe_topics(
         **options: :class:`~kiel.cluster.Cluster` settings (``client_id``, ...).
 
     Raises:
-        UnknownTopicError: a named topic does not exist.
+        UnknownTopicError: a named topic does not exist (it is not created,
+            even by a broker that creates topics named in a Metadata request).
         NoBrokersError: the cluster could not be reached.
     """
     async with _cluster(brokers, **options) as cluster:
-        if topics:
-            for topic in topics:
-                await cluster.partitions_for(topic)
-        else:
-            await cluster.refresh_metadata()
-        names = sorted(topics or cluster.partitions)
+        # Strategy: ask for every topic, never for the ones named: a broker
+        # that auto-creates topics (0.8 by default, Tansu always) would
+        # create a misspelt name just because it was asked about.
+        await existing_partitions(cluster, topics)
+        names = sorted(set(topics) or cluster.partitions)
         tps = [TopicPartition(t, p) for t in names for p in sorted(cluster.partitions[t])]
         earliest = await list_offsets(cluster, {tp: EARLIEST for tp in tps})
         latest = await list_offsets(cluster, {tp: LATEST for tp in tps})
@@ -209,7 +263,7 @@ async def _children(zk: ZooKeeper, path: str) -> list[str]:
         return []
 
 
-async def list_groups(zk_hosts: str, *, timeout: float = 15.0) -> list[str]:
+async def list_groups(zk_hosts: str, *, timeout: float = DEFAULT_TIMEOUT) -> list[str]:
     """The groups registered under ``/consumers`` in ZooKeeper, sorted.
 
     Raises:
@@ -253,7 +307,7 @@ async def describe_group(
     zk_hosts: str,
     group: str,
     *,
-    timeout: float = 15.0,
+    timeout: float = DEFAULT_TIMEOUT,
     **options: Any,
 ) -> GroupDescription:
     """Members, owners, committed offsets, high watermarks and lag of a group.
@@ -268,9 +322,9 @@ async def describe_group(
         if await zk.exists(base) is None:
             raise ConfigError(f"ZooKeeper has no group {group!r} (no {base})")
         members = await _children(zk, f"{base}/ids")
-        tps: list[TopicPartition] = []
-        for topic in sorted(await _group_topics(zk, base, members)):
-            tps.extend(TopicPartition(topic, p) for p in await cluster.partitions_for(topic))
+        every = await cluster.all_topics()  # naming one could auto-create it
+        tps = [TopicPartition(topic, p) for topic in sorted(await _group_topics(zk, base, members))
+               if topic in every for p in range(every[topic])]
         owners = await _owners(zk, base, tps)
         committed = await fetch_committed(cluster, group, tps) if tps else {}
         highwater = await list_offsets(cluster, {tp: LATEST for tp in tps}) if tps else {}
@@ -291,61 +345,171 @@ async def reset_group(
     to: ResetTo,
     *,
     force: bool = False,
-    timeout: float = 15.0,
+    timeout: float = DEFAULT_TIMEOUT,
     **options: Any,
 ) -> dict[TopicPartition, int]:
     """Commit new offsets for every partition of ``topics`` in ``group``.
 
+    :func:`reset_group_offsets` with every partition of ``topics``,
+    executed; see it for ``to`` and the errors.
+
+    Returns:
+        The offset committed per partition.
+    """
+    rows = await reset_group_offsets(brokers, zk_hosts, group, dict.fromkeys(topics), to,
+                                     execute=True, force=force, timeout=timeout, **options)
+    return {TopicPartition(r.topic, r.partition): r.new for r in rows}
+
+
+async def reset_group_offsets(
+    brokers: Union[str, Sequence[str]],
+    zk_hosts: str,
+    group: str,
+    selection: Optional[Selection],
+    to: ResetTo,
+    *,
+    execute: bool,
+    force: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    **options: Any,
+) -> list[ResetRow]:
+    """Work out (and with ``execute``, commit) new offsets for a ZooKeeper group.
+
     Args:
-        to: ``"earliest"``, ``"latest"``, an offset (for every partition; must
-            lie between the partition's earliest offset and its high
-            watermark), or a ``datetime`` (ListOffsets by time, at the log
-            segment granularity a 0.8 broker offers).
+        selection: the partitions to move, ``{topic: partitions}`` (``None``
+            for all of a topic's); ``None``: every partition of the topics
+            the group owns, committed or statically subscribes to.
+        to: ``"earliest"``, ``"latest"``, :data:`CURRENT`, an offset (for
+            every partition; must lie between the partition's earliest
+            offset and its high watermark), a ``datetime`` (ListOffsets by
+            time, at the log segment granularity a 0.8 broker offers) or a
+            :class:`ShiftBy` (from the committed offset, stopping at either
+            end of the log).
+        execute: commit the new offsets; false: a dry run that only shows them.
         force: reset even while members are registered (a live member may
             commit over the reset: stop the group first when you can).
 
     Returns:
-        The offset committed per partition.
+        A row per partition: its committed offset (``None``: none) and the new one.
 
     Raises:
         ConfigError: members are alive and ``force`` is false; an offset out
-            of range; a bad ``to``.
+            of range; a partition the topic lacks; :data:`CURRENT` or a
+            shift for a partition without a committed offset; a bad ``to``.
+        UnknownTopicError: a selected topic does not exist (it is not created).
         ZooKeeperError, NoBrokersError: a part could not be reached.
     """
     async with _zookeeper(zk_hosts, timeout) as zk, _cluster(brokers, **options) as cluster:
-        members = await _children(zk, f"/consumers/{group}/ids")
+        base = f"/consumers/{group}"
+        members = await _children(zk, f"{base}/ids")
         if members and not force:
             raise ConfigError(
                 f"group {group!r} has {len(members)} live member(s) ({', '.join(members[:5])}); "
                 "stop them first, or pass --force"
             )
-        tps = [TopicPartition(t, p) for t in topics for p in await cluster.partitions_for(t)]
-        offsets = await _targets(cluster, tps, to)
-        await send_commit(cluster, group, offsets)
-        return offsets
+        if selection is None:
+            selection = dict.fromkeys(await _group_topics(zk, base, members))
+        tps = await _selected(cluster, selection)
+        rows = await _plan(cluster, tps, await fetch_committed(cluster, group, tps), to)
+        if execute and rows:
+            await send_commit(cluster, group, {TopicPartition(r.topic, r.partition): r.new
+                                               for r in rows})
+        return rows
 
 
-async def _targets(
-    cluster: Cluster, tps: list[TopicPartition], to: ResetTo
-) -> dict[TopicPartition, int]:
-    if to == "earliest":
-        return await list_offsets(cluster, {tp: EARLIEST for tp in tps})
-    if to == "latest":
-        return await list_offsets(cluster, {tp: LATEST for tp in tps})
-    if isinstance(to, datetime.datetime):
+async def existing_partitions(cluster: Cluster, topics: Iterable[str]) -> dict[str, list[int]]:
+    """The partitions of ``topics``, which must exist, asked without naming them.
+
+    Strategy: one Metadata request for every topic. A request naming a topic
+    makes a broker that auto-creates topics (Kafka 0.8's default, Tansu
+    always) create it; Metadata v4's ``allow_auto_topic_creation=false``
+    would stop a current broker only, and 0.8 has no such switch.
+
+    Returns:
+        ``{topic: sorted partition ids}`` (the cluster's metadata is
+        refreshed for every topic on the way).
+
+    Raises:
+        UnknownTopicError: a topic does not exist (the first one missing).
+        NoBrokersError: no broker answered within the retries.
+    """
+    every = await cluster.all_topics()
+    found: dict[str, list[int]] = {}
+    for topic in topics:
+        if topic not in every:
+            raise UnknownTopicError(
+                "unknown topic (kiel asked for every topic, so none was created)", topic=topic)
+        found[topic] = sorted(cluster.partitions[topic])
+    return found
+
+
+async def _selected(cluster: Cluster, selection: Selection) -> list[TopicPartition]:
+    """The partitions ``selection`` names, checked against the topics that exist.
+
+    Raises:
+        UnknownTopicError: a topic does not exist (it is not created).
+        ConfigError: a partition the topic lacks.
+    """
+    known = await existing_partitions(cluster, sorted(selection))
+    tps: list[TopicPartition] = []
+    for topic, partitions in sorted(selection.items()):
+        wanted = known[topic] if partitions is None else sorted(set(partitions))
+        missing = sorted(set(wanted) - set(known[topic]))
+        if missing:
+            raise ConfigError(f"topic {topic!r} has partitions {known[topic]}, not {missing}",
+                              topic=topic, partition=missing[0])
+        tps.extend(TopicPartition(topic, p) for p in wanted)
+    return tps
+
+
+async def _plan(
+    cluster: Cluster,
+    tps: list[TopicPartition],
+    committed: Mapping[TopicPartition, Optional[int]],
+    to: ResetTo,
+) -> list[ResetRow]:
+    """The new offset of every partition of ``tps``, beside its committed one.
+
+    Raises:
+        ConfigError: an offset outside a partition's range; :data:`CURRENT`
+            or a shift where nothing is committed; a bad ``to``.
+    """
+    if not tps:
+        return []
+    current = {tp: committed.get(tp) for tp in tps}
+    if to in (CURRENT,) or isinstance(to, ShiftBy):
+        unknown = [f"{tp.topic}:{tp.partition}" for tp in tps if current[tp] is None]
+        if unknown:
+            raise ConfigError(
+                f"the group committed no offset for {', '.join(unknown[:5])}: nothing to "
+                f"{'shift' if isinstance(to, ShiftBy) else 'keep'}; reset those to an offset")
+    new: dict[TopicPartition, int]
+    if to == CURRENT:
+        new = {tp: current[tp] for tp in tps}  # type: ignore[misc]
+    elif to == "earliest":
+        new = await list_offsets(cluster, {tp: EARLIEST for tp in tps})
+    elif to == "latest":
+        new = await list_offsets(cluster, {tp: LATEST for tp in tps})
+    elif isinstance(to, datetime.datetime):
         ms = max(0, int(to.timestamp() * 1000))
-        return await list_offsets(cluster, {tp: ms for tp in tps})
-    if isinstance(to, int) and not isinstance(to, bool):
+        new = await list_offsets(cluster, {tp: ms for tp in tps})
+    elif isinstance(to, ShiftBy) or (isinstance(to, int) and not isinstance(to, bool)):
         low = await list_offsets(cluster, {tp: EARLIEST for tp in tps})
         high = await list_offsets(cluster, {tp: LATEST for tp in tps})
-        for tp in tps:
-            if not low[tp] <= to <= high[tp]:
-                raise ConfigError(
-                    f"offset {to} is outside {tp.topic}:{tp.partition}'s range "
-                    f"[{low[tp]}, {high[tp]}]"
-                )
-        return {tp: to for tp in tps}
-    raise ConfigError(f"reset to earliest, latest, an offset or a datetime; got {to!r}")
+        if isinstance(to, ShiftBy):
+            new = {tp: min(high[tp], max(low[tp], current[tp] + to.n))  # type: ignore[operator]
+                   for tp in tps}
+        else:
+            for tp in tps:
+                if not low[tp] <= to <= high[tp]:
+                    raise ConfigError(
+                        f"offset {to} is outside {tp.topic}:{tp.partition}'s range "
+                        f"[{low[tp]}, {high[tp]}]", topic=tp.topic, partition=tp.partition)
+            new = dict.fromkeys(tps, to)
+    else:
+        raise ConfigError(
+            f"reset to earliest, latest, current, an offset, a datetime or a ShiftBy; got {to!r}")
+    return [ResetRow(tp.topic, tp.partition, current[tp], new[tp]) for tp in tps]
 
 
 # ----------------------------------------------------------------------
@@ -532,6 +696,11 @@ class BrokerGroupDescription(NamedTuple):
     group: BrokerGroup
     partitions: list[GroupPartition]
 
+    @property
+    def total_lag(self) -> Optional[int]:
+        """The sum of the partitions' lags (``None``: no partition has one)."""
+        return _total_lag(self.partitions)
+
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form: the group, its members (subscribed topics and
         assigned partitions decoded, ``None`` where the coordinator sent
@@ -543,6 +712,7 @@ class BrokerGroupDescription(NamedTuple):
             "protocol_type": self.group.protocol_type,
             "protocol": self.group.protocol,
             "members": [_member_dict(m) for m in self.group.members],
+            "total_lag": self.total_lag,
             "partitions": [
                 dict(row._asdict(),
                      host=members[row.owner].client_host if row.owner in members else None,
@@ -620,8 +790,8 @@ async def describe_broker_group_offsets(cluster: Cluster, group: str) -> BrokerG
         raise GroupIdNotFoundError(
             f"the brokers know no group {group!r} (state {described.state}, no member, "
             "no committed offset)", api="DescribeGroups", group=group)
-    wanted = [TopicPartition(t, p) for t in sorted(topics)
-              for p in await cluster.partitions_for(t)]
+    # Only topics that exist: naming a subscribed topic that does not could create it.
+    wanted = [TopicPartition(t, p) for t in sorted(topics) if t in every for p in range(every[t])]
     ends = await list_offsets(cluster, {tp: LATEST for tp in wanted}) if wanted else {}
     rows = []
     for tp in wanted:
@@ -637,10 +807,27 @@ async def reset_broker_group(
 ) -> dict[TopicPartition, int]:
     """Commit new offsets for every partition of ``topics`` in a broker-coordinated group.
 
-    Only a group without a live member may be reset: its coordinator must
-    describe it ``Empty`` or ``Dead`` with no member listed. A group in
-    any other state is live even when no member is listed (Tansu 0.6.0 may
-    list none). The commit goes out as a standalone one (generation -1, no
+    :func:`reset_broker_group_offsets` with every partition of ``topics``,
+    executed; see it for ``to`` and the errors.
+
+    Returns:
+        The offset committed per partition.
+    """
+    rows = await reset_broker_group_offsets(cluster, group, dict.fromkeys(topics), to,
+                                            execute=True)
+    return {TopicPartition(r.topic, r.partition): r.new for r in rows}
+
+
+async def reset_broker_group_offsets(
+    cluster: Cluster, group: str, selection: Optional[Selection], to: ResetTo, *, execute: bool
+) -> list[ResetRow]:
+    """Work out (and with ``execute``, commit) new offsets for a broker-coordinated group.
+
+    Only a group without a live member may be reset, dry run or not (as
+    Kafka's kafka-consumer-groups.sh): its coordinator must describe it
+    ``Empty`` or ``Dead`` with no member listed. A group in any other
+    state is live even when no member is listed (Tansu 0.6.0 may list
+    none). The commit goes out as a standalone one (generation -1, no
     member id) in the OffsetCommit version the coordinator speaks; a
     coordinator that refuses it because a member joined meanwhile makes it
     a :class:`~kiel.exc.NonEmptyGroupError` too.
@@ -648,25 +835,38 @@ async def reset_broker_group(
     Args:
         cluster: a connected cluster.
         group: the group id.
-        topics: the topics whose partitions are reset (every partition).
-        to: as for :func:`reset_group`.
+        selection: the partitions to move, ``{topic: partitions}`` (``None``
+            for all of a topic's); ``None``: every partition of the topics
+            the group committed offsets for.
+        to: as for :func:`reset_group_offsets`.
+        execute: commit the new offsets; false: a dry run that only shows them.
 
     Returns:
-        The offset committed per partition.
+        A row per partition: its committed offset (``None``: none) and the new one.
 
     Raises:
         NonEmptyGroupError: the group is live (its state, its members, or
             the coordinator's answer to the commit say so).
-        ConfigError: an offset out of range; a bad ``to``.
+        UnknownTopicError: a selected topic does not exist (it is not created).
+        ConfigError: an offset out of range; a partition the topic lacks;
+            :data:`CURRENT` or a shift where nothing is committed; a bad ``to``.
         UnsupportedFeatureError: a 0.8 broker (see :func:`reset_group`).
         BrokerError, NoBrokersError, KielConnectionError, RequestTimeoutError:
             a part could not be reached or refused.
     """
     check_resettable(await describe_broker_group(cluster, group))
-    tps = [TopicPartition(t, p) for t in topics for p in await cluster.partitions_for(t)]
-    offsets = await _targets(cluster, tps, to)
-    await _commit_from_outside(cluster, group, offsets)
-    return offsets
+    offsets = GroupOffsets(cluster, group)
+    if selection is None:
+        every = await cluster.all_topics()
+        everything = [TopicPartition(t, p) for t in sorted(every) for p in range(every[t])]
+        committed = await offsets.fetch(everything) if everything else {}
+        selection = dict.fromkeys({tp.topic for tp, o in committed.items() if o is not None})
+    tps = await _selected(cluster, selection)
+    rows = await _plan(cluster, tps, await offsets.fetch(tps) if tps else {}, to)
+    if execute and rows:
+        await _commit_from_outside(cluster, group, {TopicPartition(r.topic, r.partition): r.new
+                                                    for r in rows})
+    return rows
 
 
 def check_resettable(group: BrokerGroup) -> None:

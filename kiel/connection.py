@@ -323,8 +323,10 @@ class Connection:
             f"no ApiVersions answer within {self.request_timeout}s",
         )
         if ranges is None:
-            log.info("%r closed the connection on ApiVersions: a Kafka 0.8/0.9 broker; "
-                     "speaking its versions", self)
+            # DEBUG: every connection to a 0.8 broker meets this, and it is
+            # expected there (an application's INFO log is no place for it).
+            log.debug("%r closed the connection on ApiVersions: a Kafka 0.8/0.9 broker; "
+                      "speaking its versions", self)
             stream.close()
             versions = LEGACY
             stream = await self._open()

@@ -266,6 +266,8 @@ class GroupedConsumerMetrics(ConsumerMetrics):
     #: wall-clock time (``time.time()``) of the last heartbeat the
     #: coordinator answered (``None``: none yet, or a ZooKeeper group).
     last_heartbeat: Optional[float] = None
+    #: the group's name (the exporter's ``group`` label on every sample).
+    group: str = ""
 
 
 # ----------------------------------------------------------------------

@@ -12,7 +12,9 @@ your Tornado application: each scrape calls the clients' ``metrics()``, which
 reads counters the IOLoop changes, so scrape on the IOLoop (a request
 handler), not from ``start_http_server``'s thread. Every metric of
 :data:`kiel.metrics.METRICS` is exposed with a ``client`` label carrying the
-name the client was registered under.
+name the client was registered under and a ``group`` label carrying a
+grouped consumer's group (empty for the other clients), so a lag alert can
+say which group falls behind.
 """
 
 import importlib
@@ -20,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kiel.exc import MissingDependencyError
-from kiel.metrics import METRICS, Latency, samples
+from kiel.metrics import METRICS, GroupedConsumerMetrics, Latency, samples
 
 __all__ = ["KielCollector", "export"]
 
@@ -64,13 +66,17 @@ class KielCollector:
         core = self._core
         by_name: dict[str, list[tuple[tuple[str, ...], Any]]] = {}
         for client_name, client in sorted(self.clients.items()):
-            for sample in samples(client.metrics()):
+            snapshot = client.metrics()
+            # Every family has the same leading labels (Prometheus wants one
+            # label set per family): "" where the client is in no group.
+            group = snapshot.group if isinstance(snapshot, GroupedConsumerMetrics) else ""
+            for sample in samples(snapshot):
                 by_name.setdefault(sample.name, []).append(
-                    ((client_name,) + sample.labels, sample.value)
+                    ((client_name, group) + sample.labels, sample.value)
                 )
         for name, values in by_name.items():
             spec = METRICS[name]
-            labels = ["client", *spec.labels]
+            labels = ["client", "group", *spec.labels]
             doc = f"{spec.help} ({spec.unit})"
             if spec.type == "histogram":
                 family = core.HistogramMetricFamily(name, doc, labels=labels)

@@ -239,7 +239,8 @@ def test_prometheus_collector_exposes_the_same_numbers(kafka_cluster, topic_fact
             found[(s.name, tuple(sorted(s.labels.items())))] = s.value
 
     def value(name: str, client: str, **labels: str) -> float:
-        return found[(name, tuple(sorted(dict(labels, client=client).items())))]
+        # in no group: the group label is empty
+        return found[(name, tuple(sorted(dict(labels, client=client, group="").items())))]
 
     assert value("kiel_producer_records_total", "producer") == produced.records_out == 50
     assert value("kiel_producer_bytes_total", "producer") == produced.bytes_out
@@ -252,3 +253,40 @@ def test_prometheus_collector_exposes_the_same_numbers(kafka_cluster, topic_fact
     assert value("kiel_request_seconds_count", "producer", **api) == produce.count
     assert value("kiel_request_seconds_sum", "producer", **api) == pytest.approx(produce.sum)
     assert value("kiel_request_seconds_bucket", "producer", le="+Inf", **api) == produce.count
+
+
+def test_prometheus_samples_carry_the_groups_name(kafka_cluster, topic_factory):
+    """A grouped consumer's samples (its lag, its group state) carry its
+    group as the ``group`` label; a producer's have an empty one."""
+    import prometheus_client
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from kiel.metrics_prometheus import export
+
+    topic = topic_factory(partitions=2)
+    group = unique("metrics")
+
+    async def main() -> Tuple[str, GroupedConsumerMetrics]:
+        async with Producer(kafka_cluster.bootstrap, linger=0.01) as producer:
+            for value in _values(10):
+                producer.produce(topic, value)
+            await producer.flush()
+            consumer = GroupedConsumer(kafka_cluster.bootstrap, group, kafka_cluster.zookeeper,
+                                       topics=[topic], max_wait_time=0.2)
+            async with consumer:
+                seen = 0
+                while seen < 10:
+                    seen += len(await consumer.consume())
+                registry = prometheus_client.CollectorRegistry()
+                export(registry, producer=producer, members=consumer)
+                return prometheus_client.generate_latest(registry).decode(), consumer.metrics()
+
+    text, snapshot = run(main())
+    assert snapshot.group == group
+    by_client: Dict[Tuple[str, str], set] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            by_client.setdefault((s.labels["client"], s.labels["group"]), set()).add(s.name)
+    assert set(by_client) == {("producer", ""), ("members", group)}
+    assert {"kiel_consumer_lag", "kiel_group_state", "kiel_request_seconds_count"} <= by_client[
+        ("members", group)]

@@ -316,6 +316,7 @@ class GroupedConsumer(_BaseConsumer):
             generation=group.get("generation", -1),
             leader=bool(group.get("leader", False)),
             last_heartbeat=group.get("last_heartbeat"),
+            group=self.group,
         )
 
     # ------------------------------------------------------------------

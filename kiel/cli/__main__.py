@@ -1,0 +1,7 @@
+"""``python -m kiel.cli``: the ``kiel`` command."""
+
+import sys
+
+from kiel.cli import main
+
+sys.exit(main())
