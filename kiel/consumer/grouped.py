@@ -48,6 +48,7 @@ from typing import (
     Union,
 )
 
+from kiel import _options
 from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
 from kiel.consumer.commits import Commits
 from kiel.consumer.group_hooks import ConsumerHooks
@@ -219,7 +220,7 @@ class GroupedConsumer(_BaseConsumer):
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
-                             listener_timeout)
+                             listener_timeout, auto_finish, commit_metadata)
         #: Which coordinator forms the group: ``"zookeeper"`` (``zk_hosts``
         #: given) or ``"brokers"``.
         self.coordinator = "zookeeper" if zk_hosts is not None else "brokers"
@@ -735,7 +736,7 @@ def _given(**options: Any) -> dict[str, Any]:
 
 def _check_group_options(
     group: Any, commit_interval: Any, commit_every: Any, revoke_timeout: Any,
-    listener_timeout: Any,
+    listener_timeout: Any, auto_finish: Any, commit_metadata: Any,
 ) -> None:
     """Check the settings a grouped consumer adds to the base consumer's (the
     membership's own are its adapter's to check).
@@ -743,13 +744,11 @@ def _check_group_options(
     Raises:
         ConfigError: a bad setting.
     """
-    if commit_interval is not None and commit_interval < 0:
-        raise ConfigError(f"commit_interval must be >= 0, got {commit_interval!r}")
-    if commit_every is not None and (not isinstance(commit_every, int) or commit_every < 1):
-        raise ConfigError(f"commit_every must be an int >= 1, got {commit_every!r}")
-    for name, value in (("revoke_timeout", revoke_timeout),
-                        ("listener_timeout", listener_timeout)):
-        if not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"{name} must be seconds >= 0, got {value!r}")
+    _options.optional(_options.real, "commit_interval", commit_interval, at_least=0)
+    _options.optional(_options.integer, "commit_every", commit_every, at_least=1)
+    _options.real("revoke_timeout", revoke_timeout, at_least=0)
+    _options.real("listener_timeout", listener_timeout, at_least=0)
+    _options.flag("auto_finish", auto_finish)
+    _options.text("commit_metadata", commit_metadata, empty=True)
     if not group or not isinstance(group, str) or "/" in group:
         raise ConfigError(f"bad group name {group!r}")

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Union
 from kazoo.exceptions import KazooException, NoNodeError
 
 from kiel._aio import within
+from kiel._options import real, text
 from kiel.allocators import Allocator, get_allocator, weighted
 from kiel.consumer.membership import GroupContext
 from kiel.consumer.partition_counts import MetadataCounts
@@ -86,9 +87,9 @@ class ZooKeeperSettings:
             raise ConfigError(
                 f"zk_max_retry_delay must be seconds in (0, 3600), got {self.zk_max_retry_delay!r}"
             )
-        if self.zk_chroot and not self.zk_chroot.startswith("/"):
+        if self.zk_chroot is not None and not text("zk_chroot", self.zk_chroot).startswith("/"):
             raise ConfigError(f"zk_chroot must start with '/', got {self.zk_chroot!r}")
-        if self.partitions_from not in SOURCES:
+        if not isinstance(self.partitions_from, str) or self.partitions_from not in SOURCES:
             raise ConfigError(f"partitions_from must be one of {', '.join(SOURCES)}, "
                               f"got {self.partitions_from!r}")
         if self.zk_auth is not None:
@@ -96,8 +97,9 @@ class ZooKeeperSettings:
                 raise ConfigError("zk_auth must be 'user:password', got a "
                                   f"{type(self.zk_auth).__name__}")
             digest_acls(self.zk_auth)  # raises ConfigError for a bad "user:password"
-        if not isinstance(self.capacity, (int, float)) or self.capacity <= 0:
-            raise ConfigError(f"capacity must be a number > 0, got {self.capacity!r}")
+        real("capacity", self.capacity, above=0, unit="a number")
+        if self.member_id is not None:
+            text("member_id", self.member_id)
         allocator_of(self.allocator)  # raises ConfigError for an unknown name
 
     def zookeeper(self) -> ZooKeeper:
@@ -152,10 +154,10 @@ def _check_hosts(hosts: Any) -> None:
 
 
 def _seconds(name: str, value: Any, allow_zero: bool) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-    if not ok or value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(f"{name} must be seconds {bound}, got {value!r}")
+    if allow_zero:
+        real(name, value, at_least=0)
+    else:
+        real(name, value, above=0)
 
 
 async def brokers_registered(zk: ZooKeeper) -> bool:
