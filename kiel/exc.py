@@ -288,6 +288,18 @@ class PollIntervalExceededError(GroupError):
     """
 
 
+class LegacyGroupError(GroupError):
+    """Members of kiel 0.9 are still live in the group, past ``join_timeout``.
+
+    kiel 0.9 registered its members under ``/kiel/groups/<group>/members``,
+    where a kiel 1.x member does not look for peers: the two would each
+    consume every partition. A 1.x member that finds live 0.9 members
+    waits for their sessions to end (up to ``join_timeout``) rather than
+    consume alongside them, and raises this if they do not. Stop the 0.9
+    members, then connect again (see the migration guide).
+    """
+
+
 class OffsetResetError(KielError):
     """No committed or valid offset and the reset policy is ``"raise"``."""
 

@@ -159,7 +159,9 @@ class GroupedConsumer(_BaseConsumer):
             ones are then delivered again by the next owner.
         join_timeout: seconds :meth:`connect` waits to register in the group
             (a registration cut off by a lost ZooKeeper connection is tried
-            again meanwhile) and for the first allocation.
+            again meanwhile) and for the first allocation; in a ZooKeeper
+            group this includes waiting for live kiel 0.9 members of the
+            group to stop (see :doc:`/guides/migration`).
         listener_timeout: seconds an ``async`` listener callback may take;
             past it, it is cancelled, :class:`~kiel.exc.GroupError` is logged
             and raised by the next :meth:`consume`, and the hand-off goes on.
@@ -337,7 +339,10 @@ class GroupedConsumer(_BaseConsumer):
                 ``join_timeout``; in a broker group, a typed subclass when the
                 coordinator refused the member (InconsistentGroupProtocolError:
                 no assignor in common with the group; FencedInstanceIdError;
-                GroupAuthorizationFailedError).
+                GroupAuthorizationFailedError); in a ZooKeeper group,
+                LegacyGroupError when members of kiel 0.9 (registered
+                under ``/kiel/groups/<group>/members``) stayed live through
+                ``join_timeout``: this member never consumes beside them.
             AllocationError: this member led a broker group and its allocator failed.
         """
         await super().connect()

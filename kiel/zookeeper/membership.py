@@ -26,6 +26,7 @@ from kiel.exc import ConfigError, ZooKeeperError
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper, digest_acls, translate
 from kiel.zookeeper.group import GroupMember
+from kiel.zookeeper.legacy import wait_for_legacy_members
 
 __all__ = ["SOURCES", "ZooKeeperMembership", "ZooKeeperSettings", "brokers_registered"]
 
@@ -228,6 +229,8 @@ class ZooKeeperMembership:
         Raises:
             ZooKeeperError: ZooKeeper could not be reached (then nothing is
                 left running: joining again makes a fresh session).
+            LegacyGroupError: kiel 0.9 members of the group stayed live
+                through ``join_timeout`` (nothing was registered).
             GroupError: the first allocation did not settle within ``join_timeout``.
         """
         zk = self.zk = self.settings.zookeeper()
@@ -248,10 +251,16 @@ class ZooKeeperMembership:
         """Learn where the partition counts come from, then join as a GroupMember.
 
         Raises:
+            LegacyGroupError: kiel 0.9 members of the group stayed live
+                through ``join_timeout``.
             GroupError: the first allocation did not settle within ``join_timeout``.
             kazoo.exceptions.KazooException, ZooKeeperError: ZooKeeper failed.
         """
         settings, context = self.settings, self.context
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.join_timeout
+        # Never beside kiel 0.9 members: they cannot see this one (legacy.py).
+        await wait_for_legacy_members(zk, context.group, settings.join_timeout)
         from_zookeeper = settings.partitions_from == "zookeeper" or (
             settings.partitions_from == "auto" and await brokers_registered(zk)
         )
@@ -271,7 +280,8 @@ class ZooKeeperMembership:
                 counts.follow(member.set_partition_counts, context.cluster.metadata_max_age),
                 "partition counts",
             )
-        await member.join(timeout=settings.join_timeout)
+        # One join_timeout for the whole join, the wait for 0.9 members included.
+        await member.join(timeout=max(0.0, deadline - loop.time()))
 
     async def leave(self) -> None:
         """Revoke, commit and release everything, deregister: bounded by ``leave_timeout``."""

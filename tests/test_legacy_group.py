@@ -1,0 +1,151 @@
+"""The upgrade from kiel 0.9 is safe: a member that finds live kiel 0.9
+members of its group in ZooKeeper does not consume alongside them.
+
+kiel 0.9.3 registered each member as an ephemeral, empty znode
+``/kiel/groups/<group>/members/<hostname>:<id>`` and kept the partitions it
+shared out as a JSON list in ``/kiel/groups/<group>/partitions``; kiel 1.x
+registers under ``/consumers/<group>/ids``. The two do not see each other,
+so without this check both would consume every partition. The 0.9 member
+here is what 0.9.3 made: a kazoo session of its own creating those znodes,
+against the real ZooKeeper of the test cluster.
+"""
+import asyncio
+import json
+import socket
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+from kiel.clients import Producer
+from kiel.consumer import GroupedConsumer
+from kiel.exc import GroupError, LegacyGroupError
+from kiel.structs import TopicPartition
+from tests.conftest import run, unique
+
+pytestmark = pytest.mark.zookeeper
+
+
+class OldMember:
+    """A kiel 0.9.3 member's registration: its own session, its ephemeral znode."""
+
+    def __init__(self, zk_hosts: str, group: str, topic: str, partitions: int) -> None:
+        self.zk = KazooClient(hosts=zk_hosts, timeout=10.0)
+        self.zk.start(15)
+        self.name = f"{socket.gethostname()}:{id(self)}"
+        root = f"/kiel/groups/{group}"
+        self.zk.ensure_path(f"{root}/partitions")
+        self.zk.set(f"{root}/partitions",
+                    json.dumps([f"{topic}:{p}" for p in range(partitions)]).encode())
+        self.path = self.zk.create(f"{root}/members/{self.name}", ephemeral=True,
+                                   makepath=True)
+
+    def stop(self) -> None:
+        """End the session: the ephemeral znode goes, as when 0.9.3 stopped."""
+        self.zk.stop()
+        self.zk.close()
+
+
+def registered(zk_hosts: str, group: str) -> list[str]:
+    """The 1.x members registered in ``group`` now."""
+    zk = KazooClient(hosts=zk_hosts)
+    zk.start(15)
+    try:
+        return zk.get_children(f"/consumers/{group}/ids") if zk.exists(
+            f"/consumers/{group}/ids") else []
+    finally:
+        zk.stop()
+        zk.close()
+
+
+async def produce(cluster: Any, topic: str, count: int) -> None:
+    async with Producer(cluster.bootstrap) as producer:
+        await asyncio.gather(*(producer.produce(topic, b"m%d" % i) for i in range(count)))
+
+
+def test_a_member_waits_while_kiel_09_members_are_live_then_joins(kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=2)
+    group = unique("g")
+    zk_hosts = kafka_cluster.zookeeper
+    old = OldMember(zk_hosts, group, topic, 2)
+    stopped = False
+
+    async def main() -> None:
+        nonlocal stopped
+        await produce(kafka_cluster, topic, 20)
+        loop = asyncio.get_running_loop()
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts, topics=[topic],
+                                   max_wait_time=0.2, join_timeout=60.0)
+        connecting = asyncio.ensure_future(consumer.connect())
+        try:
+            # While the 0.9 member lives, the new one neither registers nor
+            # takes partitions (before: it registered and owned both at once).
+            for _ in range(30):
+                await asyncio.sleep(0.1)
+                assert not connecting.done(), "joined beside a live kiel 0.9 member"
+                ids = await loop.run_in_executor(None, registered, zk_hosts, group)
+                assert ids == []
+                assert consumer.assignment() == []
+            await loop.run_in_executor(None, old.stop)
+            stopped = True
+            await connecting  # within join_timeout of the start
+            assert consumer.assignment() == [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+            seen = 0
+            while seen < 20:
+                seen += len(await consumer.consume())
+        finally:
+            connecting.cancel()
+            await consumer.close()
+
+    try:
+        run(main(), timeout=120)
+    finally:
+        if not stopped:
+            old.stop()
+
+
+def test_the_wait_is_bounded_by_join_timeout_and_names_the_old_members(
+        kafka_cluster, topic_factory):
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+    zk_hosts = kafka_cluster.zookeeper
+    old = OldMember(zk_hosts, group, topic, 1)
+
+    async def main() -> None:
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts, topics=[topic],
+                                   join_timeout=2.0)
+        try:
+            with pytest.raises(LegacyGroupError) as raised:
+                await consumer.connect()
+            assert isinstance(raised.value, GroupError)
+            message = str(raised.value)
+            assert old.name in message and f"/kiel/groups/{group}/members" in message
+            assert consumer.assignment() == []
+        finally:
+            await consumer.close()
+        assert registered(zk_hosts, group) == []
+
+    try:
+        run(main(), timeout=60)
+    finally:
+        old.stop()
+
+
+def test_a_09_group_whose_members_all_stopped_is_no_obstacle(kafka_cluster, topic_factory):
+    # 0.9.3's persistent znodes (members/, partitions) stay after its members
+    # stop; only live members (ephemeral children) count.
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+    zk_hosts = kafka_cluster.zookeeper
+    OldMember(zk_hosts, group, topic, 1).stop()
+
+    async def main() -> None:
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts, topics=[topic],
+                                   join_timeout=30.0)
+        try:
+            await consumer.connect()
+            assert consumer.assignment() == [TopicPartition(topic, 0)]
+        finally:
+            await consumer.close()
+
+    run(main(), timeout=60)
