@@ -59,8 +59,25 @@ def registered(zk_hosts: str, group: str) -> list[str]:
 
 
 async def produce(cluster: Any, topic: str, count: int) -> None:
+    """``count`` records into each of the topic's two partitions."""
     async with Producer(cluster.bootstrap) as producer:
-        await asyncio.gather(*(producer.produce(topic, b"m%d" % i) for i in range(count)))
+        await asyncio.gather(*(producer.produce(topic, b"m%d" % i, partition=p)
+                               for p in (0, 1) for i in range(count)))
+
+
+def commit_as_09(cluster: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit as kiel 0.9.3 did: OffsetCommit v0 to the broker, which keeps it
+    in ZooKeeper under /consumers/<group>/offsets (kafka-python speaking 0.8.1)."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, api_version=(0, 8, 1),
+                             group_id=group, enable_auto_commit=False)
+    try:
+        consumer.commit({KTP(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+    finally:
+        consumer.close()
 
 
 def test_a_member_waits_while_kiel_09_members_are_live_then_joins(kafka_cluster, topic_factory):
@@ -72,8 +89,10 @@ def test_a_member_waits_while_kiel_09_members_are_live_then_joins(kafka_cluster,
 
     async def main() -> None:
         nonlocal stopped
-        await produce(kafka_cluster, topic, 20)
         loop = asyncio.get_running_loop()
+        await produce(kafka_cluster, topic, 10)
+        # Where the 0.9 members got to: the 1.x member starts there.
+        await loop.run_in_executor(None, commit_as_09, kafka_cluster, group, topic, {0: 4, 1: 7})
         consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts, topics=[topic],
                                    max_wait_time=0.2, join_timeout=60.0)
         connecting = asyncio.ensure_future(consumer.connect())
@@ -90,9 +109,11 @@ def test_a_member_waits_while_kiel_09_members_are_live_then_joins(kafka_cluster,
             stopped = True
             await connecting  # within join_timeout of the start
             assert consumer.assignment() == [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-            seen = 0
-            while seen < 20:
-                seen += len(await consumer.consume())
+            # Exactly what the 0.9 members had not committed, nothing twice.
+            seen: list[tuple[int, int]] = []
+            while len(seen) < 9:
+                seen += [(r.partition, r.offset) for r in await consumer.consume()]
+            assert sorted(seen) == [(0, o) for o in range(4, 10)] + [(1, o) for o in range(7, 10)]
         finally:
             connecting.cancel()
             await consumer.close()

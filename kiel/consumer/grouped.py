@@ -475,6 +475,8 @@ class GroupedConsumer(_BaseConsumer):
             KielError: a background commit failed (raised once; the next
                 commit retries it), or a fetch failed as for
                 :meth:`kiel.consumer.SingleConsumer.consume`.
+            ConfigError: ``topics`` names a topic the member does not
+                subscribe to (``topics=``/``pattern=`` at construction).
             ClientClosedError: the consumer is closed.
         """
         return self._flatten(await self._fetch(topics, self._limit(max_records)))
@@ -497,6 +499,24 @@ class GroupedConsumer(_BaseConsumer):
         async for record in self._stream(one_round):
             yield record
 
+    def _subscribed(self, topics: Topics) -> list[str]:
+        """``topics`` as names, each one this member subscribes to.
+
+        Raises:
+            ConfigError: a name ``topics=``/``pattern=`` did not give (kiel
+                0.9 took the topic in ``consume(topic)``: without this, such
+                a call would return nothing for ever).
+        """
+        names = topic_list(topics)
+        wanted = self._wanted_topics
+        for name in names:
+            if name not in wanted if isinstance(wanted, list) else not wanted.fullmatch(name):
+                shown = wanted if isinstance(wanted, list) else f"pattern={wanted.pattern!r}"
+                raise ConfigError(f"{name!r} is not among the topics this member subscribes "
+                                  f"to ({shown}); name it in topics= (or pattern=) when the "
+                                  "consumer is built")
+        return names
+
     async def _fetch(
         self, topics: Optional[Topics], max_records: Optional[int], hand_out: bool = True
     ) -> ConsumedBatches:
@@ -515,7 +535,7 @@ class GroupedConsumer(_BaseConsumer):
         held = self._state
         wanted = None
         if topics is not None:
-            names = topic_list(topics)
+            names = self._subscribed(topics)
             wanted = [tp for tp in held if tp.topic in names]
         batches = await self.fetcher.fetch(wanted, max_records)
         # Same task step as the fetcher's drain: no rebalance ran in between.
