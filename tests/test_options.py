@@ -90,6 +90,8 @@ GROUP_OPTIONS = [
     ("capacity", [NAN, INF, True, "big", 0]),
     ("join_timeout", [NAN, INF, True, "60", -1]),
     ("leave_timeout", [NAN, INF, True, "10", -1]),
+    # None of on_partitions_revoked/assigned/lost: it would never be called.
+    ("listener", [1, "on_partitions_assigned", lambda tps: None, object()]),
 ]
 
 BROKER_GROUP_OPTIONS = [
@@ -153,6 +155,25 @@ def test_ordinary_values_of_every_kind_are_accepted():
                  revoke_timeout=0, listener_timeout=0, commit_metadata="")
     zk_group(commit_interval=0, zk_session_timeout=0.5, zk_chroot="/kiel", member_id="m1",
              capacity=3)
+
+
+@pytest.mark.parametrize("group", [None, 123, b"g", "", "a/b"])
+@pytest.mark.parametrize("make", [
+    lambda group: GroupedConsumer("127.0.0.1:1", group, topics=["t"]),
+    lambda group: GroupedConsumer("127.0.0.1:1", group, "127.0.0.1:2181", topics=["t"]),
+])
+def test_a_bad_group_name_is_a_config_error(make, group):
+    with pytest.raises(ConfigError, match="group"):
+        make(group)
+
+
+def test_a_listener_with_some_of_the_callbacks_is_accepted():
+    class OnlyAssigned:
+        def on_partitions_assigned(self, tps):
+            pass
+
+    broker_group(listener=OnlyAssigned())
+    zk_group(listener=None)
 
 
 @pytest.mark.parametrize("brokers", [None, 123, b"127.0.0.1:9092", [None], ["h:1", 2],

@@ -53,7 +53,7 @@ from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseCon
 from kiel.consumer.commits import Commits
 from kiel.consumer.group_hooks import ConsumerHooks
 from kiel.consumer.group_state import GroupState
-from kiel.consumer.listener import ConsumerRebalanceListener
+from kiel.consumer.listener import ConsumerRebalanceListener, check_listener
 from kiel.consumer.membership import GroupContext, Membership, adapter
 from kiel.consumer.offsets import GroupOffsets
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset
@@ -105,7 +105,9 @@ class GroupedConsumer(_BaseConsumer):
             ``kiel.<name>`` on the wire, or a preference list such as
             ``["range", "roundrobin"]`` (the default) of which the
             coordinator picks one every member offers.
-        listener: a :class:`ConsumerRebalanceListener`-like object, or None.
+        listener: a :class:`ConsumerRebalanceListener`-like object (one with
+            one or more of its callbacks; anything else is a
+            :class:`~kiel.exc.ConfigError`), or None.
         auto_finish: ``True`` (default): records count as finished when the
             application asks for more; ``False``: only :meth:`task_done`
             finishes a record.
@@ -222,7 +224,7 @@ class GroupedConsumer(_BaseConsumer):
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
-                             listener_timeout, auto_finish, commit_metadata)
+                             listener_timeout, auto_finish, commit_metadata, listener)
         #: Which coordinator forms the group: ``"zookeeper"`` (``zk_hosts``
         #: given) or ``"brokers"``.
         self.coordinator = "zookeeper" if zk_hosts is not None else "brokers"
@@ -761,7 +763,7 @@ def _given(**options: Any) -> dict[str, Any]:
 
 def _check_group_options(
     group: Any, commit_interval: Any, commit_every: Any, revoke_timeout: Any,
-    listener_timeout: Any, auto_finish: Any, commit_metadata: Any,
+    listener_timeout: Any, auto_finish: Any, commit_metadata: Any, listener: Any,
 ) -> None:
     """Check the settings a grouped consumer adds to the base consumer's (the
     membership's own are its adapter's to check).
@@ -775,5 +777,6 @@ def _check_group_options(
     _options.real("listener_timeout", listener_timeout, at_least=0)
     _options.flag("auto_finish", auto_finish)
     _options.text("commit_metadata", commit_metadata, empty=True)
+    check_listener(listener)
     if not group or not isinstance(group, str) or "/" in group:
         raise ConfigError(f"bad group name {group!r}")
