@@ -727,16 +727,16 @@ def _linger_seconds(linger: Optional[float], linger_ms: Optional[float]) -> floa
     if value is None:
         return 0.0
     # NaN once passed "value < 0" and every batch then waited for ever.
-    seconds = _options.real(name, value, at_least=0,
-                           unit="seconds" if name == "linger" else "milliseconds")
+    checked = _options.real(name, value, at_least=0,
+                            unit="seconds" if name == "linger" else "milliseconds")
     if name == "linger":
-        return seconds
+        return checked
     warnings.warn(
         "linger_ms is deprecated: give linger in seconds (linger_ms=5 is linger=0.005)",
         DeprecationWarning,
         stacklevel=3,  # the caller of Producer()
     )
-    return seconds / 1000.0
+    return checked / 1000.0
 
 
 def _call(func: Callable[[Any], Any], arg: Any, name: str, topic: str) -> Any:
