@@ -11,6 +11,7 @@ against the real ZooKeeper of the test cluster.
 """
 import asyncio
 import json
+import logging
 import socket
 from typing import Any
 
@@ -168,5 +169,78 @@ def test_a_09_group_whose_members_all_stopped_is_no_obstacle(kafka_cluster, topi
             assert consumer.assignment() == [TopicPartition(topic, 0)]
         finally:
             await consumer.close()
+
+    run(main(), timeout=60)
+
+
+def test_a_read_cut_off_while_waiting_is_made_again_after_the_reconnect(
+        kafka_cluster, topic_factory, fault_proxy, caplog):
+    """The fault inside the request: the 0.9 member stops, the waiting
+    member's read of the members' znode is held by the proxy and its
+    connection reset under it (kazoo's ConnectionLoss). The member reads
+    again once kazoo has reconnected, finds no 0.9 member and joins (before:
+    the ConnectionLoss failed connect() with a ZooKeeperError)."""
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+    old = OldMember(kafka_cluster.zookeeper, group, topic, 1)
+    server, slash, chroot = kafka_cluster.zookeeper.partition("/")
+    proxy = fault_proxy(server)
+    stopped = False
+
+    async def main() -> None:
+        nonlocal stopped
+        loop = asyncio.get_running_loop()
+        # A long session: kazoo's pings (every third of it) stay out of the
+        # way of the one read the test holds.
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, proxy.address + slash + chroot,
+                                   topics=[topic], zk_session_timeout=30.0, join_timeout=60.0)
+        connecting = asyncio.ensure_future(consumer.connect())
+        try:
+            while "are live under" not in caplog.text:  # it is waiting on its watch
+                assert not connecting.done()
+                await asyncio.sleep(0.05)
+            proxy.stall("upstream")
+            await loop.run_in_executor(None, old.stop)
+            stopped = True
+            while proxy.stats().held_upstream == 0:  # the read, held
+                await asyncio.sleep(0.05)
+            assert proxy.cut() >= 1
+            proxy.unstall("upstream")
+            await connecting
+            assert consumer.assignment() == [TopicPartition(topic, 0)]
+            assert "was cut off" in caplog.text
+        finally:
+            connecting.cancel()
+            await consumer.close()
+
+    caplog.set_level(logging.INFO, logger="kiel.zookeeper.legacy")
+    try:
+        run(main(), timeout=120)
+    finally:
+        if not stopped:
+            old.stop()
+
+
+def test_a_read_that_never_answers_is_a_zookeeper_error_within_the_bound(
+        kafka_cluster, fault_proxy):
+    """ZooKeeper holds the first read (the proxy stalls it) past the bound:
+    a ZooKeeperError saying so, not a LegacyGroupError (no member was seen)."""
+    from kiel.exc import ZooKeeperError
+    from kiel.zookeeper.client import ZooKeeper
+    from kiel.zookeeper.legacy import wait_for_legacy_members
+
+    server, slash, chroot = kafka_cluster.zookeeper.partition("/")
+    proxy = fault_proxy(server)
+
+    async def main() -> None:
+        zk = ZooKeeper(proxy.address + slash + chroot, session_timeout=30.0)
+        await zk.start()
+        try:
+            proxy.stall("upstream")
+            with pytest.raises(ZooKeeperError, match="no answer within 1 s"):
+                await wait_for_legacy_members(zk, unique("g"), 1.0)
+            proxy.unstall("upstream")
+        finally:
+            await zk.stop()
 
     run(main(), timeout=60)

@@ -14,16 +14,30 @@ Only live members count: 0.9 left its persistent znodes (``members/`` itself,
 
 import asyncio
 import logging
+from typing import Any, Callable
 
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NoNodeError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 
 from kiel._aio import Wakeup, within
 from kiel.exc import LegacyGroupError, ZooKeeperError
+from kiel.retry import Backoff, attempts
 from kiel.zookeeper.client import ZooKeeper, translate
 
 __all__ = ["members_path", "wait_for_legacy_members"]
 
 log = logging.getLogger(__name__)
+
+#: Pauses between reads cut off by a lost connection: unbounded on their own,
+#: the join's deadline bounds them.
+READ_BACKOFF = Backoff(0.1, 2.0, retries=None)
+#: What a lost connection (kazoo reconnects by itself) raises for a read.
+CONNECTION_LOST = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
 
 def members_path(group: str) -> str:
@@ -36,6 +50,9 @@ async def wait_for_legacy_members(zk: ZooKeeper, group: str, timeout: float) -> 
 
     Waits on a ZooKeeper watch of the members' znode, never by polling; the
     reads go through the session's bridge, so the IOLoop is never blocked.
+    A read cut off by a lost connection is made again once kazoo has
+    reconnected (as :meth:`~kiel.zookeeper.group.GroupMember.join` does),
+    and a watch set before survives the reconnection (kazoo sets it again).
 
     Args:
         zk: a started session (with the chroot the group lives under, as the
@@ -44,40 +61,60 @@ async def wait_for_legacy_members(zk: ZooKeeper, group: str, timeout: float) -> 
         timeout: seconds to wait for the old members to go.
 
     Raises:
-        LegacyGroupError: old members were still live after ``timeout``
-            (they are named).
-        ZooKeeperError: ZooKeeper failed, or a read did not answer in time.
+        LegacyGroupError: old members were still live when last read, after
+            ``timeout`` (they are named).
+        ZooKeeperError: ZooKeeper refused the read, or never answered it
+            within ``timeout``.
     """
     path = members_path(group)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    changed = Wakeup()
     live: list[str] = []
+    try:
+        await within(_wait_gone(zk, group, live), timeout)
+    except asyncio.TimeoutError as e:
+        if not live:
+            raise ZooKeeperError(f"reading {path}: no answer within {timeout:g} s",
+                                 group=group) from e
+        raise LegacyGroupError(
+            f"kiel 0.9 members {', '.join(live)} are still live under {path} after "
+            f"{timeout:g} s: stop them before starting kiel 1.x members of this group",
+            group=group,
+        ) from None
+
+
+async def _wait_gone(zk: ZooKeeper, group: str, live: list[str]) -> None:
+    """Wait, unbounded (the caller bounds it), until ``group`` has no live 0.9
+    member; ``live`` always holds the members last read, sorted."""
+    path = members_path(group)
+    changed = Wakeup()
     while True:
         # Strategy: take this round's future before arming the watch, so a
         # change between the read and the wait is not missed (as in
         # ZooKeeper.wait_deleted).
         fired = changed.future()
-        read = zk.get_children(path, watch=lambda event: changed.fire())
-        try:
-            live = await within(read, max(deadline - loop.time(), 1.0))
-        except NoNodeError:
-            live = []
-        except asyncio.TimeoutError as e:
-            raise ZooKeeperError(f"reading {path} timed out", group=group) from e
-        except KazooException as e:
-            raise translate(e, f"reading {path}") from e
+        live[:] = sorted(await _read(zk, path, lambda event: changed.fire()))
         if not live:
             return
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            break
-        log.warning("group %s: kiel 0.9 members %s are live under %s; waiting up to %.0f s "
-                    "for them to stop before joining (a 1.x member never consumes beside "
-                    "them)", group, ", ".join(sorted(live)), path, remaining)
-        await asyncio.wait([fired], timeout=remaining)
-    raise LegacyGroupError(
-        f"kiel 0.9 members {', '.join(sorted(live))} are still live under {path} after "
-        f"{timeout:g} s: stop them before starting kiel 1.x members of this group",
-        group=group,
-    )
+        log.warning("group %s: kiel 0.9 members %s are live under %s; waiting for them to "
+                    "stop before joining (a 1.x member never consumes beside them)",
+                    group, ", ".join(live), path)
+        await fired
+
+
+async def _read(zk: ZooKeeper, path: str, watch: Callable[[Any], None]) -> list[str]:
+    """The children of ``path`` (none if it does not exist), with ``watch`` armed.
+
+    Raises:
+        ZooKeeperError: ZooKeeper refused the read.
+    """
+    async for attempt in attempts(READ_BACKOFF):
+        try:
+            return await zk.get_children(path, watch=watch)
+        except NoNodeError:
+            return []
+        except CONNECTION_LOST as e:
+            log.info("reading %s was cut off (%r); reading again once ZooKeeper is back",
+                     path, e)
+            attempt.failed(e)
+        except KazooException as e:
+            raise translate(e, f"reading {path}") from e
+    raise AssertionError("attempts() without a bound never ends")  # pragma: no cover
