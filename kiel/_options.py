@@ -42,8 +42,12 @@ def real(name: str, value: Any, *, at_least: Optional[float] = None,
     Raises:
         ConfigError: not a number, NaN, infinite, or out of bounds.
     """
-    number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) \
-        else math.nan
+    number = math.nan
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int past the largest float: not finite either
+            pass
     # Each comparison must hold: NaN (and anything not a number) fails them all.
     ok = (math.isfinite(number)
           and (at_least is None or number >= at_least)

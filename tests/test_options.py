@@ -204,6 +204,8 @@ def test_the_helpers_say_what_the_option_must_be():
         text("s", "")
     with pytest.raises(ConfigError, match=r"^f must be True or False, got 1$"):
         flag("f", 1)
+    with pytest.raises(ConfigError, match="x must be seconds >= 0"):
+        real("x", 10**400, at_least=0)  # float() of it overflows
     assert real("x", 2, at_least=0) == 2 and isinstance(real("x", 2, at_least=0), float)
     assert optional(integer, "n", None, at_least=1) is None
     assert optional(integer, "n", 5, at_least=1) == 5
