@@ -12,6 +12,7 @@ against the real ZooKeeper of the test cluster.
 import asyncio
 import json
 import logging
+import re
 import socket
 from typing import Any
 
@@ -244,3 +245,64 @@ def test_a_read_that_never_answers_is_a_zookeeper_error_within_the_bound(
             await zk.stop()
 
     run(main(), timeout=60)
+
+
+def test_a_09_member_started_later_stops_fetching_until_it_goes(kafka_cluster, topic_factory):
+    """A kiel 0.9 member that starts while a 1.x member consumes (a host
+    rolled back) would consume every partition beside it: the 1.x member
+    tells the application once (LegacyGroupError), fetches and commits
+    nothing while it lives, and goes on from where it stopped once it is
+    gone (before: it went on consuming, and committing, beside it)."""
+    topic = topic_factory(partitions=2)
+    group = unique("g")
+    zk_hosts = kafka_cluster.zookeeper
+    old = None
+
+    async def consume_until(consumer, count):
+        seen = []
+        while len(seen) < count:
+            seen += await consumer.consume()
+        return seen
+
+    async def main() -> None:
+        nonlocal old
+        loop = asyncio.get_running_loop()
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts, topics=[topic],
+                                   max_wait_time=0.1, commit_interval=0.2, auto_finish=False)
+        await consumer.connect()
+        try:
+            await produce(kafka_cluster, topic, 3)
+            in_hand = await consume_until(consumer, 6)
+            assert sorted((r.partition, r.offset) for r in in_hand) == [
+                (p, o) for p in (0, 1) for o in range(3)]
+            old = await loop.run_in_executor(None, OldMember, zk_hosts, group, topic, 2)
+            deadline = loop.time() + 30
+            with pytest.raises(LegacyGroupError, match=re.escape(old.name)):
+                while loop.time() < deadline:  # told once, at its next call
+                    await consumer.consume()
+            committed = {p: await consumer.committed(topic, p) for p in (0, 1)}
+            for record in in_hand:  # finished now: a timed commit would store them
+                consumer.task_done(record)
+            await produce(kafka_cluster, topic, 2)  # offsets 3 and 4 of each
+            # What a running member fetches and commits within a fraction of
+            # this window: nothing while the 0.9 member lives.
+            window = loop.time() + 1.5
+            while loop.time() < window:
+                assert await consumer.consume() == []
+                await asyncio.sleep(0.05)
+            assert {p: await consumer.committed(topic, p) for p in (0, 1)} == committed
+            await loop.run_in_executor(None, old.stop)
+            old = None
+            rest = await consume_until(consumer, 4)
+            assert sorted((r.partition, r.offset) for r in rest) == [
+                (p, o) for p in (0, 1) for o in (3, 4)]
+            for record in rest:
+                consumer.task_done(record)
+        finally:
+            await consumer.close()
+
+    try:
+        run(main(), timeout=120)
+    finally:
+        if old is not None:
+            old.stop()

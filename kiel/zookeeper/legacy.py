@@ -6,7 +6,9 @@ partitions it shared out a JSON list in ``partitions``. kiel 1.x keeps its
 group where Kafka 0.8's consumers do, ``/consumers/<group>``, so in a
 rolling upgrade old and new members would not see each other and both would
 consume every partition. A new member therefore looks for live old ones
-before it registers, and waits (bounded) for their sessions to end.
+before it registers, and waits (bounded) for their sessions to end
+(:func:`wait_for_legacy_members`); once joined, it holds its fetching and
+commits while one is live (:func:`watch_legacy_members`, :class:`LegacyGate`).
 
 Only live members count: 0.9 left its persistent znodes (``members/`` itself,
 ``partitions``) behind when its members stopped, and they are no obstacle.
@@ -25,11 +27,13 @@ from kazoo.exceptions import (
 )
 
 from kiel._aio import Wakeup, within
+from kiel.consumer.membership import PartitionHooks
 from kiel.exc import LegacyGroupError, ZooKeeperError
 from kiel.retry import Backoff, attempts
+from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper, translate
 
-__all__ = ["members_path", "wait_for_legacy_members"]
+__all__ = ["LegacyGate", "members_path", "wait_for_legacy_members", "watch_legacy_members"]
 
 log = logging.getLogger(__name__)
 
@@ -100,17 +104,23 @@ async def _wait_gone(zk: ZooKeeper, group: str, live: list[str]) -> None:
         await fired
 
 
-async def _read(zk: ZooKeeper, path: str, watch: Callable[[Any], None]) -> list[str]:
-    """The children of ``path`` (none if it does not exist), with ``watch`` armed.
+async def _read(zk: ZooKeeper, path: str, watch: Callable[[Any], None],
+                watch_creation: bool = False) -> list[str]:
+    """The children of ``path`` (none if it does not exist), with ``watch`` armed
+    on them (and, with ``watch_creation``, on ``path``'s creation when it
+    does not exist).
 
     Raises:
         ZooKeeperError: ZooKeeper refused the read.
     """
     async for attempt in attempts(READ_BACKOFF):
         try:
-            return await zk.get_children(path, watch=watch)
-        except NoNodeError:
-            return []
+            try:
+                return await zk.get_children(path, watch=watch)
+            except NoNodeError:
+                if not watch_creation or await zk.exists(path, watch=watch) is None:
+                    return []
+                attempt.failed(NoNodeError(path))  # created meanwhile: read it again
         except CONNECTION_LOST as e:
             log.info("reading %s was cut off (%r); reading again once ZooKeeper is back",
                      path, e)
@@ -118,3 +128,108 @@ async def _read(zk: ZooKeeper, path: str, watch: Callable[[Any], None]) -> list[
         except KazooException as e:
             raise translate(e, f"reading {path}") from e
     raise AssertionError("attempts() without a bound never ends")  # pragma: no cover
+
+
+class LegacyGate(PartitionHooks):
+    """The consumer's hooks, held suspended while kiel 0.9 members are live.
+
+    A :class:`~kiel.zookeeper.group.GroupMember` is given this instead of
+    the consumer's hooks: ownership changes pass through, and so does a
+    suspension for a lost connection, but fetching resumes only when the
+    connection is back *and* no 0.9 member is live (:meth:`hold` /
+    :meth:`release`, driven by :func:`watch_legacy_members`).
+
+    Args:
+        hooks: the consumer's hooks.
+    """
+
+    def __init__(self, hooks: PartitionHooks) -> None:
+        self._hooks = hooks
+        self._connected = True
+        #: 0.9 members are live: nothing is fetched or committed.
+        self.held = False
+
+    async def assigned(self, partitions: list[TopicPartition]) -> None:
+        await self._hooks.assigned(partitions)  # started paused while suspended
+
+    async def revoked(self, partitions: list[TopicPartition]) -> None:
+        await self._hooks.revoked(partitions)
+
+    async def lost(self, partitions: list[TopicPartition]) -> None:
+        await self._hooks.lost(partitions)
+
+    def suspend(self) -> None:
+        self._connected = False
+        self._hooks.suspend()
+
+    def resume(self) -> None:
+        self._connected = True
+        if not self.held:
+            self._hooks.resume()
+
+    def hold(self) -> None:
+        """Stop fetching everything until :meth:`release`."""
+        self.held = True
+        self._hooks.suspend()
+
+    def release(self) -> None:
+        """Fetch again (once the connection is back, if it is not)."""
+        self.held = False
+        if self._connected:
+            self._hooks.resume()
+
+
+async def watch_legacy_members(zk: ZooKeeper, group: str, gate: LegacyGate,
+                               fail: Callable[[BaseException], None]) -> None:
+    """For as long as the member runs: hold ``gate`` while kiel 0.9 members
+    of ``group`` are live, and tell the application once each time they appear.
+
+    A member checks for 0.9 members before it joins
+    (:func:`wait_for_legacy_members`); this covers one started later (a
+    host rolled back, say), which would otherwise consume every partition
+    beside it. Driven by watches (an exists watch while ``members/`` does not
+    exist yet) and by every reconnection (a new session has no watches).
+
+    Args:
+        zk: the member's session.
+        group: the group's name.
+        gate: the member's hooks.
+        fail: called with a :class:`~kiel.exc.LegacyGroupError` when 0.9
+            members appear (the consumer raises it from its next call).
+    """
+    path = members_path(group)
+    changed = Wakeup()
+
+    def on_state(state: str) -> None:
+        if state == "CONNECTED":
+            changed.fire()
+
+    zk.add_state_listener(on_state)
+    failures = 0
+    try:
+        while True:
+            fired = changed.future()
+            try:
+                live = sorted(await _read(zk, path, lambda event: changed.fire(),
+                                          watch_creation=True))
+            except ZooKeeperError as e:  # refused (no permission, say): try again later
+                failures += 1
+                log.warning("group %s: reading %s failed (%s); reading again", group, path, e)
+                await asyncio.sleep(READ_BACKOFF.delay(failures))
+                continue
+            failures = 0
+            if live and not gate.held:
+                gate.hold()
+                error = LegacyGroupError(
+                    f"kiel 0.9 members {', '.join(live)} went live under {path}: this member "
+                    "stopped fetching and committing until they stop (they cannot see it, "
+                    "and would consume beside it)", group=group)
+                log.error("%s", error)
+                fail(error)
+            elif not live and gate.held:
+                log.warning("group %s: no kiel 0.9 member is live under %s any more; "
+                            "fetching again", group, path)
+                gate.release()
+            await fired
+    finally:
+        zk.remove_state_listener(on_state)

@@ -26,7 +26,7 @@ from kiel.exc import ConfigError, ZooKeeperError
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper, digest_acls, translate
 from kiel.zookeeper.group import GroupMember
-from kiel.zookeeper.legacy import wait_for_legacy_members
+from kiel.zookeeper.legacy import LegacyGate, wait_for_legacy_members, watch_legacy_members
 
 __all__ = ["SOURCES", "ZooKeeperMembership", "ZooKeeperSettings", "brokers_registered"]
 
@@ -206,6 +206,10 @@ class ZooKeeperMembership:
         self.settings = settings
         self.zk: Optional[ZooKeeper] = None
         self.member: Optional[GroupMember] = None
+        #: The consumer's hooks as the member sees them: held while kiel 0.9
+        #: members are live (see kiel.zookeeper.legacy).
+        self.gate = LegacyGate(context.hooks)
+        self._watching: Optional[asyncio.Future[None]] = None
 
     @property
     def member_id(self) -> Optional[str]:
@@ -266,7 +270,7 @@ class ZooKeeperMembership:
         )
         allocator, capacities = allocator_of(settings.allocator)
         member = self.member = GroupMember(
-            zk, context.group, context.topics, hooks=context.hooks,
+            zk, context.group, context.topics, hooks=self.gate,
             allocator=allocator, member_id=self.member_id,
             capacity=settings.capacity, acquire_timeout=settings.acquire_timeout,
             leave_timeout=settings.leave_timeout, topics_from_zookeeper=from_zookeeper,
@@ -282,9 +286,19 @@ class ZooKeeperMembership:
             )
         # One join_timeout for the whole join, the wait for 0.9 members included.
         await member.join(timeout=max(0.0, deadline - loop.time()))
+        # And a 0.9 member started later is not consumed beside either.
+        self._watching = context.tasks.spawn(
+            watch_legacy_members(zk, context.group, self.gate, self._fail), "kiel 0.9 members")
+
+    def _fail(self, error: BaseException) -> None:
+        """Keep ``error`` for the consumer's next call."""
+        if self.member is not None:
+            self.member.failure = error
 
     async def leave(self) -> None:
         """Revoke, commit and release everything, deregister: bounded by ``leave_timeout``."""
+        if self._watching is not None:
+            self._watching.cancel()  # the session ends next: nothing more to watch
         if self.member is not None:
             await self.member.leave()
 
@@ -298,8 +312,9 @@ class ZooKeeperMembership:
             await self.zk.stop()
 
     def may_commit(self) -> bool:
-        """Connected, under the session the member registered with."""
-        return self.member is not None and self.member.may_commit()
+        """Connected, under the session the member registered with, and no
+        kiel 0.9 member live (its commits would be overwritten with older ones)."""
+        return self.member is not None and self.member.may_commit() and not self.gate.held
 
     def poll(self) -> None:
         """Nothing: a ZooKeeper group has no poll deadline (its session is kazoo's)."""
