@@ -21,7 +21,7 @@ from kazoo.client import KazooClient
 
 from kiel.clients import Producer
 from kiel.consumer import GroupedConsumer
-from kiel.exc import GroupError, LegacyGroupError
+from kiel.exc import GroupError, KielError, LegacyGroupError
 from kiel.structs import TopicPartition
 from tests.conftest import run, unique
 
@@ -306,3 +306,201 @@ def test_a_09_member_started_later_stops_fetching_until_it_goes(kafka_cluster, t
     finally:
         if old is not None:
             old.stop()
+
+
+class Recording:
+    """The consumer's side of the hooks, as calls (pure logic: no consumer needed)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    async def assigned(self, partitions):
+        self.calls.append("assigned")
+
+    async def revoked(self, partitions):
+        self.calls.append("revoked")
+
+    async def lost(self, partitions):
+        self.calls.append("lost")
+
+    def suspend(self):
+        self.calls.append("suspend")
+
+    def resume(self):
+        self.calls.append("resume")
+
+
+def test_the_gate_resumes_only_when_connected_and_no_09_member_is_live():
+    from kiel.zookeeper.legacy import LegacyGate
+
+    hooks = Recording()
+    gate = LegacyGate(hooks)
+    tp = [TopicPartition("t", 0)]
+
+    async def ownership() -> None:
+        await gate.assigned(tp)
+        await gate.revoked(tp)
+        await gate.lost(tp)
+
+    asyncio.run(ownership())
+    assert hooks.calls == ["assigned", "revoked", "lost"]  # ownership passes through
+    hooks.calls.clear()
+    gate.hold()
+    gate.suspend()   # the connection drops while held
+    gate.resume()    # and comes back: still held, no resume
+    assert hooks.calls == ["suspend", "suspend"] and gate.held
+    gate.suspend()
+    gate.release()   # the 0.9 member went while disconnected: no resume yet
+    assert hooks.calls[-1] == "suspend"
+    gate.resume()    # connected again: now
+    assert hooks.calls[-1] == "resume" and not gate.held
+    hooks.calls.clear()
+    gate.hold()
+    gate.release()
+    assert hooks.calls == ["suspend", "resume"]
+
+
+@pytest.mark.slow
+def test_a_09_member_that_starts_while_the_session_is_lost_is_seen_after_it(
+        kafka_cluster, topic_factory, fault_proxy):
+    """The fault: the 1.x member's ZooKeeper is blacked out past its session
+    (the server expires it, and its watches with it) while a 0.9 member
+    starts. Back on a new session, the member reads the members' znode
+    again, holds its fetching and says so; it fetches again once the 0.9
+    member is gone."""
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+    server, slash, chroot = kafka_cluster.zookeeper.partition("/")
+    proxy = fault_proxy(server)
+    old = None
+
+    async def main() -> None:
+        nonlocal old
+        loop = asyncio.get_running_loop()
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, proxy.address + slash + chroot,
+                                   topics=[topic], max_wait_time=0.1, zk_session_timeout=4.0)
+        await consumer.connect()
+        try:
+            proxy.blackout()
+            old = await loop.run_in_executor(None, OldMember, kafka_cluster.zookeeper, group,
+                                             topic, 1)
+            await asyncio.sleep(10)  # past the session: the server expires it
+            proxy.restore()
+            deadline = loop.time() + 60
+            seen: list[BaseException] = []
+            while not any(isinstance(e, LegacyGroupError) for e in seen):
+                assert loop.time() < deadline, f"no LegacyGroupError; raised: {seen}"
+                try:
+                    await consumer.consume()
+                except KielError as e:  # the lost partitions are told about too
+                    seen.append(e)
+            await produce_one(kafka_cluster, topic)
+            window = loop.time() + 1.5
+            while loop.time() < window:
+                assert await consumer.consume() == []
+                await asyncio.sleep(0.05)
+            await loop.run_in_executor(None, old.stop)
+            old = None
+            got: list = []
+            while not got:
+                assert loop.time() < deadline + 60
+                got = await consumer.consume()
+            assert [r.value for r in got] == [b"late"]
+        finally:
+            await consumer.close()
+
+    try:
+        run(main(), timeout=180)
+    finally:
+        if old is not None:
+            old.stop()
+
+
+async def produce_one(cluster: Any, topic: str) -> None:
+    async with Producer(cluster.bootstrap) as producer:
+        await producer.produce(topic, b"late", partition=0)
+
+
+def forbid(zk_hosts: str, group: str) -> None:
+    """Make the group's 0.9 members' znode unreadable but to another identity
+    (creating it if need be), as a ZooKeeper with ACLs may have it."""
+    from kazoo.security import make_digest_acl
+
+    admin = KazooClient(hosts=zk_hosts, auth_data=[("digest", "other:pw")])
+    admin.start(15)
+    try:
+        path = f"/kiel/groups/{group}/members"
+        admin.ensure_path(path)
+        admin.set_acls(path, [make_digest_acl("other", "pw", all=True)])
+    finally:
+        admin.stop()
+        admin.close()
+
+
+def test_a_members_znode_the_member_may_not_read_fails_connect(kafka_cluster, topic_factory):
+    """ZooKeeper refuses the read (an ACL): connect() fails with a
+    ZooKeeperError rather than join without knowing."""
+    from kiel.exc import ZooKeeperError
+
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+    forbid(kafka_cluster.zookeeper, group)
+
+    async def main() -> None:
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, kafka_cluster.zookeeper,
+                                   topics=[topic])
+        try:
+            with pytest.raises(ZooKeeperError, match="NoAuth"):
+                await consumer.connect()
+            assert consumer.assignment() == []
+        finally:
+            await consumer.close()
+
+    run(main(), timeout=60)
+
+
+@pytest.mark.slow
+def test_a_refused_read_after_joining_is_said_once_and_consuming_goes_on(
+        kafka_cluster, topic_factory, fault_proxy):
+    """The fault: the member's session expires (a blackout past it) and, on
+    the new session, its read of the 0.9 members' znode is refused (an ACL
+    set meanwhile). The next consume() says the check is off, once; the
+    member goes on consuming. (ZooKeeper tells no watch of a change to a
+    znode its client may not read, so only a new session meets this.)"""
+    from kiel.exc import ZooKeeperError
+
+    topic = topic_factory(partitions=1)
+    group = unique("g")
+    OldMember(kafka_cluster.zookeeper, group, topic, 1).stop()  # members/ exists, readable
+    server, slash, chroot = kafka_cluster.zookeeper.partition("/")
+    proxy = fault_proxy(server)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, proxy.address + slash + chroot,
+                                   topics=[topic], max_wait_time=0.1, zk_session_timeout=4.0)
+        await consumer.connect()
+        try:
+            proxy.blackout()
+            await loop.run_in_executor(None, forbid, kafka_cluster.zookeeper, group)
+            await asyncio.sleep(10)  # past the session: the server expires it
+            proxy.restore()
+            deadline = loop.time() + 60
+            seen: list[BaseException] = []
+            while not any("no longer looked for" in str(e) for e in seen):
+                assert loop.time() < deadline, f"not told; raised: {seen}"
+                try:
+                    await consumer.consume()
+                except KielError as e:  # the lost partitions are told about too
+                    seen.append(e)
+            assert any(isinstance(e, ZooKeeperError) and "NoAuth" in str(e) for e in seen)
+            await produce_one(kafka_cluster, topic)
+            got: list = []
+            while not got:
+                assert loop.time() < deadline + 30
+                got = await consumer.consume()
+            assert [r.value for r in got] == [b"late"]
+        finally:
+            await consumer.close()
+
+    run(main(), timeout=180)

@@ -188,48 +188,43 @@ async def watch_legacy_members(zk: ZooKeeper, group: str, gate: LegacyGate,
     (:func:`wait_for_legacy_members`); this covers one started later (a
     host rolled back, say), which would otherwise consume every partition
     beside it. Driven by watches (an exists watch while ``members/`` does not
-    exist yet) and by every reconnection (a new session has no watches).
+    exist yet); when the session is lost kazoo fires every watch, so the
+    znode is read again (and the watch set again) on the new session.
 
     Args:
         zk: the member's session.
         group: the group's name.
         gate: the member's hooks.
         fail: called with a :class:`~kiel.exc.LegacyGroupError` when 0.9
-            members appear (the consumer raises it from its next call).
+            members appear, or with a :class:`~kiel.exc.ZooKeeperError` when
+            ZooKeeper refuses the read (the watch then ends); the consumer
+            raises it from its next call.
     """
     path = members_path(group)
     changed = Wakeup()
-
-    def on_state(state: str) -> None:
-        if state == "CONNECTED":
-            changed.fire()
-
-    zk.add_state_listener(on_state)
-    failures = 0
-    try:
-        while True:
-            fired = changed.future()
-            try:
-                live = sorted(await _read(zk, path, lambda event: changed.fire(),
-                                          watch_creation=True))
-            except ZooKeeperError as e:  # refused (no permission, say): try again later
-                failures += 1
-                log.warning("group %s: reading %s failed (%s); reading again", group, path, e)
-                await asyncio.sleep(READ_BACKOFF.delay(failures))
-                continue
-            failures = 0
-            if live and not gate.held:
-                gate.hold()
-                error = LegacyGroupError(
-                    f"kiel 0.9 members {', '.join(live)} went live under {path}: this member "
-                    "stopped fetching and committing until they stop (they cannot see it, "
-                    "and would consume beside it)", group=group)
-                log.error("%s", error)
-                fail(error)
-            elif not live and gate.held:
-                log.warning("group %s: no kiel 0.9 member is live under %s any more; "
-                            "fetching again", group, path)
-                gate.release()
-            await fired
-    finally:
-        zk.remove_state_listener(on_state)
+    while True:
+        fired = changed.future()
+        try:
+            live = sorted(await _read(zk, path, lambda event: changed.fire(),
+                                      watch_creation=True))
+        except ZooKeeperError as e:
+            # Refused (no permission to read it, say): asking again would be
+            # refused again. The application learns the check is off.
+            refused = ZooKeeperError(f"{e}; kiel 0.9 members of the group are no longer "
+                                     "looked for", group=group)
+            log.error("%s", refused)
+            fail(refused)
+            return
+        if live and not gate.held:
+            gate.hold()
+            error = LegacyGroupError(
+                f"kiel 0.9 members {', '.join(live)} went live under {path}: this member "
+                "stopped fetching and committing until they stop (they cannot see it, "
+                "and would consume beside it)", group=group)
+            log.error("%s", error)
+            fail(error)
+        elif not live and gate.held:
+            log.warning("group %s: no kiel 0.9 member is live under %s any more; "
+                        "fetching again", group, path)
+            gate.release()
+        await fired
