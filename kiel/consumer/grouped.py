@@ -512,7 +512,9 @@ class GroupedConsumer(_BaseConsumer):
         names = topic_list(topics)
         wanted = self._wanted_topics
         for name in names:
-            if name not in wanted if isinstance(wanted, list) else not wanted.fullmatch(name):
+            subscribed = (name in wanted if isinstance(wanted, list)
+                          else wanted.fullmatch(name) is not None)
+            if not subscribed:
                 shown = wanted if isinstance(wanted, list) else f"pattern={wanted.pattern!r}"
                 raise ConfigError(f"{name!r} is not among the topics this member subscribes "
                                   f"to ({shown}); name it in topics= (or pattern=) when the "
