@@ -31,6 +31,7 @@ from typing import (
 
 from tornado.ioloop import IOLoop
 
+from kiel import _options
 from kiel._aio import Tasks, Wakeup
 from kiel.connection import Connection, tls_context
 from kiel.exc import (
@@ -110,7 +111,14 @@ def parse_brokers(brokers: Union[str, Sequence[str]]) -> list[tuple[str, int]]:
     Raises:
         ConfigError: an empty list or a malformed entry.
     """
-    items = brokers.split(",") if isinstance(brokers, str) else list(brokers)
+    if isinstance(brokers, str):
+        items = brokers.split(",")
+    elif isinstance(brokers, (list, tuple)):
+        items = list(brokers)
+    else:
+        # bytes would list ints, None or a number fail in list(): say what to give.
+        raise ConfigError("brokers must be 'host:port[,host:port...]' or a list of "
+                          f"'host:port' strings, got {brokers!r}")
     result = []
     for item in items:
         if not isinstance(item, str):
@@ -269,21 +277,19 @@ class Cluster:
         )
         #: Negotiated versions by broker address ``(host, port)``.
         self.known_versions: dict[tuple[str, int], Versions] = {}
-        for name, value in (
-            ("connect_timeout", connect_timeout),
-            ("request_timeout", request_timeout),
-            ("metadata_max_age", metadata_max_age),
-        ):
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigError(f"{name} must be a positive number, got {value!r}")
-        if max_in_flight < 1:
-            raise ConfigError(f"max_in_flight must be >= 1, got {max_in_flight}")
-        if not isinstance(max_frame_size, int) or max_frame_size < 1024:
-            raise ConfigError(f"max_frame_size must be an int >= 1024, got {max_frame_size!r}")
-        for name, bound in (("max_metadata_brokers", max_metadata_brokers),
-                            ("max_metadata_partitions", max_metadata_partitions)):
-            if not isinstance(bound, int) or isinstance(bound, bool) or bound < 1:
-                raise ConfigError(f"{name} must be a positive int, got {bound!r}")
+        connect_timeout = _options.real("connect_timeout", connect_timeout, above=0)
+        request_timeout = _options.real("request_timeout", request_timeout, above=0)
+        metadata_max_age = _options.real("metadata_max_age", metadata_max_age, above=0)
+        retry_backoff = _options.real("retry_backoff", retry_backoff, above=0)
+        max_backoff = _options.real("max_backoff", max_backoff, at_least=retry_backoff)
+        retries = _options.integer("retries", retries)
+        max_in_flight = _options.integer("max_in_flight", max_in_flight, at_least=1)
+        max_frame_size = _options.integer("max_frame_size", max_frame_size, at_least=1024)
+        max_metadata_brokers = _options.integer("max_metadata_brokers", max_metadata_brokers,
+                                               at_least=1)
+        max_metadata_partitions = _options.integer(
+            "max_metadata_partitions", max_metadata_partitions, at_least=1)
+        client_id = _options.text("client_id", client_id)
         #: What one Metadata answer may hold.
         self.metadata_limits = MetadataLimits(max_metadata_brokers, max_metadata_partitions)
         self.client_id, self.ssl_options = client_id, tls_context(ssl_context, ssl_options)

@@ -288,6 +288,20 @@ class PollIntervalExceededError(GroupError):
     """
 
 
+class LegacyGroupError(GroupError):
+    """Members of kiel 0.9 are live in the group.
+
+    kiel 0.9 registered its members under ``/kiel/groups/<group>/members``,
+    where a kiel 1.x member does not look for peers: the two would each
+    consume every partition. A 1.x member never consumes beside them.
+    Joining, it waits for their sessions to end (up to ``join_timeout``),
+    and ``connect()`` raises this if they do not: stop them, then connect
+    again. Once joined, it stops fetching and committing while one is live
+    and ``consume()`` raises this once; it fetches again when they are gone.
+    See the migration guide.
+    """
+
+
 class OffsetResetError(KielError):
     """No committed or valid offset and the reset policy is ``"raise"``."""
 

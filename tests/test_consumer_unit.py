@@ -805,3 +805,22 @@ def test_the_zookeeper_password_stays_out_of_repr():
                                zk_auth="tenant:hunter2")
     assert "hunter2" not in repr(consumer.group_settings)
     assert "tenant:***" in repr(consumer.group_settings)
+
+
+@pytest.mark.parametrize("subscribed", [{"topics": ["a", "a2"]}, {"pattern": "a.*"}])
+def test_consuming_a_topic_the_member_does_not_subscribe_to_is_a_config_error(subscribed):
+    # kiel 0.9 took the topic in consume(topic); a 1.x member consumes what
+    # topics=/pattern= named, and consume("b") returned nothing for ever.
+    consumer = GroupedConsumer("127.0.0.1:1", "g", max_wait_time=0.05, **subscribed)
+
+    async def main() -> None:
+        assert await consumer.consume("a") == []  # subscribed: nothing owned yet
+        with pytest.raises(ConfigError, match="'b' is not among the topics this member"):
+            await consumer.consume("b")
+        with pytest.raises(ConfigError, match="'b' is not among"):
+            await consumer.consume(["a", "b"])
+        with pytest.raises(ConfigError, match="'b' is not among"):
+            async for _ in consumer.stream("b"):
+                pass
+
+    asyncio.run(main())

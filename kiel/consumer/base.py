@@ -25,6 +25,7 @@ from typing import (
     overload,
 )
 
+from kiel import _options
 from kiel._aio import Tasks, Wakeup
 from kiel.client import Client, ClientOptions
 from kiel.consumer.decoder import Decoder
@@ -80,10 +81,9 @@ MAX_WAIT_TIME = 60.0
 
 def _check_fetch_options(
     max_wait_time: Any, min_bytes: Any, max_bytes: Any, max_fetch_size: Any,
-    offset_reset: Any, decode_budget: Any,
+    offset_reset: Any, decode_budget: Any, deserializer: Any, key_deserializer: Any,
 ) -> None:
-    if not isinstance(max_wait_time, (int, float)) or max_wait_time < 0:
-        raise ConfigError(f"max_wait_time must be seconds >= 0, got {max_wait_time!r}")
+    _options.real("max_wait_time", max_wait_time, at_least=0)
     if max_wait_time > MAX_WAIT_TIME:
         # kiel 0.9 took milliseconds: 1000 meant one second. A wait this long
         # is almost surely such a value, so refuse it rather than wait minutes.
@@ -96,16 +96,17 @@ def _check_fetch_options(
         ("max_bytes", max_bytes, 1),
         ("max_fetch_size", max_fetch_size, 1),
     ):
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value < 2**31:
-            raise ConfigError(f"{name} must be an int in [{low}, 2**31), got {value!r}")
+        _options.integer(name, value, at_least=low, most=2**31 - 1)
     if max_fetch_size < max_bytes:
         raise ConfigError(f"max_fetch_size ({max_fetch_size}) must be >= max_bytes ({max_bytes})")
-    if offset_reset not in OFFSET_RESET_POLICIES:
+    if not isinstance(offset_reset, str) or offset_reset not in OFFSET_RESET_POLICIES:
         raise ConfigError(
             f"offset_reset must be one of {', '.join(OFFSET_RESET_POLICIES)}; got {offset_reset!r}"
         )
-    if not isinstance(decode_budget, (int, float)) or decode_budget < 0:
-        raise ConfigError(f"decode_budget must be seconds >= 0, got {decode_budget!r}")
+    _options.real("decode_budget", decode_budget, at_least=0)
+    for name, func in (("deserializer", deserializer), ("key_deserializer", key_deserializer)):
+        if func is not None and not callable(func):
+            raise ConfigError(f"{name} must be callable(bytes), got {func!r}")
 
 
 #: Records a ``stream()`` loop takes per round when ``max_records`` is not set.
@@ -127,9 +128,7 @@ def decoded_bytes_bound(max_bytes: int, max_decoded: Any) -> int:
     """
     if max_decoded is None:
         return max(DECODED_PER_FETCHED * max_bytes, 16 * 1024 * 1024)
-    if not isinstance(max_decoded, int) or isinstance(max_decoded, bool) or max_decoded < 1:
-        raise ConfigError(f"max_decoded must be an int >= 1 or None, got {max_decoded!r}")
-    return max_decoded
+    return _options.integer("max_decoded", max_decoded, at_least=1)
 
 
 #: The default prefetch bound is this many times ``max_bytes``.
@@ -144,15 +143,7 @@ def prefetch_bytes_bound(max_bytes: int, max_prefetch_bytes: Any) -> int:
     """
     if max_prefetch_bytes is None:
         return max(PREFETCH_PER_FETCHED * max_bytes, 64 * 1024 * 1024)
-    if (
-        not isinstance(max_prefetch_bytes, int) or isinstance(max_prefetch_bytes, bool)
-        or max_prefetch_bytes < max_bytes
-    ):
-        raise ConfigError(
-            f"max_prefetch_bytes must be an int >= max_bytes ({max_bytes}), "
-            f"got {max_prefetch_bytes!r}"
-        )
-    return max_prefetch_bytes
+    return _options.integer("max_prefetch_bytes", max_prefetch_bytes, at_least=max_bytes)
 
 
 def check_max_records(max_records: Any) -> None:
@@ -161,10 +152,7 @@ def check_max_records(max_records: Any) -> None:
     Raises:
         ConfigError: a bad value.
     """
-    if max_records is None:
-        return
-    if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
-        raise ConfigError(f"max_records must be an int >= 1 or None, got {max_records!r}")
+    _options.optional(_options.integer, "max_records", max_records, at_least=1)
 
 
 class _Loan:
@@ -246,7 +234,8 @@ class _BaseConsumer(Client):
         **client_options: "Unpack[ClientOptions]",
     ) -> None:
         _check_fetch_options(
-            max_wait_time, min_bytes, max_bytes, max_fetch_size, offset_reset, decode_budget
+            max_wait_time, min_bytes, max_bytes, max_fetch_size, offset_reset, decode_budget,
+            deserializer, key_deserializer,
         )
         check_max_records(max_records)
         super().__init__(brokers, **client_options)

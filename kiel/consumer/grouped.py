@@ -48,11 +48,12 @@ from typing import (
     Union,
 )
 
+from kiel import _options
 from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
 from kiel.consumer.commits import Commits
 from kiel.consumer.group_hooks import ConsumerHooks
 from kiel.consumer.group_state import GroupState
-from kiel.consumer.listener import ConsumerRebalanceListener
+from kiel.consumer.listener import ConsumerRebalanceListener, check_listener
 from kiel.consumer.membership import GroupContext, Membership, adapter
 from kiel.consumer.offsets import GroupOffsets
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset
@@ -104,7 +105,9 @@ class GroupedConsumer(_BaseConsumer):
             ``kiel.<name>`` on the wire, or a preference list such as
             ``["range", "roundrobin"]`` (the default) of which the
             coordinator picks one every member offers.
-        listener: a :class:`ConsumerRebalanceListener`-like object, or None.
+        listener: a :class:`ConsumerRebalanceListener`-like object (one with
+            one or more of its callbacks; anything else is a
+            :class:`~kiel.exc.ConfigError`), or None.
         auto_finish: ``True`` (default): records count as finished when the
             application asks for more; ``False``: only :meth:`task_done`
             finishes a record.
@@ -158,7 +161,9 @@ class GroupedConsumer(_BaseConsumer):
             ones are then delivered again by the next owner.
         join_timeout: seconds :meth:`connect` waits to register in the group
             (a registration cut off by a lost ZooKeeper connection is tried
-            again meanwhile) and for the first allocation.
+            again meanwhile) and for the first allocation; in a ZooKeeper
+            group this includes waiting for live kiel 0.9 members of the
+            group to stop (see :doc:`/guides/migration`).
         listener_timeout: seconds an ``async`` listener callback may take;
             past it, it is cancelled, :class:`~kiel.exc.GroupError` is logged
             and raised by the next :meth:`consume`, and the hand-off goes on.
@@ -219,7 +224,7 @@ class GroupedConsumer(_BaseConsumer):
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
-                             listener_timeout)
+                             listener_timeout, auto_finish, commit_metadata, listener)
         #: Which coordinator forms the group: ``"zookeeper"`` (``zk_hosts``
         #: given) or ``"brokers"``.
         self.coordinator = "zookeeper" if zk_hosts is not None else "brokers"
@@ -337,7 +342,10 @@ class GroupedConsumer(_BaseConsumer):
                 ``join_timeout``; in a broker group, a typed subclass when the
                 coordinator refused the member (InconsistentGroupProtocolError:
                 no assignor in common with the group; FencedInstanceIdError;
-                GroupAuthorizationFailedError).
+                GroupAuthorizationFailedError); in a ZooKeeper group,
+                LegacyGroupError when members of kiel 0.9 (registered
+                under ``/kiel/groups/<group>/members``) stayed live through
+                ``join_timeout``: this member never consumes beside them.
             AllocationError: this member led a broker group and its allocator failed.
         """
         await super().connect()
@@ -470,6 +478,8 @@ class GroupedConsumer(_BaseConsumer):
             KielError: a background commit failed (raised once; the next
                 commit retries it), or a fetch failed as for
                 :meth:`kiel.consumer.SingleConsumer.consume`.
+            ConfigError: ``topics`` names a topic the member does not
+                subscribe to (``topics=``/``pattern=`` at construction).
             ClientClosedError: the consumer is closed.
         """
         return self._flatten(await self._fetch(topics, self._limit(max_records)))
@@ -492,6 +502,26 @@ class GroupedConsumer(_BaseConsumer):
         async for record in self._stream(one_round):
             yield record
 
+    def _subscribed(self, topics: Topics) -> list[str]:
+        """``topics`` as names, each one this member subscribes to.
+
+        Raises:
+            ConfigError: a name ``topics=``/``pattern=`` did not give (kiel
+                0.9 took the topic in ``consume(topic)``: without this, such
+                a call would return nothing for ever).
+        """
+        names = topic_list(topics)
+        wanted = self._wanted_topics
+        for name in names:
+            subscribed = (name in wanted if isinstance(wanted, list)
+                          else wanted.fullmatch(name) is not None)
+            if not subscribed:
+                shown = wanted if isinstance(wanted, list) else f"pattern={wanted.pattern!r}"
+                raise ConfigError(f"{name!r} is not among the topics this member subscribes "
+                                  f"to ({shown}); name it in topics= (or pattern=) when the "
+                                  "consumer is built")
+        return names
+
     async def _fetch(
         self, topics: Optional[Topics], max_records: Optional[int], hand_out: bool = True
     ) -> ConsumedBatches:
@@ -510,7 +540,7 @@ class GroupedConsumer(_BaseConsumer):
         held = self._state
         wanted = None
         if topics is not None:
-            names = topic_list(topics)
+            names = self._subscribed(topics)
             wanted = [tp for tp in held if tp.topic in names]
         batches = await self.fetcher.fetch(wanted, max_records)
         # Same task step as the fetcher's drain: no rebalance ran in between.
@@ -736,7 +766,7 @@ def _given(**options: Any) -> dict[str, Any]:
 
 def _check_group_options(
     group: Any, commit_interval: Any, commit_every: Any, revoke_timeout: Any,
-    listener_timeout: Any,
+    listener_timeout: Any, auto_finish: Any, commit_metadata: Any, listener: Any,
 ) -> None:
     """Check the settings a grouped consumer adds to the base consumer's (the
     membership's own are its adapter's to check).
@@ -744,13 +774,12 @@ def _check_group_options(
     Raises:
         ConfigError: a bad setting.
     """
-    if commit_interval is not None and commit_interval < 0:
-        raise ConfigError(f"commit_interval must be >= 0, got {commit_interval!r}")
-    if commit_every is not None and (not isinstance(commit_every, int) or commit_every < 1):
-        raise ConfigError(f"commit_every must be an int >= 1, got {commit_every!r}")
-    for name, value in (("revoke_timeout", revoke_timeout),
-                        ("listener_timeout", listener_timeout)):
-        if not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"{name} must be seconds >= 0, got {value!r}")
+    _options.optional(_options.real, "commit_interval", commit_interval, at_least=0)
+    _options.optional(_options.integer, "commit_every", commit_every, at_least=1)
+    _options.real("revoke_timeout", revoke_timeout, at_least=0)
+    _options.real("listener_timeout", listener_timeout, at_least=0)
+    _options.flag("auto_finish", auto_finish)
+    _options.text("commit_metadata", commit_metadata, empty=True)
+    check_listener(listener)
     if not group or not isinstance(group, str) or "/" in group:
         raise ConfigError(f"bad group name {group!r}")

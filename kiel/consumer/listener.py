@@ -12,10 +12,13 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from kiel._aio import within
-from kiel.exc import GroupError
+from kiel.exc import ConfigError, GroupError
 from kiel.structs import TopicPartition
 
-__all__ = ["ConsumerRebalanceListener", "call_listener"]
+__all__ = ["CALLBACKS", "ConsumerRebalanceListener", "call_listener", "check_listener"]
+
+#: The callbacks a listener may have; it needs at least one.
+CALLBACKS = ("on_partitions_revoked", "on_partitions_assigned", "on_partitions_lost")
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,19 @@ class ConsumerRebalanceListener:
         """The ZooKeeper session expired: ``lost`` may already belong to
         another member; nothing is committed. Defaults to
         :meth:`on_partitions_revoked` when a listener lacks this method."""
+
+
+def check_listener(listener: Any) -> None:
+    """Refuse a listener that has none of :data:`CALLBACKS` (it would never be
+    called: a function, a string, a misspelt method).
+
+    Raises:
+        ConfigError: it has none of them.
+    """
+    if listener is not None and not any(callable(getattr(listener, name, None))
+                                        for name in CALLBACKS):
+        raise ConfigError(f"listener must have one or more of {', '.join(CALLBACKS)} "
+                          f"(a ConsumerRebalanceListener), got {listener!r}")
 
 
 async def call_listener(

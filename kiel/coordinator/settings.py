@@ -4,6 +4,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
+from kiel._options import real
 from kiel.coordinator.assignors import Assignor, assignors_for
 from kiel.exc import ConfigError
 
@@ -78,8 +79,7 @@ class BrokerSettings:
 
 
 def _seconds(name: str, value: Any, most: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"{name} must be seconds > 0, got {value!r}")
+    real(name, value, above=0)  # finite: a wait for ever is not a bound
     if value > most:
         hint = f" ({value} ms is {value / 1000:g} s)" if value / 1000 <= most else ""
         raise ConfigError(f"{name} is in seconds: {value!r} is over {most:g}{hint}")

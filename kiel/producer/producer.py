@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
+from kiel import _options
 from kiel import compression as codecs
 from kiel._aio import Tasks, within
 from kiel._signature import parameters_of
@@ -178,11 +179,8 @@ class Producer(Client):
         self.max_message_size = _positive_int("max_message_size", max_message_size)
         self.max_pending_bytes = _positive_int("max_pending_bytes", max_pending_bytes)
         self.linger = _linger_seconds(linger, linger_ms)
-        if buffer_timeout is not None and (
-            not isinstance(buffer_timeout, (int, float)) or buffer_timeout < 0
-        ):
-            raise ConfigError(f"buffer_timeout must be None or >= 0, got {buffer_timeout!r}")
-        self.buffer_timeout = buffer_timeout
+        self.buffer_timeout = _options.optional(_options.real, "buffer_timeout", buffer_timeout,
+                                               at_least=0)
         for name, func in (
             ("partitioner", partitioner),
             ("key_maker", key_maker),
@@ -197,8 +195,8 @@ class Producer(Client):
         # The inlined fast path of produce() applies without these.
         self._plain = not (partitioner or key_maker or serializer)
         self.codec_id = compression_id(compression)
-        self.codec = _make_codec(self.codec_id, gzip_level)
-        self.gzip_level = gzip_level
+        self.gzip_level = _options.integer("gzip_level", gzip_level, at_least=1, most=9)
+        self.codec = _make_codec(self.codec_id, self.gzip_level)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._closing = False
         self._wire(partitioner, request_timeout)
@@ -897,8 +895,8 @@ def _check_ack_timeout(ack_timeout: Optional[float], required_acks: int,
                        request_timeout: float) -> float:
     if ack_timeout is None:
         ack_timeout = request_timeout / 2
-    if not isinstance(ack_timeout, (int, float)) or not 0 <= ack_timeout * 1000 < 2**31:
-        raise ConfigError(f"ack_timeout must be seconds >= 0, got {ack_timeout!r}")
+    # The broker takes it as an int32 of milliseconds.
+    ack_timeout = _options.real("ack_timeout", ack_timeout, at_least=0, most=(2**31 - 1) / 1000)
     if required_acks == -1 and ack_timeout >= request_timeout:
         raise ConfigError(
             f"ack_timeout ({ack_timeout}s) must be shorter than request_timeout "
@@ -908,9 +906,7 @@ def _check_ack_timeout(ack_timeout: Optional[float], required_acks: int,
 
 
 def _positive_int(name: str, value: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    return value
+    return _options.integer(name, value, at_least=1)
 
 
 def _linger_seconds(linger: Optional[float], linger_ms: Optional[float]) -> float:
@@ -920,16 +916,17 @@ def _linger_seconds(linger: Optional[float], linger_ms: Optional[float]) -> floa
     name, value = ("linger", linger) if linger_ms is None else ("linger_ms", linger_ms)
     if value is None:
         return 0.0
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise ConfigError(f"{name} must be >= 0, got {value!r}")
+    # NaN once passed "value < 0" and every batch then waited for ever.
+    checked = _options.real(name, value, at_least=0,
+                            unit="seconds" if name == "linger" else "milliseconds")
     if name == "linger":
-        return float(value)
+        return checked
     warnings.warn(
         "linger_ms is deprecated: give linger in seconds (linger_ms=5 is linger=0.005)",
         DeprecationWarning,
         stacklevel=3,  # the caller of Producer()
     )
-    return value / 1000.0
+    return checked / 1000.0
 
 
 def _call(func: Callable[[Any], Any], arg: Any, name: str, topic: str) -> Any:

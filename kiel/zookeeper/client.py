@@ -232,9 +232,13 @@ class ZooKeeper:
         data, stat = await self.bridge.result(self.client.get_async(path, watch=w))
         return data, stat
 
-    async def get_children(self, path: str) -> list[str]:
-        """Children names of ``path``."""
-        return list(await self.bridge.result(self.client.get_children_async(path)))
+    async def get_children(
+        self, path: str, watch: Optional[Callable[[WatchedEvent], Any]] = None
+    ) -> list[str]:
+        """Children names of ``path``; ``watch`` (called on the loop) fires once
+        when they change or ``path`` is deleted."""
+        w = self.bridge.wrap(watch) if watch else None
+        return list(await self.bridge.result(self.client.get_children_async(path, watch=w)))
 
     async def exists(
         self, path: str, watch: Optional[Callable[[WatchedEvent], Any]] = None

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Union
 from kazoo.exceptions import KazooException, NoNodeError
 
 from kiel._aio import within
+from kiel._options import real, text
 from kiel.allocators import Allocator, get_allocator, weighted
 from kiel.consumer.membership import GroupContext
 from kiel.consumer.partition_counts import MetadataCounts
@@ -25,6 +26,7 @@ from kiel.exc import ConfigError, ZooKeeperError
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper, digest_acls, translate
 from kiel.zookeeper.group import GroupMember
+from kiel.zookeeper.legacy import LegacyGate, wait_for_legacy_members, watch_legacy_members
 
 __all__ = ["SOURCES", "ZooKeeperMembership", "ZooKeeperSettings", "brokers_registered"]
 
@@ -86,9 +88,9 @@ class ZooKeeperSettings:
             raise ConfigError(
                 f"zk_max_retry_delay must be seconds in (0, 3600), got {self.zk_max_retry_delay!r}"
             )
-        if self.zk_chroot and not self.zk_chroot.startswith("/"):
+        if self.zk_chroot is not None and not text("zk_chroot", self.zk_chroot).startswith("/"):
             raise ConfigError(f"zk_chroot must start with '/', got {self.zk_chroot!r}")
-        if self.partitions_from not in SOURCES:
+        if not isinstance(self.partitions_from, str) or self.partitions_from not in SOURCES:
             raise ConfigError(f"partitions_from must be one of {', '.join(SOURCES)}, "
                               f"got {self.partitions_from!r}")
         if self.zk_auth is not None:
@@ -96,8 +98,9 @@ class ZooKeeperSettings:
                 raise ConfigError("zk_auth must be 'user:password', got a "
                                   f"{type(self.zk_auth).__name__}")
             digest_acls(self.zk_auth)  # raises ConfigError for a bad "user:password"
-        if not isinstance(self.capacity, (int, float)) or self.capacity <= 0:
-            raise ConfigError(f"capacity must be a number > 0, got {self.capacity!r}")
+        real("capacity", self.capacity, above=0, unit="a number")
+        if self.member_id is not None:
+            text("member_id", self.member_id)
         allocator_of(self.allocator)  # raises ConfigError for an unknown name
 
     def zookeeper(self) -> ZooKeeper:
@@ -152,10 +155,10 @@ def _check_hosts(hosts: Any) -> None:
 
 
 def _seconds(name: str, value: Any, allow_zero: bool) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-    if not ok or value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigError(f"{name} must be seconds {bound}, got {value!r}")
+    if allow_zero:
+        real(name, value, at_least=0)
+    else:
+        real(name, value, above=0)
 
 
 async def brokers_registered(zk: ZooKeeper) -> bool:
@@ -203,6 +206,10 @@ class ZooKeeperMembership:
         self.settings = settings
         self.zk: Optional[ZooKeeper] = None
         self.member: Optional[GroupMember] = None
+        #: The consumer's hooks as the member sees them: held while kiel 0.9
+        #: members are live (see kiel.zookeeper.legacy).
+        self.gate = LegacyGate(context.hooks)
+        self._watching: Optional[asyncio.Future[None]] = None
 
     @property
     def member_id(self) -> Optional[str]:
@@ -226,6 +233,8 @@ class ZooKeeperMembership:
         Raises:
             ZooKeeperError: ZooKeeper could not be reached (then nothing is
                 left running: joining again makes a fresh session).
+            LegacyGroupError: kiel 0.9 members of the group stayed live
+                through ``join_timeout`` (nothing was registered).
             GroupError: the first allocation did not settle within ``join_timeout``.
         """
         zk = self.zk = self.settings.zookeeper()
@@ -246,16 +255,22 @@ class ZooKeeperMembership:
         """Learn where the partition counts come from, then join as a GroupMember.
 
         Raises:
+            LegacyGroupError: kiel 0.9 members of the group stayed live
+                through ``join_timeout``.
             GroupError: the first allocation did not settle within ``join_timeout``.
             kazoo.exceptions.KazooException, ZooKeeperError: ZooKeeper failed.
         """
         settings, context = self.settings, self.context
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.join_timeout
+        # Never beside kiel 0.9 members: they cannot see this one (legacy.py).
+        await wait_for_legacy_members(zk, context.group, settings.join_timeout)
         from_zookeeper = settings.partitions_from == "zookeeper" or (
             settings.partitions_from == "auto" and await brokers_registered(zk)
         )
         allocator, capacities = allocator_of(settings.allocator)
         member = self.member = GroupMember(
-            zk, context.group, context.topics, hooks=context.hooks,
+            zk, context.group, context.topics, hooks=self.gate,
             allocator=allocator, member_id=self.member_id,
             capacity=settings.capacity, acquire_timeout=settings.acquire_timeout,
             leave_timeout=settings.leave_timeout, topics_from_zookeeper=from_zookeeper,
@@ -269,10 +284,21 @@ class ZooKeeperMembership:
                 counts.follow(member.set_partition_counts, context.cluster.metadata_max_age),
                 "partition counts",
             )
-        await member.join(timeout=settings.join_timeout)
+        # One join_timeout for the whole join, the wait for 0.9 members included.
+        await member.join(timeout=max(0.0, deadline - loop.time()))
+        # And a 0.9 member started later is not consumed beside either.
+        self._watching = context.tasks.spawn(
+            watch_legacy_members(zk, context.group, self.gate, self._fail), "kiel 0.9 members")
+
+    def _fail(self, error: BaseException) -> None:
+        """Keep ``error`` for the consumer's next call."""
+        if self.member is not None:
+            self.member.failure = error
 
     async def leave(self) -> None:
         """Revoke, commit and release everything, deregister: bounded by ``leave_timeout``."""
+        if self._watching is not None:
+            self._watching.cancel()  # the session ends next: nothing more to watch
         if self.member is not None:
             await self.member.leave()
 
@@ -286,8 +312,9 @@ class ZooKeeperMembership:
             await self.zk.stop()
 
     def may_commit(self) -> bool:
-        """Connected, under the session the member registered with."""
-        return self.member is not None and self.member.may_commit()
+        """Connected, under the session the member registered with, and no
+        kiel 0.9 member live (its commits would be overwritten with older ones)."""
+        return self.member is not None and self.member.may_commit() and not self.gate.held
 
     def poll(self) -> None:
         """Nothing: a ZooKeeper group has no poll deadline (its session is kazoo's)."""
