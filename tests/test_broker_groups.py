@@ -268,8 +268,9 @@ def test_each_coordinators_options_are_refused_by_the_other() -> None:
                         heartbeat_interval=3.0)
     with pytest.raises(ConfigError, match="10000 ms is 10 s"):
         GroupedConsumer("127.0.0.1:1", "g", topics=["t"], session_timeout=10000)
-    with pytest.raises(ConfigError, match="cooperative"):
-        GroupedConsumer("127.0.0.1:1", "g", topics=["t"], allocator="cooperative-sticky")
+    with pytest.raises(ConfigError, match="cooperatively.*eagerly"):
+        GroupedConsumer("127.0.0.1:1", "g", topics=["t"],
+                        allocator=["cooperative-sticky", "roundrobin"])
     with pytest.raises(ConfigError, match="preference list"):
         GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181", topics=["t"],
                         allocator=["range", "sticky"])
