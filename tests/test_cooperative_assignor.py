@@ -154,7 +154,7 @@ def test_cooperative_sticky_with_different_subscriptions(group):
     _complete_and_disjoint(wanted, members, counts)
     # No single move between two members subscribed to its topic would
     # bring them closer than two apart.
-    for giver, tps in wanted.items():
+    for tps in wanted.values():
         for m in members:
             if len(tps) - len(wanted[m.member_id]) >= 2:
                 assert not any(tp.topic in m.topics for tp in tps)

@@ -599,6 +599,9 @@ class BrokerMembership:
         counts = await self._partition_counts(topics)
         self._leader_topics, self._counts = topics, counts
         result = assignor.assign(members, counts)
+        log.debug("group %s generation %s: %s assigned %s from claims %s", self.context.group,
+                  response.generation_id, assignor.name, result,
+                  {m.member_id: (m.generation, m.owned) for m in members})
         out = []
         for member_id, tps in sorted(result.items()):
             by_topic: dict[str, list[int]] = {}
