@@ -388,7 +388,7 @@ async def pauses_bench(broker: TansuBroker, modes: Sequence[str], partitions: in
     finally:
         producing.cancel()
         await asyncio.gather(producing, return_exceptions=True)
-    print(f"{'scenario':<7}{'mode':<36}{'settle s':>9}{'kept median':>12}{'kept max':>9}"
+    print(f"{'scenario':<9}{'mode':<36}{'settle s':>9}{'kept median':>12}{'kept max':>9}"
           f"{'moved median':>13}{'moved max':>10}{'kept/moved':>11}")
     for scenario in ("join", "leave"):
         for mode in modes:
@@ -396,7 +396,7 @@ async def pauses_bench(broker: TansuBroker, modes: Sequence[str], partitions: in
             settle_s = f"{statistics.median(p.settled):.2f}" if p.settled else "-"
             km, kx = _spread(p.kept)
             mm, mx = _spread(p.moved)
-            print(f"{scenario:<7}{mode:<36}{settle_s:>9}{km:>12}{kx:>9}{mm:>13}{mx:>10}"
+            print(f"{scenario:<9}{mode:<36}{settle_s:>9}{km:>12}{kx:>9}{mm:>13}{mx:>10}"
                   f"{len(p.kept):>6}/{len(p.moved):<4}")
     print("Kept partitions' median pause, over kiel eager's (below 1: less pause):")
     eager = results.get("kiel:range")

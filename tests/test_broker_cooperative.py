@@ -91,10 +91,10 @@ class Listener:
 class CooperativeLoop(Loop):
     """A kiel member that notes the partitions it got records of while rebalancing."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, **options: Any) -> None:
         self.listener = Listener()
         super().__init__(member(bootstrap, group, [topic], allocator=STRATEGY,
-                                listener=self.listener))
+                                listener=self.listener, **options))
         #: partition -> records received while the member's group state was not STABLE.
         self.while_rebalancing: Dict[TP, int] = {}
 
@@ -219,7 +219,8 @@ def test_kiel_leads_a_cooperative_group_of_confluent_and_kafka_python(tansu_brok
     run(main(), timeout=240)
 
 
-def test_kiel_follows_a_cooperative_confluent_leader(tansu_broker: Any) -> None:
+@pytest.mark.parametrize("leader", ["confluent-kafka", "kafka-python"])
+def test_kiel_follows_a_cooperative_peer_leader(tansu_broker: Any, leader: str) -> None:
     topic = tansu_broker.create_topic(unique("coop-follow"), 8)
     group = unique("g")
     bootstrap = tansu_broker.bootstrap
@@ -227,16 +228,16 @@ def test_kiel_follows_a_cooperative_confluent_leader(tansu_broker: Any) -> None:
 
     async def main() -> None:
         traffic = Traffic(bootstrap, topic, 8).start()
-        cf = confluent(bootstrap, group, topic)
+        cf = (confluent if leader == "confluent-kafka" else kafka_python)(bootstrap, group, topic)
         one = two = None
         try:
             await until(lambda: cf.assignment() == expected, timeout=SETTLE,
-                        what="confluent alone")
+                        what=f"{leader} alone")
             one = await CooperativeLoop(bootstrap, group, topic).start()
             assert not one.consumer.metrics().leader
             await until(lambda: len(one.assignment()) == 4, timeout=SETTLE,
-                        what="kiel took half from confluent")
-            await settled([cf.assignment, one.assignment], expected, "kiel joined confluent")
+                        what=f"kiel took half from {leader}")
+            await settled([cf.assignment, one.assignment], expected, f"kiel joined {leader}")
             assert [e[0] for e in one.listener.events] == ["assigned"]
 
             watch = Watched(one)
@@ -308,3 +309,46 @@ def test_a_blackout_longer_than_the_session_loses_what_was_kept(proxied_tansu: A
             await asyncio.gather(a.stop(), b.stop())
 
     run(main(), timeout=240)
+
+
+def test_closing_while_rejoining_revokes_and_commits_what_was_kept(tansu_broker: Any) -> None:
+    """A cooperative member fetches while it rejoins; closed then, it hands its
+    partitions back as a graceful leave does (revoke, commit), not as lost.
+    The member closed is a follower (Tansu keeps a leader that left as leader)."""
+    topic = tansu_broker.create_topic(unique("coop-close"), 4)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 4)
+
+    async def main() -> None:
+        sent = await produce(bootstrap, topic, 80)
+        a = await CooperativeLoop(bootstrap, group, topic).start()
+        # No timed commits: what b's partitions have committed past what
+        # a committed when it let them go, b's revocation committed.
+        b = await CooperativeLoop(bootstrap, group, topic, commit_interval=None).start()
+        c = CooperativeLoop(bootstrap, group, topic)
+        joining = None
+        try:
+            await until(lambda: len(b.assignment()) == 2, timeout=SETTLE, what="b took two")
+            more = await produce(bootstrap, topic, 40, prefix="n")
+            await until(lambda: set(sent + more) <= set(a.values) | set(b.values),
+                        timeout=SETTLE, what="a and b consumed everything")
+            joining = asyncio.ensure_future(c.start())
+            await until(lambda: b.consumer.membership.state in (  # type: ignore[union-attr]
+                "JOINING", "SYNCING"), timeout=SETTLE, what="b rejoining for c")
+            owned = b.assignment()
+            seen = len(b.listener.events)
+            await b.stop()
+            events = b.listener.events[seen:]
+            assert events == [("revoked", sorted(owned))], events
+            await joining
+            await settled([a.assignment, c.assignment], expected, "b left, c joined")
+            await a.stop()
+            ends = await committed(bootstrap, group, sorted(expected))
+            assert sum(v or 0 for v in ends.values()) == len(sent) + len(more), ends
+        finally:
+            if joining is not None:
+                await asyncio.gather(joining, return_exceptions=True)
+            await asyncio.gather(a.stop(), c.stop())
+
+    run(main(), timeout=180)

@@ -193,6 +193,8 @@ class BrokerMembership:
         self._subscribed: list[str] = []
         self._counts: dict[str, int] = {}
         self._leader_topics: list[str] = []
+        #: Leaving: what is owned is being handed back.
+        self._handing_back = False
         #: The last error a join attempt met (said when the first join times out).
         self._last_error: Optional[KielError] = None
 
@@ -200,12 +202,18 @@ class BrokerMembership:
     # Membership
 
     def may_commit(self) -> bool:
-        """Owned under a live session of the current generation."""
-        return (
-            self.state in ("STABLE", "REVOKING")
-            and self.generation >= 0
-            and self.session.live(_now())
-        )
+        """Owned under a live session of the current generation.
+
+        A cooperative member that leaves while it rejoins still owns what it
+        kept, under the generation it was assigned in (its commits carry
+        that one until the next SyncGroup): it commits them as it hands them
+        back, and the coordinator refuses the commit if that generation is over.
+        """
+        if not self.session.live(_now()):
+            return False
+        if self.state in ("STABLE", "REVOKING"):
+            return self.generation >= 0
+        return self._handing_back and self.cooperative and self._owned_generation >= 0
 
     async def stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """None: a broker group keeps its offsets only with the coordinator."""
@@ -300,8 +308,9 @@ class BrokerMembership:
         if some is None:
             tps, self.owned = self.owned, []
         else:
-            tps = sorted(set(some) & set(self.owned))
-            self.owned = [tp for tp in self.owned if tp not in set(tps)]
+            gone = set(some)
+            tps = sorted(gone & set(self.owned))
+            self.owned = [tp for tp in self.owned if tp not in gone]
         if not tps:
             return
         self._moving = tps
@@ -316,6 +325,7 @@ class BrokerMembership:
     async def _hand_back(self) -> None:
         # What a cancelled rebalance was moving goes back too.
         self.owned = sorted(set(self.owned) | set(self._moving))
+        self._handing_back = True
         await self._give_up_owned()
         if self.member_id and self.settings.group_instance_id is None:
             # A static member stays in the group until its session ends, so
