@@ -23,6 +23,17 @@ client's members only:
 - crash: a 2nd member in a process of its own is SIGKILLed once the group
   shares the partitions, until the 1st owns everything.
 
+``--coordinator brokers --pauses``: per-partition pauses, eager against
+cooperative, on the same Tansu in the same run. A producer writes a record
+to every partition every 0.1 s all along; each member notes when it got
+records of each partition. For each mode (``--modes``, default kiel with
+``range`` (eager) and with ``cooperative-sticky``, confluent-kafka and
+kafka-python with ``cooperative-sticky``): a 2nd member joins a group of 1,
+then leaves it; for each partition, the longest time no member got a record
+of it, from the change until 3 s after the group settled, split into the
+partitions that stayed with their owner (*kept*: a cooperative rebalance
+should not pause them) and those that changed owner (*moved*).
+
 Assignments are read from each client's own ``assignment()``. It prints the
 median and max per client and scenario, and kiel's median over the fastest
 peer's. It never fails on a time; a scenario that does not settle within
@@ -32,6 +43,7 @@ peer's. It never fails on a time; a scenario that does not settle within
         [--partitions N] [--rounds 3] [--members 3 6 12]
         [--clients kiel confluent-kafka kafka-python aiokafka]
         [--session-timeout 6] [--heartbeat-interval 1] [--fetch-wait 0.5]
+        [--pauses [--modes kiel:range kiel:cooperative-sticky ...]]
 
 (``PYTHONPATH=.`` from a checkout measures that checkout's kiel, not the
 installed one.)
@@ -43,11 +55,12 @@ import statistics
 import subprocess
 import time
 import uuid
+from dataclasses import replace
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from group_members import CLIENTS, MEMBERS, Member, ProcessMember, Settings
+from group_members import CLIENTS, MEMBERS, Member, ProcessMember, Receipts, Settings
 
-from kiel import GroupedConsumer, TopicPartition
+from kiel import GroupedConsumer, Producer, TopicPartition
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.tansu import TansuBroker
 from kiel.testing.zookeeper import ZooKeeperServer
@@ -267,6 +280,136 @@ async def brokers_bench(broker: TansuBroker, clients: Sequence[str], partitions:
     print(TANSU_CAVEAT)
 
 
+# --------------------------------------------------------------------------
+# per-partition pauses: eager against cooperative
+
+#: What ``--pauses`` compares, ``client:assignor``.
+PAUSE_MODES = ("kiel:range", "kiel:cooperative-sticky", "confluent-kafka:cooperative-sticky",
+               "kafka-python:cooperative-sticky")
+#: Seconds after a change settles that a moved partition's first records may take.
+TAIL = 3.0
+#: Seconds between two records to each partition.
+TRAFFIC_EVERY = 0.1
+
+
+class Pauses:
+    """One scenario's pauses: kept and moved partitions' longest gaps, and the settle time."""
+
+    def __init__(self) -> None:
+        self.kept: List[float] = []
+        self.moved: List[float] = []
+        self.settled: List[float] = []
+
+
+async def traffic(bootstrap: str, topic: str, partitions: int) -> None:
+    """A record to every partition every :data:`TRAFFIC_EVERY` seconds, until cancelled."""
+    async with Producer(bootstrap) as producer:
+        i = 0
+        while True:
+            await asyncio.gather(*(producer.produce(topic, f"{i}".encode(), partition=p)
+                                   for p in range(partitions)))
+            i += 1
+            await asyncio.sleep(TRAFFIC_EVERY)
+
+
+async def pause_round(mode: str, bootstrap: str, topic: str, partitions: int,
+                      settings: Settings, limit: float,
+                      out: Dict[str, Pauses]) -> None:
+    """A 2nd member joins a group of 1, then leaves; the pauses go to ``out``."""
+    client, _, assignor = mode.partition(":")
+    settings = replace(settings, assignor=assignor)
+    receipts = Receipts()
+    group = f"pause-{client}-{uuid.uuid4().hex[:8]}"
+    everything = frozenset(range(partitions))
+    first = MEMBERS[client](bootstrap, group, topic, settings, receipts)
+    second = MEMBERS[client](bootstrap, group, topic, settings, receipts)
+    running: List[Member] = [first]
+    try:
+        await first.start()
+        await settle(lambda: first.assignment() == everything, limit, "the first member alone")
+        await asyncio.sleep(2.0)  # flowing steadily
+
+        for scenario in ("join", "leave"):
+            before = first.assignment()
+            started = time.monotonic()
+            if scenario == "join":
+                running.append(second)
+                await second.start()
+                took = await settle(lambda: shared([first, second], everything), limit, "join")
+            else:
+                running.remove(second)
+                leaving = asyncio.ensure_future(second.close())
+                took = await settle(lambda: first.assignment() == everything, limit, "leave")
+                await leaving
+            await asyncio.sleep(TAIL)
+            end = time.monotonic()
+            kept = before & first.assignment()
+            pauses = out[scenario]
+            pauses.settled.append(took)
+            for p in sorted(everything):
+                gap = receipts.longest_gap(p, started, end)
+                (pauses.kept if p in kept else pauses.moved).append(gap)
+            await asyncio.sleep(1.0)
+    except Stalled as e:
+        print(f"  {mode}: stalled: {e}", flush=True)
+    finally:
+        for result in await asyncio.gather(*(m.close() for m in running),
+                                           return_exceptions=True):
+            if isinstance(result, BaseException):
+                print(f"  {mode}: closing a member failed: {result!r}", flush=True)
+
+
+def _spread(values: List[float]) -> Tuple[str, str]:
+    if not values:
+        return "-", "-"
+    return f"{statistics.median(values):.2f}", f"{max(values):.2f}"
+
+
+async def pauses_bench(broker: TansuBroker, modes: Sequence[str], partitions: int,
+                       rounds: int, settings: Settings, limit: float) -> None:
+    topic = broker.create_topic(f"pause-{uuid.uuid4().hex[:8]}", partitions)
+    print(f"Per-partition pauses on one Tansu broker ({broker.address}): {partitions} "
+          f"partitions, a record to each every {TRAFFIC_EVERY:g} s, session_timeout "
+          f"{settings.session_timeout:g} s, heartbeat_interval {settings.heartbeat_interval:g} s, "
+          f"fetch wait {settings.fetch_wait:g} s, {rounds} rounds; a 2nd member joins a group "
+          f"of 1, then leaves. Pause = the longest time no member got a record of a partition, "
+          f"from the change until {TAIL:g} s after the group settled.", flush=True)
+    results = {m: {"join": Pauses(), "leave": Pauses()} for m in modes}
+    producing = asyncio.ensure_future(traffic(broker.bootstrap, topic, partitions))
+    try:
+        for r in range(rounds):
+            order = list(modes[r % len(modes):]) + list(modes[:r % len(modes)])
+            for mode in order:
+                await pause_round(mode, broker.bootstrap, topic, partitions, settings, limit,
+                                  results[mode])
+                print(f"  round {r + 1} {mode}: " + " ".join(
+                    f"{s} settled {p.settled[-1]:.2f} s" if p.settled else f"{s} -"
+                    for s, p in results[mode].items()), flush=True)
+    finally:
+        producing.cancel()
+        await asyncio.gather(producing, return_exceptions=True)
+    print(f"{'scenario':<9}{'mode':<36}{'settle s':>9}{'kept median':>12}{'kept max':>9}"
+          f"{'moved median':>13}{'moved max':>10}{'kept/moved':>11}")
+    for scenario in ("join", "leave"):
+        for mode in modes:
+            p = results[mode][scenario]
+            settle_s = f"{statistics.median(p.settled):.2f}" if p.settled else "-"
+            km, kx = _spread(p.kept)
+            mm, mx = _spread(p.moved)
+            print(f"{scenario:<9}{mode:<36}{settle_s:>9}{km:>12}{kx:>9}{mm:>13}{mx:>10}"
+                  f"{len(p.kept):>6}/{len(p.moved):<4}")
+    print("Kept partitions' median pause, over kiel eager's (below 1: less pause):")
+    eager = results.get("kiel:range")
+    for scenario in ("join", "leave"):
+        if eager is None or not eager[scenario].kept:
+            continue
+        base = statistics.median(eager[scenario].kept)
+        shown = ", ".join(f"{m} {statistics.median(results[m][scenario].kept) / base:.2f}"
+                          for m in modes if m != "kiel:range" and results[m][scenario].kept)
+        print(f"  {scenario:<6} {shown}")
+    print(TANSU_CAVEAT)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--coordinator", choices=["zookeeper", "brokers", "both"],
@@ -282,6 +425,10 @@ def main() -> None:
     parser.add_argument("--heartbeat-interval", type=float, default=1.0, help="brokers: seconds")
     parser.add_argument("--fetch-wait", type=float, default=0.5,
                         help="brokers: seconds a fetch may wait at the broker, every client")
+    parser.add_argument("--pauses", action="store_true",
+                        help="brokers: per-partition pauses, eager against cooperative")
+    parser.add_argument("--modes", nargs="+", default=list(PAUSE_MODES),
+                        help="--pauses: client:assignor pairs compared")
     parser.add_argument("--limit", type=float, default=60.0,
                         help="brokers: seconds a scenario may take before it counts as stalled")
     args = parser.parse_args()
@@ -299,8 +446,12 @@ def main() -> None:
         # aiokafka warns of every rebalance its heartbeat sees: expected here.
         logging.getLogger("aiokafka.consumer.group_coordinator").setLevel(logging.ERROR)
         with TansuBroker() as broker:
-            asyncio.run(brokers_bench(broker, args.clients, args.partitions or 12, args.rounds,
-                                      settings, args.limit))
+            if args.pauses:
+                asyncio.run(pauses_bench(broker, args.modes, args.partitions or 12, args.rounds,
+                                         settings, args.limit))
+            else:
+                asyncio.run(brokers_bench(broker, args.clients, args.partitions or 12,
+                                          args.rounds, settings, args.limit))
 
 
 if __name__ == "__main__":

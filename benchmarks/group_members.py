@@ -6,9 +6,12 @@ interface (:class:`Member`): ``start()`` begins joining and returns at once,
 (partition numbers), ``close()`` is the client's graceful close (revoke,
 commit, LeaveGroup). Every member subscribes to one topic with the same
 settings (:class:`Settings`: session timeout, heartbeat interval, poll
-interval, fetch wait, the ``range`` assignor) and consumes all the time, as
-an application would: kiel and aiokafka on the caller's event loop,
-kafka-python and confluent-kafka polling on a thread of their own.
+interval, fetch wait, the assignor: ``range`` unless told, or
+``cooperative-sticky`` for kiel, confluent-kafka and kafka-python) and
+consumes all the time, as an application would: kiel and aiokafka on the
+caller's event loop, kafka-python and confluent-kafka polling on a thread of
+their own. A member given :class:`Receipts` notes when it got records of
+each partition (the rebalance benchmark's per-partition pauses).
 
 Run as a script, it is one member in a process of its own (the benchmark
 SIGKILLs it to time a crash); it prints ``owned 0,1,2`` each time its
@@ -25,8 +28,9 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, FrozenSet, List, Optional
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional
 
 #: The clients, in the order the benchmark prints them.
 CLIENTS = ("kiel", "confluent-kafka", "kafka-python", "aiokafka")
@@ -47,14 +51,39 @@ class Settings:
     assignor: str = "range"
 
 
+class Receipts:
+    """When records of each partition arrived, at any member of a group.
+
+    Members note a time per partition per batch (from their own thread or
+    task: a list's append is atomic), so the longest gap between two notes
+    is how long that partition went unconsumed.
+    """
+
+    def __init__(self) -> None:
+        self.times: Dict[int, List[float]] = {}
+
+    def saw(self, partitions: Iterable[int]) -> None:
+        now = time.monotonic()
+        for p in partitions:
+            self.times.setdefault(p, []).append(now)
+
+    def longest_gap(self, partition: int, start: float, end: float) -> float:
+        """The longest time within ``[start, end]`` with no record of ``partition``."""
+        inside = [t for t in self.times.get(partition, []) if start <= t <= end]
+        edges = [start] + inside + [end]
+        return max(b - a for a, b in zip(edges, edges[1:]))
+
+
 class Member:
     """One consumer in the group; subclasses adapt one client."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, settings: Settings) -> None:
+    def __init__(self, bootstrap: str, group: str, topic: str, settings: Settings,
+                 receipts: Optional[Receipts] = None) -> None:
         self.bootstrap = bootstrap
         self.group = group
         self.topic = topic
         self.settings = settings
+        self.receipts = receipts
 
     async def start(self) -> None:
         """Begin joining; return without waiting for an assignment."""
@@ -93,7 +122,9 @@ class KielMember(Member):
         # connect() returns once the first join is done; then consume for ever.
         await self.consumer.connect()
         while True:
-            await self.consumer.consume()
+            records = await self.consumer.consume()
+            if self.receipts is not None and records:
+                self.receipts.saw({r.partition for r in records})
 
     def assignment(self) -> FrozenSet[int]:
         if self.task is not None and self.task.done() and not self.task.cancelled():
@@ -171,8 +202,8 @@ class ThreadMember(Member):
         """Build the client's consumer, subscribed (on the member's thread)."""
         raise NotImplementedError
 
-    def poll(self, consumer: Any) -> None:
-        """One poll of at most :data:`POLL` seconds."""
+    def poll(self, consumer: Any) -> "set[int]":
+        """One poll of at most :data:`POLL` seconds; the partitions it got records of."""
         raise NotImplementedError
 
     async def start(self) -> None:
@@ -186,7 +217,9 @@ class ThreadMember(Member):
             return
         try:
             while not self._stop.is_set():
-                self.poll(consumer)
+                got = self.poll(consumer)
+                if self.receipts is not None and got:
+                    self.receipts.saw(got)
                 self.owned = frozenset(tp.partition for tp in consumer.assignment())
         except BaseException as e:  # noqa: BLE001 - raised again by assignment()
             self.error = e
@@ -215,16 +248,19 @@ class KafkaPythonMember(ThreadMember):
         from kafka.coordinator.assignors.range import RangePartitionAssignor
         from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
         s = self.settings
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         assignor = {"range": RangePartitionAssignor,
-                    "roundrobin": RoundRobinPartitionAssignor}[s.assignor]
+                    "roundrobin": RoundRobinPartitionAssignor,
+                    "cooperative-sticky": CooperativeStickyAssignor}[s.assignor]
         return KafkaConsumer(
             self.topic, bootstrap_servers=self.bootstrap, group_id=self.group,
             partition_assignment_strategy=[assignor], session_timeout_ms=_ms(s.session_timeout),
             heartbeat_interval_ms=_ms(s.heartbeat_interval),
             max_poll_interval_ms=_ms(s.max_poll_interval), fetch_max_wait_ms=_ms(s.fetch_wait))
 
-    def poll(self, consumer: Any) -> None:
-        consumer.poll(timeout_ms=_ms(POLL))
+    def poll(self, consumer: Any) -> "set[int]":
+        got = consumer.poll(timeout_ms=_ms(POLL))
+        return {tp.partition for tp, records in got.items() if records}
 
 
 class ConfluentMember(ThreadMember):
@@ -242,8 +278,9 @@ class ConfluentMember(ThreadMember):
         consumer.subscribe([self.topic])
         return consumer
 
-    def poll(self, consumer: Any) -> None:
-        consumer.poll(POLL)
+    def poll(self, consumer: Any) -> "set[int]":
+        messages = consumer.consume(500, POLL)
+        return {m.partition() for m in messages if not m.error()}
 
 
 def _ms(seconds: float) -> int:

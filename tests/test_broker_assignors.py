@@ -166,8 +166,8 @@ def test_preference_lists_and_bad_settings():
         assignors_for(["roundrobin", "round_robin"])
     with pytest.raises(ConfigError, match="unknown allocator"):
         assignors_for("nonesuch")
-    with pytest.raises(ConfigError, match="cooperative"):
-        assignors_for("cooperative-sticky")
+    with pytest.raises(ConfigError, match="cooperatively.*eagerly"):
+        assignors_for(["cooperative-sticky", "range"])
     with pytest.raises(ConfigError, match="empty"):
         assignors_for([])
     with pytest.raises(ConfigError, match="__name__"):

@@ -21,6 +21,13 @@ must mean the same thing in every client that uses it:
   other leaders read Java's ``sticky`` as KIP-54 with its own UserData.
   ``kiel.weighted`` sends this member's capacity as its UserData.
 
+Cooperative rebalancing (KIP-429, :mod:`kiel.coordinator.cooperative`):
+``cooperative-sticky`` is Java's ``CooperativeStickyAssignor``, and any of
+the above runs cooperatively when named ``"cooperative:<name>"`` (on the
+wire ``kiel.cooperative.<name>``): its result is handed out in two rounds,
+never giving a partition to a new owner while another member still owns
+it. A member's assignors are all eager or all cooperative.
+
 A kiel allocator sees what it always saw: sorted member names and sorted
 ``"topic:partition"`` strings, and must return a valid allocation
 (:func:`kiel.allocators.validate`). Members may subscribe to different
@@ -45,6 +52,7 @@ from kiel.allocators import (
     sticky,
     weighted,
 )
+from kiel.coordinator.cooperative import cooperative_sticky, generation_data, withhold
 from kiel.exc import AllocationError, ConfigError
 from kiel.structs import TopicPartition
 
@@ -52,7 +60,9 @@ __all__ = [
     "DEFAULT_ASSIGNORS",
     "Assignor",
     "Member",
+    "COOPERATIVE_PREFIX",
     "assignors_for",
+    "java_cooperative_sticky",
     "java_range",
     "java_round_robin",
 ]
@@ -61,8 +71,10 @@ __all__ = [
 #: defaults of kafka-python and librdkafka, so kiel joins their groups as is.
 DEFAULT_ASSIGNORS = ("range", "roundrobin")
 
-#: The names of cooperative assignors (KIP-429): not offered yet.
-_COOPERATIVE = frozenset({"cooperative_sticky", "cooperative-sticky"})
+#: Java's cooperative assignor's name, and kiel's spelling of it.
+_COOPERATIVE_STICKY = frozenset({"cooperative_sticky", "cooperative-sticky"})
+#: The prefix that runs any of kiel's assignors cooperatively.
+COOPERATIVE_PREFIX = "cooperative:"
 
 
 class Member(NamedTuple):
@@ -78,6 +90,10 @@ class Member(NamedTuple):
     user_data: Optional[bytes]
     #: whether it has a ``group_instance_id`` (``name`` is it then).
     static: bool = False
+    #: the partitions it owns now (its subscription's OwnedPartitions, v1+).
+    owned: tuple[TopicPartition, ...] = ()
+    #: the generation it got them in (-1: unknown).
+    generation: int = -1
 
     @property
     def java_order(self) -> tuple[int, str]:
@@ -97,6 +113,12 @@ class Assignor:
         name: the protocol name sent in JoinGroup.
         assign: ``assign(members, counts) -> {member_id: [TopicPartition]}``.
         user_data: this member's UserData in its subscription.
+        cooperative: a cooperative assignor (KIP-429): members keep their
+            partitions through a rebalance, and :meth:`assign` hands out
+            only what no other member still owns
+            (:func:`~kiel.coordinator.cooperative.withhold`).
+        generation_data: the UserData carries the member's generation
+            (Java's ``cooperative-sticky``), instead of ``user_data``.
     """
 
     def __init__(
@@ -104,10 +126,19 @@ class Assignor:
         name: str,
         assign: "Assign",
         user_data: Optional[bytes] = None,
+        *,
+        cooperative: bool = False,
+        generation_data: bool = False,
     ) -> None:
         self.name = name
         self._assign = assign
         self.user_data = user_data
+        self.cooperative = cooperative
+        self._generation_data = generation_data
+
+    def subscription_data(self, generation: int) -> Optional[bytes]:
+        """This member's UserData, when it owns partitions of ``generation``."""
+        return generation_data(generation) if self._generation_data else self.user_data
 
     def assign(
         self, members: Sequence[Member], counts: Mapping[str, int]
@@ -119,10 +150,16 @@ class Assignor:
             counts: partition counts of the subscribed topics (a topic not
                 in it, or with 0, has nothing to assign yet).
 
+        Returns:
+            the assignment of this round: a cooperative assignor's leaves out
+            what it moves from an owner that still holds it (the next round
+            hands those out).
+
         Raises:
             AllocationError: the allocator's result breaks the contract.
         """
-        return self._assign(members, counts)
+        result = self._assign(members, counts)
+        return withhold(result, members, counts) if self.cooperative else result
 
     def __repr__(self) -> str:
         return f"Assignor({self.name!r})"
@@ -213,6 +250,13 @@ def java_range(members: Sequence[Member], counts: Mapping[str, int]) -> Assignme
     return out
 
 
+def java_cooperative_sticky(members: Sequence[Member], counts: Mapping[str, int]) -> Assignment:
+    """Java's ``CooperativeStickyAssignor``'s wanted assignment
+    (:func:`~kiel.coordinator.cooperative.cooperative_sticky`)."""
+    _by_name(members)
+    return cooperative_sticky(members, counts)
+
+
 def _capacity_data(capacity: float) -> bytes:
     return json.dumps({"capacity": capacity}, sort_keys=True).encode()
 
@@ -251,9 +295,16 @@ def _one(setting: Union[str, Callable[..., Any]], capacity: float) -> Assignor:
     """
     if isinstance(setting, str):
         key = setting.strip().lower().replace("-", "_")
-        if key in _COOPERATIVE or setting in _COOPERATIVE:
-            raise ConfigError(f"allocator {setting!r}: cooperative rebalancing is not "
-                              "offered yet; use an eager one (range, roundrobin, sticky, ...)")
+        if key in _COOPERATIVE_STICKY:
+            return Assignor("cooperative-sticky", java_cooperative_sticky, cooperative=True,
+                            generation_data=True)
+        if key.startswith(COOPERATIVE_PREFIX):
+            inner = _one(setting.strip()[len(COOPERATIVE_PREFIX):], capacity)
+            if inner.cooperative:
+                raise ConfigError(f"allocator {setting!r}: {inner.name} is cooperative already")
+            short = inner.name[len("kiel."):] if inner.name.startswith("kiel.") else inner.name
+            return Assignor(f"kiel.cooperative.{short}", inner._assign, inner.user_data,
+                            cooperative=True)
         if key == "range":
             return Assignor("range", java_range)
         if key in ("roundrobin", "round_robin", "naive"):
@@ -285,11 +336,13 @@ def assignors_for(setting: Any, capacity: float = 1.0) -> list[Assignor]:
         capacity: this member's capacity (``kiel.weighted`` advertises it).
 
     Returns:
-        the assignors, with no name twice.
+        the assignors, with no name twice, all eager or all cooperative.
 
     Raises:
-        ConfigError: an unknown or cooperative name, an empty list, a
-            nameless callable, or one name twice.
+        ConfigError: an unknown name, an empty list, a nameless callable,
+            one name twice, or eager and cooperative assignors together (the
+            member could not know how to rebalance before the coordinator
+            chose).
     """
     if setting is None:
         setting = list(DEFAULT_ASSIGNORS)
@@ -300,4 +353,11 @@ def assignors_for(setting: Any, capacity: float = 1.0) -> list[Assignor]:
     names = [a.name for a in out]
     if len(set(names)) != len(names):
         raise ConfigError(f"allocator: {names} names one assignor twice")
+    kinds = {a.cooperative for a in out}
+    if len(kinds) > 1:
+        cooperative = [a.name for a in out if a.cooperative]
+        eager = [a.name for a in out if not a.cooperative]
+        raise ConfigError(f"allocator: {cooperative} rebalance cooperatively and {eager} "
+                          "eagerly; one member offers one kind (name the eager ones "
+                          "'cooperative:<name>' to run them cooperatively)")
     return out

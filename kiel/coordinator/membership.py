@@ -19,6 +19,24 @@ A rebalance (eager) runs on the membership's one group task:
 4. the new generation and member id go to the consumer's commits, then
    ``hooks.assigned`` (listener, committed offsets, fetching).
 
+A cooperative rebalance (KIP-429: ``cooperative-sticky``, or any assignor
+named ``"cooperative:<name>"``) keeps what is owned flowing:
+
+1. nothing is revoked before JoinGroup (only partitions of topics no longer
+   subscribed to); the subscription (v2) tells the leader what this member
+   owns and since which generation;
+2. the leader hands no partition to a new owner while another member still
+   owns it (:func:`kiel.coordinator.cooperative.withhold`);
+3. after SyncGroup, only owned-minus-assigned is revoked (listener, commit
+   under the new generation), only assigned-minus-owned is acquired, and
+   what is kept is never touched: no listener call, no pause, no fetch from
+   the committed offset. A member that revoked something joins again at
+   once, and that second round hands the freed partitions to their new owners;
+4. heartbeats go on while it rejoins (the coordinator answers
+   REBALANCE_IN_PROGRESS, which keeps the session), and a session that
+   expires meanwhile, UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION (the group
+   went on without this member) make the partitions *lost*: no commit.
+
 Heartbeats run on their own task every ``heartbeat_interval``, whatever the
 application does, so a busy application does not lose its session. An
 answer REBALANCE_IN_PROGRESS or ILLEGAL_GENERATION starts a rebalance;
@@ -52,6 +70,7 @@ from typing import Any, Optional
 from kiel._aio import Tasks, Wakeup, within
 from kiel.consumer.membership import GroupContext
 from kiel.coordinator.assignors import Assignor, Member
+from kiel.coordinator.cooperative import generation_from
 from kiel.coordinator.requests import LANE, GroupRequests
 from kiel.coordinator.session import Session
 from kiel.coordinator.settings import BrokerSettings
@@ -158,6 +177,12 @@ class BrokerMembership:
         self.last_heartbeat: Optional[float] = None
         self.session = Session(settings.session_timeout, settings.max_poll_interval)
         self._assignors: dict[str, Assignor] = {a.name: a for a in settings.assignors}
+        #: KIP-429: partitions stay owned through a rebalance (all of this
+        #: member's assignors agree: BrokerSettings checked it).
+        self.cooperative = settings.assignors[0].cooperative
+        #: The generation :attr:`owned` was assigned in (a cooperative
+        #: subscription's claim), -1 when nothing was.
+        self._owned_generation = -1
         self._tasks = Tasks(f"kiel-group-{context.group}")
         self._wake = Wakeup()
         self._rejoin = False
@@ -168,6 +193,8 @@ class BrokerMembership:
         self._subscribed: list[str] = []
         self._counts: dict[str, int] = {}
         self._leader_topics: list[str] = []
+        #: Leaving: what is owned is being handed back.
+        self._handing_back = False
         #: The last error a join attempt met (said when the first join times out).
         self._last_error: Optional[KielError] = None
 
@@ -175,12 +202,18 @@ class BrokerMembership:
     # Membership
 
     def may_commit(self) -> bool:
-        """Owned under a live session of the current generation."""
-        return (
-            self.state in ("STABLE", "REVOKING")
-            and self.generation >= 0
-            and self.session.live(_now())
-        )
+        """Owned under a live session of the current generation.
+
+        A cooperative member that leaves while it rejoins still owns what it
+        kept, under the generation it was assigned in (its commits carry
+        that one until the next SyncGroup): it commits them as it hands them
+        back, and the coordinator refuses the commit if that generation is over.
+        """
+        if not self.session.live(_now()):
+            return False
+        if self.state in ("STABLE", "REVOKING"):
+            return self.generation >= 0
+        return self._handing_back and self.cooperative and self._owned_generation >= 0
 
     async def stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         """None: a broker group keeps its offsets only with the coordinator."""
@@ -201,6 +234,7 @@ class BrokerMembership:
             "generation": self.generation,
             "leader": self.member_id is not None and self.leader == self.member_id,
             "assignor": self.protocol,
+            "rebalance_protocol": "cooperative" if self.cooperative else "eager",
             "last_heartbeat": self.last_heartbeat,
             "last_rebalance_seconds": self.last_rebalance_seconds,
         }
@@ -262,13 +296,21 @@ class BrokerMembership:
     # ------------------------------------------------------------------
     # leaving
 
-    async def _give_up_owned(self) -> None:
+    async def _give_up_owned(self, some: Optional[list[TopicPartition]] = None) -> None:
         """Revoke what is owned (listener, commit) while the session is live, else lose it.
 
         The partitions leave :attr:`owned` first, and are kept in
         ``_moving`` meanwhile, so a leave that cancels this still hands them back.
+
+        Args:
+            some: just these of the owned partitions (default: all).
         """
-        tps, self.owned = self.owned, []
+        if some is None:
+            tps, self.owned = self.owned, []
+        else:
+            gone = set(some)
+            tps = sorted(gone & set(self.owned))
+            self.owned = [tp for tp in self.owned if tp not in gone]
         if not tps:
             return
         self._moving = tps
@@ -283,6 +325,7 @@ class BrokerMembership:
     async def _hand_back(self) -> None:
         # What a cancelled rebalance was moving goes back too.
         self.owned = sorted(set(self.owned) | set(self._moving))
+        self._handing_back = True
         await self._give_up_owned()
         if self.member_id and self.settings.group_instance_id is None:
             # A static member stays in the group until its session ends, so
@@ -296,6 +339,7 @@ class BrokerMembership:
     def _forget_member(self) -> None:
         self.member_id = None
         self.generation = -1
+        self._owned_generation = -1
         self.context.offsets.member_id = ""
         self.context.offsets.generation_id = -1
         self.session.end()
@@ -333,6 +377,7 @@ class BrokerMembership:
     def _lose(self) -> None:
         """The coordinator may have given our partitions to others: lose them (no commit)."""
         tps, self.owned = self.owned, []
+        self._owned_generation = -1
         if tps:
             self._tasks.spawn(self.hooks.lost(tps), "lose partitions")
 
@@ -345,9 +390,16 @@ class BrokerMembership:
         """
         loop = asyncio.get_running_loop()
         started = loop.time()
-        if self.owned:
+        if self.owned and not self.cooperative:
             self.state = "REVOKING"
             await self._give_up_owned()
+        elif self.owned:
+            # Cooperative: keep what is owned, except topics no longer subscribed to.
+            wanted = set(await self._topics())
+            gone = [tp for tp in self.owned if tp.topic not in wanted]
+            if gone:
+                self.state = "REVOKING"
+                await self._give_up_owned(gone)
         async for attempt in attempts(REJOIN_BACKOFF, closed=lambda: self._closing):
             try:
                 assigned = await self._join_until_synced()
@@ -372,15 +424,46 @@ class BrokerMembership:
                 attempt.failed(e)
                 continue
             break
-        self.state = "STABLE"
-        self._moving = assigned
-        try:
-            await self.hooks.assigned(assigned)
-            self.owned = assigned
-        finally:
-            self._moving = []
+        if self.cooperative:
+            await self._take_cooperatively(assigned)
+        else:
+            self.state = "STABLE"
+            self._moving = assigned
+            try:
+                await self.hooks.assigned(assigned)
+                self.owned = assigned
+            finally:
+                self._moving = []
+        self._owned_generation = self.generation if self.owned else -1
         self.rebalances += 1
         self.last_rebalance_seconds = loop.time() - started
+
+    async def _take_cooperatively(self, assigned: list[TopicPartition]) -> None:
+        """Revoke owned-minus-assigned, acquire assigned-minus-owned; keep the rest as it is.
+
+        A member that revoked something joins again at once: the partitions
+        it let go were withheld from their new owners, who get them in that
+        next round.
+        """
+        mine = set(assigned)
+        revoked = [tp for tp in self.owned if tp not in mine]
+        if revoked:
+            self.state = "REVOKING"
+            log.info("group %s: revoking %s (cooperative); joining again so they move",
+                     self.context.group, revoked)
+            await self._give_up_owned(revoked)
+        self.state = "STABLE"
+        kept = set(self.owned)
+        added = [tp for tp in assigned if tp not in kept]
+        if added:
+            self._moving = added
+            try:
+                await self.hooks.assigned(added)
+                self.owned = sorted(kept | set(added))
+            finally:
+                self._moving = []
+        if revoked:
+            self._request_rejoin()
 
     async def _join_until_synced(self) -> list[TopicPartition]:
         """Join and sync until a generation completes with this member in it.
@@ -399,11 +482,18 @@ class BrokerMembership:
         while True:
             if self._closing:
                 raise ClientClosedError("the member left while joining")
+            sent = _now()
             try:
                 return await self._join_and_sync()
-            except (RebalanceInProgressError, IllegalGenerationError) as e:
+            except RebalanceInProgressError as e:
+                # The coordinator counts this member in (else: UNKNOWN_MEMBER_ID).
+                self.session.answered(sent)
+                log.debug("group %s: %s; joining again", self.context.group, type(e).__name__)
+            except IllegalGenerationError as e:
                 log.debug("group %s: %s; joining again", self.context.group, type(e).__name__)
             except UnknownMemberIdError:
+                # Dropped: what a cooperative member kept may be another's now.
+                self._lose()
                 self._forget_member()
             await asyncio.sleep(pause)
             pause = min(1.0, pause * 2)
@@ -420,11 +510,8 @@ class BrokerMembership:
         self.state = "JOINING"
         topics = await self._topics()
         self._subscribed = topics
-        protocols = [
-            JoinGroupProtocol(a.name, encode_subscription(ConsumerSubscription(topics,
-                                                                               a.user_data)))
-            for a in settings.assignors
-        ]
+        protocols = [JoinGroupProtocol(a.name, self._subscription(a, topics))
+                     for a in settings.assignors]
         for _ in range(2):
             sent = _now()
             response = await self.requests.join(
@@ -457,6 +544,24 @@ class BrokerMembership:
         offsets.member_id = self.member_id
         offsets.group_instance_id = settings.group_instance_id
         return self._mine(data, topics)
+
+    def _subscription(self, assignor: Assignor, topics: list[str]) -> bytes:
+        """This member's JoinGroup metadata for ``assignor``.
+
+        Eager: v0 (every client reads it). Cooperative: v2, with the
+        partitions owned and the generation they were assigned in, so the
+        leader keeps them here and hands none of them to another member
+        while this one still owns it.
+        """
+        if not assignor.cooperative:
+            return encode_subscription(ConsumerSubscription(topics, assignor.user_data))
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(self.owned):
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        generation = self._owned_generation if self.owned else -1
+        sub = ConsumerSubscription(topics, assignor.subscription_data(generation),
+                                   sorted(by_topic.items()), generation)
+        return encode_subscription(sub, version=2)
 
     def _mine(self, data: bytes, topics: list[str]) -> list[TopicPartition]:
         """This member's partitions from SyncGroup's answer.
@@ -493,14 +598,20 @@ class BrokerMembership:
                              group=self.context.group)
         members = []
         for m in response.members:
-            _, sub = decode_subscription(m.metadata)
+            version, sub = decode_subscription(m.metadata)
+            owned = tuple(TopicPartition(t, p) for t, ids in sub.owned_partitions for p in ids)
             members.append(Member(m.member_id, m.group_instance_id or m.member_id,
                                   list(sub.topics), sub.user_data,
-                                  static=m.group_instance_id is not None))
+                                  static=m.group_instance_id is not None, owned=owned,
+                                  generation=generation_from(version, sub.generation_id,
+                                                             sub.user_data)))
         topics = sorted({t for m in members for t in m.topics})
         counts = await self._partition_counts(topics)
         self._leader_topics, self._counts = topics, counts
         result = assignor.assign(members, counts)
+        log.debug("group %s generation %s: %s assigned %s from claims %s", self.context.group,
+                  response.generation_id, assignor.name, result,
+                  {m.member_id: (m.generation, m.owned) for m in members})
         out = []
         for member_id, tps in sorted(result.items()):
             by_topic: dict[str, list[int]] = {}
@@ -549,7 +660,12 @@ class BrokerMembership:
             if self.state == "STABLE" and self.session.poll_overdue(now):
                 self._tasks.spawn(self._leave_for_poll(), "leave for max_poll_interval")
                 continue
-            if self.state not in ("STABLE", "REVOKING") or self.member_id is None:
+            if self.member_id is None or not (
+                self.state in ("STABLE", "REVOKING")
+                # A cooperative member keeps fetching while it rejoins: its
+                # session must go on, and be judged, meanwhile.
+                or (self.cooperative and self.owned and self.generation >= 0)
+            ):
                 continue
             if self.session.expired(now):
                 if self.owned:
@@ -573,6 +689,15 @@ class BrokerMembership:
             if self.state == "STABLE":
                 self._request_rejoin()
         except IllegalGenerationError:
+            if self.cooperative and self.state != "STABLE":
+                return  # rejoining already: the generation is moving
+            if self.cooperative and self.owned:
+                # The group went on to a generation without this member: what
+                # it kept may be another's now (Java loses them too).
+                log.warning("group %s: member %s is not in the current generation; its "
+                            "partitions are lost, joining again", self.context.group,
+                            self.member_id)
+                self._lose()
             self._request_rejoin()
         except UnknownMemberIdError:
             log.warning("group %s: the coordinator does not know member %s any more; its "

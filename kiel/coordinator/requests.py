@@ -34,7 +34,7 @@ from kiel.protocol.group_membership import (
 )
 from kiel.protocol.versions import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
 
-__all__ = ["LANE", "GroupRequests", "PROTOCOL_TYPE"]
+__all__ = ["HEARTBEAT_LANE", "LANE", "GroupRequests", "PROTOCOL_TYPE"]
 
 #: JoinGroup's protocol type for consumers (the embedded consumer protocol).
 PROTOCOL_TYPE = "consumer"
@@ -42,6 +42,10 @@ PROTOCOL_TYPE = "consumer"
 #: own, so they never wait behind the fetcher's long polls (a broker answers
 #: one connection's requests in order).
 LANE = "group"
+#: Heartbeats' own coordinator connection: a JoinGroup the coordinator holds
+#: (for seconds, while a cooperative member keeps fetching) must not hold
+#: the heartbeats that keep, and judge, the member's session.
+HEARTBEAT_LANE = "heartbeat"
 #: The coordinator errors after which it is looked up again.
 _MOVED = (NotCoordinatorForConsumerError, ConsumerCoordinatorNotAvailableError)
 
@@ -85,7 +89,7 @@ class GroupRequests:
         return self.coordinator
 
     async def _send(self, request: Any, api: str, timeout: Optional[float] = None,
-                    answered: tuple[int, ...] = ()) -> Any:
+                    answered: tuple[int, ...] = (), lane: str = LANE) -> Any:
         """Send ``request`` to the coordinator once; its error code raised typed.
 
         Args:
@@ -93,6 +97,7 @@ class GroupRequests:
             api: its name, for the errors.
             timeout: seconds to wait for the answer (default: the request timeout).
             answered: error codes returned in the answer instead of raised.
+            lane: the coordinator connection (default the group's).
 
         Raises:
             BrokerError: the answer's error (a moved coordinator is forgotten first).
@@ -101,7 +106,7 @@ class GroupRequests:
         """
         coordinator = await self.find()
         try:
-            response = await self.cluster.send(coordinator, request, timeout=timeout, lane=LANE)
+            response = await self.cluster.send(coordinator, request, timeout=timeout, lane=lane)
         except KielError as e:
             if e.retriable:
                 self.coordinator = None
@@ -165,14 +170,15 @@ class GroupRequests:
         return bytes(response.assignment or b"")
 
     async def heartbeat(self, member_id: str, generation: int, timeout: float) -> None:
-        """Heartbeat v3, waiting ``timeout`` seconds at most (past the session it is moot).
+        """Heartbeat v3, waiting ``timeout`` seconds at most (past the session it is moot),
+        on a connection of its own (:data:`HEARTBEAT_LANE`).
 
         Raises:
             BrokerError, KielConnectionError, RequestTimeoutError: as :meth:`_send`.
         """
         response: HeartbeatResponseV3 = await self._send(
             HeartbeatRequestV3(self.group, generation, member_id, self.instance_id), "Heartbeat",
-            min(timeout, self.cluster.request_timeout),
+            min(timeout, self.cluster.request_timeout), lane=HEARTBEAT_LANE,
         )
         del response
 
