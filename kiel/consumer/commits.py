@@ -36,8 +36,9 @@ class Commits:
         every: also commit after this many records were finished (``None``: not by count).
         interval: seconds between timed commits (``None``: none).
         may_commit: asked before every commit: false while this member may
-            not own its partitions any more (ZooKeeper connection suspended,
-            session lost), when a commit could overwrite the next owner's.
+            not own its partitions any more (ZooKeeper connection suspended or
+            session lost; a broker group rebalancing, fenced or its session
+            expired), when a commit could overwrite the next owner's.
     """
 
     def __init__(
@@ -169,8 +170,9 @@ class Commits:
             if offsets:
                 if not self.may_commit():
                     raise GroupError(
-                        "not committing: ZooKeeper connection suspended or session lost, "
-                        "another member may own these partitions now",
+                        "not committing: this member may not own these partitions now "
+                        "(a rebalance in progress, or its ZooKeeper or group session "
+                        "suspended or lost): another member may own them",
                         group=self.offsets.group,
                     )
                 await self.offsets.commit(offsets, self.metadata)

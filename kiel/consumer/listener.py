@@ -1,7 +1,7 @@
 """ConsumerRebalanceListener: the application's callbacks around ownership changes.
 
 No kazoo here: an application can subclass the listener without importing
-the grouped consumer's ZooKeeper machinery.
+the grouped consumer's group machinery (ZooKeeper or the brokers' coordinator).
 """
 
 import asyncio
@@ -52,8 +52,10 @@ class ConsumerRebalanceListener:
         positions right after this returns."""
 
     def on_partitions_lost(self, lost: list[TopicPartition]) -> Any:
-        """The ZooKeeper session expired: ``lost`` may already belong to
-        another member; nothing is committed. Defaults to
+        """The member's group session ended without a hand-over (its ZooKeeper
+        session expired; or the brokers' coordinator fenced it, forgot it, or
+        heard no heartbeat for ``session_timeout``): ``lost`` may already
+        belong to another member; nothing is committed. Defaults to
         :meth:`on_partitions_revoked` when a listener lacks this method."""
 
 
