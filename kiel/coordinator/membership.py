@@ -170,16 +170,32 @@ class BrokerMembership:
         self._leader_topics: list[str] = []
         #: The last error a join attempt met (said when the first join times out).
         self._last_error: Optional[KielError] = None
+        #: When the revocation under way began (``None``: none is).
+        self._revoking_since: Optional[float] = None
 
     # ------------------------------------------------------------------
     # Membership
 
     def may_commit(self) -> bool:
-        """Owned under a live session of the current generation."""
+        """Owned under a live session of the current generation.
+
+        A revocation that has lasted ``max_poll_interval`` (the rebalance
+        timeout this member gave in JoinGroup) less one heartbeat interval
+        (the rebalance may have begun that much before this member heard of
+        it) may no longer commit: the coordinator waits that long at most
+        for the member to join again, then forms the generation without it,
+        and another member may be fetching its partitions already. (Tansu
+        0.6.0 does not wait even that long, and says nothing: its
+        heartbeats answer REBALANCE_IN_PROGRESS meanwhile.)
+        """
+        now = _now()
         return (
             self.state in ("STABLE", "REVOKING")
             and self.generation >= 0
-            and self.session.live(_now())
+            and self.session.live(now)
+            and (self._revoking_since is None
+                 or now - self._revoking_since < self.settings.max_poll_interval
+                 - self.settings.heartbeat_interval)
         )
 
     async def stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -272,6 +288,7 @@ class BrokerMembership:
         if not tps:
             return
         self._moving = tps
+        self._revoking_since = _now()
         try:
             if self.may_commit():
                 await self.hooks.revoked(tps)
@@ -279,6 +296,7 @@ class BrokerMembership:
                 await self.hooks.lost(tps)
         finally:
             self._moving = []
+            self._revoking_since = None
 
     async def _hand_back(self) -> None:
         # What a cancelled rebalance was moving goes back too.
