@@ -471,3 +471,20 @@ def test_checker_counts_what_a_restart_forgot_and_tolerates_its_orphans() -> Non
     _fetching(h2, "a", 9.5, 9.49, [])
     _fetching(h2, "b", 4.0, 3.99, [0])
     assert any("double fetches" in v for v in check(h2))
+
+
+def test_checker_tolerates_a_cut_off_member_that_gave_up_in_time() -> None:
+    def history(lost_at: float, dark: bool = True) -> History:
+        h = History("t", 2, by_value=True, session_timeout=6.0)
+        if dark:
+            h.dark.append(("a", 2.0, 11.0))
+        _fetching(h, "a", 1.0, 0.99, [0])
+        _fetching(h, "a", lost_at, lost_at - 0.01, [])
+        _listener(h, "a", lost_at - 0.01, "lost", [0])
+        _fetching(h, "b", 5.0, 4.99, [0])  # Tansu did not wait for a's session
+        return h
+
+    assert check(history(7.5)) == []
+    # Past its session (2.0 + 6.0 + 1.0), or without a blackout: a violation.
+    assert any("double fetches" in v for v in check(history(9.5)))
+    assert any("double fetches" in v for v in check(history(7.5, dark=False)))

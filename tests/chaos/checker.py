@@ -71,6 +71,17 @@ the topic exists again, and starts a new *epoch*. How the rules treat it:
   ends within ``session_timeout`` + 1 s may overlap a run that began after
   (rule 1), and every partition fetched at the restart is *tainted*
   (rules 4 and 6), like one reported lost.
+
+One more allowance in the brokers mode, for a Tansu quirk: Tansu forms the
+next generation without waiting for members that have not joined it again
+(Apache Kafka waits up to their rebalance timeout, ``max_poll_interval``,
+which the schedules keep above the session), so a member whose network is
+blacked out may still be fetching, within its session, what the new
+generation gave another. Rule 1 tolerates such an overlap when the earlier
+run belongs to a member that was dark when the later run began and whose
+run ended with its own ``on_partitions_lost`` within ``session_timeout`` +
+1 s of the darkness beginning (the member gave up by its own clock, as it
+must); the partition is then tainted like any loss.
 """
 
 import bisect
@@ -103,6 +114,8 @@ class History:
         #: Brokers mode: (went dark, restored) of every Tansu restart; the
         #: epoch after the i-th restart is i + 1.
         self.restarts: List[Tuple[float, float]] = []
+        #: (member, start, end) of every blackout of one member's network.
+        self.dark: List[Tuple[str, float, float]] = []
         #: Each member's report lines, in the order it wrote them.
         self.events: Dict[str, List[Dict[str, Any]]] = {}
         #: (partition, offset) -> value, for every acknowledged message (see key()).
@@ -257,6 +270,20 @@ def _orphaned(history: History, first: Tuple[float, float], second: Tuple[float,
                for dark, _ in history.restarts)
 
 
+def _cut_off(history: History, member: str, partition: int, run: Run, later: float) -> bool:
+    """The run ended with the member's own loss, in time, while it was dark (see the top)."""
+    bound = history.session_timeout + 1.0
+    ended_lost = any(
+        e["ev"] == "listener" and e["what"] == "lost" and partition in e["ps"]
+        and run[1] - 0.1 <= e["t"] <= run[1] + 0.5
+        for e in history.events.get(member, [])
+    )
+    return ended_lost and any(
+        who == member and start <= later <= end and run[1] <= start + bound
+        for who, start, end in history.dark
+    )
+
+
 def _double_fetches(all_runs: Dict[str, Dict[int, List[Run]]], limit: int,
                     history: Optional[History] = None) -> List[str]:
     by_partition: Dict[int, List[Tuple[float, float, str]]] = {}
@@ -272,7 +299,8 @@ def _double_fetches(all_runs: Dict[str, Dict[int, List[Run]]], limit: int,
                     break  # sorted by start: no later run overlaps this one
                 if m1 != m2 and not (history is not None and (
                         _orphaned(history, (s1, e1), (s2, e2))
-                        or _orphaned(history, (s2, e2), (s1, e1)))):
+                        or _orphaned(history, (s2, e2), (s1, e1))
+                        or (history.by_value and _cut_off(history, m1, p, (s1, e1), s2)))):
                     found.append(f"partition {p}: {m1} fetched it over [{s1:.3f}, {e1:.3f}] "
                                  f"and {m2} over [{s2:.3f}, {e2:.3f}]")
     if not found:

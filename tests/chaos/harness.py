@@ -602,6 +602,7 @@ class Runner:
         live = self.live()
         dark = live[: self.schedule.close_blackout]
         for m in dark:
+            self.history.dark.append((m.member_id, time.monotonic(), float("inf")))
             await m.proxies_do(FaultProxy.blackout)
         if dark:
             self.counts["close_blackout"] = self.counts.get("close_blackout", 0) + 1
@@ -663,6 +664,7 @@ class Runner:
             await member.proxies_do(FaultProxy.cut)
         elif kind in ("blackout", "long_blackout"):
             member.dark_until = time.monotonic() + fault.duration + 0.5
+            self.history.dark.append((member.member_id, time.monotonic(), member.dark_until))
             await member.proxies_do(lambda p: p.blackout(fault.duration))
             await asyncio.sleep(fault.duration)
         elif kind == "expire":

@@ -143,7 +143,10 @@ def generate(seed: int, ensemble: Optional[bool] = None) -> Schedule:
 #: every change costs a Tansu rebalance of 4-6 s.
 BROKER_MEMBERS = (3, 4)
 #: Brokers mode: the members' max_poll_interval (a poll_expiry stalls past it).
-BROKER_MAX_POLL = 8.0
+#: Above the longest session + a heartbeat: Apache Kafka drops a member that
+#: has not joined a rebalance again after this (its rebalance timeout), and a
+#: member cut off from the coordinator can only count its session.
+BROKER_MAX_POLL = 10.0
 
 
 def generate_brokers(seed: int, allocator: Optional[str] = None) -> Schedule:
