@@ -250,6 +250,7 @@ def _run_schedule(schedule: Schedule, backend: Any, workdir: str, totals: Totals
     if schedule.coordinator == "brokers":
         samples = (f"{len(history.commit_samples)} commit samples "
                    f"({numbers['commit_checks']} partition checks), "
+                   f"{numbers['stale_commits']} stale commits accepted, "
                    f"{numbers['forgotten']} acked messages forgotten by "
                    f"{len(history.restarts)} Tansu restarts, ")
     else:
@@ -509,3 +510,21 @@ def test_checker_tolerates_a_cut_off_member_that_gave_up_in_time() -> None:
     # Past its session (2.0 + 6.0 + 1.0), or without a blackout: a violation.
     assert any("double fetches" in v for v in check(history(9.5)))
     assert any("double fetches" in v for v in check(history(7.5, dark=False)))
+
+
+def test_checker_tolerates_a_stale_commit_only_where_a_member_reported() -> None:
+    def history(stale: bool) -> History:
+        h = History("t", 1, by_value=True, session_timeout=6.0)
+        h.commit_samples.append((1.0, 1.1, 0, {0: 50}))
+        h.commit_samples.append((4.0, 4.1, 0, {0: 220}))  # the next owner's
+        h.commit_samples.append((5.0, 5.1, 0, {0: 54}))  # a's, held in the network
+        h.add("a", {"ev": "commit", "s": 0.9, "t": 0.95, "o": {"0": 50}, "error": None})
+        h.add("a", {"ev": "commit", "s": 1.5, "t": 4.9, "o": {"0": 54}, "error": None})
+        if stale:
+            _listener(h, "a", 3.0, "lost", [0])
+        return h
+
+    assert check(history(stale=True)) == []
+    assert stats(history(stale=True))["stale_commits"] == 1
+    (back,) = check(history(stale=False))
+    assert "1 commits that went back" in back

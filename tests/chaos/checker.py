@@ -82,6 +82,18 @@ run belongs to a member that was dark when the later run began and whose
 run ended with its own ``on_partitions_lost`` within ``session_timeout`` +
 1 s of the darkness beginning (the member gave up by its own clock, as it
 must); the partition is then tainted like any loss.
+
+And one for another: Tansu accepts a commit of a generation that has ended
+(Apache Kafka refuses it with ILLEGAL_GENERATION). A member that sent a
+commit while it owned a partition, into a network that then held it past
+the member's loss of the partition, has that commit written late, over the
+next owner's: a *stale commit*. Members report each commit they send
+(``commit`` lines: sent, answered, offsets), so rule 8 tolerates a change
+between two reads where either offset is one a stale commit wrote (sent
+before that member's ``on_partitions_lost`` of the partition, answered
+without error after it), and the schedule's line counts them. The
+partition is tainted (it was lost), so the duplicates that follow are
+allowed.
 """
 
 import bisect
@@ -359,13 +371,30 @@ def _late_revokes(history: History, limit: int) -> List[str]:
             + "; ".join(found[:limit])]
 
 
+def stale_commits(history: History) -> List[Tuple[str, int, int, float, float]]:
+    """(member, partition, offset, sent, answered) of every stale commit (see the top)."""
+    found = []
+    for member, events in history.events.items():
+        lost = [(e["t"], set(e["ps"])) for e in events
+                if e["ev"] == "listener" and e["what"] == "lost"]
+        for e in events:
+            if e["ev"] != "commit" or e["error"] is not None:
+                continue
+            for p, offset in e["o"].items():
+                if any(e["s"] < t < e["t"] and int(p) in ps for t, ps in lost):
+                    found.append((member, int(p), offset, e["s"], e["t"]))
+    return found
+
+
 def _commit_regressions(history: History, limit: int) -> List[str]:
     found: List[str] = []
     last: Dict[Tuple[int, int], Tuple[float, int]] = {}
+    stale = {(p, offset) for _, p, offset, _, _ in stale_commits(history)}
     for _, t1, epoch, offsets in sorted(history.commit_samples):
         for p, c in sorted(offsets.items()):
             before = last.get((epoch, p))
-            if before is not None and (c is None or c < before[1]):
+            if before is not None and (c is None or c < before[1]) and not (
+                    (p, c) in stale or (p, before[1]) in stale):
                 found.append(f"partition {p} (epoch {epoch}): committed {before[1]} at "
                              f"{before[0]:.3f}, then {c} at {t1:.3f}")
             if c is not None:
@@ -467,6 +496,7 @@ def stats(history: History) -> Dict[str, Any]:
     return {
         "owner_checks": owner_checks,
         "commit_checks": commit_checks,
+        "stale_commits": len(stale_commits(history)),
         "forgotten": len(history.forgotten()),
         "handoffs": len(gaps),
         "min_gap": min(gaps) if gaps else None,

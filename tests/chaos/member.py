@@ -49,6 +49,9 @@ different members):
   (``leader``: this member leads its broker group now);
 * ``{"ev": "listener", "what", "ps"}`` for each listener call
   (``assigned``, ``revoked``, ``lost``);
+* ``{"ev": "commit", "t", "s", "o", "error"}`` for each commit the group
+  sent at ``s`` and that was answered (or failed) at ``t``: ``o`` maps
+  partitions to offsets, ``error`` is the failure's type or null;
 * ``{"ev": "error", "type", "msg"}`` for each typed error ``consume()``
   raised (the loop carries on);
 * ``{"ev": "log", "level", "name", "msg"}`` for every log record at INFO or
@@ -276,6 +279,29 @@ class Member:
             else:
                 emit("error", type="HarnessError", msg=f"unknown command {line!r}")
 
+    def watch_commits(self) -> None:
+        """Report every commit the group sends (``commit``: when sent, when
+        answered, the offsets, the error if any).
+
+        An observation only, through the consumer's private offsets object
+        (kiel logs no commits): the checker needs to know which member's
+        commit wrote an offset it reads (see the checker's stale commits).
+        """
+        offsets = self.consumer._offsets
+        original = offsets.commit
+
+        async def commit(wanted: Dict[TopicPartition, int], metadata: str = "") -> None:
+            sent = time.monotonic()
+            o = {str(tp.partition): v for tp, v in wanted.items()}
+            try:
+                await original(wanted, metadata)
+            except BaseException as e:
+                emit("commit", s=sent, o=o, error=type(e).__name__)
+                raise
+            emit("commit", s=sent, o=o, error=None)
+
+        offsets.commit = commit  # type: ignore[method-assign]
+
     def dump_tasks(self) -> None:
         """Report every task's stack (SIGUSR1: the harness asks when close() hangs)."""
         stacks = []
@@ -313,6 +339,7 @@ class Member:
 
     async def run(self) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, self.dump_tasks)
+        self.watch_commits()
         routed = None
         if self.brokers:
             host, port = self.config["route"]
