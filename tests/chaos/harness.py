@@ -79,6 +79,8 @@ SETTLE_BOUND = {"zookeeper": 30.0, "brokers": 60.0}
 HEARTBEAT_INTERVAL = 1.0
 #: Brokers mode: seconds between two reads of the committed offsets.
 COMMIT_SAMPLE_PERIOD = 0.2
+#: Brokers mode: pad messages beyond the old log's last acknowledged offset.
+PAD_MARGIN = 100
 #: Brokers mode: before a Tansu restart, seconds to wait for the group to
 #: process what was acknowledged (memory storage: the restart forgets the
 #: log, so what is still unprocessed then can never be).
@@ -478,6 +480,8 @@ class Runner:
         self.epoch = 0
         #: ... and whether a restart is under way (proxies held dark).
         self.restarting = False
+        #: Brokers mode: where the pad of the current epoch ends, per partition.
+        self._pad_ends: Dict[int, int] = {}
 
     def problem(self, message: str) -> None:
         """Record a violation the harness measured."""
@@ -759,8 +763,15 @@ class Runner:
           before the stop until the topic exists again: Tansu creates any
           topic a Metadata request names, with one partition, so a member
           asking first would make the wrong topic;
-        * the restored proxies start a new *epoch*: the checker compares
-          commits within an epoch, and offsets restart at 0 in the new log.
+        * the new topic starts a new *epoch*: the checker compares commits
+          within an epoch;
+        * before the members are let back, each partition of the new log is
+          padded (through the shared proxy, restored first) past the end of
+          the old one with ``pad`` messages, which members finish without
+          reporting: a durable log never gives an offset twice, and without
+          the padding a member's position or commit from the old log would
+          skip the new log's first messages (a loss no durable broker
+          causes).
         """
         loop = asyncio.get_running_loop()
         backend = self.backend
@@ -779,8 +790,12 @@ class Runner:
             await loop.run_in_executor(None, backend.broker.start)
             await loop.run_in_executor(None, backend.create_topic, self.topic,
                                        self.schedule.partitions)
-        finally:
             self.epoch += 1
+            await loop.run_in_executor(None, backend.shared.restore)
+            await self._pad(self.epoch - 1)
+        finally:
+            if self.epoch == len(self.history.restarts):
+                self.epoch += 1  # the restart failed half-way: a new epoch all the same
             now = time.monotonic()
             for proxy in proxies:
                 owner = next((m for m in self.members if proxy in m.proxies), None)
@@ -791,6 +806,28 @@ class Runner:
                     await loop.run_in_executor(None, proxy.restore)
             self.history.restarts.append((dark, time.monotonic()))
             self.restarting = False
+
+    async def _pad(self, old: int) -> None:
+        """Fill each partition of the new log past where epoch ``old``'s ended."""
+        ends: Dict[int, int] = {}
+        for (p, _), (epoch, offset) in self.history.acked_at.items():
+            if epoch == old:
+                ends[p] = max(ends.get(p, 0), offset + 1)
+        for p, end in self._pad_ends.items():
+            ends[p] = max(ends.get(p, 0), end)
+        self._pad_ends = {}
+        producer = Producer(self.backend.bootstrap, linger=0.005)
+        await asyncio.wait_for(producer.connect(), 30.0)
+        try:
+            for p in range(self.schedule.partitions):
+                # Unacknowledged sends may have landed past the last ack.
+                count = ends.get(p, 0) + PAD_MARGIN
+                results = await asyncio.wait_for(asyncio.gather(
+                    *(producer.produce(self.topic, b"pad", partition=p) for _ in range(count))
+                ), 60.0)
+                self._pad_ends[p] = max(r.offset for r in results) + 1
+        finally:
+            await asyncio.wait_for(producer.close(), 30.0)
 
     # -- load and sampling ----------------------------------------------------
 
