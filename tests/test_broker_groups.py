@@ -947,3 +947,74 @@ def test_max_poll_interval_counts_from_when_connect_returns(tansu_broker: Any) -
             await c.close()
 
     run(main(), timeout=120)
+
+
+class TimedRecorder(Recorder):
+    """A Recorder that also notes when each call came (the loop's clock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: List[float] = []
+
+    async def on_partitions_revoked(self, revoked: List[TP]) -> None:
+        self.times.append(asyncio.get_running_loop().time())
+        await super().on_partitions_revoked(revoked)
+
+    def on_partitions_assigned(self, assigned: List[TP]) -> None:
+        self.times.append(asyncio.get_running_loop().time())
+        super().on_partitions_assigned(assigned)
+
+    def on_partitions_lost(self, lost: List[TP]) -> None:
+        self.times.append(asyncio.get_running_loop().time())
+        super().on_partitions_lost(lost)
+
+
+@pytest.mark.slow
+def test_a_revocation_the_group_did_not_wait_for_is_a_loss(tansu_broker: Any) -> None:
+    # Found by the chaos suite's brokers mode (seed 10): a member whose
+    # application held records through a rebalance revoked them (listener
+    # and commit) only when the application asked again, after the
+    # coordinator had completed the next generation without it and another
+    # member was fetching them. The group did not wait (Tansu never waits for
+    # a member's rejoin; Apache Kafka waits max_poll_interval): they were
+    # lost, and the member hears so at its next heartbeat (ILLEGAL_GENERATION).
+    topic = tansu_broker.create_topic(unique("slowhands"), 4)
+    other = tansu_broker.create_topic(unique("other"), 1)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 4)
+
+    async def main() -> None:
+        # The leader reads another topic, so the slow member (a follower:
+        # Tansu waits for a leader) holds every partition of this one, and the
+        # next member necessarily takes some of them.
+        leader = await Loop(member(bootstrap, group, [other])).start()
+        listener = TimedRecorder()
+        slow = member(bootstrap, group, [topic], listener=listener, max_poll_interval=6.0)
+        await slow.connect()
+        assert set(slow.assignment()) == expected and not slow.metrics().leader
+        await produce(bootstrap, topic, 200)
+        got: List[Any] = []
+        while not got:
+            got = await slow.consume()  # held: auto_finish finishes them at the next call
+        c = await Loop(member(bootstrap, group, [topic])).start()
+        # The group moved on without the slow member, which still revokes.
+        assert c.assignment() and c.assignment() <= expected
+        moved = asyncio.get_running_loop().time()
+        await asyncio.sleep(3 * FAST["heartbeat_interval"])
+        assert slow.metrics().group_state == "REVOKING" and len(listener.events) == 1
+        # The application asks again (the records were handed to this task:
+        # its next call finishes them): the revocation goes on, and must not
+        # call the hand-off graceful (nor commit under a generation that is gone).
+        await slow.consume()
+        loop = Loop(slow)
+        loop.task = asyncio.ensure_future(loop._run())
+        await until(lambda: len(listener.events) > 1, timeout=SETTLE,
+                    what="the slow member's revocation ended")
+        what, tps = listener.events[1]
+        assert (what, tps) == ("lost", sorted(expected)), (listener.events, listener.times,
+                                                           moved)
+        await settled([c.assignment, loop.assignment], expected, "the slow member back")
+        await asyncio.gather(loop.stop(), leader.stop(), c.stop())
+
+    run(main(), timeout=240)

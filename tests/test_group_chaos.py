@@ -11,50 +11,101 @@ owner znode, every acknowledged message processed (exactly once where the
 partition only moved gracefully), convergence within the session timeout +
 10 s of the last fault, the drain, and a bounded, quiet ``close()``.
 
+The brokers mode runs the same kind of schedules against a group the
+brokers coordinate, on Tansu (``generate_brokers``): 3-4 members, each
+behind its own fault proxy in front of the broker (which is the
+coordinator), producer traffic throughout, and 2-3 faults drawn from cuts,
+blackouts shorter and longer than the session, Tansu restarts (memory
+storage: it forgets everything, see :mod:`tests.chaos.checker`), SIGKILL
+with a replacement, graceful leave and join, slow revocations and
+``max_poll_interval`` expiries. Its checker swaps the owner-znode rule for
+two on the committed offsets (never back, never ahead of processing).
+
 Environment:
 
-* ``KIEL_CHAOS_SEED=<n>`` runs (replays) that one schedule;
-* ``KIEL_CHAOS_SCHEDULES=<k>`` runs k schedules (default 20) with seeds
-  ``base .. base+k-1``; ``KIEL_CHAOS_BASE=<n>`` fixes the base (default:
-  random, printed).
+* ``KIEL_CHAOS_SEED=<n>`` runs (replays) that one schedule (in each mode run);
+* ``KIEL_CHAOS_SCHEDULES=<k>`` runs k ZooKeeper schedules (default 20) with
+  seeds ``base .. base+k-1``; ``KIEL_CHAOS_BASE=<n>`` fixes the base
+  (default: random, printed);
+* ``KIEL_CHAOS_BROKER_SCHEDULES=<k>`` runs k brokers-mode schedules from the
+  same base instead of the fixed :data:`BROKER_SEEDS` (which CI runs: a
+  Tansu rebalance takes 4-6 s, so each schedule takes about a minute);
+* ``KIEL_CHAOS_MODE=zookeeper`` or ``brokers`` runs one mode only;
+* ``KIEL_CHAOS_ALLOCATOR=<name>`` forces the brokers-mode assignor (default:
+  each seed draws one of the eager ones).
 
 Every schedule prints its seed and description; the totals (schedules,
 faults by kind, violations, convergence p50/max, close times) are printed
-at the end of the module.
+at the end of the module, one set per mode.
 """
 
 import os
 import random
 import statistics
 import time
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
 from tests.chaos.checker import History, check, stats
-from tests.chaos.harness import Backend, Runner
-from tests.chaos.schedule import KINDS, generate
+from tests.chaos.harness import Backend, Runner, TansuBackend
+from tests.chaos.schedule import (
+    BROKER_KINDS,
+    KINDS,
+    MAX_MEMBERS,
+    MIN_MEMBERS,
+    ZK_KINDS,
+    Schedule,
+    generate,
+    generate_brokers,
+)
 from tests.conftest import run
 
-pytestmark = pytest.mark.zookeeper
+#: The brokers-mode seeds CI runs: together they inject every brokers-mode
+#: fault kind (checked below), in about four minutes.
+BROKER_SEEDS = (2, 3, 12, 23, 25)
+#: The brokers-mode assignors CI runs each seed with (``None``: the seed's
+#: draw among the eager ones). A cooperative assignor is one more entry.
+BROKER_ALLOCATORS: Tuple[Optional[str], ...] = (None,)
+
+BASE = int(os.environ.get("KIEL_CHAOS_BASE") or random.SystemRandom().randrange(10**6))
+MODES = {os.environ.get("KIEL_CHAOS_MODE") or "zookeeper",
+         os.environ.get("KIEL_CHAOS_MODE") or "brokers"}
 
 
 def _seeds() -> List[int]:
+    if "zookeeper" not in MODES:
+        return []
     if os.environ.get("KIEL_CHAOS_SEED"):
         return [int(os.environ["KIEL_CHAOS_SEED"])]
     count = int(os.environ.get("KIEL_CHAOS_SCHEDULES", "20"))
-    base = int(os.environ.get("KIEL_CHAOS_BASE") or random.SystemRandom().randrange(10**6))
-    return [base + i for i in range(count)]
+    return [BASE + i for i in range(count)]
+
+
+def _broker_runs() -> List[Tuple[Optional[str], int]]:
+    if "brokers" not in MODES:
+        return []
+    if os.environ.get("KIEL_CHAOS_SEED"):
+        seeds: Sequence[int] = [int(os.environ["KIEL_CHAOS_SEED"])]
+    elif os.environ.get("KIEL_CHAOS_BROKER_SCHEDULES"):
+        seeds = [BASE + i for i in range(int(os.environ["KIEL_CHAOS_BROKER_SCHEDULES"]))]
+    else:
+        seeds = BROKER_SEEDS
+    forced = os.environ.get("KIEL_CHAOS_ALLOCATOR")
+    allocators = (forced,) if forced else BROKER_ALLOCATORS
+    return [(a, s) for a in allocators for s in seeds]
 
 
 SEEDS = _seeds()
+BROKER_RUNS = _broker_runs()
 
 
 class Totals:
     """What the module's schedules did, for the summary at the end."""
 
-    def __init__(self, write: Any) -> None:
+    def __init__(self, write: Any, label: str = "chaos") -> None:
         self.write = write
+        self.label = label
         self.schedules = 0
         self.counts: Dict[str, int] = {}
         self.violations: List[str] = []
@@ -66,17 +117,19 @@ class Totals:
     def summary(self) -> List[str]:
         kinds = ", ".join(f"{k} {self.counts[k]}" for k in (*KINDS, "close_blackout")
                           if self.counts.get(k))
-        lines = [f"\nchaos totals: {self.schedules} schedules, {sum(self.seconds):.0f} s, "
+        label = self.label
+        lines = [f"\n{label} totals: {self.schedules} schedules, {sum(self.seconds):.0f} s, "
                  f"{self.handoffs} hand-offs checked; faults: {kinds or 'none'}",
-                 f"chaos totals: {len(self.violations)} schedules with violations"
+                 f"{label} totals: {len(self.violations)} schedules with violations"
                  + "".join(f"\n  {v}" for v in self.violations)]
         if self.convergence:
             lines.append(
-                f"chaos totals: convergence after the last fault p50 "
+                f"{label} totals: convergence after the last fault p50 "
                 f"{statistics.median(self.convergence):.2f} s, max {max(self.convergence):.2f} s"
             )
         if self.close_times:
-            lines.append(f"chaos totals: close() p50 {statistics.median(self.close_times):.2f} s, "
+            lines.append(f"{label} totals: close() p50 "
+                         f"{statistics.median(self.close_times):.2f} s, "
                          f"max {max(self.close_times):.2f} s")
         return lines
 
@@ -100,6 +153,16 @@ def chaos_totals(request: pytest.FixtureRequest) -> Iterator[Totals]:
     totals = Totals(_writer(request))
     totals.write(f"chaos seeds: {SEEDS[0]}..{SEEDS[-1]} "
                  f"(replay one with KIEL_CHAOS_SEED=<seed>)")
+    yield totals
+    for line in totals.summary():
+        totals.write(line)
+
+
+@pytest.fixture(scope="module")
+def broker_totals(request: pytest.FixtureRequest) -> Iterator[Totals]:
+    totals = Totals(_writer(request), "chaos (brokers)")
+    totals.write(f"chaos (brokers) runs: {BROKER_RUNS} "
+                 f"(replay one with KIEL_CHAOS_MODE=brokers KIEL_CHAOS_SEED=<seed>)")
     yield totals
     for line in totals.summary():
         totals.write(line)
@@ -133,7 +196,19 @@ def chaos_ensemble() -> Iterator[Backend]:
             backend.close()
 
 
+@pytest.fixture(scope="module")
+def chaos_tansu() -> Iterator[TansuBackend]:
+    """One Tansu broker behind its shared proxy, for every brokers-mode schedule."""
+    backend = TansuBackend()
+    backend.start()
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
 @pytest.mark.slow
+@pytest.mark.zookeeper
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
 def test_random_fault_schedule(seed: int, request: pytest.FixtureRequest, tmp_path: Any,
                                chaos_totals: Totals) -> None:
@@ -141,35 +216,57 @@ def test_random_fault_schedule(seed: int, request: pytest.FixtureRequest, tmp_pa
     backend: Backend = request.getfixturevalue(
         "chaos_ensemble" if schedule.ensemble else "chaos_standalone"
     )
-    backend.zookeeper.heal()
-    backend.cluster.heal()
-    chaos_totals.write(f"\nchaos {schedule.describe()}")
+    _run_schedule(schedule, backend, str(tmp_path), chaos_totals)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allocator,seed", BROKER_RUNS,
+                         ids=[f"{a or 'drawn'}-seed{s}" for a, s in BROKER_RUNS])
+def test_random_fault_schedule_on_brokers(allocator: Optional[str], seed: int, tmp_path: Any,
+                                          chaos_tansu: TansuBackend,
+                                          broker_totals: Totals) -> None:
+    _run_schedule(generate_brokers(seed, allocator), chaos_tansu, str(tmp_path), broker_totals)
+
+
+def _run_schedule(schedule: Schedule, backend: Any, workdir: str, totals: Totals) -> None:
+    """Run one schedule, check it, write its line, and fail on any violation."""
+    seed = schedule.seed
+    backend.heal()
+    totals.write(f"\nchaos {schedule.describe()}")
     started = time.monotonic()
-    runner = Runner(schedule, backend, str(tmp_path), chaos_totals.counts)
+    runner = Runner(schedule, backend, workdir, totals.counts)
     history = run(runner.run(), timeout=240)
     took = time.monotonic() - started
     violations = check(history)
-    chaos_totals.schedules += 1
-    chaos_totals.seconds.append(took)
-    chaos_totals.close_times.extend(runner.close_times)
+    totals.schedules += 1
+    totals.seconds.append(took)
+    totals.close_times.extend(runner.close_times)
     if history.convergence is not None:
-        chaos_totals.convergence.append(history.convergence)
+        totals.convergence.append(history.convergence)
     convergence = "never" if history.convergence is None else f"{history.convergence:.2f} s"
     numbers = stats(history)
     gap = "-" if numbers["min_gap"] is None else f"{numbers['min_gap'] * 1000:.0f} ms"
-    chaos_totals.handoffs += numbers["handoffs"]
-    chaos_totals.write(
+    totals.handoffs += numbers["handoffs"]
+    if schedule.coordinator == "brokers":
+        samples = (f"{len(history.commit_samples)} commit samples "
+                   f"({numbers['commit_checks']} partition checks), "
+                   f"{numbers['stale_commits']} stale commits accepted, "
+                   f"{numbers['forgotten']} acked messages forgotten by "
+                   f"{len(history.restarts)} Tansu restarts, ")
+    else:
+        samples = (f"{len(history.owner_samples)} owner samples "
+                   f"({numbers['owner_checks']} partition checks), ")
+    totals.write(
         f"chaos seed={seed}: {took:.1f} s, {len(history.acked)} acked, "
         f"{sum(history.processed().values())} processed ({numbers['twice']} twice, on "
         f"{numbers['tainted']} tainted partitions; {numbers['checked']} held to exactly-once), "
         f"{numbers['handoffs']} hand-offs (shortest gap {gap}), converged {convergence} after "
-        f"the last fault, {len(history.owner_samples)} owner samples "
-        f"({numbers['owner_checks']} partition checks), "
+        f"the last fault, {samples}"
         f"{len(violations)} violations"
     )
     if violations:
-        chaos_totals.violations.append(f"seed={seed} [{schedule.describe()}]: "
-                                       + " | ".join(violations))
+        totals.violations.append(f"seed={seed} [{schedule.describe()}]: "
+                                 + " | ".join(violations))
     assert not violations, (f"seed {seed} ({schedule.describe()}) violated:\n"
                             + "\n".join(violations))
 
@@ -304,7 +401,7 @@ def test_schedules_are_a_function_of_the_seed() -> None:
     drawn = [generate(seed) for seed in range(200)]
     assert len({s.describe() for s in drawn}) > 150
     kinds = {f.kind for s in drawn for f in s.faults}
-    assert kinds == set(KINDS)
+    assert kinds == set(ZK_KINDS)
     for s in drawn:
         assert 3 <= s.members <= 5 and 12 <= s.partitions <= 48
         assert 4.0 <= s.session_timeout <= 6.0
@@ -312,3 +409,122 @@ def test_schedules_are_a_function_of_the_seed() -> None:
         assert ("zk_restart" in {f.kind for f in s.faults}) <= (not s.ensemble)
     assert any(s.close_blackout for s in drawn) and any(s.ensemble for s in drawn)
 
+
+
+def test_brokers_mode_schedules() -> None:
+    assert generate_brokers(7) == generate_brokers(7)
+    assert generate_brokers(7, "cooperative-sticky").allocator == "cooperative-sticky"
+    drawn = [generate_brokers(seed) for seed in range(200)]
+    assert {f.kind for s in drawn for f in s.faults} == set(BROKER_KINDS)
+    for s in drawn:
+        assert s.coordinator == "brokers" and not s.ensemble
+        assert 3 <= s.members <= 4 and s.max_poll_interval > 0
+        for f in s.faults:
+            if f.kind == "long_blackout":
+                assert f.duration > s.session_timeout
+            elif f.kind == "blackout":
+                assert f.duration < s.session_timeout
+            elif f.kind == "poll_expiry":
+                assert f.duration > s.max_poll_interval
+    # The fixed seeds CI runs inject every brokers-mode kind between them (as
+    # the harness turns a leave at the fewest members into a join, and back).
+    fixed = set()
+    for seed in BROKER_SEEDS:
+        schedule = generate_brokers(seed)
+        live = schedule.members
+        for f in schedule.faults:
+            kind = f.kind
+            if kind == "leave" and live <= MIN_MEMBERS:
+                kind = "join"
+            elif kind == "join" and live >= MAX_MEMBERS:
+                kind = "leave"
+            live += {"join": 1, "leave": -1}.get(kind, 0)
+            fixed.add(kind)
+    assert fixed == set(BROKER_KINDS), set(BROKER_KINDS) - fixed
+
+
+def test_checker_judges_commits_within_an_epoch() -> None:
+    h = History("t", 2, by_value=True, session_timeout=6.0)
+    for n, (p, o) in enumerate([(0, 0), (0, 1), (0, 2)]):
+        h.acked[(p, n)] = str(n)
+        h.acked_at[(p, n)] = (0, o)
+    h.add("a", {"ev": "recs", "t": 1.0, "r": [[0, 0, "0"], [0, 1, "1"]]})
+    h.add("a", {"ev": "recs", "t": 3.0, "r": [[0, 2, "2"]]})
+    h.commit_samples.append((1.5, 1.6, 0, {0: 2, 1: None}))
+    assert check(h) == []
+    # Ahead: offset 3 committed at 2.1, but offset 2 was processed only at 3.0.
+    h.commit_samples.append((2.0, 2.1, 0, {0: 3, 1: None}))
+    (ahead,) = check(h)
+    assert "1 commits ahead of processing" in ahead and "offset 2 (message 2)" in ahead
+    h.commit_samples.pop()
+    # Back: 2, then 1 in the same epoch.
+    h.commit_samples.append((4.0, 4.1, 0, {0: 1, 1: None}))
+    (back,) = check(h)
+    assert "1 commits that went back" in back
+    # After a restart (epoch 1) the log and the offsets start again: no regression.
+    h.commit_samples.pop()
+    h.restarts.append((5.0, 6.0))
+    h.commit_samples.append((7.0, 7.1, 1, {0: None, 1: None}))
+    assert check(h) == []
+
+
+def test_checker_counts_what_a_restart_forgot_and_tolerates_its_orphans() -> None:
+    h = History("t", 2, by_value=True, session_timeout=6.0)
+    for n, (p, o, epoch) in enumerate([(0, 0, 0), (0, 1, 0), (0, 0, 1)]):
+        h.acked[(p, n)] = str(n)
+        h.acked_at[(p, n)] = (epoch, o)
+    h.restarts.append((2.0, 3.0))
+    _fetching(h, "a", 1.0, 0.99, [0])
+    _fetching(h, "a", 6.0, 5.99, [])  # went on fetching until it heard, within the session
+    _fetching(h, "b", 4.0, 3.99, [0])  # the new generation's owner
+    h.add("a", {"ev": "recs", "t": 1.5, "r": [[0, 0, "0"]]})
+    h.add("b", {"ev": "recs", "t": 4.5, "r": [[0, 0, "2"]]})
+    # Message 1 died with the first log; partition 0 was fetched at the restart.
+    assert check(h) == []
+    assert h.forgotten() == {(0, 1)} and 0 in h.tainted()
+    # A message of the last epoch unprocessed is missing, as ever.
+    h.acked[(0, 9)] = "9"
+    h.acked_at[(0, 9)] = (1, 1)
+    assert any("1 acknowledged messages never processed" in v for v in check(h))
+    # An orphan that fetched past its session is a double fetch.
+    h2 = History("t", 2, by_value=True, session_timeout=6.0)
+    h2.restarts.append((2.0, 3.0))
+    _fetching(h2, "a", 1.0, 0.99, [0])
+    _fetching(h2, "a", 9.5, 9.49, [])
+    _fetching(h2, "b", 4.0, 3.99, [0])
+    assert any("double fetches" in v for v in check(h2))
+
+
+def test_checker_tolerates_a_cut_off_member_that_gave_up_in_time() -> None:
+    def history(lost_at: float, dark: bool = True) -> History:
+        h = History("t", 2, by_value=True, session_timeout=6.0)
+        if dark:
+            h.dark.append(("a", 2.0, 11.0))
+        _fetching(h, "a", 1.0, 0.99, [0])
+        _fetching(h, "a", lost_at, lost_at - 0.01, [])
+        _listener(h, "a", lost_at - 0.01, "lost", [0])
+        _fetching(h, "b", 5.0, 4.99, [0])  # Tansu did not wait for a's session
+        return h
+
+    assert check(history(7.5)) == []
+    # Past its session (2.0 + 6.0 + 1.0), or without a blackout: a violation.
+    assert any("double fetches" in v for v in check(history(9.5)))
+    assert any("double fetches" in v for v in check(history(7.5, dark=False)))
+
+
+def test_checker_tolerates_a_stale_commit_only_where_a_member_reported() -> None:
+    def history(stale: bool) -> History:
+        h = History("t", 1, by_value=True, session_timeout=6.0)
+        h.commit_samples.append((1.0, 1.1, 0, {0: 50}))
+        h.commit_samples.append((4.0, 4.1, 0, {0: 220}))  # the next owner's
+        h.commit_samples.append((5.0, 5.1, 0, {0: 54}))  # a's, held in the network
+        h.add("a", {"ev": "commit", "s": 0.9, "t": 0.95, "o": {"0": 50}, "error": None})
+        h.add("a", {"ev": "commit", "s": 1.5, "t": 4.9, "o": {"0": 54}, "error": None})
+        if stale:
+            _listener(h, "a", 3.0, "lost", [0])
+        return h
+
+    assert check(history(stale=True)) == []
+    assert stats(history(stale=True))["stale_commits"] == 1
+    (back,) = check(history(stale=False))
+    assert "1 commits that went back" in back

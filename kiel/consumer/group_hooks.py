@@ -145,6 +145,17 @@ class ConsumerHooks(PartitionHooks):
                 "revoke_timeout: %s still in the application's hands; the next owner "
                 "gets them again", held,
             )
+        if not commits.may_commit():
+            # The group moved on while the application finished its records
+            # (a coordinator that did not wait for this member, a session or
+            # a connection gone meanwhile): another member may own them now,
+            # so they are lost, not revoked, and nothing is committed.
+            log.warning("%s may belong to another member now (the group moved on while "
+                        "they were being revoked): lost, not revoked", tps)
+            for tp in tps:
+                commits.forget(tp)
+            await self._listen("on_partitions_lost", tps)
+            return
         try:
             await self._listen("on_partitions_revoked", tps)
         finally:

@@ -197,6 +197,8 @@ class BrokerMembership:
         self._handing_back = False
         #: The last error a join attempt met (said when the first join times out).
         self._last_error: Optional[KielError] = None
+        #: When the revocation under way began (``None``: none is).
+        self._revoking_since: Optional[float] = None
 
     # ------------------------------------------------------------------
     # Membership
@@ -208,8 +210,22 @@ class BrokerMembership:
         kept, under the generation it was assigned in (its commits carry
         that one until the next SyncGroup): it commits them as it hands them
         back, and the coordinator refuses the commit if that generation is over.
+
+        A revocation that has lasted ``max_poll_interval`` (the rebalance
+        timeout this member gave in JoinGroup) less one heartbeat interval
+        (the rebalance may have begun that much before this member heard of
+        it) may no longer commit: the coordinator waits that long at most
+        for the member to join again, then forms the generation without it,
+        and another member may be fetching its partitions already. (Tansu
+        0.6.0 does not wait even that long, and says nothing: its
+        heartbeats answer REBALANCE_IN_PROGRESS meanwhile.)
         """
-        if not self.session.live(_now()):
+        now = _now()
+        if not self.session.live(now):
+            return False
+        if self._revoking_since is not None and (
+                now - self._revoking_since
+                >= self.settings.max_poll_interval - self.settings.heartbeat_interval):
             return False
         if self.state in ("STABLE", "REVOKING"):
             return self.generation >= 0
@@ -314,6 +330,7 @@ class BrokerMembership:
         if not tps:
             return
         self._moving = tps
+        self._revoking_since = _now()
         try:
             if self.may_commit():
                 await self.hooks.revoked(tps)
@@ -321,6 +338,7 @@ class BrokerMembership:
                 await self.hooks.lost(tps)
         finally:
             self._moving = []
+            self._revoking_since = None
 
     async def _hand_back(self) -> None:
         # What a cancelled rebalance was moving goes back too.

@@ -10,7 +10,9 @@ checker. The parts:
   (pure: no I/O, tested on hand-made histories).
 * :mod:`tests.chaos.harness`: runs one schedule against real ZooKeeper and
   the embedded brokers (member processes, fault proxies, the producer, the
-  owner-znode sampler) and fills a history.
+  owner-znode sampler), or, in the brokers mode, against a group Tansu
+  coordinates (one proxy per member in front of the broker, a sampler of
+  the committed offsets), and fills a history.
 
 ``tests/test_group_chaos.py`` drives it; ``docs/guides/testing_faults.rst``
 ("A randomized suite for groups") says how to run, replay and read it.

@@ -39,10 +39,65 @@ schedule runs, and :func:`check` reads it afterwards. The checker's rules:
    partition moves.
 7. **Liveness and close** are measured by the harness while it runs and
    land here as ``problems``: convergence within the session timeout + 10 s
-   of the last fault, the drain, ``close()`` within 30 s, the process
-   exiting, and nothing logged after ``close()`` returned.
+   of the last fault (+ 25 s on Tansu), the drain, ``close()`` within 30 s,
+   the process exiting, and nothing logged after ``close()`` returned.
+
+A group the brokers coordinate (the brokers mode, on Tansu) has no owner
+znodes: rule 2 is replaced by two rules on the committed offsets, which
+the harness reads from outside the group five times a second:
+
+8. **Commits never regress.** Within one *epoch* (see below) a partition's
+   committed offset never goes down, nor disappears.
+9. **Commits never run ahead of processing.** When a read found offset
+   ``c`` committed, every acknowledged message of that partition and epoch
+   below ``c`` had been reported processed before the read ended.
+
+Tansu's storage is in memory, so a Tansu restart forgets the log, the
+topic, the group and its offsets; the harness holds every client dark until
+the topic exists again, and starts a new *epoch*. How the rules treat it:
+
+* messages are keyed by their value (unique), since offsets start at 0
+  again in each epoch; the epoch and offset of each acknowledgement are
+  kept for rule 9 (the harness pads the new log past the old one's end,
+  so no old position or commit lands on a new message);
+* rules 8 and 9 compare commits within an epoch only: the first commits of
+  a new epoch are judged by rule 9 alone (one carried over from the old log
+  would run ahead of the new one);
+* an acknowledged message that no member processed before the restart that
+  ended its epoch died with that log: it is counted as *forgotten*, not
+  missing (the harness first waits for the group to drain);
+* a restart forgets the group: members find out at their next heartbeat,
+  and until then (at most their session timeout) may still fetch what a new
+  generation gave to another. A run in progress when Tansu went dark that
+  ends within ``session_timeout`` + 1 s may overlap a run that began after
+  (rule 1), and every partition fetched at the restart is *tainted*
+  (rules 4 and 6), like one reported lost.
+
+One more allowance in the brokers mode, for a Tansu quirk: Tansu forms the
+next generation without waiting for members that have not joined it again
+(Apache Kafka waits up to their rebalance timeout, ``max_poll_interval``,
+which the schedules keep above the session), so a member whose network is
+blacked out may still be fetching, within its session, what the new
+generation gave another. Rule 1 tolerates such an overlap when the earlier
+run belongs to a member that was dark when the later run began and whose
+run ended with its own ``on_partitions_lost`` within ``session_timeout`` +
+1 s of the darkness beginning (the member gave up by its own clock, as it
+must); the partition is then tainted like any loss.
+
+And one for another: Tansu accepts a commit of a generation that has ended
+(Apache Kafka refuses it with ILLEGAL_GENERATION). A member that sent a
+commit while it owned a partition, into a network that then held it past
+the member's loss of the partition, has that commit written late, over the
+next owner's: a *stale commit*. Members report each commit they send
+(``commit`` lines: sent, answered, offsets), so rule 8 tolerates a change
+between two reads where either offset is one a stale commit wrote (sent
+before that member's ``on_partitions_lost`` of the partition, answered
+without error after it), and the schedule's line counts them. The
+partition is tainted (it was lost), so the duplicates that follow are
+allowed.
 """
 
+import bisect
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 #: (start, end) seconds on the monotonic clock.
@@ -57,12 +112,26 @@ class History:
         partitions: its partition count.
     """
 
-    def __init__(self, topic: str, partitions: int) -> None:
+    def __init__(self, topic: str, partitions: int, by_value: bool = False,
+                 session_timeout: float = 0.0) -> None:
         self.topic = topic
         self.partitions = partitions
+        #: Key messages by (partition, value) instead of (partition, offset):
+        #: the brokers mode, where a restart starts the offsets again.
+        self.by_value = by_value
+        self.session_timeout = session_timeout
+        #: Brokers mode: key -> (epoch, offset) of every acknowledgement.
+        self.acked_at: Dict[Tuple[int, int], Tuple[int, int]] = {}
+        #: Brokers mode: (t0, t1, epoch, {partition: committed offset or None}).
+        self.commit_samples: List[Tuple[float, float, int, Dict[int, Optional[int]]]] = []
+        #: Brokers mode: (went dark, restored) of every Tansu restart; the
+        #: epoch after the i-th restart is i + 1.
+        self.restarts: List[Tuple[float, float]] = []
+        #: (member, start, end) of every blackout of one member's network.
+        self.dark: List[Tuple[str, float, float]] = []
         #: Each member's report lines, in the order it wrote them.
         self.events: Dict[str, List[Dict[str, Any]]] = {}
-        #: (partition, offset) -> value, for every acknowledged message.
+        #: (partition, offset) -> value, for every acknowledged message (see key()).
         self.acked: Dict[Tuple[int, int], str] = {}
         #: (t0, t1, {partition: member id or None}) samples of the owner znodes.
         self.owner_samples: List[Tuple[float, float, Dict[int, Optional[str]]]] = []
@@ -78,6 +147,10 @@ class History:
     def add(self, member: str, event: Dict[str, Any]) -> None:
         """Record one report line of ``member``."""
         self.events.setdefault(member, []).append(event)
+
+    def key(self, partition: int, offset: int, value: str) -> Tuple[int, int]:
+        """A message's identity: (partition, offset), or (partition, value) by value."""
+        return (partition, int(value)) if self.by_value else (partition, offset)
 
     # -- derived views -----------------------------------------------------
 
@@ -106,9 +179,28 @@ class History:
         for events in self.events.values():
             for e in events:
                 if e["ev"] == "recs":
-                    for p, o, _ in e["r"]:
-                        counts[(p, o)] = counts.get((p, o), 0) + 1
+                    for p, o, v in e["r"]:
+                        k = self.key(p, o, v)
+                        counts[k] = counts.get(k, 0) + 1
         return counts
+
+    def first_processed(self) -> Dict[Tuple[int, int], float]:
+        """Message key -> when a member first reported it processed."""
+        first: Dict[Tuple[int, int], float] = {}
+        for events in self.events.values():
+            for e in events:
+                if e["ev"] == "recs":
+                    for p, o, v in e["r"]:
+                        k = self.key(p, o, v)
+                        first[k] = min(first.get(k, e.get("t", 0.0)), e.get("t", 0.0))
+        return first
+
+    def forgotten(self) -> Set[Tuple[int, int]]:
+        """Acknowledged messages a Tansu restart forgot before anyone processed them."""
+        final = len(self.restarts)
+        processed = self.processed()
+        return {k for k, (epoch, _) in self.acked_at.items()
+                if epoch < final and k not in processed}
 
     def tainted(self) -> Set[int]:
         """Partitions whose history holds a non-graceful move (rule 4)."""
@@ -117,6 +209,10 @@ class History:
             for e in events:
                 if e["ev"] == "listener" and e["what"] == "lost":
                     tainted.update(e["ps"])
+            for dark, _ in self.restarts:
+                for p, spans in self.runs(member).items():
+                    if any(s <= dark <= e for s, e in spans):
+                        tainted.add(p)
             if member in self.killed:
                 for e in events:
                     if e["ev"] == "owned":
@@ -157,10 +253,12 @@ def check(history: History, limit: int = 5) -> List[str]:
     """
     violations = list(history.problems)
     all_runs = {m: history.runs(m) for m in history.events}
-    violations += _double_fetches(all_runs, limit)
+    violations += _double_fetches(all_runs, limit, history)
     violations += _owner_mismatches(history, all_runs, limit)
+    violations += _commit_regressions(history, limit)
+    violations += _commits_ahead(history, limit)
     processed = history.processed()
-    missing = sorted(set(history.acked) - set(processed))
+    missing = sorted(set(history.acked) - set(processed) - history.forgotten())
     if missing:
         violations.append(
             f"{len(missing)} acknowledged messages never processed, e.g. "
@@ -178,7 +276,29 @@ def check(history: History, limit: int = 5) -> List[str]:
     return violations
 
 
-def _double_fetches(all_runs: Dict[str, Dict[int, List[Run]]], limit: int) -> List[str]:
+def _orphaned(history: History, first: Tuple[float, float], second: Tuple[float, float]) -> bool:
+    """A run in progress when Tansu went dark, ending within the session, and one begun after."""
+    bound = history.session_timeout + 1.0
+    return any(first[0] <= dark and first[1] <= dark + bound and second[0] > dark
+               for dark, _ in history.restarts)
+
+
+def _cut_off(history: History, member: str, partition: int, run: Run, later: float) -> bool:
+    """The run ended with the member's own loss, in time, while it was dark (see the top)."""
+    bound = history.session_timeout + 1.0
+    ended_lost = any(
+        e["ev"] == "listener" and e["what"] == "lost" and partition in e["ps"]
+        and run[1] - 0.1 <= e["t"] <= run[1] + 0.5
+        for e in history.events.get(member, [])
+    )
+    return ended_lost and any(
+        who == member and start <= later <= end and run[1] <= start + bound
+        for who, start, end in history.dark
+    )
+
+
+def _double_fetches(all_runs: Dict[str, Dict[int, List[Run]]], limit: int,
+                    history: Optional[History] = None) -> List[str]:
     by_partition: Dict[int, List[Tuple[float, float, str]]] = {}
     for member, runs in all_runs.items():
         for p, spans in runs.items():
@@ -190,7 +310,10 @@ def _double_fetches(all_runs: Dict[str, Dict[int, List[Run]]], limit: int) -> Li
             for s2, e2, m2 in spans[i + 1:]:
                 if s2 > e1:
                     break  # sorted by start: no later run overlaps this one
-                if m1 != m2:
+                if m1 != m2 and not (history is not None and (
+                        _orphaned(history, (s1, e1), (s2, e2))
+                        or _orphaned(history, (s2, e2), (s1, e1))
+                        or (history.by_value and _cut_off(history, m1, p, (s1, e1), s2)))):
                     found.append(f"partition {p}: {m1} fetched it over [{s1:.3f}, {e1:.3f}] "
                                  f"and {m2} over [{s2:.3f}, {e2:.3f}]")
     if not found:
@@ -249,6 +372,80 @@ def _late_revokes(history: History, limit: int) -> List[str]:
             + "; ".join(found[:limit])]
 
 
+def stale_commits(history: History) -> List[Tuple[str, int, int, float, float]]:
+    """(member, partition, offset, sent, answered) of every stale commit (see the top)."""
+    found = []
+    for member, events in history.events.items():
+        lost = [(e["t"], set(e["ps"])) for e in events
+                if e["ev"] == "listener" and e["what"] == "lost"]
+        for e in events:
+            if e["ev"] != "commit" or e["error"] is not None:
+                continue
+            for p, offset in e["o"].items():
+                if any(e["s"] < t < e["t"] and int(p) in ps for t, ps in lost):
+                    found.append((member, int(p), offset, e["s"], e["t"]))
+    return found
+
+
+def _commit_regressions(history: History, limit: int) -> List[str]:
+    found: List[str] = []
+    last: Dict[Tuple[int, int], Tuple[float, int]] = {}
+    stale = {(p, offset) for _, p, offset, _, _ in stale_commits(history)}
+    for _, t1, epoch, offsets in sorted(history.commit_samples):
+        for p, c in sorted(offsets.items()):
+            before = last.get((epoch, p))
+            if before is not None and (c is None or c < before[1]) and not (
+                    (p, c) in stale or (p, before[1]) in stale):
+                found.append(f"partition {p} (epoch {epoch}): committed {before[1]} at "
+                             f"{before[0]:.3f}, then {c} at {t1:.3f}")
+            if c is not None:
+                last[(epoch, p)] = (t1, c)
+    if not found:
+        return []
+    return [f"{len(found)} commits that went back: " + "; ".join(found[:limit])]
+
+
+def _commits_ahead(history: History, limit: int) -> List[str]:
+    if not history.commit_samples:
+        return []
+    # (epoch, partition) -> [(offset, key)] of the acknowledged messages.
+    logs: Dict[Tuple[int, int], List[Tuple[int, Tuple[int, int]]]] = {}
+    for k, (epoch, offset) in history.acked_at.items():
+        logs.setdefault((epoch, k[0]), []).append((offset, k))
+    for entries in logs.values():
+        entries.sort()
+    first = history.first_processed()
+    # (epoch, partition) -> the latest first-processing time of the first i messages.
+    latest: Dict[Tuple[int, int], List[float]] = {}
+    for where, entries in logs.items():
+        running, worst = [], 0.0
+        for _, k in entries:
+            worst = max(worst, first.get(k, float("inf")))
+            running.append(worst)
+        latest[where] = running
+    found: List[str] = []
+    seen: Set[Tuple[int, int, int]] = set()
+    for _, t1, epoch, offsets in sorted(history.commit_samples):
+        for p, c in sorted(offsets.items()):
+            if c is None or (epoch, p, c) in seen:
+                continue
+            seen.add((epoch, p, c))
+            entries = logs.get((epoch, p), [])
+            below = bisect.bisect_left(entries, (c, (-1, -1)))
+            if not below or latest[(epoch, p)][below - 1] <= t1:
+                continue
+            for offset, k in entries[:below]:
+                if first.get(k, float("inf")) > t1:
+                    found.append(f"partition {p} (epoch {epoch}): offset {c} committed by "
+                                 f"{t1:.3f}, but offset {offset} (message {k[1]}) "
+                                 + ("never processed" if k not in first
+                                    else f"first processed at {first[k]:.3f}"))
+                    break
+    if not found:
+        return []
+    return [f"{len(found)} commits ahead of processing: " + "; ".join(found[:limit])]
+
+
 def _owner_mismatches(
     history: History, all_runs: Dict[str, Dict[int, List[Run]]], limit: int
 ) -> List[str]:
@@ -295,8 +492,13 @@ def stats(history: History) -> Dict[str, Any]:
         for spans in runs.values()
         if any(s <= t0 and e >= t1 for s, e in spans)
     )
+    commit_checks = sum(1 for _, _, _, offsets in history.commit_samples
+                        for c in offsets.values() if c is not None)
     return {
         "owner_checks": owner_checks,
+        "commit_checks": commit_checks,
+        "stale_commits": len(stale_commits(history)),
+        "forgotten": len(history.forgotten()),
         "handoffs": len(gaps),
         "min_gap": min(gaps) if gaps else None,
         "checked": history.partitions - len(tainted & set(range(history.partitions))),

@@ -1,11 +1,25 @@
-"""Run one schedule against real ZooKeeper and the embedded brokers.
+"""Run one schedule against real ZooKeeper and the embedded brokers, or on Tansu.
 
-The harness owns the member processes (each behind its own fault proxies to
-ZooKeeper), a producer in the test process, and a sampler of the owner
-znodes; it injects the schedule's faults and fills a
-:class:`~tests.chaos.checker.History`. It measures liveness and close
-itself (they need the clock while things happen) and leaves every other rule
-to :func:`tests.chaos.checker.check`.
+The harness owns the member processes (each behind its own fault proxies),
+a producer in the test process, and a sampler (of the owner znodes in
+ZooKeeper, or of the group's committed offsets on Tansu); it injects the
+schedule's faults and fills a :class:`~tests.chaos.checker.History`. It
+measures liveness and close itself (they need the clock while things
+happen) and leaves every other rule to :func:`tests.chaos.checker.check`.
+
+Two backends:
+
+* :class:`Backend`: ZooKeeper (standalone or an ensemble) and three
+  embedded 0.8 brokers; each member's proxies stand in front of the
+  ZooKeeper nodes (its group).
+* :class:`TansuBackend`: one Tansu broker, which is also the group's
+  coordinator. Tansu advertises one address, so each member's proxy stands
+  in front of the whole broker: the member bootstraps to its proxy and maps
+  the advertised address to it in its own process (see
+  :mod:`tests.chaos.member`); the advertised address itself is a proxy the
+  producer and the commit sampler share. A cut or blackout on a member's
+  proxy thus hits that member's heartbeats, joins, commits and fetches,
+  and no other client's.
 
 A schedule runs in phases: the initial members join and the group settles;
 the producer starts; the faults run at their offsets (each in its own task,
@@ -28,9 +42,14 @@ from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from kiel.clients import Producer
+from kiel.cluster import Cluster
+from kiel.consumer.offsets import GroupOffsets
 from kiel.exc import HarnessError, KielError
+from kiel.structs import TopicPartition
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.faults import FaultProxy
+from kiel.testing.process import free_ports
+from kiel.testing.tansu import TansuBroker
 from kiel.testing.zookeeper import ZooKeeperEnsemble
 from tests.chaos.checker import History
 from tests.chaos.schedule import MAX_MEMBERS, MIN_MEMBERS, Fault, Schedule
@@ -41,11 +60,31 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 JOIN_BOUND = 60.0
 #: Seconds close() may take; then the process must exit within EXIT_BOUND.
 CLOSE_BOUND = 30.0
+#: Seconds the member's consume loop may take to end once told to close: the
+#: consume() in progress returns (bounded by the request timeout, 30 s, when
+#: a request it waits for went into a partition) before close() is called.
+CONSUME_BOUND = 40.0
 #: Seconds a leader_kill waits for the ensemble to have a leader to kill.
 LEADER_BOUND = 20.0
 EXIT_BOUND = 10.0
 #: After the last fault: convergence within session_timeout + this.
 CONVERGE_SLACK = 10.0
+#: The same on Tansu: each of its rebalances takes 4-6 s, and a fault's
+#: aftermath may take three (a member that lost its partitions joins again,
+#: a replacement joins, a stalled member comes back).
+BROKER_CONVERGE_SLACK = 25.0
+#: Seconds the initial group may take to settle (ZooKeeper, Tansu).
+SETTLE_BOUND = {"zookeeper": 30.0, "brokers": 60.0}
+#: Brokers mode: seconds between heartbeats.
+HEARTBEAT_INTERVAL = 1.0
+#: Brokers mode: seconds between two reads of the committed offsets.
+COMMIT_SAMPLE_PERIOD = 0.2
+#: Brokers mode: pad messages beyond the old log's last acknowledged offset.
+PAD_MARGIN = 100
+#: Brokers mode: before a Tansu restart, seconds to wait for the group to
+#: process what was acknowledged (memory storage: the restart forgets the
+#: log, so what is still unprocessed then can never be).
+RESTART_DRAIN = 10.0
 #: After convergence: every acknowledged message processed within this.
 DRAIN_BOUND = 20.0
 #: Seconds the converged assignment must hold before it counts.
@@ -63,6 +102,9 @@ class Backend:
         zookeeper: a started launcher.
         brokers: embedded brokers to run.
     """
+
+    #: Which coordinator the members use.
+    coordinator = "zookeeper"
 
     def __init__(self, zookeeper: ZooKeeperEnsemble, brokers: int = 3) -> None:
         self.zookeeper = zookeeper
@@ -85,6 +127,92 @@ class Backend:
     def nodes(self) -> List[Tuple[str, int]]:
         """Every ZooKeeper node's (host, port): one proxy each, per member."""
         return [("127.0.0.1", node.port) for node in self.zookeeper.nodes]
+
+    @property
+    def bootstrap(self) -> str:
+        """Where the producer (and the members) bootstrap."""
+        return self.cluster.bootstrap
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create the schedule's topic (replicated on every broker)."""
+        self.cluster.create_topic(topic, partitions, 3)
+
+    def heal(self) -> None:
+        """Undo what a schedule may have left broken."""
+        self.zookeeper.heal()
+        self.cluster.heal()
+
+    def member_config(self, proxies: List[FaultProxy]) -> Dict[str, Any]:
+        """A member's connection settings, through its ``proxies``."""
+        return {
+            "bootstrap": self.cluster.bootstrap,
+            "zk_hosts": ",".join(p.address for p in proxies) + self.chroot,
+            "zk_direct": self.direct,
+        }
+
+
+class TansuBackend:
+    """One Tansu broker, its own group coordinator, behind a shared proxy.
+
+    Tansu listens on a port of its own and advertises the shared proxy's
+    (the producer and the commit sampler go through it, and every member
+    maps it to its own proxy, see :mod:`tests.chaos.member`). Storage is in
+    memory: Tansu 0.6.0's build has no persistent engine but S3 and
+    PostgreSQL (the latter not compiled in), so a restart forgets the log,
+    the topic, the group and its offsets (see :meth:`Runner._restart_tansu`
+    for how a schedule lives with that).
+    """
+
+    coordinator = "brokers"
+    ensemble = False
+
+    def __init__(self) -> None:
+        (self.port,) = free_ports(1)
+        #: The advertised address: the producer's and the sampler's way in.
+        self.shared = FaultProxy(("127.0.0.1", self.port))
+        self.broker: Optional[TansuBroker] = None
+
+    def start(self) -> None:
+        """Start the shared proxy, then Tansu advertising it."""
+        self.shared.start()
+        self.broker = TansuBroker(port=self.port, advertised_port=self.shared.port)
+        self.broker.start()
+
+    def close(self) -> None:
+        """Stop Tansu and the shared proxy."""
+        if self.broker is not None:
+            self.broker.close()
+        self.shared.stop()
+
+    def nodes(self) -> List[Tuple[str, int]]:
+        """Tansu itself: one proxy per member in front of it."""
+        return [("127.0.0.1", self.port)]
+
+    @property
+    def bootstrap(self) -> str:
+        """The advertised address (the shared proxy)."""
+        return self.shared.address
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """Create the topic with Tansu's own command (straight to Tansu, no proxy)."""
+        assert self.broker is not None
+        self.broker.create_topic(topic, partitions)
+
+    def heal(self) -> None:
+        """Undo what a schedule may have left broken: the proxy's faults, a stopped Tansu."""
+        self.shared.heal()
+        assert self.broker is not None
+        self.broker.start()
+
+    def member_config(self, proxies: List[FaultProxy]) -> Dict[str, Any]:
+        """A member's connection settings: everything through its one proxy."""
+        (proxy,) = proxies
+        return {
+            "coordinator": "brokers",
+            "bootstrap": proxy.address,
+            "route": ["127.0.0.1", self.shared.port],
+            "heartbeat_interval": HEARTBEAT_INTERVAL,
+        }
 
 
 class MemberProcess:
@@ -109,10 +237,14 @@ class MemberProcess:
         #: The run is over and stop() ends the process: its end is expected.
         self.stopping = False
         self.closed_at: Optional[float] = None
+        #: When the member called close() (its consume loop had ended).
+        self.close_called: Optional[float] = None
         self.eof = False
         self.errors: List[str] = []
-        #: Until when this member's ZooKeeper proxies are blacked out (monotonic).
+        #: Until when this member's proxies are blacked out (monotonic).
         self.dark_until = 0.0
+        #: Brokers mode: this member led its group at its last heartbeat line.
+        self.leader = False
 
     @property
     def live(self) -> bool:
@@ -129,18 +261,17 @@ class MemberProcess:
             self.proxies.append(proxy)
         schedule = self.runner.schedule
         config = {
-            "bootstrap": backend.cluster.bootstrap,
             "group": self.runner.group,
             "topic": self.runner.topic,
             "member_id": self.member_id,
-            "zk_hosts": ",".join(p.address for p in self.proxies) + backend.chroot,
-            "zk_direct": backend.direct,
             "session_timeout": schedule.session_timeout,
+            "max_poll_interval": schedule.max_poll_interval,
             "allocator": schedule.allocator,
             "commit_interval": 0.5,
             # Every other member hands its records to a task_done worker, so
             # revocations and close() find records in the application's hands.
             "workers": int(self.member_id[1:]) % 2 == 1,
+            **backend.member_config(self.proxies),
         }
         self.stderr = open(os.path.join(self.runner.workdir, f"{self.member_id}.err"), "w+b")
         env = dict(os.environ, PYTHONPATH=ROOT)
@@ -163,8 +294,16 @@ class MemberProcess:
             kind = event["ev"]
             if kind == "fetching":
                 self.fetching = event["set"]
+            elif kind == "hb":
+                self.leader = bool(event.get("leader"))
             elif kind == "ready":
                 self.ready = True
+                routed = event.get("routed")
+                if routed is not None and routed != [self.proxies[0].port]:
+                    self.runner.problem(f"{self.member_id}: the advertised address led to "
+                                        f"ports {routed}, not its proxy's")
+            elif kind == "close_call":
+                self.close_called = event["t"]
             elif kind == "closed":
                 self.closed_at = event["t"]
                 if event.get("error"):
@@ -176,7 +315,7 @@ class MemberProcess:
             elif kind == "error":
                 self.errors.append(event["type"])
             elif kind == "recs":
-                self.runner.processed.update((p, o) for p, o, _ in event["r"])
+                self.runner.processed.update(history.key(p, o, v) for p, o, v in event["r"])
         self.eof = True
         if not (self.killed or self.closing or self.stopping):
             self.runner.problem(f"{self.member_id} ended on its own "
@@ -231,12 +370,20 @@ class MemberProcess:
         self.closing = True
         started = time.monotonic()
         await self.command("close")
+        while (self.close_called is None and not self.eof
+               and time.monotonic() - started < CONSUME_BOUND):
+            await asyncio.sleep(0.02)
+        if self.close_called is not None:
+            started = self.close_called
         while self.closed_at is None and not self.eof and time.monotonic() - started < CLOSE_BOUND:
             await asyncio.sleep(0.02)
         if self.closed_at is None:
             logs = [f"{e['name']}: {e['msg']}" for e in self.history_kinds("log")][-2:]
+            what = ("close() did not return within" if self.close_called is not None
+                    else "the consume loop did not end (consume() did not return) within")
+            bound = CLOSE_BOUND if self.close_called is not None else CONSUME_BOUND
             self.runner.problem(
-                f"{self.member_id}: close() did not return within {CLOSE_BOUND:.0f} s "
+                f"{self.member_id}: {what} {bound:.0f} s "
                 f"(last logs: {logs}; tasks: {await self._stacks()}) "
                 f"({'the process ended' if self.eof else 'still running'}; "
                 f"stderr: {self.stderr_tail()[-600:]!r})"
@@ -318,7 +465,9 @@ class Runner:
         self.counts = counts
         self.group = f"chaos-{schedule.seed}-{uuid.uuid4().hex[:6]}"
         self.topic = f"chaos-{uuid.uuid4().hex[:10]}"
-        self.history = History(self.topic, schedule.partitions)
+        self.brokers = backend.coordinator == "brokers"
+        self.history = History(self.topic, schedule.partitions, by_value=self.brokers,
+                               session_timeout=schedule.session_timeout)
         self.members: List[MemberProcess] = []
         self.processed: Set[Tuple[int, int]] = set()
         self.close_times: List[float] = []
@@ -327,6 +476,12 @@ class Runner:
         self._sampling = True
         #: The standalone server is stopped (a zk_restart is under way).
         self.zk_down = False
+        #: Brokers mode: Tansu's incarnation (a restart forgets everything) ...
+        self.epoch = 0
+        #: ... and whether a restart is under way (proxies held dark).
+        self.restarting = False
+        #: Brokers mode: where the pad of the current epoch ends, per partition.
+        self._pad_ends: Dict[int, int] = {}
 
     def problem(self, message: str) -> None:
         """Record a violation the harness measured."""
@@ -337,7 +492,12 @@ class Runner:
         return [m for m in self.members if m.live]
 
     async def spawn(self) -> MemberProcess:
-        """Start a new member (returns once its process started)."""
+        """Start a new member (returns once its process started).
+
+        Not during a Tansu restart: its proxy would not be held dark, and
+        its Metadata could make the topic before the harness does.
+        """
+        await self._after_restart()
         member = MemberProcess(self, f"m{self._next_id}")
         self._next_id += 1
         self.members.append(member)
@@ -355,17 +515,19 @@ class Runner:
         """Run the schedule; always cleans up. Returns the history."""
         loop = asyncio.get_running_loop()
         schedule = self.schedule
-        await loop.run_in_executor(None, self.backend.cluster.create_topic, self.topic,
-                                   schedule.partitions, 3)
-        sampler = asyncio.ensure_future(self._sample_owners())
+        await loop.run_in_executor(None, self.backend.create_topic, self.topic,
+                                   schedule.partitions)
+        sample = self._sample_commits if self.brokers else self._sample_owners
+        sampler = asyncio.ensure_future(sample())
+        settle = SETTLE_BOUND[self.backend.coordinator]
         try:
             for _ in range(schedule.members):
                 await self.spawn()
             joined = await asyncio.gather(*(m.wait_ready() for m in self.members))
-            if all(joined) and await self._converged(time.monotonic() + 30.0) is not None:
+            if all(joined) and await self._converged(time.monotonic() + settle) is not None:
                 await self._faults_and_after()
             else:
-                self.problem("the initial group did not settle within 30 s")
+                self.problem(f"the initial group did not settle within {settle:.0f} s")
         finally:
             self._producing = False
             self._sampling = False
@@ -388,7 +550,8 @@ class Runner:
         last = max([settled] + [end for _, _, _, end in self.history.faults])
         self._producing = False
         await producing
-        bound = schedule.session_timeout + CONVERGE_SLACK
+        bound = schedule.session_timeout + (BROKER_CONVERGE_SLACK if self.brokers
+                                            else CONVERGE_SLACK)
         converged = await self._converged(last + bound)
         if converged is None:
             samples = self.history.owner_samples
@@ -399,10 +562,13 @@ class Runner:
             return
         self.history.convergence = max(0.0, converged - last)
         deadline = converged + DRAIN_BOUND
-        while not set(self.history.acked) <= self.processed and time.monotonic() < deadline:
+        # What a Tansu restart forgot before anyone processed it is gone for good.
+        forgotten = self.history.forgotten()
+        while (not set(self.history.acked) - forgotten <= self.processed
+               and time.monotonic() < deadline):
             await asyncio.sleep(0.05)
-        if not set(self.history.acked) <= self.processed:
-            missing = len(set(self.history.acked) - self.processed)
+        if not set(self.history.acked) - forgotten <= self.processed:
+            missing = len(set(self.history.acked) - forgotten - self.processed)
             self.problem(f"the group did not drain within {DRAIN_BOUND:.0f} s of converging "
                          f"({missing} acknowledged messages unprocessed)")
         await self._close_all()
@@ -412,9 +578,10 @@ class Runner:
 
         Converged: every partition fetched by exactly one live member, the
         same way for STABLE seconds (a fault's rebalance may still be on its
-        way when the fault ends), and an owner-znode sample taken meanwhile
-        names the member that fetches each partition. Returns the start of
-        that stable stretch.
+        way when the fault ends), and (ZooKeeper) an owner-znode sample
+        taken meanwhile names the member that fetches each partition. A
+        broker group has no owner record to read: the fetch sets alone
+        judge it. Returns the start of that stable stretch.
         """
         everything = list(range(self.schedule.partitions))
         current: Optional[Dict[int, str]] = None
@@ -427,10 +594,10 @@ class Runner:
                     if live and fetched == everything else None)
             if snap is None or snap != current:
                 current, since = snap, now
-            elif since < deadline and now - since >= STABLE and any(
+            elif since < deadline and now - since >= STABLE and (self.brokers or any(
                 t0 >= since and owners == snap
                 for t0, _, owners in self.history.owner_samples[-5:]
-            ):
+            )):
                 return since
             await asyncio.sleep(0.02)
         return None
@@ -439,6 +606,7 @@ class Runner:
         live = self.live()
         dark = live[: self.schedule.close_blackout]
         for m in dark:
+            self.history.dark.append((m.member_id, time.monotonic(), float("inf")))
             await m.proxies_do(FaultProxy.blackout)
         if dark:
             self.counts["close_blackout"] = self.counts.get("close_blackout", 0) + 1
@@ -452,6 +620,16 @@ class Runner:
     ) -> Optional[MemberProcess]:
         live = [m for m in self.live() if m not in exclude]
         return live[fault.target % len(live)] if live else None
+
+    def _leavers(self) -> List[MemberProcess]:
+        """Members a graceful leave must not pick: on Tansu, the group's leader.
+
+        Tansu 0.6.0 keeps a leader that left with LeaveGroup as the group's
+        leader, and the group then waits for it for ever (Apache Kafka
+        elects another): a Tansu defect, not kiel's, that the schedules step
+        around. A SIGKILLed leader is fair game (its session ends).
+        """
+        return [m for m in self.live() if m.leader] if self.brokers else []
 
     async def _inject(self, fault: Fault) -> None:
         loop = asyncio.get_running_loop()
@@ -475,10 +653,14 @@ class Runner:
                 await asyncio.sleep(0.05)
             now = time.monotonic()
             member = self._target(fault, exclude=[m for m in self.live() if m.dark_until > now])
+        elif kind in ("leave", "poll_expiry"):
+            member = self._target(fault, exclude=self._leavers())
         else:
             member = self._target(fault)
+        if kind in ("blackout", "long_blackout"):
+            await self._after_restart()  # its own end would cut the restart's darkness short
         if kind in {"cut", "blackout", "long_blackout", "expire", "kill", "leave",
-                    "slow_revoke"}:
+                    "slow_revoke", "poll_expiry"}:
             if member is None:
                 return
             who = member.member_id
@@ -486,6 +668,7 @@ class Runner:
             await member.proxies_do(FaultProxy.cut)
         elif kind in ("blackout", "long_blackout"):
             member.dark_until = time.monotonic() + fault.duration + 0.5
+            self.history.dark.append((member.member_id, time.monotonic(), member.dark_until))
             await member.proxies_do(lambda p: p.blackout(fault.duration))
             await asyncio.sleep(fault.duration)
         elif kind == "expire":
@@ -545,20 +728,112 @@ class Runner:
             if len(self.live()) < MAX_MEMBERS:
                 await self.join()
             else:
-                other = self._target(fault, exclude=[member])
+                other = self._target(fault, exclude=[member, *self._leavers()])
                 if other is not None:
                     await other.close()
             # The revocation runs during the rebalance; wait for it before normal again.
             await asyncio.sleep(fault.duration)
             await member.command("slow 0")
+        elif kind == "poll_expiry":
+            # The application stops asking for records past max_poll_interval:
+            # the member leaves on purpose, and joins again at the next consume().
+            await member.command(f"stall {fault.duration}")
+            await asyncio.sleep(fault.duration)
+        elif kind == "tansu_restart":
+            who = "tansu"
+            await self._restart_tansu(fault.duration)
         self.counts[kind] = self.counts.get(kind, 0) + 1
         self.history.faults.append((kind, who, start, time.monotonic()))
+
+    async def _after_restart(self) -> None:
+        """Wait (bounded) until no Tansu restart is under way."""
+        deadline = time.monotonic() + JOIN_BOUND
+        while self.restarting and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+
+    async def _restart_tansu(self, down: float) -> None:
+        """Stop Tansu for ``down`` seconds and start it again (memory storage: empty).
+
+        What the schedule does about the forgetting:
+
+        * first it waits (at most RESTART_DRAIN) for the group to process
+          what was acknowledged, so that few messages die with the log
+          (the checker counts those as *forgotten*, not missing);
+        * every proxy (the members' and the shared one) is held dark from
+          before the stop until the topic exists again: Tansu creates any
+          topic a Metadata request names, with one partition, so a member
+          asking first would make the wrong topic;
+        * the new topic starts a new *epoch*: the checker compares commits
+          within an epoch;
+        * before the members are let back, each partition of the new log is
+          padded (through the shared proxy, restored first) past the end of
+          the old one with ``pad`` messages, which members finish without
+          reporting: a durable log never gives an offset twice, and without
+          the padding a member's position or commit from the old log would
+          skip the new log's first messages (a loss no durable broker
+          causes).
+        """
+        loop = asyncio.get_running_loop()
+        backend = self.backend
+        assert isinstance(backend, TansuBackend) and backend.broker is not None
+        deadline = time.monotonic() + RESTART_DRAIN
+        while not set(self.history.acked) <= self.processed and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        self.restarting = True
+        dark = time.monotonic()
+        proxies = [backend.shared] + [p for m in self.members if not m.eof for p in m.proxies]
+        try:
+            for proxy in proxies:
+                await loop.run_in_executor(None, proxy.blackout)
+            await loop.run_in_executor(None, backend.broker.stop)
+            await asyncio.sleep(down)
+            await loop.run_in_executor(None, backend.broker.start)
+            await loop.run_in_executor(None, backend.create_topic, self.topic,
+                                       self.schedule.partitions)
+            self.epoch += 1
+            await loop.run_in_executor(None, backend.shared.restore)
+            await self._pad(self.epoch - 1)
+        finally:
+            if self.epoch == len(self.history.restarts):
+                self.epoch += 1  # the restart failed half-way: a new epoch all the same
+            now = time.monotonic()
+            for proxy in proxies:
+                owner = next((m for m in self.members if proxy in m.proxies), None)
+                if owner is not None and owner.dark_until > now:
+                    # That member's own blackout goes on for its remaining time.
+                    await loop.run_in_executor(None, proxy.blackout, owner.dark_until - now)
+                else:
+                    await loop.run_in_executor(None, proxy.restore)
+            self.history.restarts.append((dark, time.monotonic()))
+            self.restarting = False
+
+    async def _pad(self, old: int) -> None:
+        """Fill each partition of the new log past where epoch ``old``'s ended."""
+        ends: Dict[int, int] = {}
+        for (p, _), (epoch, offset) in self.history.acked_at.items():
+            if epoch == old:
+                ends[p] = max(ends.get(p, 0), offset + 1)
+        for p, end in self._pad_ends.items():
+            ends[p] = max(ends.get(p, 0), end)
+        self._pad_ends = {}
+        producer = Producer(self.backend.bootstrap, linger=0.005)
+        await asyncio.wait_for(producer.connect(), 30.0)
+        try:
+            for p in range(self.schedule.partitions):
+                # Unacknowledged sends may have landed past the last ack.
+                count = ends.get(p, 0) + PAD_MARGIN
+                results = await asyncio.wait_for(asyncio.gather(
+                    *(producer.produce(self.topic, b"pad", partition=p) for _ in range(count))
+                ), 60.0)
+                self._pad_ends[p] = max(r.offset for r in results) + 1
+        finally:
+            await asyncio.wait_for(producer.close(), 30.0)
 
     # -- load and sampling ----------------------------------------------------
 
     async def _produce(self) -> None:
         """Numbered messages, round-robin over the partitions, until told to stop."""
-        producer = Producer(self.backend.cluster.bootstrap, linger=0.005)
+        producer = Producer(self.backend.bootstrap, linger=0.005)
         await producer.connect()
         seq = 0
         partitions = self.schedule.partitions
@@ -574,7 +849,11 @@ class Runner:
                         continue  # not acknowledged: it may or may not be delivered
                     if isinstance(result, BaseException):
                         raise result
-                    self.history.acked[(result.partition, result.offset)] = str(n)
+                    key = self.history.key(result.partition, result.offset, str(n))
+                    self.history.acked[key] = str(n)
+                    # Brokers mode: acknowledged before the next restart's
+                    # proxies were restored, so by this incarnation of Tansu.
+                    self.history.acked_at[key] = (self.epoch, result.offset)
                 await asyncio.sleep(0.05)
         finally:
             await asyncio.wait_for(producer.close(), 30.0)
@@ -603,6 +882,36 @@ class Runner:
         finally:
             await loop.run_in_executor(None, client.stop)
             await loop.run_in_executor(None, client.close)
+
+
+    async def _sample_commits(self) -> None:
+        """Brokers mode: read the group's committed offsets every COMMIT_SAMPLE_PERIOD.
+
+        Through the shared proxy, as a tool outside the group would; none
+        during a Tansu restart, and a read that a restart overlapped is
+        dropped (it may mix two incarnations).
+        """
+        cluster = Cluster(self.backend.bootstrap)
+        offsets = GroupOffsets(cluster, self.group)
+        tps = [TopicPartition(self.topic, p) for p in range(self.schedule.partitions)]
+        try:
+            await asyncio.wait_for(cluster.connect(), 30.0)
+            while self._sampling:
+                epoch, restarts = self.epoch, len(self.history.restarts)
+                if not self.restarting:
+                    t0 = time.monotonic()
+                    try:
+                        found = await asyncio.wait_for(offsets.fetch(tps), 3.0)
+                    except (KielError, asyncio.TimeoutError):
+                        found = None
+                    if (found is not None and not self.restarting and epoch == self.epoch
+                            and restarts == len(self.history.restarts)):
+                        self.history.commit_samples.append(
+                            (t0, time.monotonic(), epoch,
+                             {tp.partition: found.get(tp) for tp in tps}))
+                await asyncio.sleep(COMMIT_SAMPLE_PERIOD)
+        finally:
+            cluster.close()
 
 
 def _read_owners(

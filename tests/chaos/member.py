@@ -7,6 +7,17 @@ byte of this member passes its own proxies), ``zk_direct`` (the servers
 themselves, for the expiry helper only), ``session_timeout``,
 ``allocator``, ``commit_interval`` and ``workers``.
 
+With ``"coordinator": "brokers"`` the member joins a group the brokers
+coordinate (no ``zk_hosts``), with ``max_poll_interval`` and
+``heartbeat_interval`` from the config, and every byte it exchanges with
+the broker passes its own fault proxy: ``bootstrap`` is that proxy, and
+``route`` maps the one address Tansu advertises (``[host, port]``, a
+proxy the producer shares) to it through Tornado's ``OverrideResolver``,
+configured in this process only. So a fault on a member's proxy hits that
+member's group requests, commits and fetches alike, and nobody else's. The
+``ready`` line says where the advertised address resolves (``routed``), so
+the harness can check the routing held.
+
 Without ``workers`` the consumer uses ``auto_finish=True``: a record counts
 as processed when ``consume()`` returned it (it is reported then), and
 finished when the loop asks for more. With ``workers`` it uses
@@ -34,9 +45,13 @@ different members):
   ``prev`` (the sampler's previous look), so the test knows both ends of
   every run of a partition in the set;
 * ``{"ev": "owned", "t", "set"}`` when the assignment changes;
-* ``{"ev": "hb", "t", "fetching", "owned"}`` every quarter second;
+* ``{"ev": "hb", "t", "fetching", "owned", "leader"}`` every quarter second
+  (``leader``: this member leads its broker group now);
 * ``{"ev": "listener", "what", "ps"}`` for each listener call
   (``assigned``, ``revoked``, ``lost``);
+* ``{"ev": "commit", "t", "s", "o", "error"}`` for each commit the group
+  sent at ``s`` and that was answered (or failed) at ``t``: ``o`` maps
+  partitions to offsets, ``error`` is the failure's type or null;
 * ``{"ev": "error", "type", "msg"}`` for each typed error ``consume()``
   raised (the loop carries on);
 * ``{"ev": "log", "level", "name", "msg"}`` for every log record at INFO or
@@ -45,13 +60,18 @@ different members):
 * ``{"ev": "tasks", "stacks"}`` on SIGUSR1: every asyncio task's stack
   (the harness asks when ``close()`` hangs; SIGUSR2 dumps the threads'
   stacks to stderr, for when the IOLoop itself is blocked);
-* ``{"ev": "closing"}`` and ``{"ev": "closed", "took", "error"}`` around
-  ``close()`` (``error``: what it raised, or null).
+* ``{"ev": "closing"}`` when the command came, ``{"ev": "close_call"}``
+  once the consume loop ended and ``close()`` is called, and
+  ``{"ev": "closed", "took", "error"}`` when it returned (``error``: what
+  it raised, or null).
 
 Commands read from stdin, one a line: ``close`` (leave gracefully, then
 exit), ``expire`` (make the server expire this member's session, with the
 ZooKeeper launcher's helper), ``slow SECONDS`` (``on_partitions_revoked``
-sleeps that long from now on; ``slow 0`` ends it).
+sleeps that long from now on; ``slow 0`` ends it), ``stall SECONDS`` (the
+application does not ask for records for that long: past
+``max_poll_interval`` a broker-group member leaves on purpose, and the next
+``consume()`` raises and joins again).
 """
 
 import asyncio
@@ -62,6 +82,8 @@ import signal
 import sys
 import time
 from typing import Any, Dict, List, Optional, Set
+
+from tornado.netutil import DefaultExecutorResolver, Resolver
 
 from kiel.consumer import GroupedConsumer
 from kiel.exc import ClientClosedError, HarnessError, KielError, ZooKeeperError
@@ -74,6 +96,8 @@ SAMPLE_PERIOD = 0.005
 HEARTBEAT_PERIOD = 0.25
 #: Seconds a worker spends on one record.
 WORK = 0.002
+#: The value of the harness's padding after a Tansu restart (see the harness).
+PAD = b"pad"
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -119,18 +143,33 @@ class Member:
     def __init__(self, config: Dict[str, Any]) -> None:
         self.config = config
         self.listener = Listener()
-        self.consumer = GroupedConsumer(
-            config["bootstrap"], config["group"], config["zk_hosts"],
+        self.brokers = config.get("coordinator") == "brokers"
+        common: Dict[str, Any] = dict(
             topics=[config["topic"]],
-            member_id=config["member_id"],
             allocator=config["allocator"],
             listener=self.listener,
-            zk_session_timeout=config["session_timeout"],
             commit_interval=config["commit_interval"],
             max_wait_time=0.2,
             join_timeout=60.0,
             auto_finish=not config.get("workers", False),
         )
+        if self.brokers:
+            self.consumer = GroupedConsumer(
+                config["bootstrap"], config["group"],
+                session_timeout=config["session_timeout"],
+                heartbeat_interval=config["heartbeat_interval"],
+                max_poll_interval=config["max_poll_interval"],
+                **common,
+            )
+        else:
+            self.consumer = GroupedConsumer(
+                config["bootstrap"], config["group"], config["zk_hosts"],
+                member_id=config["member_id"],
+                zk_session_timeout=config["session_timeout"],
+                **common,
+            )
+        #: Seconds the consume loop waits before its next consume() (``stall``).
+        self.stall = 0.0
         #: With workers: batches waiting for the worker (bounded: back-pressure).
         self.batches: asyncio.Queue[List[Any]] = asyncio.Queue(maxsize=2)
         self.stopping = False
@@ -146,6 +185,10 @@ class Member:
     async def consume_loop(self) -> None:
         topic = self.config["topic"]
         while not self.stopping:
+            if self.stall:
+                stall, self.stall = self.stall, 0.0
+                emit("stalled", seconds=stall)
+                await asyncio.sleep(stall)
             try:
                 records = await self.consumer.consume()
             except ClientClosedError:
@@ -159,8 +202,11 @@ class Member:
             if records and self.config.get("workers"):
                 await self.batches.put(records)
             elif records:
-                emit("recs", topic=topic,
-                     r=[[r.partition, r.offset, r.value.decode()] for r in records])
+                # The harness's padding after a Tansu restart is not reported.
+                real = [r for r in records if r.value != PAD]
+                if real:
+                    emit("recs", topic=topic,
+                         r=[[r.partition, r.offset, r.value.decode()] for r in real])
 
     async def worker(self) -> None:
         """Process each batch record by record, report it, then task_done (until cancelled)."""
@@ -171,12 +217,16 @@ class Member:
             for record in records:
                 by_partition.setdefault(record.partition, []).append(record)
             for partition, some in sorted(by_partition.items()):
-                started = time.monotonic()
-                for _ in some:
-                    await asyncio.sleep(WORK)
-                emit("work", p=partition, s=started, e=time.monotonic())
-                emit("recs", topic=topic,
-                     r=[[r.partition, r.offset, r.value.decode()] for r in some])
+                # The harness's padding after a Tansu restart: finished in
+                # order with the rest, neither worked on nor reported.
+                real = [r for r in some if r.value != PAD]
+                if real:
+                    started = time.monotonic()
+                    for _ in real:
+                        await asyncio.sleep(WORK)
+                    emit("work", p=partition, s=started, e=time.monotonic())
+                    emit("recs", topic=topic,
+                         r=[[r.partition, r.offset, r.value.decode()] for r in real])
                 for record in some:
                     self.consumer.task_done(record)
 
@@ -193,7 +243,8 @@ class Member:
             emit("owned", t=now, set=sorted(assignment))
             self.last_owned = assignment
         if now >= self.next_beat:
-            emit("hb", t=now, fetching=sorted(fetching), owned=sorted(assignment))
+            emit("hb", t=now, fetching=sorted(fetching), owned=sorted(assignment),
+                 leader=self.brokers and consumer.metrics().leader)
             self.next_beat = now + HEARTBEAT_PERIOD
         self.last_look = now
 
@@ -232,8 +283,33 @@ class Member:
                 self.expiring = asyncio.ensure_future(self.expire())
             elif word == "slow":
                 self.listener.slow = float(arg)
+            elif word == "stall":
+                self.stall = float(arg)
             else:
                 emit("error", type="HarnessError", msg=f"unknown command {line!r}")
+
+    def watch_commits(self) -> None:
+        """Report every commit the group sends (``commit``: when sent, when
+        answered, the offsets, the error if any).
+
+        An observation only, through the consumer's private offsets object
+        (kiel logs no commits): the checker needs to know which member's
+        commit wrote an offset it reads (see the checker's stale commits).
+        """
+        offsets = self.consumer._offsets
+        original = offsets.commit
+
+        async def commit(wanted: Dict[TopicPartition, int], metadata: str = "") -> None:
+            sent = time.monotonic()
+            o = {str(tp.partition): v for tp, v in wanted.items()}
+            try:
+                await original(wanted, metadata)
+            except BaseException as e:
+                emit("commit", s=sent, o=o, error=type(e).__name__)
+                raise
+            emit("commit", s=sent, o=o, error=None)
+
+        offsets.commit = commit  # type: ignore[method-assign]
 
     def dump_tasks(self) -> None:
         """Report every task's stack (SIGUSR1: the harness asks when close() hangs)."""
@@ -257,21 +333,29 @@ class Member:
         """connect(), tried again while ZooKeeper is unreachable, as a supervisor would.
 
         A replacement started during a server restart or a blackout gets a
-        ZooKeeperError after zk_connect_timeout: that is the bound doing its
-        job, not a fault. The harness bounds the whole join (JOIN_BOUND).
+        ZooKeeperError after zk_connect_timeout (a broker-group member a
+        KielError after join_timeout): that is the bound doing its job, not
+        a fault. The harness bounds the whole join (JOIN_BOUND).
         """
+        retried = KielError if self.brokers else ZooKeeperError
         while True:
             try:
                 await self.consumer.connect()
                 return
-            except ZooKeeperError as e:
+            except retried as e:
                 emit("connect_failed", type=type(e).__name__, msg=str(e)[:300])
                 await asyncio.sleep(0.5)
 
     async def run(self) -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, self.dump_tasks)
+        self.watch_commits()
+        routed = None
+        if self.brokers:
+            host, port = self.config["route"]
+            found = await Resolver().resolve(host, port)
+            routed = sorted({address[1] for _, address in found})
         await self.connect()
-        emit("ready", member=self.config["member_id"])
+        emit("ready", member=self.config["member_id"], routed=routed)
         sampler = asyncio.ensure_future(self.sample_loop())
         consuming = asyncio.ensure_future(self.consume_loop())
         # The worker goes on through close(), which waits for what it holds.
@@ -283,6 +367,7 @@ class Member:
         if self.expiring is not None:
             await self.expiring
         started = time.monotonic()
+        emit("close_call", t=started)
         error = None
         try:
             await self.consumer.close()
@@ -295,8 +380,18 @@ class Member:
         emit("closed", took=took, error=error)
 
 
+def route(config: Dict[str, Any]) -> None:
+    """Brokers mode: the advertised address leads to this member's own proxy (see the top)."""
+    host, port = config["route"]
+    proxy_host, proxy_port = config["bootstrap"].rsplit(":", 1)
+    Resolver.configure("tornado.netutil.OverrideResolver", resolver=DefaultExecutorResolver(),
+                       mapping={(host, port): (proxy_host, int(proxy_port))})
+
+
 def main() -> None:
     config = json.loads(sys.argv[1])
+    if config.get("coordinator") == "brokers":
+        route(config)
     handler = ReportingHandler(logging.INFO)
     root = logging.getLogger()
     root.addHandler(handler)

@@ -1,6 +1,7 @@
 """Seeded schedules of faults for a group of members.
 
-``generate(seed)`` is a pure function of the seed: the same seed gives the
+``generate(seed)`` (a group in ZooKeeper) and ``generate_brokers(seed)`` (a
+group the brokers coordinate, on Tansu) are pure functions of the seed: the same seed gives the
 same group (members, partitions, session timeout, allocator, ZooKeeper
 standalone or a 3-node ensemble) and the same faults at the same offsets.
 Which member a fault hits is drawn as an index into the members alive at
@@ -18,8 +19,8 @@ still believes, rightly by its own clock, that it holds it.
 import random
 from typing import List, NamedTuple, Optional
 
-#: Every fault kind, in the order the totals list them.
-KINDS = (
+#: The ZooKeeper mode's fault kinds.
+ZK_KINDS = (
     "cut",             # reset the member's ZooKeeper connections (same session)
     "blackout",        # a partition shorter than the session
     "long_blackout",   # a partition past the session timeout: the server expires it
@@ -32,9 +33,22 @@ KINDS = (
     "join",            # a new member joins
     "slow_revoke",     # a member's on_partitions_revoked sleeps; a join/leave moves partitions
 )
+#: Every fault kind, in the order the totals list them.
+KINDS = ZK_KINDS + (
+    "tansu_restart",   # brokers mode: Tansu (broker and coordinator) restarted, forgetting all
+    "poll_expiry",     # brokers mode: a member's application stops asking past max_poll_interval
+)
+
+#: The kinds of the brokers mode (no ZooKeeper, one Tansu broker).
+BROKER_KINDS = ("cut", "blackout", "long_blackout", "tansu_restart", "kill", "leave", "join",
+                "slow_revoke", "poll_expiry")
+#: The assignors a brokers-mode schedule draws from when none is forced: the
+#: eager ones (Java's two, and kiel's own sticky under its wire name).
+BROKER_ALLOCATORS = ("range", "roundrobin", "sticky")
 
 #: Kinds that hit one member (``target`` is an index among the live members).
-MEMBER_KINDS = {"cut", "blackout", "long_blackout", "expire", "kill", "leave", "slow_revoke"}
+MEMBER_KINDS = {"cut", "blackout", "long_blackout", "expire", "kill", "leave", "slow_revoke",
+                "poll_expiry"}
 
 MIN_MEMBERS, MAX_MEMBERS = 3, 5
 
@@ -67,10 +81,16 @@ class Schedule(NamedTuple):
     #: Seconds between that blackout and close(): 0, or long enough for the
     #: members to have suspended (kazoo then reconnects into the void).
     close_wait: float = 0.0
+    #: ``"zookeeper"`` or ``"brokers"`` (a group the brokers coordinate, on Tansu).
+    coordinator: str = "zookeeper"
+    #: Brokers mode: the members' max_poll_interval, seconds.
+    max_poll_interval: float = 0.0
 
     def describe(self) -> str:
         """One line: the seed, the group and the fault kinds in order."""
         backend = "ensemble" if self.ensemble else "standalone"
+        if self.coordinator == "brokers":
+            backend = f"brokers(tansu) max_poll={self.max_poll_interval:.0f}s"
         kinds = " ".join(f"{f.kind}@{f.at:.1f}" for f in self.faults)
         tail = ""
         if self.close_blackout:
@@ -100,7 +120,7 @@ def generate(seed: int, ensemble: Optional[bool] = None) -> Schedule:
     session = round(rng.uniform(4.0, 6.0), 1)
     allocator = rng.choice(["round_robin", "range", "sticky"])
     server_kind = "leader_kill" if use_ensemble else "zk_restart"
-    kinds = [k for k in KINDS if k not in ("zk_restart", "leader_kill")] + [server_kind]
+    kinds = [k for k in ZK_KINDS if k not in ("zk_restart", "leader_kill")] + [server_kind]
     faults: List[Fault] = []
     at = 0.0
     for _ in range(rng.randint(2, 4)):
@@ -119,6 +139,50 @@ def generate(seed: int, ensemble: Optional[bool] = None) -> Schedule:
                     close_blackout, close_wait)
 
 
+#: Brokers mode: fewer members and partitions than the ZooKeeper mode, since
+#: every change costs a Tansu rebalance of 4-6 s.
+BROKER_MEMBERS = (3, 4)
+#: Brokers mode: the members' max_poll_interval (a poll_expiry stalls past it).
+#: Above the longest session + a heartbeat: Apache Kafka drops a member that
+#: has not joined a rebalance again after this (its rebalance timeout), and a
+#: member cut off from the coordinator can only count its session.
+BROKER_MAX_POLL = 10.0
+
+
+def generate_brokers(seed: int, allocator: Optional[str] = None) -> Schedule:
+    """The brokers-mode schedule of ``seed``.
+
+    Args:
+        seed: any integer.
+        allocator: force the assignor (default: drawn from
+            :data:`BROKER_ALLOCATORS`); a cooperative one runs the same faults.
+
+    Returns:
+        the schedule (``ensemble`` is False: there is no ZooKeeper).
+    """
+    rng = random.Random(seed)
+    members = rng.randint(*BROKER_MEMBERS)
+    partitions = rng.randint(8, 24)
+    session = round(rng.uniform(6.0, 8.0), 1)
+    drawn = rng.choice(BROKER_ALLOCATORS)
+    faults: List[Fault] = []
+    at = 0.0
+    for _ in range(rng.randint(2, 3)):
+        at += rng.uniform(0.3, 3.0)
+        kind = rng.choice(BROKER_KINDS)
+        faults.append(Fault(
+            at=round(at, 2),
+            kind=kind,
+            target=rng.randrange(MAX_MEMBERS),
+            duration=round(_duration(rng, kind, session), 2),
+        ))
+    close_blackout = rng.choice([0, 0, 0, 1, members])
+    close_wait = rng.choice([0.0, round(session * 0.8, 1)]) if close_blackout else 0.0
+    return Schedule(seed, False, members, partitions, session, allocator or drawn, faults,
+                    close_blackout, close_wait, coordinator="brokers",
+                    max_poll_interval=BROKER_MAX_POLL)
+
+
 def _duration(rng: random.Random, kind: str, session: float) -> float:
     if kind == "blackout":
         return rng.uniform(0.3, 0.75) * session
@@ -134,4 +198,8 @@ def _duration(rng: random.Random, kind: str, session: float) -> float:
         return rng.uniform(0.0, 1.0)
     if kind == "slow_revoke":
         return rng.uniform(1.5, 3.0)
+    if kind == "tansu_restart":
+        return rng.uniform(0.3, 2.0)
+    if kind == "poll_expiry":
+        return BROKER_MAX_POLL + rng.uniform(1.0, 3.0)
     return 0.0
