@@ -66,7 +66,7 @@ from tests.conftest import run
 BROKER_SEEDS = (2, 3, 12, 23, 25)
 #: The brokers-mode assignors CI runs each seed with (``None``: the seed's
 #: draw among the eager ones). A cooperative assignor is one more entry.
-BROKER_ALLOCATORS: Tuple[Optional[str], ...] = (None,)
+BROKER_ALLOCATORS: Tuple[Optional[str], ...] = (None, "cooperative-sticky")
 
 BASE = int(os.environ.get("KIEL_CHAOS_BASE") or random.SystemRandom().randrange(10**6))
 MODES = {os.environ.get("KIEL_CHAOS_MODE") or "zookeeper",
