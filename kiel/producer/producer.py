@@ -465,22 +465,14 @@ class Producer(Client):
             MessageSizeTooLargeError: as for :meth:`produce`.
             RuntimeError: called with no running event loop.
         """
-        if type(topic) is not str or not topic:
-            raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
-        values = _as_list(values, "values", topic)
+        values, given_keys = _many_args(topic, values, keys)
         if not values:
             return 0
         if keys is None and partition is None and self._plain and not self._closing:
             queued = self._produce_plain(topic, values)
             if queued:
                 return queued
-        key_list: list[Any] = [None] * len(values) if keys is None else _as_list(
-            keys, "keys", topic)
-        if len(key_list) != len(values):
-            raise ConfigError(
-                f"keys ({len(key_list)}) and values ({len(values)}) differ in length",
-                topic=topic,
-            )
+        key_list: list[Any] = [None] * len(values) if given_keys is None else given_keys
         prepare = self._prepare
         records = [prepare(topic, value, key, partition) for value, key in zip(values, key_list)]
         self._check_room(topic, sum(record.size for record in records), len(records))
@@ -552,15 +544,7 @@ class Producer(Client):
         When a slice is refused, the slices before it stay queued (the next
         :meth:`flush` reports them).
         """
-        if type(topic) is not str or not topic:
-            raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
-        values = _as_list(values, "values", topic)
-        key_list = None if keys is None else _as_list(keys, "keys", topic)
-        if key_list is not None and len(key_list) != len(values):
-            raise ConfigError(
-                f"keys ({len(key_list)}) and values ({len(values)}) differ in length",
-                topic=topic,
-            )
+        values, key_list = _many_args(topic, values, keys)
         try:
             total = list(accumulate(map(_MESSAGE_OVERHEAD.__add__, map(len, values)),
                                     initial=0))
@@ -948,6 +932,26 @@ def _as_bytes(data: Any, what: str, topic: str) -> bytes:
 
 
 _MESSAGE_OVERHEAD = MESSAGE_OVERHEAD
+
+
+def _many_args(topic: Any, values: Iterable[Any], keys: Optional[Iterable[Any]]
+               ) -> tuple[list[Any], Optional[list[Any]]]:
+    """Check :meth:`Producer.produce_many`'s arguments: the values and keys as lists.
+
+    Raises:
+        ConfigError: a bad topic, values or keys not a collection, or keys
+            of another length.
+    """
+    if type(topic) is not str or not topic:
+        raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
+    value_list = _as_list(values, "values", topic)
+    key_list = None if keys is None else _as_list(keys, "keys", topic)
+    if key_list is not None and len(key_list) != len(value_list):
+        raise ConfigError(
+            f"keys ({len(key_list)}) and values ({len(value_list)}) differ in length",
+            topic=topic,
+        )
+    return value_list, key_list
 
 
 def _as_list(items: Iterable[Any], name: str, topic: str) -> list[Any]:

@@ -1007,6 +1007,23 @@ class RecordBatchBuilder:
         """Bytes of the batch built now, before compression (0 while empty)."""
         return HEADER_SIZE + self._records_size if self._count else 0
 
+    def _timestamp_delta(self, timestamp: Optional[int]) -> int:
+        """Check a record's timestamp (default: now), keep the batch's first
+        and largest, and return its delta from the first.
+
+        Raises:
+            LocalProtocolError: not an int64.
+        """
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        elif type(timestamp) is not int or not _INT64_MIN <= timestamp <= _INT64_MAX:
+            raise LocalProtocolError(f"a record timestamp must be an int64, not {timestamp!r}")
+        if not self._count:
+            self._base_timestamp = self._max_timestamp = timestamp
+        elif timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        return timestamp - self._base_timestamp
+
     def append(
         self,
         key: Optional[bytes],
@@ -1030,16 +1047,8 @@ class RecordBatchBuilder:
         Raises:
             LocalProtocolError: a key, value, header or timestamp the wire cannot carry.
         """
-        if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        elif type(timestamp) is not int or not _INT64_MIN <= timestamp <= _INT64_MAX:
-            raise LocalProtocolError(f"a record timestamp must be an int64, not {timestamp!r}")
         index = self._count
-        if not index:
-            self._base_timestamp = self._max_timestamp = timestamp
-        elif timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
-        delta = timestamp - self._base_timestamp
+        delta = self._timestamp_delta(timestamp)
         body = b"".join((
             b"\x00",
             _SMALL_VARINTS[delta] if 0 <= delta < 8192 else encode_varint(delta),
@@ -1077,16 +1086,8 @@ class RecordBatchBuilder:
                 carry, or an item that is not a pair (the records before it
                 are added).
         """
-        if timestamp is None:
-            timestamp = int(time.time() * 1000)
-        elif type(timestamp) is not int or not _INT64_MIN <= timestamp <= _INT64_MAX:
-            raise LocalProtocolError(f"a record timestamp must be an int64, not {timestamp!r}")
         index = self._count
-        if not index:
-            self._base_timestamp = self._max_timestamp = timestamp
-        elif timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
-        delta = timestamp - self._base_timestamp
+        delta = self._timestamp_delta(timestamp)
         # Attributes, then the timestamp delta: the same for every record.
         head = b"\x00" + (_SMALL_VARINTS[delta] if 0 <= delta < 8192 else encode_varint(delta))
         fixed = len(head) + 1  # and the header count, 0
