@@ -25,6 +25,7 @@ from tests.conftest import run, unique
 from tests.test_broker_groups import (
     SETTLE,
     ConfluentPeer,
+    KafkaPythonPeer,
     Loop,
     ThreadMember,
     _peer_tps,
@@ -43,27 +44,8 @@ __all__ = ["proxied_tansu"]  # the fixture, used here
 STRATEGY = "cooperative-sticky"
 
 
-class KafkaPythonCooperative:
-    """kafka-python's consumer with its CooperativeStickyAssignor."""
-
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
-        from kafka import KafkaConsumer
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-        self.consumer = KafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-            partition_assignment_strategy=[CooperativeStickyAssignor], session_timeout_ms=6000,
-            heartbeat_interval_ms=1000, enable_auto_commit=True, auto_commit_interval_ms=500)
-
-    def poll_values(self) -> List[bytes]:
-        got = self.consumer.poll(timeout_ms=200)
-        return [r.value for records in got.values() for r in records]
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
 def kafka_python(bootstrap: str, group: str, topic: str) -> ThreadMember:
-    return ThreadMember(lambda: KafkaPythonCooperative(bootstrap, group, topic),
+    return ThreadMember(lambda: KafkaPythonPeer(bootstrap, group, topic, STRATEGY),
                         _peer_tps).start()
 
 
@@ -167,8 +149,22 @@ class Watched:
 async def _drain(traffic: Traffic, members: List[Any]) -> None:
     """Stop the traffic; every record sent is consumed by some member."""
     await traffic.stop()
-    await until(lambda: set(traffic.sent) <= set().union(*(set(m.values) for m in members)),
-                timeout=SETTLE, what="every message consumed")
+
+    def missing() -> List[bytes]:
+        got = set().union(*(set(m.values) for m in members))
+        return [v for v in traffic.sent if v not in got]
+
+    try:
+        await until(lambda: not missing(), timeout=SETTLE, what="every message consumed")
+    except AssertionError as e:
+        # Which partitions, from where, and who owns them now: what to look at.
+        by_partition: Dict[str, List[bytes]] = {}
+        for value in missing():
+            by_partition.setdefault(value.decode().rsplit("-", 1)[1], []).append(value)
+        owners = [sorted(m.assignment()) for m in members if m is not None]
+        raise AssertionError(f"{e}: missing {len(missing())} of {len(traffic.sent)}, by "
+                             f"partition (first): { {p: v[0] for p, v in by_partition.items()} }; "
+                             f"owners now {owners}") from None
 
 
 def test_kiel_leads_a_cooperative_group_of_confluent_and_kafka_python(tansu_broker: Any) -> None:

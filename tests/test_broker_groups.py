@@ -323,10 +323,12 @@ class ThreadMember:
 class KafkaPythonPeer:
     def __init__(self, bootstrap: str, group: str, topic: str, strategy: str) -> None:
         from kafka import KafkaConsumer
+        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
         from kafka.coordinator.assignors.range import RangePartitionAssignor
         from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
         assignor = {"range": RangePartitionAssignor,
-                    "roundrobin": RoundRobinPartitionAssignor}[strategy]
+                    "roundrobin": RoundRobinPartitionAssignor,
+                    "cooperative-sticky": CooperativeStickyAssignor}[strategy]
         self.consumer = KafkaConsumer(
             topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
             partition_assignment_strategy=[assignor], session_timeout_ms=6000,
