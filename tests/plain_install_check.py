@@ -72,6 +72,11 @@ def main() -> int:
         result = subprocess.run([command, "--help"], capture_output=True, text=True, timeout=60)
         if result.returncode != 0:
             problems.append(f"kiel --help exits {result.returncode}: {result.stderr}")
+        result = subprocess.run([command, "--version"], capture_output=True, text=True,
+                                timeout=60)
+        if result.returncode != 0 or result.stdout.split() != ["kiel", kiel.__version__]:
+            problems.append(f"kiel --version says {result.stdout!r} (exit {result.returncode}), "
+                            f"the installed kiel is {kiel.__version__}")
     for problem in problems:
         print(f"plain install: {problem}", file=sys.stderr)
     if not problems:
