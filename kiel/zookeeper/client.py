@@ -13,7 +13,13 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, WriterNotClosedException
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    OperationTimeoutError,
+    SessionExpiredError,
+    WriterNotClosedException,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import Auth
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
@@ -23,6 +29,10 @@ from kazoo.security import ACL, make_acl, make_digest_acl
 from kiel._aio import Wakeup
 from kiel.exc import ConfigError, ZooKeeperError
 from kiel.zookeeper.bridge import Bridge
+
+#: What a lost connection to ZooKeeper (kazoo reconnects by itself) raises
+#: for a request in flight or made meanwhile: worth trying again.
+CONNECTION_LOST = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
 log = logging.getLogger(__name__)
 

@@ -39,12 +39,9 @@ from typing import Generic, Optional, TypeVar, Union, cast, overload
 
 from kazoo.client import KazooState
 from kazoo.exceptions import (
-    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
-    OperationTimeoutError,
-    SessionExpiredError,
 )
 
 from kiel._aio import Tasks, within
@@ -54,7 +51,7 @@ from kiel.retry import Backoff, attempts
 from kiel.structs import TopicPartition
 from kiel.zookeeper import registration
 from kiel.zookeeper.changes import Changes
-from kiel.zookeeper.client import ZooKeeper, translate
+from kiel.zookeeper.client import CONNECTION_LOST, ZooKeeper, translate
 from kiel.zookeeper.handoff import Handoff, PartitionHooks
 from kiel.zookeeper.ownership import Owners
 from kiel.zookeeper.view import GroupView
@@ -70,9 +67,6 @@ REJOIN_BACKOFF = Backoff(1.0, 10.0, retries=None)
 #: Retries of a first registration that a lost connection cut off; bounded
 #: by the join's own timeout.
 ENTER_BACKOFF = Backoff(0.1, 2.0, retries=None)
-#: What a lost connection to ZooKeeper (kazoo reconnects by itself) raises
-#: for a request in flight or made meanwhile.
-_CONNECTION_LOST = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
 T = TypeVar("T")
 
@@ -273,7 +267,7 @@ class GroupMember:
                 await self._ensure_paths()
                 await self._register()
                 await self.view.watch()
-            except _CONNECTION_LOST as e:
+            except CONNECTION_LOST as e:
                 log.warning("registering %s was cut off (%r); trying again once "
                             "ZooKeeper is back", self.member_id, e)
                 attempt.failed(e)

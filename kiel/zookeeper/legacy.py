@@ -19,11 +19,8 @@ import logging
 from typing import Any, Callable
 
 from kazoo.exceptions import (
-    ConnectionLoss,
     KazooException,
     NoNodeError,
-    OperationTimeoutError,
-    SessionExpiredError,
 )
 
 from kiel._aio import Wakeup, within
@@ -31,7 +28,7 @@ from kiel.consumer.membership import PartitionHooks
 from kiel.exc import LegacyGroupError, ZooKeeperError
 from kiel.retry import Backoff, attempts
 from kiel.structs import TopicPartition
-from kiel.zookeeper.client import ZooKeeper, translate
+from kiel.zookeeper.client import CONNECTION_LOST, ZooKeeper, translate
 
 __all__ = ["LegacyGate", "members_path", "wait_for_legacy_members", "watch_legacy_members"]
 
@@ -40,8 +37,6 @@ log = logging.getLogger(__name__)
 #: Pauses between reads cut off by a lost connection: unbounded on their own,
 #: the join's deadline bounds them.
 READ_BACKOFF = Backoff(0.1, 2.0, retries=None)
-#: What a lost connection (kazoo reconnects by itself) raises for a read.
-CONNECTION_LOST = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
 
 
 def members_path(group: str) -> str:
