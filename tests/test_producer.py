@@ -230,6 +230,28 @@ def test_acks_one_and_all_return_real_offsets(kafka_cluster, topic_factory, acks
     assert [r.offset for r in rest] == list(range(1, 51))
 
 
+def test_a_cancelled_future_leaves_its_batchmates_offsets_right(kafka_cluster, topic_factory):
+    # The sender resolves a batch's futures in one pass that stops at a
+    # future its owner cancelled; the rest of the batch must still get their
+    # own offsets, in order, and the cancelled one stays cancelled.
+    topic = topic_factory(partitions=1)
+
+    async def main():
+        async with Producer(kafka_cluster.bootstrap, linger=0.05) as p:
+            first = await p.produce(topic, b"first")
+            futures = [p.produce(topic, b"%d" % i) for i in range(20)]
+            futures[3].cancel()
+            futures[17].cancel()
+            result = await p.flush()
+            return first, futures, result
+
+    first, futures, result = run(main())
+    assert [f.cancelled() for f in futures] == [i in (3, 17) for i in range(20)]
+    offsets = [None if f.cancelled() else f.result().offset for f in futures]
+    assert offsets == [None if i in (3, 17) else first.offset + 1 + i for i in range(20)]
+    assert result.failed == 0
+
+
 # --------------------------------------------------------------------------
 # the API from Tornado code, ordering, flush and close
 

@@ -354,3 +354,37 @@ def test_extend_batches_records_as_appending_them_one_by_one(first, bulk, batch_
     assert [(b.records, b.size, b.payloads) for b in got] == [
         (b.records, b.size, b.payloads) for b in expected]
     assert sum(b.bare for b in got) == len(bulk)
+
+
+@given(st.lists(st.one_of(
+    st.tuples(st.just("append"), st.one_of(st.none(), st.binary(max_size=4)),
+              st.binary(max_size=8)),
+    st.tuples(st.just("extend"), st.lists(st.binary(max_size=8), max_size=5)),
+), max_size=30))
+@settings(max_examples=100, deadline=None)
+def test_keyed_unkeyed_and_extended_records_keep_their_keys(steps):
+    # A batch holds no key list until its first keyed record; from then on
+    # every record (appended or extended) must line up with its own key, in
+    # both encodings.
+    from kiel.protocol.record_batch import decode_record_batches
+
+    acc = make(Clock(), batch_size=10**6)
+    queue = acc.queue(T0)
+    expected: List[Tuple[Optional[bytes], bytes]] = []
+    for step in steps:
+        if step[0] == "append":
+            _, key, value = step
+            size = MESSAGE_OVERHEAD + len(value) + len(key or b"")
+            acc.append(queue, key, value, size, "p")
+            expected.append((key, value))
+        else:
+            values = step[1]
+            acc.extend(queue, values, [MESSAGE_OVERHEAD + len(v) for v in values])
+            expected.extend((None, v) for v in values)
+    batches = acc.unfinished()
+    assert [pair for batch in batches for pair in batch.records] == expected
+    for batch in batches:
+        got = decode_message_set(batch.encode(None)).records
+        assert [(r.key, r.value) for r in got] == batch.records
+        got = decode_record_batches(batch.encode(None, record_batch=True), "t", 0).records
+        assert [(r.key, r.value) for r in got] == batch.records

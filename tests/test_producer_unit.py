@@ -29,7 +29,8 @@ def test_batch_payload_matches_encode_message_set(codec):
     messages = [(None, b"v%d" % i) for i in range(50)] + [(b"k", b"keyed"), (b"", None)]
     producer = Producer("127.0.0.1:1", compression=codec)
     batch = ProducerBatch(TopicPartition("t", 0), 0.0, 1)
-    batch.records.extend(messages)
+    batch.values = [value for _, value in messages]
+    batch.keys = [key for key, _ in messages]
     payload = batch.encode(producer.codec)
     assert payload == encode_message_set(messages, compression.codec_id_for(codec or "none"))
     assert batch.encode(producer.codec) is payload  # encoded once, retries resend it

@@ -27,6 +27,7 @@ always the sum of the sizes of the unfinished batches, so never negative.
 import collections
 import time
 from bisect import bisect_right
+from collections.abc import Iterator
 from itertools import accumulate, repeat
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -49,9 +50,11 @@ class ProducerBatch:
 
     Attributes:
         tp: its partition.
-        records: ``(key, value)`` pairs in produce order, kept until the
+        values: the records' values in produce order, kept until the
             batch completes (a retry to a broker of another version encodes
             them again).
+        keys: their keys, in the same order, or ``None`` while every key
+            is ``None`` (unkeyed records hold no key list at all).
         extras: ``{index: (timestamp, headers)}`` for the records produced
             with an explicit timestamp or headers (record batches only).
         payloads: one opaque payload per record, in the same order
@@ -68,12 +71,16 @@ class ProducerBatch:
             cancelled): while above 0 the broker may have written the batch.
     """
 
-    __slots__ = ("tp", "records", "extras", "payloads", "bare", "size", "created", "wall",
+    __slots__ = ("tp", "values", "keys", "extras", "payloads", "bare", "size", "created", "wall",
                  "failures", "seq", "done", "unanswered", "_data", "_format")
 
     def __init__(self, tp: TopicPartition, created: float, seq: int) -> None:
         self.tp = tp
-        self.records: list[tuple[Optional[bytes], Optional[bytes]]] = []
+        # Strategy: values and keys in two lists, not a (key, value) pair
+        # per record: one object fewer per record for the allocator and the
+        # cyclic garbage collector, which scans every pending record.
+        self.values: list[Optional[bytes]] = []
+        self.keys: Optional[list[Optional[bytes]]] = None
         self.extras: Optional[dict[int, tuple[Optional[int], tuple[Header, ...]]]] = None
         self.payloads: list[Any] = []
         #: How many of the payloads are ``None`` (records added by
@@ -88,6 +95,15 @@ class ProducerBatch:
         self.unanswered = 0
         self._data: Optional[bytes] = None
         self._format = -1
+
+    @property
+    def records(self) -> list[tuple[Optional[bytes], Optional[bytes]]]:
+        """The ``(key, value)`` pairs, in produce order."""
+        return list(self._pairs())
+
+    def _pairs(self) -> Iterator[tuple[Optional[bytes], Optional[bytes]]]:
+        keys = self.keys
+        return zip(repeat(None) if keys is None else keys, self.values)
 
     def encode(self, codec: Optional[Codec], record_batch: bool = False,
                codec_id: int = 0, compresslevel: Optional[int] = None) -> bytes:
@@ -126,7 +142,7 @@ class ProducerBatch:
                         "this broker speaks only v0"
                     )
                 builder = MessageSetBuilder(codec)
-                builder.extend(self.records)
+                builder.extend(self._pairs())
                 data = builder.build()
             self._data, self._format = data, fmt
         return data
@@ -137,9 +153,9 @@ class ProducerBatch:
         wall = self.wall
         extras = self.extras
         if not extras:
-            builder.extend(self.records, timestamp=wall)
+            builder.extend(self._pairs(), timestamp=wall)
             return builder.build()
-        for index, (key, value) in enumerate(self.records):
+        for index, (key, value) in enumerate(self._pairs()):
             timestamp, headers = extras.get(index, (None, ()))
             append(key, value, timestamp=wall if timestamp is None else timestamp,
                    headers=headers)
@@ -276,8 +292,13 @@ class RecordAccumulator:
         if timestamp is not None or headers:
             if batch.extras is None:
                 batch.extras = {}
-            batch.extras[len(batch.records)] = (timestamp, headers)
-        batch.records.append((key, value))
+            batch.extras[len(batch.values)] = (timestamp, headers)
+        keys = batch.keys
+        if key is not None and keys is None:
+            keys = batch.keys = [None] * len(batch.values)
+        if keys is not None:
+            keys.append(key)
+        batch.values.append(value)
         batch.payloads.append(payload)
         if payload is None:
             batch.bare += 1
@@ -318,7 +339,9 @@ class RecordAccumulator:
             # The records from i that fit (one at least: a record larger
             # than batch_size travels alone, in a batch of its own).
             j = max(bisect_right(total, total[i] + limit - batch.size, i + 1) - 1, i + 1)
-            batch.records.extend(zip(repeat(None), values[i:j]))
+            batch.values.extend(values[i:j])
+            if batch.keys is not None:
+                batch.keys.extend(repeat(None, j - i))
             batch.payloads.extend(repeat(None, j - i))
             batch.bare += j - i
             added = total[j] - total[i]
@@ -452,7 +475,8 @@ class RecordAccumulator:
             queue.open = None  # a finished batch takes no more records
         payloads = batch.payloads
         batch.payloads = []
-        batch.records = []
+        batch.values = []
+        batch.keys = None
         batch.extras = None
         batch._data = None
         return payloads

@@ -374,6 +374,19 @@ class Producer(Client):
                     queue = rr[route.rr % len(rr)]
                     route.rr += 1
                     future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
+                    batch = queue.open
+                    if (
+                        batch is not None
+                        and batch.keys is None
+                        and batch.size + size <= accumulator.batch_size
+                    ):
+                        # RecordAccumulator.append for an unkeyed record that
+                        # fits the open batch, inlined: most records.
+                        batch.values.append(value)
+                        batch.payloads.append(future)
+                        batch.size += size
+                        accumulator.pending_bytes += size
+                        return future
                     due = accumulator.append(queue, None, value, size, future)
                     if due is not None:
                         self._sender.wake_at(due)
@@ -726,7 +739,9 @@ class Producer(Client):
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
         self._check_room(record.topic, record.size)
-        future: asyncio.Future[RecordMetadata] = loop.create_future()
+        # An asyncio.Future whatever the loop's create_future() makes: the
+        # sender resolves them with asyncio.Future.set_result.
+        future: asyncio.Future[RecordMetadata] = _Future(loop=loop)
         if not self._parked:
             route = self._router.route(record.topic)
             if route is not None:

@@ -17,9 +17,11 @@ metadata is stale), or failed with the typed error.
 """
 
 import asyncio
+import collections
 import copy
 import logging
 from collections.abc import Iterable, Iterator
+from itertools import repeat
 from typing import Any, Callable, Optional
 
 from kiel._aio import Tasks
@@ -54,6 +56,10 @@ log = logging.getLogger(__name__)
 __all__ = ["Sender", "copy_error", "delivery_unknown"]
 
 _new_metadata = tuple.__new__
+#: Every record future is an asyncio.Future (the producer makes them so).
+_set_result = asyncio.Future.set_result
+#: deque(iterator, 0) runs an iterator to its end, keeping nothing.
+_drain = collections.deque
 
 
 class Sender:
@@ -334,11 +340,15 @@ class Sender:
                         future.set_result(meta)
                 continue
             try:
-                # Strategy: no done() check per record; a future its owner
-                # cancelled makes set_result raise, and then the careful
-                # loop below takes over.
-                for i, future in enumerate(futures, offset):
-                    future.set_result(_new_metadata(RecordMetadata, (topic, partition, i)))
+                # Strategy: each record's metadata made and its future
+                # resolved by C-level map, not a Python loop (a few hundred
+                # nanoseconds per record less). No done() check per record:
+                # a future its owner cancelled makes set_result raise, and
+                # then the careful loop below takes over.
+                _drain(map(_set_result, futures, map(
+                    _new_metadata, repeat(RecordMetadata),
+                    zip(repeat(topic), repeat(partition), range(offset, offset + len(futures))),
+                )), 0)
             except asyncio.InvalidStateError:
                 for i, future in enumerate(futures, offset):
                     if not future.done():
