@@ -445,9 +445,15 @@ def _read_some(
     records = sink.records
     before = len(records)
     append, new, record_type = records.append, tuple.__new__, Record
-    varint, zz, no_headers = _varint, _ZIGZAG, _NO_HEADERS
+    varint, zz, no_headers, min_body = _varint, _ZIGZAG, _NO_HEADERS, _MIN_RECORD_BODY
     last_delta = batch.last_offset_delta
     offset: Optional[int] = None
+    # Records below min_offset (a fetch answers from the start of the batch
+    # that holds the offset asked for) can only be in a batch that starts
+    # below it; they are read like the others and dropped after the loop,
+    # which then needs no test per record.
+    trim = base_offset < min_offset
+    read = index
     # Strategy: this loop is the consumer's hot path (one to two microseconds a
     # record), so it is written out flat: no call per field. A record's
     # varints are nearly all one or two bytes (lengths under 8 KiB, deltas
@@ -455,10 +461,13 @@ def _read_some(
     # longer ones go to _varint, which hands them to the general readers
     # (those check their width). Reading past the record's end is caught by
     # the check that each record ends exactly where its length says;
-    # reading past the buffer by IndexError.
+    # reading past the buffer by IndexError. ``read`` counts the records
+    # read, the one being read included.
     try:
-        while index < count and p < stop:
-            index += 1
+        for read in range(index + 1, count + 1):
+            if p >= stop:
+                read -= 1
+                break
             b = data[p]
             if b < 0x80:
                 length = zz[b]
@@ -469,7 +478,7 @@ def _read_some(
             else:
                 length, p = varint(data, p)
             rend = p + length
-            if length < _MIN_RECORD_BODY or rend > end:
+            if length < min_body or rend > end:
                 raise corrupt(f"record length {length} does not fit the batch", base_offset)
             # After the unused attributes byte: the timestamp and offset deltas.
             b = data[p + 1]
@@ -538,12 +547,16 @@ def _read_some(
                 headers, p = _read_headers(data, p, rend, offset)
             if p != rend:
                 raise corrupt(f"record of {length} bytes does not end at its length", offset)
-            if offset >= min_offset:
-                append(new(record_type, (topic, partition, offset, key, value, base_ts + delta,
-                                         ts_type, headers)))
+            append(new(record_type, (topic, partition, offset, key, value, base_ts + delta,
+                                     ts_type, headers)))
     except IndexError as e:
         raise corrupt("record runs past the end of its batch", base_offset) from e
     finally:
+        if trim:
+            kept = before
+            while kept < len(records) and records[kept][2] < min_offset:
+                kept += 1
+            del records[before:kept]
         # The records kept (also those before a bad one: the caller may
         # hand them out): with LogAppendTime each one's timestamp is the
         # batch's max timestamp (the rare case, set here rather than
@@ -552,7 +565,7 @@ def _read_some(
             records[before:] = [record._replace(timestamp=batch.max_timestamp)
                                 for record in records[before:]]
         sink.headers.extend(map(_HEADERS_OF, records[before:]))
-    return p, index, offset
+    return p, read, offset
 
 
 def _bad_offset(batch: BatchHeader, previous: int, offset_delta: int) -> ProtocolError:
