@@ -203,3 +203,34 @@ def test_a_wait_for_room_cancelled_as_room_frees_is_cancelled():
             await waiter
 
     asyncio.run(main())
+
+
+def test_keyed_routes_follow_a_new_snapshot_and_stay_bounded():
+    # produce()'s keyed fast path remembers each key's partition per route;
+    # a new metadata snapshot (say the topic grew) must forget them, and the
+    # memory must stay bounded however many keys pass.
+    from kiel.cluster import PartitionInfo
+    from kiel.producer.partitioners import key_partition
+    from kiel.producer.routing import KEY_CACHE_SIZE
+
+    def snapshot(n):
+        return {p: PartitionInfo("t", p, 1, (1,), (1,), 0) for p in range(n)}
+
+    cluster = Cluster(["127.0.0.1:1"])  # never connected: the map is set here
+    accumulator = RecordAccumulator(batch_size=1000, linger=0.0, max_request_size=10**6,
+                                    max_pending_bytes=10**6, codec=None, clock=lambda: 0.0)
+    router = Router(cluster, accumulator, None)
+    keys = [b"user-%d" % i for i in range(50)]
+    cluster.partitions["t"] = snapshot(3)
+    route = router.route("t")
+    assert [router.keyed(route, k).tp.partition for k in keys] == [
+        key_partition(k, [0, 1, 2]) for k in keys]
+    assert all(route.by_key[k].tp.partition == key_partition(k, [0, 1, 2]) for k in keys)
+    cluster.partitions["t"] = snapshot(7)
+    route = router.route("t")
+    assert route.by_key == {}
+    assert [router.keyed(route, k).tp.partition for k in keys] == [
+        key_partition(k, list(range(7))) for k in keys]
+    for i in range(3 * KEY_CACHE_SIZE):
+        router.keyed(route, b"%d" % i)
+        assert len(route.by_key) <= KEY_CACHE_SIZE

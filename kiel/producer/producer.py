@@ -192,8 +192,10 @@ class Producer(Client):
         self.key_maker = key_maker
         self.serializer = serializer
         self.key_serializer = key_serializer
-        # The inlined fast path of produce() applies without these.
+        # The inlined fast path of produce() applies without these (and to
+        # keyed records without a key_serializer).
         self._plain = not (partitioner or key_maker or serializer)
+        self._plain_keys = self._plain and key_serializer is None
         self.codec_id = compression_id(compression)
         self.gzip_level = _options.integer("gzip_level", gzip_level, at_least=1, most=9)
         self.codec = _make_codec(self.codec_id, self.gzip_level)
@@ -350,14 +352,15 @@ class Producer(Client):
                 future fails with it. Never dropped silently.
             RuntimeError: called with no running event loop.
         """
-        # Strategy: one inlined path for the common record (bytes value, no
-        # key, default partitioner, room in the buffer, metadata loaded):
-        # about a microsecond. Everything else takes the general path below.
+        # Strategy: one inlined path for the common record (bytes value and
+        # key or no key, default partitioner, room in the buffer, metadata
+        # loaded): about a microsecond. Everything else takes the general
+        # path below.
         if headers is not None or timestamp is not None:
             return self._submit(self._prepare(
                 topic, value, key, partition, headers=headers, timestamp=timestamp
             ))
-        if key is None and partition is None and self._plain and type(value) is bytes:
+        if partition is None and self._plain and type(value) is bytes:
             route = self._routes.get(topic)
             if (
                 route is not None
@@ -365,32 +368,44 @@ class Producer(Client):
                 and not self._parked
                 and not self._closing
             ):
-                size = MESSAGE_OVERHEAD + len(value)
                 accumulator = self._accumulator
-                if size <= self.max_message_size and (
-                    accumulator.pending_bytes + size <= self.max_pending_bytes
-                ):
-                    rr = route.rr_queues
-                    queue = rr[route.rr % len(rr)]
-                    route.rr += 1
-                    future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
-                    batch = queue.open
-                    if (
-                        batch is not None
-                        and batch.keys is None
-                        and batch.size + size <= accumulator.batch_size
+                if key is None:
+                    size = MESSAGE_OVERHEAD + len(value)
+                    if size <= self.max_message_size and (
+                        accumulator.pending_bytes + size <= self.max_pending_bytes
                     ):
-                        # RecordAccumulator.append for an unkeyed record that
-                        # fits the open batch, inlined: most records.
-                        batch.values.append(value)
-                        batch.payloads.append(future)
-                        batch.size += size
-                        accumulator.pending_bytes += size
+                        rr = route.rr_queues
+                        queue = rr[route.rr % len(rr)]
+                        route.rr += 1
+                        future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
+                        batch = queue.open
+                        if (
+                            batch is not None
+                            and batch.keys is None
+                            and batch.size + size <= accumulator.batch_size
+                        ):
+                            # RecordAccumulator.append for an unkeyed record
+                            # that fits the open batch, inlined: most records.
+                            batch.values.append(value)
+                            batch.payloads.append(future)
+                            batch.size += size
+                            accumulator.pending_bytes += size
+                            return future
+                        due = accumulator.append(queue, None, value, size, future)
+                        if due is not None:
+                            self._sender.wake_at(due)
                         return future
-                    due = accumulator.append(queue, None, value, size, future)
-                    if due is not None:
-                        self._sender.wake_at(due)
-                    return future
+                elif type(key) is bytes and self._plain_keys:
+                    size = MESSAGE_OVERHEAD + len(value) + len(key)
+                    if size <= self.max_message_size and (
+                        accumulator.pending_bytes + size <= self.max_pending_bytes
+                    ):
+                        queue = route.by_key.get(key) or self._router.keyed(route, key)
+                        future = _Future(loop=self._loop)
+                        due = accumulator.append(queue, key, value, size, future)
+                        if due is not None:
+                            self._sender.wake_at(due)
+                        return future
         return self._submit(self._prepare(topic, value, key, partition))
 
     @parameters_of(produce)

@@ -13,10 +13,13 @@ from typing import Any, Optional
 from kiel.cluster import Cluster
 from kiel.exc import ConfigError, UnknownPartitionError
 from kiel.producer.accumulator import PartitionQueue, RecordAccumulator
-from kiel.producer.partitioners import DefaultPartitioner, Partitioner
+from kiel.producer.partitioners import DefaultPartitioner, Partitioner, key_partition
 from kiel.structs import TopicPartition
 
-__all__ = ["Router", "TopicRoute"]
+__all__ = ["KEY_CACHE_SIZE", "Router", "TopicRoute"]
+
+#: Most keys a topic's route remembers the partition of.
+KEY_CACHE_SIZE = 4096
 
 
 class TopicRoute:
@@ -30,9 +33,12 @@ class TopicRoute:
         queues: each partition's queue in the accumulator.
         rr_queues: the queues unkeyed records go to, round-robin.
         rr: the round-robin counter.
+        by_key: keys seen lately and their partition's queue under the
+            default partitioner (at most :data:`KEY_CACHE_SIZE`; emptied
+            with each new snapshot).
     """
 
-    __slots__ = ("name", "snapshot", "all", "available", "queues", "rr_queues", "rr")
+    __slots__ = ("name", "snapshot", "all", "available", "queues", "rr_queues", "rr", "by_key")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -44,6 +50,7 @@ class TopicRoute:
         # A random start, so that producers started together do not all
         # begin with partition 0.
         self.rr = random.randrange(1 << 16)
+        self.by_key: dict[bytes, PartitionQueue] = {}
 
 
 class Router:
@@ -84,7 +91,29 @@ class Router:
                 if p not in route.queues:
                     route.queues[p] = self._accumulator.queue(TopicPartition(topic, p))
             route.rr_queues = [route.queues[p] for p in (route.available or route.all)]
+            route.by_key = {}
         return route
+
+    def keyed(self, route: TopicRoute, key: bytes) -> PartitionQueue:
+        """The queue of a keyed record under the default partitioner
+        (murmur2 of the key over every partition, as the Java client), kept
+        in ``route.by_key`` for the next record with that key.
+
+        Args:
+            route: the topic's current route.
+            key: the serialized key.
+
+        Returns:
+            the queue of the key's partition.
+        """
+        # Strategy: keys repeat (users, devices, orders), and murmur2 in
+        # Python costs about a microsecond; the cache is bounded by emptying
+        # it when full, which keeps the common keys' cost at one lookup.
+        queue = route.queues[key_partition(key, route.all)]
+        if len(route.by_key) >= KEY_CACHE_SIZE:
+            route.by_key.clear()
+        route.by_key[key] = queue
+        return queue
 
     def pick(
         self, route: TopicRoute, key: Optional[bytes], partition: Optional[int]
