@@ -30,13 +30,18 @@ versions (kiel and librdkafka write record batches), aiokafka (which cannot
 talk to 0.8) joins with ``send()`` per message and one wait for them all,
 and the broker's CPU over each run is printed.
 
+With ``--keys K`` every record has a key, the K keys ``user-000000``... in
+turn (the same list for every client, made before the clock starts): the
+default partitioner of each client hashes them with murmur2 (kiel-many
+passes them as ``keys=``).
+
 Prints a table and the ratios; never fails (a client that is not installed
 or errors out is reported and skipped)::
 
     .venv/bin/python benchmarks/bench_produce.py [--messages N] [--compression gzip]
                                                  [--clients kiel,kafka-python,confluent]
                                                  [--wait-messages N] [--profile]
-                                                 [--broker tansu] [--repeat R]
+                                                 [--broker tansu] [--repeat R] [--keys K]
 """
 import argparse
 import asyncio
@@ -47,7 +52,7 @@ import sys
 import time
 import traceback
 import uuid
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from proc_cpu import cpu_seconds
 
@@ -58,6 +63,9 @@ from kiel.testing.broker import ClusterProcess
 VALUE = b"v" * 100
 #: Set by ``--broker tansu``: the clients negotiate versions instead of 0.8.2.
 MODERN = False
+#: With --keys K: record i's key (K distinct keys, as user or device ids
+#: repeat), the same list for every client; None: unkeyed records.
+KEYS: Optional[List[bytes]] = None
 PARTITIONS = 3
 YIELD_EVERY = 1000
 
@@ -77,17 +85,27 @@ def bench_kiel(bootstrap: str, topic: str, n: int, compression: Optional[str],
             profiler.enable()
         start = time.perf_counter()
         sleep = asyncio.sleep
-        for i in range(n):
-            # Strategy: the plain produce() while there is room, enqueue()
-            # (which waits) when the buffer is full: back-pressure without a
-            # coroutine per message. Yielding to the loop now and then (as
-            # any application does) lets requests go out while we produce.
-            try:
-                produce(topic, value)
-            except BufferFullError:
-                await enqueue(topic, value)
-            if not i % YIELD_EVERY:
-                await sleep(0)
+        if KEYS is None:
+            for i in range(n):
+                # Strategy: the plain produce() while there is room,
+                # enqueue() (which waits) when the buffer is full:
+                # back-pressure without a coroutine per message. Yielding to
+                # the loop now and then (as any application does) lets
+                # requests go out while we produce.
+                try:
+                    produce(topic, value)
+                except BufferFullError:
+                    await enqueue(topic, value)
+                if not i % YIELD_EVERY:
+                    await sleep(0)
+        else:
+            for i, key in enumerate(KEYS[:n]):
+                try:
+                    produce(topic, value, key)
+                except BufferFullError:
+                    await enqueue(topic, value, key)
+                if not i % YIELD_EVERY:
+                    await sleep(0)
         await producer.flush()
         elapsed = time.perf_counter() - start
         if profiler:
@@ -118,7 +136,9 @@ def bench_kiel_many(bootstrap: str, topic: str, n: int, compression: Optional[st
         start = time.perf_counter()
         sleep = asyncio.sleep
         for i in range(0, n, YIELD_EVERY):
-            await enqueue_many(topic, chunk if i + YIELD_EVERY <= n else chunk[: n - i])
+            values = chunk if i + YIELD_EVERY <= n else chunk[: n - i]
+            keys = None if KEYS is None else KEYS[i : i + len(values)]
+            await enqueue_many(topic, values, keys=keys)
             await sleep(0)
         report = await producer.flush()
         elapsed = time.perf_counter() - start
@@ -208,8 +228,12 @@ def bench_kafka_python(bootstrap: str, topic: str, n: int, compression: Optional
     send = producer.send
     value = VALUE
     start = time.perf_counter()
-    for _ in range(n):
-        send(topic, value)
+    if KEYS is None:
+        for _ in range(n):
+            send(topic, value)
+    else:
+        for key in KEYS[:n]:
+            send(topic, value, key=key)
     producer.flush()
     elapsed = time.perf_counter() - start
     producer.close()
@@ -257,11 +281,12 @@ def bench_confluent(bootstrap: str, topic: str, n: int, compression: Optional[st
     produce = producer.produce
     poll = producer.poll
     value = VALUE
+    keys = KEYS[:n] if KEYS is not None else [None] * n
     start = time.perf_counter()
-    for i in range(n):
+    for i, key in enumerate(keys):
         while True:
             try:
-                produce(topic, value, on_delivery=report)
+                produce(topic, value, key, on_delivery=report)
                 break
             except BufferError:
                 poll(0.01)
@@ -288,8 +313,8 @@ def bench_aiokafka(bootstrap: str, topic: str, n: int, compression: Optional[str
             value = VALUE
             start = time.perf_counter()
             pending = []
-            for _ in range(n):
-                pending.append(await send(topic, value))
+            for key in (KEYS[:n] if KEYS is not None else [None] * n):
+                pending.append(await send(topic, value, key=key))
                 if len(pending) >= 10000:
                     await asyncio.gather(*pending)
                     pending = []
@@ -323,17 +348,23 @@ def main() -> None:
                         help="rounds of every client, the best of each kept for the ratios")
     parser.add_argument("--wait-messages", type=int, default=200_000,
                         help="records for the gather vs flush() row (0: skip it)")
+    parser.add_argument("--keys", type=int, default=0,
+                        help="keyed records: this many distinct keys, in turn (0: unkeyed)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    global MODERN
+    global MODERN, KEYS
     MODERN = args.broker == "tansu"
+    if args.keys > 0:
+        pool = [b"user-%06d" % k for k in range(args.keys)]
+        KEYS = [pool[i % args.keys] for i in range(args.messages)]
     if args.clients is None:
         args.clients = ",".join(c for c in CLIENTS if MODERN or c != "aiokafka")
     n = args.messages
     where = ("Tansu (one broker)" if MODERN
              else "embedded 0.8.2 cluster (3 brokers) in a subprocess")
-    print(f"{n:,} messages of {len(VALUE)} bytes, acks=1, compression={args.compression}, "
-          f"{PARTITIONS} partitions, {where}")
+    keyed = f", keys: {args.keys:,} distinct" if args.keys > 0 else ", unkeyed"
+    print(f"{n:,} messages of {len(VALUE)} bytes{keyed}, acks=1, "
+          f"compression={args.compression}, {PARTITIONS} partitions, {where}")
     results: Dict[str, float] = {}
     if MODERN:
         from kiel.testing.tansu import TansuBroker

@@ -69,7 +69,9 @@ class Router:
         self._cluster = cluster
         self._accumulator = accumulator
         self.partitioner: Partitioner = partitioner or DefaultPartitioner()
-        #: Unkeyed records go round-robin without asking the partitioner.
+        #: The default partitioner, which pick() does not call: unkeyed
+        #: records go round-robin, keyed ones through keyed() (murmur2, as
+        #: it would, remembered per key).
         self.round_robin = partitioner is None
         #: Every topic seen, by name (what a metadata refresh asks about).
         self.routes: dict[str, TopicRoute] = {}
@@ -126,7 +128,9 @@ class Router:
             UnknownPartitionError: the partition is not one of the topic's.
         """
         if partition is None:
-            if key is None and self.round_robin:
+            if self.round_robin:  # the default partitioner
+                if key is not None:
+                    return route.by_key.get(key) or self.keyed(route, key)
                 rr = route.rr_queues
                 queue = rr[route.rr % len(rr)]
                 route.rr += 1
