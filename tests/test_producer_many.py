@@ -90,6 +90,13 @@ def test_produce_many_queues_all_or_nothing(kafka_cluster, topic_factory):
                 p.produce_many(topic, [b"ok", b"x" * 2000])
             with pytest.raises(BufferFullError):
                 p.produce_many(topic, [b"y" * 500] * 40)
+            # The same with keys (their own fast path).
+            with pytest.raises(MessageSizeTooLargeError):
+                p.produce_many(topic, [b"ok", b"x" * 2000], keys=[b"a", b"b"])
+            with pytest.raises(MessageSizeTooLargeError):  # the key counts too
+                p.produce_many(topic, [b"ok", b"x" * 900], keys=[b"a", b"k" * 200])
+            with pytest.raises(BufferFullError):
+                p.produce_many(topic, [b"y" * 500] * 40, keys=[b"k"] * 40)
             with pytest.raises(ConfigError):
                 p.produce_many(topic, b"a value, not values")
             with pytest.raises(ConfigError):
@@ -105,12 +112,13 @@ def test_produce_many_queues_all_or_nothing(kafka_cluster, topic_factory):
     run(main())
 
 
+@pytest.mark.parametrize("kind", [bytearray, bytes])  # converted (general path), or not
 def test_produce_many_keyed_and_converted_records_go_where_produce_sends_them(
-    kafka_cluster, topic_factory
+    kafka_cluster, topic_factory, kind
 ):
     topic = topic_factory(partitions=3)
     keys = [b"key-%d" % (i % 7) for i in range(300)]
-    values = [bytearray(b"kv-%03d" % i) for i in range(300)]  # converted to bytes
+    values = [kind(b"kv-%03d" % i) for i in range(300)]
 
     async def main() -> Any:
         async with Producer(kafka_cluster.bootstrap) as p:
@@ -125,6 +133,9 @@ def test_produce_many_keyed_and_converted_records_go_where_produce_sends_them(
     got = _partition_values(kafka_cluster.bootstrap, topic, 3, counts)
     for i, (key, value) in enumerate(zip(keys, values)):
         assert bytes(value) in got[partitioner(key, [0, 1, 2])], i
+    for partition in range(3):  # in order within each partition
+        assert got[partition] == [bytes(v) for k, v in zip(keys, values)
+                                  if partitioner(k, [0, 1, 2]) == partition]
 
 
 def test_produce_many_before_metadata_waits_then_delivers(kafka_cluster, topic_factory):
