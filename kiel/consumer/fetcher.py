@@ -76,6 +76,10 @@ _Asked = tuple[PartitionState, int, int, int]
 #: Room kept in a frame for a Fetch answer's headers (correlation id, a
 #: one-topic header; a topic name is at most 255 bytes).
 FETCH_ANSWER_OVERHEAD = 1024
+#: Seconds :meth:`Fetcher.fetch` waits past ``max_wait_time`` for an answer
+#: (its way back from a broker that held the request that long). A request
+#: still unanswered then (a dark network) stays in flight for a later call.
+ANSWER_GRACE = 1.0
 #: A partition's answer headers besides its topic's name (partition, error
 #: code, high watermark, message set size, the topic's own header).
 PARTITION_ANSWER_OVERHEAD = 64
@@ -173,9 +177,13 @@ class Fetcher:
         Records buffered by an earlier request are returned at once. Otherwise
         requests go out (one per leader) and this waits until a leader answers
         for one of ``partitions``: its records, or nothing if the broker held
-        the request for ``max_wait_time`` without data. Retriable failures are
-        retried with backoff (refreshing metadata where it is stale) inside
-        the call; a failure that outlasts the cluster's retries is raised.
+        the request for ``max_wait_time`` without data. It never waits longer
+        than ``max_wait_time`` plus :data:`ANSWER_GRACE`: requests unanswered
+        then (a dark network) stay in flight, and the next calls hand out
+        what they bring. Retriable failures are retried with backoff
+        (refreshing metadata where it is stale), within the call while its
+        time lasts and in the next calls after; a failure that outlasts the
+        cluster's retries is raised.
 
         Args:
             partitions: which assigned partitions to fetch and return
@@ -198,6 +206,10 @@ class Fetcher:
                 persisted past the retries; the next call tries again.
         """
         deadline = time.monotonic() + self.max_wait_time
+        # The call's own bound: requests stuck in flight (a dark network)
+        # are not waited for until their timeout; they stay in flight, and
+        # what becomes of them is for a later call.
+        give_up = deadline + ANSWER_GRACE
         subscription = self.subscription
         while True:
             out = await self._round(partitions, max_records)
@@ -208,15 +220,19 @@ class Fetcher:
             # the end of a backoff.
             tasks: set[asyncio.Future[Any]] = set(self._inflight.values())
             changed = self._changed.future()
-            delay = subscription.retry_delay(subscription.wanted(partitions), time.monotonic())
+            now = time.monotonic()
+            delay = subscription.retry_delay(subscription.wanted(partitions), now)
             if not tasks and delay is None:
                 # Nothing to fetch (nothing assigned, or all paused): an empty round.
                 await asyncio.wait([changed], timeout=self.max_wait_time)
                 if changed.done():
                     continue
                 return {}
+            if now >= give_up:
+                return {}
             done, _ = await asyncio.wait(
-                tasks | {changed}, timeout=delay, return_when=asyncio.FIRST_COMPLETED
+                tasks | {changed}, timeout=give_up - now if delay is None else min(
+                    delay, give_up - now), return_when=asyncio.FIRST_COMPLETED
             )
             # Partitions may have been unassigned (a grouped consumer's
             # rebalance) while this waited.

@@ -61,8 +61,10 @@ JOIN_BOUND = 60.0
 #: Seconds close() may take; then the process must exit within EXIT_BOUND.
 CLOSE_BOUND = 30.0
 #: Seconds the member's consume loop may take to end once told to close: the
-#: consume() in progress returns (bounded by the request timeout, 30 s, when
-#: a request it waits for went into a partition) before close() is called.
+#: consume() in progress returns before close() is called. A fetch stuck in
+#: a partition no longer holds it (max_wait_time plus a second), but the
+#: offset lookup of a newly owned partition still may, up to the request
+#: timeout, 30 s.
 CONSUME_BOUND = 40.0
 #: Seconds a leader_kill waits for the ensemble to have a leader to kill.
 LEADER_BOUND = 20.0
