@@ -519,22 +519,14 @@ class Producer(Client):
         """:meth:`produce_many`'s fast path: unkeyed ``bytes`` values of a
         topic whose metadata is loaded, nothing parked; returns 0 when it
         does not apply (the general path then checks and queues them)."""
-        route = self._routes.get(topic)
-        if (
-            route is None
-            or route.snapshot is not self.cluster.partitions.get(topic)
-            or self._parked
-            or set(map(type, values)) != {bytes}
-        ):
+        route = self._fast_route(topic, values)
+        if route is None:
             return 0
         # Strategy: the checks, the sizes and the split over partitions are
         # C-level passes over the list (map, sum, slices), not a step per record.
         sizes = list(map(_MESSAGE_OVERHEAD.__add__, map(len, values)))
-        if max(sizes) > self.max_message_size:
-            return 0  # the general path says which record
-        self._check_room(topic, sum(sizes), len(sizes))
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+        if not self._fast_room(topic, sizes):
+            return 0
         rr = route.rr_queues
         count, start, n = len(rr), route.rr, len(values)
         route.rr += n
@@ -551,21 +543,12 @@ class Producer(Client):
         ``bytes`` keys under the default partitioner (each record to its
         key's partition, found through the route's key cache); returns 0
         when it does not apply, as :meth:`_produce_plain` does."""
-        route = self._routes.get(topic)
-        if (
-            route is None
-            or route.snapshot is not self.cluster.partitions.get(topic)
-            or self._parked
-            or set(map(type, values)) != {bytes}
-            or set(map(type, keys)) != {bytes}
-        ):
+        route = self._fast_route(topic, values, keys)
+        if route is None:
             return 0
         sizes = list(map(_MESSAGE_OVERHEAD.__add__, map(add, map(len, values), map(len, keys))))
-        if max(sizes) > self.max_message_size:
-            return 0  # the general path says which record
-        self._check_room(topic, sum(sizes), len(sizes))
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+        if not self._fast_room(topic, sizes):
+            return 0
         by_key, keyed = route.by_key, self._router.keyed
         append, wake_at = self._accumulator.append, self._sender.wake_at
         for key, value, size in zip(keys, values, sizes):
@@ -573,6 +556,34 @@ class Producer(Client):
             if due is not None:
                 wake_at(due)
         return len(values)
+
+    def _fast_route(self, topic: str, *columns: list[Any]) -> Optional[TopicRoute]:
+        """The topic's route when :meth:`produce_many`'s fast paths apply
+        (its metadata loaded and current, nothing parked, every item of
+        ``columns`` ``bytes``), else ``None``."""
+        route = self._routes.get(topic)
+        if (
+            route is None
+            or route.snapshot is not self.cluster.partitions.get(topic)
+            or self._parked
+            or any(set(map(type, column)) != {bytes} for column in columns)
+        ):
+            return None
+        return route
+
+    def _fast_room(self, topic: str, sizes: list[int]) -> bool:
+        """Whether records of ``sizes`` may take a fast path: ``False`` when
+        one is too large (the general path then says which).
+
+        Raises:
+            BufferFullError: they do not fit in the buffer together.
+        """
+        if max(sizes) > self.max_message_size:
+            return False
+        self._check_room(topic, sum(sizes), len(sizes))
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return True
 
     async def enqueue_many(
         self,
