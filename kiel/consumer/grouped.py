@@ -36,6 +36,7 @@ partition is handed to another member only after its finished position was
 committed (see ``docs/guides/grouped_consumer.rst``).
 """
 
+import asyncio
 import logging
 import re
 import sys
@@ -260,6 +261,8 @@ class GroupedConsumer(_BaseConsumer):
         )
         #: close() waited for the records in the application's hands.
         self._waited_for_hands = False
+        #: The start of owned partitions under way (see _start), if any.
+        self._starting: Optional[asyncio.Task[None]] = None
         self._ownership = ConsumerHooks(
             self, commits=self._commits, offsets=self._offsets, errors=self._errors,
             reclaim=self._reclaim, waited=lambda: self._waited_for_hands,
@@ -533,10 +536,8 @@ class GroupedConsumer(_BaseConsumer):
         if self.membership is not None:
             self.membership.poll()
         self._raise_pending()
-        awaiting = self.subscription.with_status(Status.AWAITING_RESET)
-        if awaiting:
-            await self._ownership.start(awaiting)
-            self._raise_pending()
+        self._start(self.subscription.with_status(Status.AWAITING_RESET))
+        self._raise_pending()
         held = self._state
         wanted = None
         if topics is not None:
@@ -553,6 +554,30 @@ class GroupedConsumer(_BaseConsumer):
                 if self.auto_finish:
                     self._hands.lend(tp, records)
         return batches
+
+    def _start(self, tps: list[TopicPartition]) -> None:
+        """Start owned partitions that await it, ``tps`` (their committed
+        offsets, or the reset policy), in the background, one start at a
+        time; and raise what the last start raised, once it has ended.
+
+        Strategy: the call that asked goes on fetching the partitions that
+        are started, within its own bound; the start's seek wakes that
+        fetch, so a quick start's records still come in the same call, and
+        a slow one (an offset lookup stuck in a dark network) holds up
+        neither the call nor the other partitions.
+
+        Raises:
+            Exception: what a finished start raised and did not keep for
+                :meth:`consume` (the kept errors are raised by
+                ``_raise_pending``).
+        """
+        task = self._starting
+        if task is not None and task.done():
+            self._starting = None
+            task.result()
+        if tps and self._starting is None:
+            self._starting = self._tasks.spawn(
+                self._ownership.start(tps), "start", quiet=(Exception,))
 
     def _handing_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
         hands = self._state.get(tp)

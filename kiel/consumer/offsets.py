@@ -76,6 +76,7 @@ from kiel.structs import TopicPartition
 __all__ = [
     "EARLIEST",
     "LATEST",
+    "OFFSETS_LANE",
     "GroupOffsets",
     "commit_answers",
     "fetch_answers",
@@ -84,6 +85,10 @@ __all__ = [
     "send_commit",
 ]
 
+
+#: The connection (:meth:`kiel.cluster.Cluster.connection`'s lane) of a
+#: ZooKeeper group's commits and offset lookups: one of their own.
+OFFSETS_LANE = "offsets"
 
 #: After these the group's coordinator is looked up again before the retry.
 _COORDINATOR_ERRORS: tuple[type[BrokerError], ...] = (
@@ -327,9 +332,12 @@ class GroupOffsets:
         #: A static member's instance id (OffsetCommit v7), else ``None``.
         self.group_instance_id = group_instance_id
         #: The coordinator connection these requests use (see
-        #: :meth:`kiel.cluster.Cluster.connection`): a broker group's member
-        #: sets its group lane, so a commit never waits behind a fetch.
-        self.lane = ""
+        #: :meth:`kiel.cluster.Cluster.connection`): never the shared one,
+        #: where a broker answers in order, so that a commit or an offset
+        #: lookup never waits behind a fetch held for ``max_wait_time``, and
+        #: a slow one never holds the fetches up. A broker group's member
+        #: sets its group lane instead.
+        self.lane = OFFSETS_LANE
         self._coordinator: Optional[int] = None
 
     async def coordinator(self) -> int:
