@@ -1,22 +1,25 @@
 """Batch read throughput of the ``kiel`` Spark data source against one SingleConsumer.
 
-One embedded 0.8.2 cluster runs in a subprocess (``ClusterProcess``) so the
-broker never shares a reader's GIL. One partition is filled once with
-``--messages`` values of ``--value-size`` bytes (``--varied``: sizes vary
-from half to one and a half times that, so no two neighbours are alike),
-then read from beginning to end by:
+The broker runs in a process of its own, so it never shares a reader's GIL:
+an embedded 0.8.2 cluster (``ClusterProcess``: magic-0 message sets, read
+with Fetch v0) or, with ``--broker tansu``, Tansu (record batches of magic 2,
+read with Fetch v4; filled by kiel's Producer, about 16 KiB per batch). One
+partition is filled once with ``--messages`` values of ``--value-size`` bytes
+(``--varied``: sizes vary from half to one and a half times that, so no two
+neighbours are alike), then read from beginning to end by:
 
 * one SingleConsumer: ``consume()`` in a loop in this process (one core);
 * Spark on ``local[1]`` and ``local[2]``, the range cut into 1, 2, 4 and 8
   splits (``minPartitions``), the rows aggregated in the JVM
   (``count(*)``, ``sum(length(value))``) so every row crosses from Python to
-  Spark; the better of two runs, after a warm-up read (the JVM and the
+  Spark; the best of three runs, after a warm-up read (the JVM and the
   Python workers are up before anything is timed).
 
 and a Python data source handing Spark the same number of rows from Arrow
-batches made once in memory: the most any Python source gets through
-pyspark, its ceiling. The table gives each rate against the consumer's and against that ceiling
-(times the cores). Then the fixed cost of a task: a read of ``--tasks``
+batches made once in memory, on local[1] with one split and on local[2]
+with two: the most any Python source gets through pyspark, its ceiling.
+The table gives each rate against the consumer's and against the local[1]
+ceiling (times the cores). Then the fixed cost of a task: a read of ``--tasks``
 one-record splits against an empty Python data source with as many
 partitions (pyspark's own cost of a Python data source task), both on ``local[1]``, alternated, the
 best of five each; the difference, per task, is kiel's. The load average is
@@ -28,14 +31,17 @@ Prints only, never fails::
 """
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any, Optional
 
 from kiel.consumer import SingleConsumer
+from kiel.producer import Producer
 from kiel.protocol import ProducePartitionData, ProduceRequest, ProduceTopicData
 from kiel.protocol.messages import encode_message_set
 from kiel.testing.broker import ClusterProcess
@@ -55,13 +61,46 @@ def values(count: int, size: int, varied: bool, seed: int = 25) -> list[bytes]:
 
 
 def fill(cluster: ClusterProcess, data: list[bytes]) -> None:
-    """Write ``data`` to partition 0, ``BATCH`` messages per request."""
+    """Write ``data`` to partition 0 of the embedded cluster, ``BATCH`` messages per request."""
     broker = cluster.describe()["brokers"][str(cluster.leader(TOPIC, 0))]
     with RawClient(f"{broker['host']}:{broker['port']}") as client:
         for i in range(0, len(data), BATCH):
             message_set = encode_message_set([(None, v) for v in data[i:i + BATCH]])
             client.request(ProduceRequest(1, 30000, [ProduceTopicData(TOPIC, [
                 ProducePartitionData(0, message_set)])]))
+
+
+def fill_tansu(bootstrap: str, data: list[bytes]) -> None:
+    """Write ``data`` to partition 0 with kiel's Producer (record batches of its default size).
+
+    Raises:
+        RuntimeError: the producer reported records it could not write.
+    """
+
+    async def run() -> None:
+        async with Producer(bootstrap) as producer:
+            for i in range(0, len(data), BATCH):
+                producer.produce_many(TOPIC, data[i:i + BATCH], partition=0)
+                await producer.flush()
+            result = await producer.flush()
+            if result.failed:
+                raise RuntimeError(f"{result.failed} records not written: {result.failures[:3]}")
+
+    asyncio.run(run())
+
+
+@contextlib.contextmanager
+def broker(kind: str) -> Iterator[tuple[str, Any]]:
+    """A running broker of ``kind`` with the topic, as (bootstrap, filler)."""
+    if kind == "tansu":
+        from kiel.testing.tansu import TansuBroker
+
+        with TansuBroker() as tansu:
+            tansu.create_topic(TOPIC, 1)
+            yield tansu.bootstrap, partial(fill_tansu, tansu.bootstrap)
+        return
+    with ClusterProcess(brokers=1, replication=1, topics={TOPIC: 1}) as cluster:
+        yield cluster.bootstrap, partial(fill, cluster)
 
 
 def bench_single_consumer(bootstrap: str, total: int) -> float:
@@ -158,23 +197,26 @@ def timed(action: Any, runs: int = 3) -> tuple[float, Any]:
     return best, result
 
 
-def bench_spark(bootstrap: str, total: int, master: str, size: int) -> dict[str, float]:
-    """Rows per second of Spark batch reads on ``master``, by split count."""
+def bench_spark(bootstrap: str, total: int, master: str, size: int,
+                ceiling_only: bool = False) -> dict[str, float]:
+    """Rows per second of Spark batch reads on ``master``, by split count
+    (``ceiling_only``: only pyspark's ceiling)."""
     from pyspark.sql import functions as F
 
     spark = session(master)
     results: dict[str, float] = {}
     try:
         load(spark, bootstrap, 2, ending=1000).agg(F.count("*")).first()  # warm-up
-        if master == "local[1]":
-            memory = (spark.read.format("bench_memory").option("partitions", "1")
-                      .option("rows", str(total)).option("size", str(size)).load())
-            elapsed, row = timed(lambda: memory.agg(
-                F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first())
-            results["memory source, local[1], 1 split"] = row.n / elapsed
-            print(f"memory source (pyspark's ceiling), local[1], 1 split: {row.n:,} rows "
-                  f"in {elapsed:.2f} s")
-        for splits in SPLITS:
+        # pyspark's ceiling: one split on local[1], two on local[2] (one a core).
+        parts = 1 if master == "local[1]" else 2
+        memory = (spark.read.format("bench_memory").option("partitions", str(parts))
+                  .option("rows", str(total // parts)).option("size", str(size)).load())
+        elapsed, row = timed(lambda: memory.agg(
+            F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first())
+        label = f"memory source, {master}, {parts} split{'s' if parts > 1 else ''}"
+        results[label] = row.n / elapsed
+        print(f"{label} (pyspark's ceiling): {row.n:,} rows in {elapsed:.2f} s")
+        for splits in () if ceiling_only else SPLITS:
             df = load(spark, bootstrap, splits)
             elapsed, row = timed(lambda df=df: df.agg(
                 F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first())
@@ -222,6 +264,10 @@ def main() -> int:
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--varied", action="store_true", help="vary the value sizes")
     parser.add_argument("--tasks", type=int, default=64, help="splits of the fixed-cost read")
+    parser.add_argument("--broker", choices=("embedded", "tansu"), default="embedded",
+                        help="the embedded 0.8.2 cluster (message sets) or Tansu (record batches)")
+    parser.add_argument("--ceiling-only", action="store_true",
+                        help="time only the consumer and pyspark's ceiling (no kiel reads)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -229,29 +275,32 @@ def main() -> int:
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     started = time.perf_counter()
     data = values(args.messages, args.value_size, args.varied)
-    with ClusterProcess(brokers=1, replication=1, topics={TOPIC: 1}) as cluster:
-        fill(cluster, data)
+    with broker(args.broker) as (bootstrap, fill_with):
+        fill_with(data)
         print(f"filled {len(data):,} messages of {args.value_size} bytes"
-              f"{' (varied)' if args.varied else ''} in {time.perf_counter() - started:.1f} s")
+              f"{' (varied)' if args.varied else ''} on {args.broker} "
+              f"in {time.perf_counter() - started:.1f} s")
         results: dict[str, float] = {}
-        results["SingleConsumer (1 process)"] = bench_single_consumer(cluster.bootstrap,
-                                                                      len(data))
+        results["SingleConsumer (1 process)"] = bench_single_consumer(bootstrap, len(data))
         for master in ("local[1]", "local[2]"):
-            results.update(bench_spark(cluster.bootstrap, len(data), master, args.value_size))
-        empty, kiel = bench_task_cost(cluster.bootstrap, args.tasks)
+            results.update(bench_spark(bootstrap, len(data), master, args.value_size,
+                                       args.ceiling_only))
+        costs = None if args.ceiling_only else bench_task_cost(bootstrap, args.tasks)
 
     base = results["SingleConsumer (1 process)"]
     ceiling = results["memory source, local[1], 1 split"]
     print()
-    print(f"{'reader':<34} {'rows/s':>12} {'vs consumer':>12} {'vs ceiling/core':>16}")
+    print(f"{'reader':<36} {'rows/s':>12} {'vs consumer':>12} {'vs ceiling/core':>16}")
     for name, rate in results.items():
         cores = 2 if "local[2]" in name else 1
-        print(f"{name:<34} {rate:>12,.0f} {rate / base:>11.2f}x "
+        print(f"{name:<36} {rate:>12,.0f} {rate / base:>11.2f}x "
               f"{rate / (ceiling * cores):>15.2f}x")
-    print()
-    print(f"fixed cost per task ({args.tasks} one-record splits, local[1]): "
-          f"kiel {kiel * 1000:.1f} ms, an empty Python data source {empty * 1000:.1f} ms, "
-          f"kiel's own {(kiel - empty) * 1000:.1f} ms")
+    if costs is not None:
+        empty, kiel = costs
+        print()
+        print(f"fixed cost per task ({args.tasks} one-record splits, local[1]): "
+              f"kiel {kiel * 1000:.1f} ms, an empty Python data source {empty * 1000:.1f} ms, "
+              f"kiel's own {(kiel - empty) * 1000:.1f} ms")
     print(f"load average {os.getloadavg()[0]:.2f}")
     return 0
 
