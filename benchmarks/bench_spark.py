@@ -23,7 +23,12 @@ ceiling (times the cores). Then the fixed cost of a task: a read of ``--tasks``
 one-record splits against an empty Python data source with as many
 partitions (pyspark's own cost of a Python data source task), both on ``local[1]``, alternated, the
 best of five each; the difference, per task, is kiel's. The load average is
-printed before and after: on a busy machine the figures move.
+printed before and after: on a busy machine the figures move. So on Linux
+the CPU seconds of each best run are printed too, by part (the reader's
+process, the JVM, pyspark's Python workers, the broker), with the most rows
+per second that CPU allows on two cores (the consumer: on its one thread):
+that moves far less with other load, and shows what two cores can give at
+all.
 
 Prints only, never fails::
 
@@ -103,18 +108,18 @@ def broker(kind: str) -> Iterator[tuple[str, Any]]:
         yield cluster.bootstrap, partial(fill, cluster)
 
 
-def bench_single_consumer(bootstrap: str, total: int) -> float:
+def bench_single_consumer(bootstrap: str, total: int, label: str) -> float:
     """Rows per second for one SingleConsumer reading everything (the best of three)."""
 
-    async def run() -> float:
+    async def run() -> int:
         async with SingleConsumer(bootstrap, max_wait_time=0.2) as consumer:
             seen = 0
-            started = time.perf_counter()
             while seen < total:
                 seen += len(await consumer.consume(TOPIC, start=SingleConsumer.BEGINNING))
-            return seen / (time.perf_counter() - started)
+            return seen
 
-    return max(asyncio.run(run()) for _ in range(3))
+    elapsed, seen = timed(lambda: asyncio.run(run()), label=label)
+    return seen / elapsed
 
 
 def session(master: str) -> Any:
@@ -187,13 +192,67 @@ def load(spark: Any, bootstrap: str, splits: int, ending: Optional[int] = None) 
     return reader.load()
 
 
-def timed(action: Any, runs: int = 3) -> tuple[float, Any]:
-    """The best time of ``runs`` calls of ``action`` and its last result."""
+#: CPU seconds of the best run of each timed reader, by part (see cpu_seconds).
+CPU: dict[str, dict[str, float]] = {}
+CPU_PARTS = ("reader", "jvm", "pyspark workers", "broker")
+
+
+def cpu_seconds() -> Optional[dict[str, float]]:
+    """CPU seconds (user + system) used so far by this process and everything
+    it started, by part: this process (the reader: the consumer, Spark's
+    driver), the JVM, pyspark's Python workers (the JVM's children) and the
+    broker (any other child). Linux only (``/proc``); ``None`` elsewhere.
+
+    Strategy: on a machine others share, wall time moves with their load;
+    the CPU a read costs moves much less, and it bounds what any number of
+    cores could do: on two cores a read cannot take less than half of it.
+    """
+    if not os.path.isdir("/proc/self"):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    table: dict[int, tuple[int, float, bool]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                program = f.read().split(b"\0")[0]
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat[stat.rindex(")") + 2:].split()
+        table[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick,
+                            program.endswith(b"java"))
+    me = os.getpid()
+    parts = dict.fromkeys(CPU_PARTS, 0.0)
+    for pid, (_parent, used, _java) in table.items():
+        chain = [pid]
+        while chain[-1] in table and chain[-1] != me and table[chain[-1]][0] > 1:
+            chain.append(table[chain[-1]][0])
+        if chain[-1] != me:
+            continue
+        javas = [p for p in chain if table[p][2]]
+        part = ("reader" if pid == me else "jvm" if javas and javas[0] == pid
+                else "pyspark workers" if javas else "broker")
+        parts[part] += used
+    return parts
+
+
+def timed(action: Any, runs: int = 3, label: Optional[str] = None) -> tuple[float, Any]:
+    """The best time of ``runs`` calls of ``action`` and its last result (with
+    ``label``: the CPU its best run used goes to ``CPU[label]``)."""
     best, result = float("inf"), None
     for _ in range(runs):
+        before = cpu_seconds()
         started = time.perf_counter()
         result = action()
-        best = min(best, time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        after = cpu_seconds()
+        if elapsed < best:
+            best = elapsed
+            if label is not None and before is not None and after is not None:
+                CPU[label] = {part: after[part] - before[part] for part in CPU_PARTS}
     return best, result
 
 
@@ -211,18 +270,20 @@ def bench_spark(bootstrap: str, total: int, master: str, size: int,
         parts = 1 if master == "local[1]" else 2
         memory = (spark.read.format("bench_memory").option("partitions", str(parts))
                   .option("rows", str(total // parts)).option("size", str(size)).load())
-        elapsed, row = timed(lambda: memory.agg(
-            F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first())
         label = f"memory source, {master}, {parts} split{'s' if parts > 1 else ''}"
+        elapsed, row = timed(lambda: memory.agg(
+            F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first(),
+            label=label)
         results[label] = row.n / elapsed
         print(f"{label} (pyspark's ceiling): {row.n:,} rows in {elapsed:.2f} s")
         for splits in () if ceiling_only else SPLITS:
             df = load(spark, bootstrap, splits)
+            label = f"spark {master}, {splits} splits"
             elapsed, row = timed(lambda df=df: df.agg(
-                F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first())
+                F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first(),
+                label=label)
             if row.n != total:
                 print(f"  WARNING: Spark read {row.n} rows, expected {total}")
-            label = f"spark {master}, {df.rdd.getNumPartitions()} splits"
             results[label] = row.n / elapsed
             print(f"{label}: {row.n:,} rows in {elapsed:.2f} s")
     finally:
@@ -258,6 +319,23 @@ def bench_task_cost(bootstrap: str, tasks: int) -> tuple[float, float]:
         spark.stop()
 
 
+def print_cpu(rows: int) -> None:
+    """The CPU seconds of each reader's best run, by part, and the most rows
+    per second that CPU allows on two cores (the consumer: on its one thread)."""
+    consumer = CPU.get("SingleConsumer (1 process)")
+    if consumer is None:
+        return
+    own = rows / max(consumer["reader"], 1e-9)
+    print()
+    print(f"{'CPU seconds of the best run':<36} " + " ".join(f"{p:>8.8}" for p in CPU_PARTS)
+          + f" {'total':>7} {'bound rows/s':>13} {'vs consumer':>12}")
+    for name, parts in CPU.items():
+        total = sum(parts.values())
+        bound = own if parts is consumer else rows / max(total / 2, 1e-9)
+        print(f"{name:<36} " + " ".join(f"{parts[p]:>8.2f}" for p in CPU_PARTS)
+              + f" {total:>7.2f} {bound:>13,.0f} {bound / own:>11.2f}x")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=300_000)
@@ -281,7 +359,8 @@ def main() -> int:
               f"{' (varied)' if args.varied else ''} on {args.broker} "
               f"in {time.perf_counter() - started:.1f} s")
         results: dict[str, float] = {}
-        results["SingleConsumer (1 process)"] = bench_single_consumer(bootstrap, len(data))
+        results["SingleConsumer (1 process)"] = bench_single_consumer(
+            bootstrap, len(data), "SingleConsumer (1 process)")
         for master in ("local[1]", "local[2]"):
             results.update(bench_spark(bootstrap, len(data), master, args.value_size,
                                        args.ceiling_only))
@@ -295,6 +374,8 @@ def main() -> int:
         cores = 2 if "local[2]" in name else 1
         print(f"{name:<36} {rate:>12,.0f} {rate / base:>11.2f}x "
               f"{rate / (ceiling * cores):>15.2f}x")
+    if CPU:
+        print_cpu(len(data))
     if costs is not None:
         empty, kiel = costs
         print()
