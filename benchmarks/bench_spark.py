@@ -321,7 +321,8 @@ def bench_task_cost(bootstrap: str, tasks: int) -> tuple[float, float]:
 
 def print_cpu(rows: int) -> None:
     """The CPU seconds of each reader's best run, by part, and the most rows
-    per second that CPU allows on two cores (the consumer: on its one thread)."""
+    per second that CPU allows on two cores (the consumer: on its one thread;
+    pyspark's workers: one per task, as many at once as cores and splits allow)."""
     consumer = CPU.get("SingleConsumer (1 process)")
     if consumer is None:
         return
@@ -331,7 +332,12 @@ def print_cpu(rows: int) -> None:
           + f" {'total':>7} {'bound rows/s':>13} {'vs consumer':>12}")
     for name, parts in CPU.items():
         total = sum(parts.values())
-        bound = own if parts is consumer else rows / max(total / 2, 1e-9)
+        # Two cores at best; and pyspark's Python workers run one a task, as
+        # many at once as the master has cores and the read has splits.
+        cores = 2 if "local[2]" in name else 1
+        splits = int(name.rsplit(", ", 1)[1].split()[0]) if ", " in name else 1
+        busiest = max(total / 2, parts["pyspark workers"] / min(cores, splits), 1e-9)
+        bound = own if parts is consumer else rows / busiest
         print(f"{name:<36} " + " ".join(f"{parts[p]:>8.2f}" for p in CPU_PARTS)
               + f" {total:>7.2f} {bound:>13,.0f} {bound / own:>11.2f}x")
 
