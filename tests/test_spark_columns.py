@@ -14,8 +14,8 @@ import pytest
 
 from kiel.compression import codec_id_for
 from kiel.exc import CorruptMessageError
-from kiel.protocol.messages import MessageSetBuilder, decode_message_set, encode_message_set
 from kiel.protocol.crc32c import crc32c
+from kiel.protocol.messages import MessageSetBuilder, decode_message_set, encode_message_set
 from kiel.protocol.record_batch import (
     CODEC_GZIP,
     LOG_APPEND_TIME,
