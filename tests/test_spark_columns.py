@@ -10,10 +10,13 @@ errors, never rows.
 import struct
 import zlib
 
+import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kiel.compression import codec_id_for
-from kiel.exc import CorruptMessageError
+from kiel.exc import CorruptMessageError, ProtocolError
 from kiel.protocol.crc32c import crc32c
 from kiel.protocol.messages import MessageSetBuilder, decode_message_set, encode_message_set
 from kiel.protocol.record_batch import (
@@ -302,6 +305,15 @@ def test_a_cut_answer_of_record_batches():
     assert (got.rows, got.next_offset, got.needed) == (0, None, len(first))
 
 
+def test_a_timestamp_past_sparks_is_a_typed_error_in_both_paths():
+    # 2**62 ms is past the int64 of microseconds Spark's timestamps are.
+    data = record_batch(PAIRS[:3], 0, stamp=2**62)
+    with pytest.raises(CorruptMessageError, match="does not fit Spark's timestamp"):
+        decode_answer(data, TOPIC, 3, 0, 2**62, True, False)
+    with pytest.raises(CorruptMessageError, match="does not fit Spark's timestamp"):
+        to_arrow(decode_record_batches(data, TOPIC, 3).records)
+
+
 def test_a_gap_after_the_range_ends_it():
     data = record_batch(PAIRS[:10], 0) + record_batch(PAIRS[:10], 50)
     got = decode_answer(data, TOPIC, 3, 0, 30, True, False)
@@ -387,6 +399,82 @@ def test_a_record_that_breaks_the_layout_is_read_by_the_loop_or_refused():
     bad = reseal(data[:at] + b"\x02" + data[at + 1:])
     with pytest.raises(CorruptMessageError):
         decode_answer(bad, TOPIC, 3, 0, 2**62, True, False)
+
+
+# Batches as producers write them: one layout (or not), nulls, timestamps near or far.
+RECORD = st.tuples(st.one_of(st.none(), st.binary(max_size=12)),
+                   st.one_of(st.none(), st.binary(max_size=300)))
+BATCH = st.tuples(st.lists(RECORD, min_size=1, max_size=150), st.booleans(),
+                  st.integers(-2, 200), st.sampled_from([0, 1]))
+
+
+def built(batch_specs):
+    """The answer the broker would send for these batches, back to back from offset 0."""
+    out, offset = [], 0
+    for pairs, one_layout, spread, timestamp_type in batch_specs:
+        if one_layout:
+            pairs = [pairs[0]] * len(pairs)
+        builder = RecordBatchBuilder(base_offset=offset, timestamp_type=timestamp_type)
+        for i, (key, value) in enumerate(pairs):
+            builder.append(key, value, timestamp=1_700_000_000_000 + (i * spread) % 5000)
+        out.append(builder.build())
+        offset += len(pairs)
+    return b"".join(out), offset
+
+
+def table(decoded):
+    """The rows of a Decoded as one Arrow table (compared as Arrow: a corrupt
+    timestamp may be past what Python's datetime holds)."""
+    return pa.Table.from_batches(decoded.batches, ARROW_SCHEMA).combine_chunks()
+
+
+def reference_table(data, end=2**62):
+    """kiel's decoder's records up to the first at or past ``end``, in the
+    answer's order (where a read stops: the same as filtering while offsets
+    increase, which a corrupt base offset can break), as Arrow."""
+    records = decode_record_batches(data, TOPIC, 3, min_offset=0).records
+    kept = []
+    for record in records:
+        if record.offset >= end:
+            break
+        kept.append(record)
+    return pa.Table.from_batches([to_arrow(kept)] if kept else [],
+                                 ARROW_SCHEMA).combine_chunks()
+
+
+def outcome(decode):
+    """What a decode makes of an answer: its rows, or the kind of error it raised."""
+    try:
+        return decode()
+    except ProtocolError as e:
+        return type(e)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(BATCH, min_size=1, max_size=4), st.data())
+def test_any_answer_of_record_batches_reads_as_kiels_decoder_reads_it(batch_specs, data):
+    answer, count = built(batch_specs)
+    min_offset = data.draw(st.integers(0, count - 1))
+    end = data.draw(st.integers(min_offset + 1, count + 5))
+    got = decode_answer(answer, TOPIC, 3, min_offset, end, True, False)
+    assert rows(got) == batch_reference(answer, min_offset, end)
+    assert got.rows == len(rows(got))
+    # A byte changed, the batch's CRC made right again (only the framing
+    # checks can catch it), or not (the CRC must): the same rows or the same
+    # error as kiel's decoder, never other rows.
+    at = data.draw(st.integers(0, len(answer) - 1))
+    flipped = bytearray(answer)
+    flipped[at] ^= data.draw(st.integers(1, 255))
+    batch_at, pos = 0, 0
+    while pos <= at:
+        batch_at, pos = pos, pos + 12 + struct.unpack_from(">i", answer, pos + 8)[0]
+    for bad in (bytes(flipped), reseal(bytes(flipped), batch_at) if at >= batch_at + 21
+                else bytes(flipped)):
+        mine = outcome(lambda bad=bad: table(decode_answer(bad, TOPIC, 3, 0, 2**62, True,
+                                                           False)))
+        theirs = outcome(lambda bad=bad: reference_table(bad))
+        assert mine == theirs if isinstance(mine, type) or isinstance(theirs, type) \
+            else mine.equals(theirs)
 
 
 def test_coalesce_gathers_batches_in_order_within_its_bounds():

@@ -543,9 +543,23 @@ def _stamps(stamps: array, types: array) -> tuple[pa.Array, pa.Array]:
         return (pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), count, micros.buffers()),
                 pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(types)]))
     # Rare: as to_arrow does it, one by one (which also refuses what does not fit).
-    return (pa.array([None if s < 0 else s * 1000 for s in stamps],
-                     pa.timestamp("us", tz="UTC")),
+    return (_micros([None if s < 0 else s * 1000 for s in stamps]),
             pa.array([-1 if s < 0 else t for s, t in zip(stamps, types)], pa.int32()))
+
+
+def _micros(stamps: list[Optional[int]]) -> pa.Array:
+    """Spark's timestamp column of record timestamps in microseconds.
+
+    Raises:
+        CorruptMessageError: one is past what Spark's timestamps hold (an
+            int64 of microseconds: the year 294,000 or so).
+    """
+    try:
+        return pa.array(stamps, pa.timestamp("us", tz="UTC"))
+    except (OverflowError, pa.ArrowInvalid) as e:
+        raise CorruptMessageError(
+            f"a record timestamp does not fit Spark's timestamp (microseconds in an int64): "
+            f"{max(s for s in stamps if s is not None) // 1000} ms") from e
 
 
 def _uniform_run(data: bytes, topic: str, partition: int, min_offset: int, end: int,
@@ -789,10 +803,7 @@ def to_arrow(records: Sequence[Record], headers: bool = False) -> pa.RecordBatch
         stamp_array = pa.nulls(n, pa.timestamp("us", tz="UTC"))
         type_array = pa.repeat(pa.scalar(-1, pa.int32()), n)
     else:
-        stamp_array = pa.array(
-            [None if s is None or s < 0 else s * 1000 for s in stamps],
-            pa.timestamp("us", tz="UTC"),
-        )
+        stamp_array = _micros([None if s is None or s < 0 else s * 1000 for s in stamps])
         # 0: CreateTime, 1: LogAppendTime (the broker's clock), as Spark shows them.
         type_array = pa.array([-1 if s is None or s < 0 else (r[6] or 0)
                                for s, r in zip(stamps, records)], pa.int32())
