@@ -22,13 +22,17 @@ import sys
 import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from typing import NamedTuple, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from kiel.exc import CorruptMessageError
+from kiel.exc import CorruptMessageError, ProtocolError
+from kiel.protocol.crc32c import crc32c
 from kiel.protocol.log_format import DEFAULT_MAX_DECODED, LOG_OVERHEAD
 from kiel.protocol.messages import decode_message_set
+from kiel.protocol.primitives import decode_varint, decode_varlong
 from kiel.protocol.record_batch import decode_record_batches
 from kiel.structs import Record
 
@@ -63,6 +67,22 @@ _MIN_V0 = 14  # crc, magic, attributes, key length, value length
 _MIN_UNIFORM = 16
 #: Arrow's buffers are little-endian: the uniform run builds them in place.
 _LITTLE_ENDIAN = sys.byteorder == "little"
+
+# A record batch's (magic 2) header, BaseOffset .. RecordCount: 61 bytes.
+_BATCH = struct.Struct(">qiibIhiqqqhii")
+_BATCH_SIZE = _BATCH.size
+_BATCH_CRC_START = 21  # the CRC-32C covers from the attributes on
+_BATCH_MIN_LENGTH = _BATCH_SIZE - LOG_OVERHEAD
+#: Attributes the batch run does not read: the codec (bits 0-2) and control (bit 5).
+_BATCH_NOT_PLAIN = 0x07 | 0x20
+_LOG_APPEND_TIME = 0x08
+_MIN_RECORD = 7  # length, attributes, the two deltas, key, value, header count: a byte each
+#: The value of every one- and two-byte zig-zag varint: ``_ZIGZAG[b]`` for one
+#: byte ``b`` (below 0x80), ``_ZIGZAG[b + (c << 7)]`` for ``b`` (0x80 and up)
+#: then ``c`` (below 0x80).
+_ZIGZAG = tuple((raw >> 1) ^ -(raw & 1) for raw in chain(range(0x80), range(1 << 14)))
+#: The largest timestamp in milliseconds whose microseconds fit an int64.
+_MAX_MS = (2**63 - 1) // 1000
 
 
 class Decoded(NamedTuple):
@@ -105,11 +125,7 @@ def decode_answer(data: bytes, topic: str, partition: int, min_offset: int, end:
         ProtocolError: whatever else kiel's decoders find wrong.
     """
     if record_batches:
-        result = decode_record_batches(data, topic, partition, min_offset=min_offset,
-                                       max_decoded=max_decoded)
-        needed = (result.first_batch_size or 0) if result.first_batch_too_large else None
-        return _from_records(result.records, result.next_offset, result.valid_bytes, needed,
-                             end, headers)
+        return _decode_batches(data, topic, partition, min_offset, end, headers, max_decoded)
     pos, count, last = 0, 0, None
     plain: list[pa.RecordBatch] = []
     if _LITTLE_ENDIAN:
@@ -139,6 +155,411 @@ def decode_answer(data: bytes, topic: str, partition: int, min_offset: int, end:
         None if last is None else last + 1)
     return Decoded(plain + tail.batches, count + tail.rows, next_offset, tail.valid_bytes,
                    tail.needed)
+
+
+def _decode_batches(data: bytes, topic: str, partition: int, min_offset: int, end: int,
+                    headers: bool, max_decoded: int) -> Decoded:
+    """:func:`decode_answer` of a Fetch v4 answer (record batches)."""
+    pos, count, next_offset, batches = _batch_run(data, topic, partition, min_offset, end,
+                                                  headers)
+    if pos >= len(data) or next_offset is not None and next_offset >= end:
+        return Decoded(batches, count, next_offset, pos, None)
+    # Strategy: as for message sets, kiel's decoder takes the rest from where
+    # the batch run stopped (a compressed or control batch, headers, old
+    # messages, a partial or bad batch) and raises what is wrong with it.
+    rest = decode_record_batches(data[pos:] if pos else data, topic, partition,
+                                 min_offset=min_offset, max_decoded=max_decoded)
+    needed = None
+    if rest.first_batch_too_large and next_offset is None:
+        needed = rest.first_batch_size or 0
+    tail = _from_records(rest.records, rest.next_offset, pos + rest.valid_bytes, needed, end,
+                         headers)
+    return Decoded(batches + tail.batches, count + tail.rows,
+                   next_offset if tail.next_offset is None else tail.next_offset,
+                   tail.valid_bytes, tail.needed)
+
+
+class _Rows:
+    """The columns a batch run gathers: where each key and value lies in the
+    answer (start, end), the offsets, the timestamps in milliseconds, their
+    types, and how many keys and values are null."""
+
+    __slots__ = ("offsets", "stamps", "keys", "values", "types", "null_keys", "null_values")
+
+    def __init__(self) -> None:
+        self.offsets = array("q")
+        self.stamps = array("q")
+        self.keys = array("i")
+        self.values = array("i")
+        self.types = array("i")
+        self.null_keys = self.null_values = 0
+
+    def mark(self) -> tuple[int, int, int]:
+        return len(self.offsets), self.null_keys, self.null_values
+
+    def rollback(self, mark: tuple[int, int, int]) -> None:
+        """Forget the rows added since ``mark``."""
+        kept, self.null_keys, self.null_values = mark
+        del self.offsets[kept:], self.stamps[kept:], self.types[kept:]
+        del self.keys[2 * kept:], self.values[2 * kept:]
+
+
+def _batch_run(data: bytes, topic: str, partition: int, min_offset: int, end: int,
+               headers: bool) -> tuple[int, int, Optional[int], list[pa.RecordBatch]]:
+    """Read the plain record batches (magic 2) at the start of ``data`` into Arrow.
+
+    Strategy: the consumer's record loop (:mod:`kiel.protocol.record_batch`)
+    without the objects: per record, only where its key and value lie, its
+    offset and its timestamp go into arrays; Arrow cuts the keys and values
+    out of the answer (:func:`_cut`). Records of one layout, as a producer
+    writes them, are read by strided slices instead (:func:`_uniform_records`).
+    A batch is taken whole or not at all, and only when it is what most
+    batches are: magic 2, uncompressed, not a control batch, its CRC-32C
+    right, every record decoding with the decoder's checks (lengths within
+    the record and the batch, offset deltas increasing up to the last one,
+    the record count, no byte left over) and no record carrying headers. At
+    the first batch that is not, the run stops and :func:`_decode_batches`
+    hands the rest to kiel's decoder, which reads it or raises its typed
+    error: a bad batch is never half taken, and what the run takes is what
+    that decoder would have made.
+
+    Returns:
+        where the run stopped (the first batch it did not take, or the
+        end), how many rows it made, the offset after its last batch
+        (``None``: none taken), and the rows as Arrow batches (at most one).
+    """
+    unpack = _BATCH.unpack_from
+    size_all = len(data)
+    out = _Rows()
+    pos = 0
+    next_offset: Optional[int] = None
+    while pos + _BATCH_SIZE <= size_all:
+        (base, length, _leader_epoch, magic, crc, attributes, last_delta, base_stamp,
+         max_stamp, _producer_id, _producer_epoch, _sequence, count) = unpack(data, pos)
+        if base >= end:
+            # Past the range (what follows a gap at its end): nothing here is
+            # read, and nothing of the range lies before this batch.
+            next_offset = base
+            break
+        bend = pos + LOG_OVERHEAD + length
+        start = pos + _BATCH_SIZE
+        if (magic != 2 or attributes & _BATCH_NOT_PLAIN or length < _BATCH_MIN_LENGTH
+                or bend > size_all or last_delta < 0 or count < 0
+                or count * _MIN_RECORD > bend - start
+                or crc32c(data[pos + _BATCH_CRC_START:bend]) != crc):
+            break
+        log_append = attributes & _LOG_APPEND_TIME
+        mark = out.mark()
+        batch = (base, last_delta, base_stamp, max_stamp if log_append else None,
+                 min_offset, end)
+        p, index = start, 0
+        if last_delta >= count - 1:  # offset deltas 0, 1, 2...: as a producer writes them
+            p, index = _uniform_records(data, out, p, bend, count, batch)
+        good = True
+        if index < count:
+            p, good = _record_loop(data, out, p, bend, index, count, batch)
+        if not good or p != bend:
+            # Not taken: kiel's decoder reads this batch again and says what is wrong.
+            out.rollback(mark)
+            break
+        out.types.extend(array("i", [1 if log_append else 0]) * (len(out.offsets) - mark[0]))
+        pos = bend
+        next_offset = base + last_delta + 1
+    rows = len(out.offsets)
+    if not rows:
+        return pos, 0, next_offset, []
+    buffer = pa.py_buffer(data)
+    offset_column = pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(out.offsets)])
+    key_column = _cut(buffer, out.keys, rows, _varint_nulls(data, out.keys, out.null_keys, rows))
+    value_column = _cut(buffer, out.values, rows,
+                        _varint_nulls(data, out.values, out.null_values, rows))
+    stamp_column, type_column = _stamps(out.stamps, out.types)
+    return pos, rows, next_offset, [_batch(key_column, value_column, offset_column, topic,
+                                           partition, headers, stamp_column, type_column)]
+
+
+#: What a batch's records need to place them: base offset, last offset
+#: delta, base timestamp, the timestamp of every record (LogAppendTime;
+#: ``None``: each its own), and the range ``[min_offset, end)``.
+_BatchPlace = tuple[int, int, int, Optional[int], int, int]
+
+
+def _record_loop(data: bytes, out: _Rows, p: int, bend: int, index: int, count: int,
+                 batch: _BatchPlace) -> tuple[int, bool]:
+    """Read the records of a batch from the ``index``-th (at ``p``) one by one.
+
+    Returns:
+        where the last one read ends, and whether every one was read (``False``:
+        one is not as the batch run takes it).
+    """
+    base, last_delta, base_stamp, stamp_all, min_offset, end = batch
+    zz = _ZIGZAG
+    add_offset, add_stamp = out.offsets.append, out.stamps.append
+    add_key, add_value = out.keys.append, out.values.append
+    null_keys = null_values = 0
+    previous = index - 1
+    try:
+        while index < count:
+            index += 1
+            b = data[p]
+            if b < 0x80:
+                size = zz[b]
+                p += 1
+            elif (c := data[p + 1]) < 0x80:
+                size = zz[b + (c << 7)]
+                p += 2
+            else:
+                size, p = decode_varint(data, p)
+            rend = p + size
+            if size < _MIN_RECORD - 1 or rend > bend:  # a record's body: 6 bytes or more
+                return p, False
+            b = data[p + 1]  # after the unused attributes byte: the timestamp delta
+            if b < 0x80:
+                delta = zz[b]
+                p += 2
+            elif (c := data[p + 2]) < 0x80:
+                delta = zz[b + (c << 7)]
+                p += 3
+            else:
+                delta, p = decode_varlong(data, p + 1)
+            b = data[p]
+            if b < 0x80:
+                offset_delta = zz[b]
+                p += 1
+            elif (c := data[p + 1]) < 0x80:
+                offset_delta = zz[b + (c << 7)]
+                p += 2
+            else:
+                offset_delta, p = decode_varint(data, p)
+            if not previous < offset_delta <= last_delta:
+                return p, False
+            previous = offset_delta
+            b = data[p]
+            if b == 1:  # a null key (zig-zag -1), the common case
+                p += 1
+                kpos = kend = p
+                null_key = True
+            else:
+                if b < 0x80:
+                    n = zz[b]
+                    p += 1
+                elif (c := data[p + 1]) < 0x80:
+                    n = zz[b + (c << 7)]
+                    p += 2
+                else:
+                    n, p = decode_varint(data, p)
+                if n < 0:
+                    return p, False
+                kpos = p
+                kend = p = p + n
+                null_key = False
+            b = data[p]
+            if b < 0x80:
+                n = zz[b]
+                p += 1
+            elif (c := data[p + 1]) < 0x80:
+                n = zz[b + (c << 7)]
+                p += 2
+            else:
+                n, p = decode_varint(data, p)
+            vpos = p
+            if n >= 0:
+                p += n
+            elif n != -1:
+                return p, False
+            # No headers: their count, zero, is the record's last byte.
+            if p + 1 != rend or data[p]:
+                return p, False
+            offset = base + offset_delta
+            if min_offset <= offset < end:
+                add_offset(offset)
+                add_stamp(base_stamp + delta if stamp_all is None else stamp_all)
+                add_key(kpos)
+                add_key(kend)
+                add_value(vpos)
+                add_value(p)
+                if null_key:
+                    null_keys += 1
+                if n == -1:
+                    null_values += 1
+            p = rend
+    except (IndexError, ProtocolError):
+        return p, False  # past the buffer, or a varint too long: kiel's decoder says which
+    finally:
+        out.null_keys += null_keys
+        out.null_values += null_values
+    return p, True
+
+
+def _uniform_records(data: bytes, out: _Rows, p: int, bend: int, count: int,
+                     batch: _BatchPlace) -> tuple[int, int]:
+    """Read the records of a batch whose offset deltas are 0, 1, 2... by
+    strided slices, as far as they have one layout.
+
+    Strategy: a producer's records of one size (a null or fixed-size key,
+    fixed-size values, no headers, timestamps within 63 ms of the batch's)
+    differ only in their deltas, and the width of the offset delta changes
+    at record 64 and 8192: from the first record of each stretch on,
+    records then sit every ``stride`` bytes, as in a message set's uniform
+    run. The stretch is taken only if every byte that frames a record (its
+    length, attributes, key and value lengths, the empty header count) is
+    the first record's, every timestamp delta is one byte, and the offset
+    deltas are exactly their indexes; otherwise the records are left to
+    :func:`_record_loop` from the stretch on.
+
+    Returns:
+        where the records read end, and how many of the batch were read.
+    """
+    index = 0
+    while index < count and index < _ONE_BYTE_DELTAS + _TWO_BYTE_DELTAS:
+        stop = min(count, _ONE_BYTE_DELTAS if index < _ONE_BYTE_DELTAS
+                   else _ONE_BYTE_DELTAS + _TWO_BYTE_DELTAS)
+        after = _uniform_stretch(data, out, p, bend, index, stop, batch)
+        if after < 0:
+            break
+        p, index = after, stop
+    return p, index
+
+
+_ONE_BYTE_DELTAS = 64  # zig-zag 0..126: one byte
+_TWO_BYTE_DELTAS = 8192 - 64
+#: Offset deltas 0..63 as one-byte zig-zag varints; 64..8191 as two bytes (low, high).
+_DELTA_1 = bytes(2 * i for i in range(_ONE_BYTE_DELTAS))
+_DELTA_2_LOW = bytes(((2 * i) & 0x7F) | 0x80 for i in range(_ONE_BYTE_DELTAS, 8192))
+_DELTA_2_HIGH = bytes((2 * i) >> 7 for i in range(_ONE_BYTE_DELTAS, 8192))
+#: A one-byte zig-zag varint b (below 0x80) to its value plus 64 (bytes.translate).
+_ZIGZAG_PLUS_64 = bytes(((b >> 1) ^ -(b & 1)) + 64 if b < 0x80 else 0 for b in range(256))
+
+
+def _uniform_stretch(data: bytes, out: _Rows, p: int, bend: int, first: int, stop: int,
+                     batch: _BatchPlace) -> int:
+    """Read records ``first`` to ``stop`` of a batch (at ``p``) if they have one layout.
+
+    Returns:
+        where they end (-1: they do not have one layout; nothing was read).
+    """
+    base, _last_delta, base_stamp, stamp_all, min_offset, end = batch
+    zz = _ZIGZAG
+    try:
+        b = data[p]
+        if b < 0x80:
+            size, q = zz[b], p + 1
+        elif (c := data[p + 1]) < 0x80:
+            size, q = zz[b + (c << 7)], p + 2
+        else:
+            return -1
+        stride = q - p + size
+        records = stop - first
+        last = p + records * stride
+        if size < _MIN_RECORD - 1 or last > bend or data[q + 1] >= 0x80:
+            return -1
+        kq = q + (3 if first < _ONE_BYTE_DELTAS else 4)  # attributes, timestamp, offset deltas
+        b = data[kq]
+        null_key = b == 1
+        if null_key:
+            kpos = kend = kq + 1
+        elif b < 0x80:
+            kpos = kq + 1
+            kend = kpos + zz[b]
+        elif (c := data[kq + 1]) < 0x80:
+            kpos = kq + 2
+            kend = kpos + zz[b + (c << 7)]
+        else:
+            return -1
+        b = data[kend]
+        if b < 0x80:
+            vpos, vlen = kend + 1, zz[b]
+        elif (c := data[kend + 1]) < 0x80:
+            vpos, vlen = kend + 2, zz[b + (c << 7)]
+        else:
+            return -1
+        vend = vpos + max(vlen, 0)
+        if vlen < -1 or vend + 1 != p + stride or data[vend]:
+            return -1
+    except IndexError:
+        return -1
+    # Every framing byte (length, attributes, key and value lengths, header
+    # count) is the first record's in all of them.
+    for lo, hi in ((p, q + 1), (kq, kpos), (kend, vpos), (vend, vend + 1)):
+        for i in range(lo, hi):
+            if data[i:last:stride] != data[i:i + 1] * records:
+                return -1
+    stamp_deltas = data[q + 1:last:stride]
+    if max(stamp_deltas) >= 0x80:
+        return -1
+    if first < _ONE_BYTE_DELTAS:
+        if data[q + 2:last:stride] != _DELTA_1[first:stop]:
+            return -1
+    elif (data[q + 2:last:stride] != _DELTA_2_LOW[first - 64:stop - 64]
+          or data[q + 3:last:stride] != _DELTA_2_HIGH[first - 64:stop - 64]):
+        return -1
+    lo = max(first, min_offset - base)
+    hi = min(stop, end - base)
+    if hi > lo:
+        kept = hi - lo
+        r0 = p + (lo - first) * stride
+        r1 = r0 + kept * stride
+        out.offsets.extend(array("q", range(base + lo, base + hi)))
+        if stamp_all is None and stamp_deltas != stamp_deltas[:1] * records:
+            out.stamps.extend(map((base_stamp - 64).__add__, stamp_deltas[
+                lo - first:hi - first].translate(_ZIGZAG_PLUS_64)))
+        else:  # one timestamp for all (a batch made within a millisecond, or LogAppendTime)
+            stamp = base_stamp + zz[stamp_deltas[0]] if stamp_all is None else stamp_all
+            out.stamps.extend(array("q", [stamp]) * kept)
+        for bounds, start, finish in ((out.keys, kpos, kend), (out.values, vpos, vend)):
+            pairs = array("i", bytes(8 * kept))
+            pairs[0::2] = array("i", range(r0 + start - p, r1 + start - p, stride))
+            pairs[1::2] = array("i", range(r0 + finish - p, r1 + finish - p, stride))
+            bounds.extend(pairs)
+        if null_key:
+            out.null_keys += kept
+        if vlen == -1:
+            out.null_values += kept
+    return last
+
+
+def _varint_nulls(data: bytes, bounds: array, nulls: int, count: int) -> list[int]:
+    """Which of ``count`` record keys or values are null, given how many are.
+
+    A null one and an empty one both have no bytes; the varint length just
+    before them tells them apart (zig-zag -1 is the byte 1, 0 the byte 0).
+    """
+    if nulls == 0:
+        return []
+    if nulls == count:
+        return list(range(count))
+    return [i for i in range(count)
+            if bounds[2 * i] == bounds[2 * i + 1] and data[bounds[2 * i] - 1] == 1]
+
+
+def _stamps(stamps: array, types: array) -> tuple[pa.Array, pa.Array]:
+    """The timestamp and timestampType columns of record timestamps in
+    milliseconds, as :func:`to_arrow` makes them (a negative one: null, type -1)."""
+    count = len(stamps)
+    millis = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(stamps)])
+    low, high = pc.min_max(millis).values()
+    if low.as_py() >= 0 and high.as_py() <= _MAX_MS:
+        micros = pc.multiply(millis, 1000)
+        return (pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), count, micros.buffers()),
+                pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(types)]))
+    # Rare: as to_arrow does it, one by one (which also refuses what does not fit).
+    return (_micros([None if s < 0 else s * 1000 for s in stamps]),
+            pa.array([-1 if s < 0 else t for s, t in zip(stamps, types)], pa.int32()))
+
+
+def _micros(stamps: list[Optional[int]]) -> pa.Array:
+    """Spark's timestamp column of record timestamps in microseconds.
+
+    Raises:
+        CorruptMessageError: one is past what Spark's timestamps hold (an
+            int64 of microseconds: the year 294,000 or so).
+    """
+    try:
+        return pa.array(stamps, pa.timestamp("us", tz="UTC"))
+    except (OverflowError, pa.ArrowInvalid) as e:
+        raise CorruptMessageError(
+            f"a record timestamp does not fit Spark's timestamp (microseconds in an int64): "
+            f"{max(s for s in stamps if s is not None) // 1000} ms") from e
 
 
 def _uniform_run(data: bytes, topic: str, partition: int, min_offset: int, end: int,
@@ -216,8 +637,9 @@ def _uniform_run(data: bytes, topic: str, partition: int, min_offset: int, end: 
 
 
 def _batch(keys: pa.Array, values: pa.Array, offsets: pa.Array, topic: str, partition: int,
-           headers: bool) -> pa.RecordBatch:
-    """The Arrow batch of magic-0 rows (no timestamps, no headers)."""
+           headers: bool, stamps: Optional[pa.Array] = None,
+           types: Optional[pa.Array] = None) -> pa.RecordBatch:
+    """The Arrow batch of rows without headers (and without timestamps: magic 0)."""
     count = len(offsets)
     columns = [
         keys,
@@ -225,8 +647,8 @@ def _batch(keys: pa.Array, values: pa.Array, offsets: pa.Array, topic: str, part
         pa.repeat(pa.scalar(topic, pa.string()), count),
         pa.repeat(pa.scalar(partition, pa.int32()), count),
         offsets,
-        pa.nulls(count, pa.timestamp("us", tz="UTC")),
-        pa.repeat(pa.scalar(-1, pa.int32()), count),
+        pa.nulls(count, pa.timestamp("us", tz="UTC")) if stamps is None else stamps,
+        pa.repeat(pa.scalar(-1, pa.int32()), count) if types is None else types,
     ]
     if headers:
         columns.append(pa.nulls(count, ARROW_HEADERS))
@@ -381,10 +803,7 @@ def to_arrow(records: Sequence[Record], headers: bool = False) -> pa.RecordBatch
         stamp_array = pa.nulls(n, pa.timestamp("us", tz="UTC"))
         type_array = pa.repeat(pa.scalar(-1, pa.int32()), n)
     else:
-        stamp_array = pa.array(
-            [None if s is None or s < 0 else s * 1000 for s in stamps],
-            pa.timestamp("us", tz="UTC"),
-        )
+        stamp_array = _micros([None if s is None or s < 0 else s * 1000 for s in stamps])
         # 0: CreateTime, 1: LogAppendTime (the broker's clock), as Spark shows them.
         type_array = pa.array([-1 if s is None or s < 0 else (r[6] or 0)
                                for s, r in zip(stamps, records)], pa.int32())
