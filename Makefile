@@ -11,6 +11,14 @@ TEST_DEBS := $(DEMO_DEBS) kcat openssl
 DEMO_EXTRAS := snappy,spark
 TEST_EXTRAS := test,snappy,spark,bench,docs,lint
 PYTEST_ARGS ?=
+# The suite mostly waits (on brokers, ZooKeeper, session timeouts), so it
+# runs on 4 pytest-xdist workers: about 30 minutes serially on the 2-core
+# machine, about 14 on 4 workers (docs/contributing.rst has the figures).
+# --dist loadgroup with tests/conftest.py's groups: one worker per file,
+# the chaos schedules (xdist_group "chaos") on one worker, handed out first,
+# then the longest files, then the rest.
+# PYTEST_XDIST= (empty) runs serially; so does -n 0 in PYTEST_ARGS.
+PYTEST_XDIST ?= -n 4 --dist loadgroup
 # A plain `pip install .` (no extras, not editable) for install-check.
 PLAIN_VENV ?= .venv-plain
 
@@ -55,7 +63,7 @@ venv-test:
 	$(call make_venv,$(TEST_EXTRAS))
 
 test: test-deps venv-test install-check
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 # What a plain `pip install kiel` gives (C CRC-32C, every codec, the command,
 # the pytest fixtures): checked in a fresh venv, which needs the network, so

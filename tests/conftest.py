@@ -10,6 +10,8 @@ older development venv keeps its fixtures until it is re-installed
 """
 
 import asyncio
+import os
+import random
 import shutil
 import uuid
 from importlib import metadata
@@ -30,6 +32,81 @@ def pytest11_entry_points() -> list:
 
 if not [ep for ep in pytest11_entry_points() if ep.name == "kiel"]:
     pytest_plugins = ["kiel.testing.pytest_plugin"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Draw the chaos suite's random seed base once, in the process that starts the run;
+    keep the order of the groups under ``--dist loadgroup``.
+
+    tests/test_group_chaos.py names its tests after the seeds, and pytest-xdist
+    refuses a run whose workers collected different tests; the workers inherit
+    this environment, so all of them see the one base drawn here.
+    """
+    if not hasattr(config, "workerinput") and not os.environ.get("KIEL_CHAOS_BASE"):
+        os.environ["KIEL_CHAOS_BASE"] = str(random.SystemRandom().randrange(10**6))
+    # --dist loadgroup hands out groups in the order of collection, which
+    # pytest_collection_modifyitems below sets (the long groups first), not
+    # by their number of tests (pytest-xdist's default).
+    if getattr(config.option, "dist", "no") == "loadgroup":
+        config.option.loadscopereorder = False
+
+
+#: The files that take longest on a worker (from --durations of parallel
+#: runs on the 2-core machine: 2-7 minutes each under load), handed out
+#: right after the named groups so that none of them starts last and keeps
+#: the run going alone. Longest first; a file missing here is only
+#: scheduled later, never skipped.
+LONG_FILES = (
+    "tests/test_docs.py",
+    "tests/test_spark.py",
+    "tests/test_spark_config.py",
+    "tests/test_broker_cooperative.py",
+    "tests/test_broker_groups.py",
+    "tests/test_spark_tansu.py",
+    "tests/test_group_faults.py",
+    "tests/test_grouped.py",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Under ``--dist loadgroup``: the tests of a file go to one worker, unless
+    they name an ``xdist_group`` of their own; those groups go first, then
+    the :data:`LONG_FILES`, then the rest in their order.
+
+    One worker per file (as ``--dist loadfile`` does) starts a module's
+    fixtures (an embedded cluster, Tansu, a Spark session) once, not on every
+    worker, and runs the file's tests in their order. The named groups are
+    the long, CPU-sensitive ones (the chaos schedules): started first, they
+    run beside the rest of the suite instead of after it. Runs without
+    pytest-xdist are not changed. Runs first: pytest-xdist's own hook reads
+    the markers to send each group to one worker.
+    """
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("xdist_group") is not None:
+            return 0
+        path = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(path))
+        return 1 + LONG_FILES.index(path) if path in LONG_FILES else len(LONG_FILES) + 1
+
+    ranks = {id(item): rank(item) for item in items}
+    items.sort(key=lambda item: ranks[id(item)])  # stable: each file keeps its order
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (f"chaos seed base: {os.environ.get('KIEL_CHAOS_BASE')} "
+            "(KIEL_CHAOS_BASE=<n> runs the same ZooKeeper schedules again)")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    # The chaos suite's totals, summed from its tests' reports (which come
+    # back from pytest-xdist's workers too).
+    from tests.chaos.totals import terminal_summary
+
+    terminal_summary(terminalreporter)
 
 
 def run(coro: Awaitable[T], timeout: float = 120.0) -> T:
