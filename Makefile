@@ -14,11 +14,10 @@ PYTEST_ARGS ?=
 # The suite mostly waits (on brokers, ZooKeeper, session timeouts), so it
 # runs on 4 pytest-xdist workers: about 30 minutes serially on the 2-core
 # machine, about 14 on 4 workers (docs/contributing.rst has the figures).
-# --dist loadgroup with tests/conftest.py's groups: one worker per file,
-# the chaos schedules (xdist_group "chaos") on one worker, handed out first,
-# then the longest files, then the rest.
-# PYTEST_XDIST= (empty) runs serially; so does -n 0 in PYTEST_ARGS.
-PYTEST_XDIST ?= -n 4 --dist loadgroup
+# --dist loadfile: one worker per file (module fixtures start once; the chaos
+# schedules run one at a time); tests/conftest.py hands out the longest
+# files first. PYTEST_XDIST= (empty) runs serially; so does -n 0 in PYTEST_ARGS.
+PYTEST_XDIST ?= -n 4 --dist loadfile
 # A plain `pip install .` (no extras, not editable) for install-check.
 PLAIN_VENV ?= .venv-plain
 

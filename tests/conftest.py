@@ -36,7 +36,7 @@ if not [ep for ep in pytest11_entry_points() if ep.name == "kiel"]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Draw the chaos suite's random seed base once, in the process that starts the run;
-    keep the order of the groups under ``--dist loadgroup``.
+    keep the order of the files under ``--dist loadfile``.
 
     tests/test_group_chaos.py names its tests after the seeds, and pytest-xdist
     refuses a run whose workers collected different tests; the workers inherit
@@ -44,19 +44,21 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if not hasattr(config, "workerinput") and not os.environ.get("KIEL_CHAOS_BASE"):
         os.environ["KIEL_CHAOS_BASE"] = str(random.SystemRandom().randrange(10**6))
-    # --dist loadgroup hands out groups in the order of collection, which
-    # pytest_collection_modifyitems below sets (the long groups first), not
-    # by their number of tests (pytest-xdist's default).
-    if getattr(config.option, "dist", "no") == "loadgroup":
+    # --dist loadfile hands out files in the order the workers collected them,
+    # which pytest_collection_modifyitems below sets (the long ones first),
+    # not by their number of tests (pytest-xdist's default).
+    if getattr(config.option, "dist", "no") == "loadfile":
         config.option.loadscopereorder = False
 
 
-#: The files that take longest on a worker (from --durations of parallel
-#: runs on the 2-core machine: 2-7 minutes each under load), handed out
-#: right after the named groups so that none of them starts last and keeps
-#: the run going alone. Longest first; a file missing here is only
-#: scheduled later, never skipped.
+#: The files that take longest on a worker, handed out first under
+#: pytest-xdist so that none of them starts last and keeps the run going
+#: alone. The chaos schedules (10-12 minutes) set the wall time: first. The
+#: others from --durations of parallel runs on the 2-core machine (2-7
+#: minutes each under load), longest first. A file missing here is only
+#: handed out later, never skipped.
 LONG_FILES = (
+    "tests/test_group_chaos.py",
     "tests/test_docs.py",
     "tests/test_spark.py",
     "tests/test_spark_config.py",
@@ -68,32 +70,22 @@ LONG_FILES = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
-    """Under ``--dist loadgroup``: the tests of a file go to one worker, unless
-    they name an ``xdist_group`` of their own; those groups go first, then
-    the :data:`LONG_FILES`, then the rest in their order.
+    """In a pytest-xdist worker: the :data:`LONG_FILES` first, then the rest.
 
-    One worker per file (as ``--dist loadfile`` does) starts a module's
-    fixtures (an embedded cluster, Tansu, a Spark session) once, not on every
-    worker, and runs the file's tests in their order. The named groups are
-    the long, CPU-sensitive ones (the chaos schedules): started first, they
-    run beside the rest of the suite instead of after it. Runs without
-    pytest-xdist are not changed. Runs first: pytest-xdist's own hook reads
-    the markers to send each group to one worker.
+    ``--dist loadfile`` sends each file to one worker, in this order (see
+    :func:`pytest_configure`). Each file keeps its tests' order. Runs without
+    pytest-xdist are not changed.
     """
-    if getattr(config.option, "dist", "no") != "loadgroup":
+    if not hasattr(config, "workerinput"):
         return
 
     def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("xdist_group") is not None:
-            return 0
         path = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(path))
-        return 1 + LONG_FILES.index(path) if path in LONG_FILES else len(LONG_FILES) + 1
+        return LONG_FILES.index(path) if path in LONG_FILES else len(LONG_FILES)
 
     ranks = {id(item): rank(item) for item in items}
-    items.sort(key=lambda item: ranks[id(item)])  # stable: each file keeps its order
+    items.sort(key=lambda item: ranks[id(item)])  # stable
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -42,6 +42,12 @@ times) are printed in the run's summary, one set per mode, with every
 schedule's line when pytest-xdist ran them (see :mod:`tests.chaos.totals`).
 The run's header names the seed base (``KIEL_CHAOS_BASE``, drawn in
 tests/conftest.py so that every xdist worker collects the same seeds).
+
+Under pytest-xdist (``make test``: ``--dist loadfile``) this file runs on
+one worker, so its schedules run one at a time, as in a serial run: each
+holds 3-5 member processes, a producer, fault proxies and its brokers busy,
+and judges its convergence bound on the wall clock, so two schedules must
+not compete for the 2 cores. tests/conftest.py hands it out first.
 """
 
 import os
@@ -168,15 +174,6 @@ def chaos_tansu() -> Iterator[TansuBackend]:
         backend.close()
 
 
-#: Under pytest-xdist every schedule runs on one worker, one at a time, as in
-#: a serial run: a schedule holds 3-5 member processes, a producer, fault
-#: proxies and its brokers busy, and its convergence bound (session timeout
-#: + 10 s) is judged on the wall clock, so two schedules must not compete for
-#: the 2 cores (tests/conftest.py starts this group first: it is the longest).
-CHAOS_GROUP = pytest.mark.xdist_group("chaos")
-
-
-@CHAOS_GROUP
 @pytest.mark.slow
 @pytest.mark.zookeeper
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
@@ -188,7 +185,6 @@ def test_random_fault_schedule(seed: int, request: pytest.FixtureRequest, tmp_pa
     _run_schedule(schedule, backend, str(tmp_path), request, "chaos")
 
 
-@CHAOS_GROUP
 @pytest.mark.slow
 @pytest.mark.parametrize("allocator,seed", BROKER_RUNS,
                          ids=[f"{a or 'drawn'}-seed{s}" for a, s in BROKER_RUNS])
