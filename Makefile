@@ -13,7 +13,7 @@ TEST_EXTRAS := test,snappy,spark,bench,docs,lint
 PYTEST_ARGS ?=
 # The suite mostly waits (on brokers, ZooKeeper, session timeouts), so it
 # runs on 4 pytest-xdist workers: about 30 minutes serially on the 2-core
-# machine, about 14 on 4 workers (docs/contributing.rst has the figures).
+# machine, 10-11 on 4 workers (docs/contributing.rst has the figures).
 # --dist loadfile: one worker per file (module fixtures start once; the chaos
 # schedules run one at a time); tests/conftest.py hands out the longest
 # files first. PYTEST_XDIST= (empty) runs serially; so does -n 0 in PYTEST_ARGS.
