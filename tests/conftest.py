@@ -10,6 +10,8 @@ older development venv keeps its fixtures until it is re-installed
 """
 
 import asyncio
+import os
+import random
 import shutil
 import uuid
 from importlib import metadata
@@ -30,6 +32,73 @@ def pytest11_entry_points() -> list:
 
 if not [ep for ep in pytest11_entry_points() if ep.name == "kiel"]:
     pytest_plugins = ["kiel.testing.pytest_plugin"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Draw the chaos suite's random seed base once, in the process that starts the run;
+    keep the order of the files under ``--dist loadfile``.
+
+    tests/test_group_chaos.py names its tests after the seeds, and pytest-xdist
+    refuses a run whose workers collected different tests; the workers inherit
+    this environment, so all of them see the one base drawn here.
+    """
+    if not hasattr(config, "workerinput") and not os.environ.get("KIEL_CHAOS_BASE"):
+        os.environ["KIEL_CHAOS_BASE"] = str(random.SystemRandom().randrange(10**6))
+    # --dist loadfile hands out files in the order the workers collected them,
+    # which pytest_collection_modifyitems below sets (the long ones first),
+    # not by their number of tests (pytest-xdist's default).
+    if getattr(config.option, "dist", "no") == "loadfile":
+        config.option.loadscopereorder = False
+
+
+#: The files that take longest on a worker, handed out first under
+#: pytest-xdist so that none of them starts last and keeps the run going
+#: alone. The chaos schedules (10-12 minutes) set the wall time: first. The
+#: others from --durations of parallel runs on the 2-core machine (2-7
+#: minutes each under load), longest first. A file missing here is only
+#: handed out later, never skipped.
+LONG_FILES = (
+    "tests/test_group_chaos.py",
+    "tests/test_docs.py",
+    "tests/test_spark.py",
+    "tests/test_spark_config.py",
+    "tests/test_broker_cooperative.py",
+    "tests/test_broker_groups.py",
+    "tests/test_spark_tansu.py",
+    "tests/test_group_faults.py",
+    "tests/test_grouped.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """In a pytest-xdist worker: the :data:`LONG_FILES` first, then the rest.
+
+    ``--dist loadfile`` sends each file to one worker, in this order (see
+    :func:`pytest_configure`). Each file keeps its tests' order. Runs without
+    pytest-xdist are not changed.
+    """
+    if not hasattr(config, "workerinput"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return LONG_FILES.index(path) if path in LONG_FILES else len(LONG_FILES)
+
+    ranks = {id(item): rank(item) for item in items}
+    items.sort(key=lambda item: ranks[id(item)])  # stable
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (f"chaos seed base: {os.environ.get('KIEL_CHAOS_BASE')} "
+            "(KIEL_CHAOS_BASE=<n> runs the same ZooKeeper schedules again)")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    # The chaos suite's totals, summed from its tests' reports (which come
+    # back from pytest-xdist's workers too).
+    from tests.chaos.totals import terminal_summary
+
+    terminal_summary(terminalreporter)
 
 
 def run(coro: Awaitable[T], timeout: float = 120.0) -> T:

@@ -36,14 +36,22 @@ Environment:
   ``cooperative-sticky``: the fixed seeds take turns with them, other seeds
   run with each).
 
-Every schedule prints its seed and description; the totals (schedules,
-faults by kind, violations, convergence p50/max, close times) are printed
-at the end of the module, one set per mode.
+Every schedule prints its seed and description (live in a serial run); the
+totals (schedules, faults by kind, violations, convergence p50/max, close
+times) are printed in the run's summary, one set per mode, with every
+schedule's line when pytest-xdist ran them (see :mod:`tests.chaos.totals`).
+The run's header names the seed base (``KIEL_CHAOS_BASE``, drawn in
+tests/conftest.py so that every xdist worker collects the same seeds).
+
+Under pytest-xdist (``make test``: ``--dist loadfile``) this file runs on
+one worker, so its schedules run one at a time, as in a serial run: each
+holds 3-5 member processes, a producer, fault proxies and its brokers busy,
+and judges its convergence bound on the wall clock, so two schedules must
+not compete for the 2 cores. tests/conftest.py hands it out first.
 """
 
 import os
 import random
-import statistics
 import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -53,7 +61,6 @@ from tests.chaos.checker import History, check, stats
 from tests.chaos.harness import Backend, Runner, TansuBackend
 from tests.chaos.schedule import (
     BROKER_KINDS,
-    KINDS,
     MAX_MEMBERS,
     MIN_MEMBERS,
     ZK_KINDS,
@@ -61,6 +68,7 @@ from tests.chaos.schedule import (
     generate,
     generate_brokers,
 )
+from tests.chaos.totals import PROPERTY, record
 from tests.conftest import run
 
 #: The brokers-mode seeds CI runs: together they inject every brokers-mode
@@ -108,42 +116,13 @@ SEEDS = _seeds()
 BROKER_RUNS = _broker_runs()
 
 
-class Totals:
-    """What the module's schedules did, for the summary at the end."""
-
-    def __init__(self, write: Any, label: str = "chaos") -> None:
-        self.write = write
-        self.label = label
-        self.schedules = 0
-        self.counts: Dict[str, int] = {}
-        self.violations: List[str] = []
-        self.convergence: List[float] = []
-        self.close_times: List[float] = []
-        self.seconds: List[float] = []
-        self.handoffs = 0
-
-    def summary(self) -> List[str]:
-        kinds = ", ".join(f"{k} {self.counts[k]}" for k in (*KINDS, "close_blackout")
-                          if self.counts.get(k))
-        label = self.label
-        lines = [f"\n{label} totals: {self.schedules} schedules, {sum(self.seconds):.0f} s, "
-                 f"{self.handoffs} hand-offs checked; faults: {kinds or 'none'}",
-                 f"{label} totals: {len(self.violations)} schedules with violations"
-                 + "".join(f"\n  {v}" for v in self.violations)]
-        if self.convergence:
-            lines.append(
-                f"{label} totals: convergence after the last fault p50 "
-                f"{statistics.median(self.convergence):.2f} s, max {max(self.convergence):.2f} s"
-            )
-        if self.close_times:
-            lines.append(f"{label} totals: close() p50 "
-                         f"{statistics.median(self.close_times):.2f} s, "
-                         f"max {max(self.close_times):.2f} s")
-        return lines
-
-
 def _writer(request: pytest.FixtureRequest) -> Any:
-    """A line writer that reaches the terminal even with output captured."""
+    """A line writer that reaches the terminal even with output captured.
+
+    A schedule's lines show live in a run without pytest-xdist (whose
+    workers' output is not shown); the run's summary has them either way
+    (:mod:`tests.chaos.totals`).
+    """
     reporter = request.config.pluginmanager.getplugin("terminalreporter")
     capture = request.config.pluginmanager.getplugin("capturemanager")
     if reporter is None or capture is None:
@@ -154,26 +133,6 @@ def _writer(request: pytest.FixtureRequest) -> Any:
             reporter.write_line(line)
 
     return write
-
-
-@pytest.fixture(scope="module")
-def chaos_totals(request: pytest.FixtureRequest) -> Iterator[Totals]:
-    totals = Totals(_writer(request))
-    totals.write(f"chaos seeds: {SEEDS[0]}..{SEEDS[-1]} "
-                 f"(replay one with KIEL_CHAOS_SEED=<seed>)")
-    yield totals
-    for line in totals.summary():
-        totals.write(line)
-
-
-@pytest.fixture(scope="module")
-def broker_totals(request: pytest.FixtureRequest) -> Iterator[Totals]:
-    totals = Totals(_writer(request), "chaos (brokers)")
-    totals.write(f"chaos (brokers) runs: {BROKER_RUNS} "
-                 f"(replay one with KIEL_CHAOS_MODE=brokers KIEL_CHAOS_SEED=<seed>)")
-    yield totals
-    for line in totals.summary():
-        totals.write(line)
 
 
 @pytest.fixture(scope="module")
@@ -218,43 +177,41 @@ def chaos_tansu() -> Iterator[TansuBackend]:
 @pytest.mark.slow
 @pytest.mark.zookeeper
 @pytest.mark.parametrize("seed", SEEDS, ids=[f"seed{s}" for s in SEEDS])
-def test_random_fault_schedule(seed: int, request: pytest.FixtureRequest, tmp_path: Any,
-                               chaos_totals: Totals) -> None:
+def test_random_fault_schedule(seed: int, request: pytest.FixtureRequest, tmp_path: Any) -> None:
     schedule = generate(seed)
     backend: Backend = request.getfixturevalue(
         "chaos_ensemble" if schedule.ensemble else "chaos_standalone"
     )
-    _run_schedule(schedule, backend, str(tmp_path), chaos_totals)
+    _run_schedule(schedule, backend, str(tmp_path), request, "chaos")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("allocator,seed", BROKER_RUNS,
                          ids=[f"{a or 'drawn'}-seed{s}" for a, s in BROKER_RUNS])
 def test_random_fault_schedule_on_brokers(allocator: Optional[str], seed: int, tmp_path: Any,
-                                          chaos_tansu: TansuBackend,
-                                          broker_totals: Totals) -> None:
-    _run_schedule(generate_brokers(seed, allocator), chaos_tansu, str(tmp_path), broker_totals)
+                                          request: pytest.FixtureRequest,
+                                          chaos_tansu: TansuBackend) -> None:
+    _run_schedule(generate_brokers(seed, allocator), chaos_tansu, str(tmp_path), request,
+                  "chaos (brokers)")
 
 
-def _run_schedule(schedule: Schedule, backend: Any, workdir: str, totals: Totals) -> None:
-    """Run one schedule, check it, write its line, and fail on any violation."""
+def _run_schedule(schedule: Schedule, backend: Any, workdir: str,
+                  request: pytest.FixtureRequest, label: str) -> None:
+    """Run one schedule, check it, write its line, attach its figures to the
+    test's report (for the run's totals) and fail on any violation."""
     seed = schedule.seed
+    write = _writer(request)
     backend.heal()
-    totals.write(f"\nchaos {schedule.describe()}")
+    write(f"\nchaos {schedule.describe()}")
     started = time.monotonic()
-    runner = Runner(schedule, backend, workdir, totals.counts)
+    counts: Dict[str, int] = {}
+    runner = Runner(schedule, backend, workdir, counts)
     history = run(runner.run(), timeout=240)
     took = time.monotonic() - started
     violations = check(history)
-    totals.schedules += 1
-    totals.seconds.append(took)
-    totals.close_times.extend(runner.close_times)
-    if history.convergence is not None:
-        totals.convergence.append(history.convergence)
     convergence = "never" if history.convergence is None else f"{history.convergence:.2f} s"
     numbers = stats(history)
     gap = "-" if numbers["min_gap"] is None else f"{numbers['min_gap'] * 1000:.0f} ms"
-    totals.handoffs += numbers["handoffs"]
     if schedule.coordinator == "brokers":
         samples = (f"{len(history.commit_samples)} commit samples "
                    f"({numbers['commit_checks']} partition checks), "
@@ -264,7 +221,7 @@ def _run_schedule(schedule: Schedule, backend: Any, workdir: str, totals: Totals
     else:
         samples = (f"{len(history.owner_samples)} owner samples "
                    f"({numbers['owner_checks']} partition checks), ")
-    totals.write(
+    line = (
         f"chaos seed={seed}: {took:.1f} s, {len(history.acked)} acked, "
         f"{sum(history.processed().values())} processed ({numbers['twice']} twice, on "
         f"{numbers['tainted']} tainted partitions; {numbers['checked']} held to exactly-once), "
@@ -272,9 +229,12 @@ def _run_schedule(schedule: Schedule, backend: Any, workdir: str, totals: Totals
         f"the last fault, {samples}"
         f"{len(violations)} violations"
     )
-    if violations:
-        totals.violations.append(f"seed={seed} [{schedule.describe()}]: "
-                                 + " | ".join(violations))
+    write(line)
+    violation = (f"seed={seed} [{schedule.describe()}]: " + " | ".join(violations)
+                 if violations else None)
+    request.node.user_properties.append((PROPERTY, record(
+        label, seed, line, counts, took, history.convergence, runner.close_times,
+        numbers["handoffs"], violation)))
     assert not violations, (f"seed {seed} ({schedule.describe()}) violated:\n"
                             + "\n".join(violations))
 

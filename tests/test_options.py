@@ -113,9 +113,16 @@ ZK_GROUP_OPTIONS = [
 ]
 
 
+def _label(value):
+    # A function's or a plain object's repr holds its address, which differs
+    # between processes: pytest-xdist's workers must collect the same ids.
+    text = repr(value)
+    return type(value).__name__ if " at 0x" in text else text
+
+
 def _cases(makers, table):
     return [
-        pytest.param(make, name, value, id=f"{make.__name__}-{name}={value!r}")
+        pytest.param(make, name, value, id=f"{make.__name__}-{name}={_label(value)}")
         for make in makers
         for name, values in table
         for value in values
