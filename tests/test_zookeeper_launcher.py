@@ -215,6 +215,27 @@ def test_expire_session_needs_a_connected_client(zookeeper):
         zookeeper.expire_session(client)
 
 
+def test_expire_session_says_harness_error_when_the_second_connection_is_lost(
+        zookeeper, kazoo_client, monkeypatch):
+    # Seen in a chaos run: the ensemble lost its leader while the twin
+    # connection ran start()'s chroot check, and kazoo's ConnectionLoss
+    # escaped expire_session (documented to raise HarnessError) and ended
+    # the member process. kazoo's failure is injected here; the session
+    # and the server are real.
+    from kazoo.exceptions import ConnectionLoss
+
+    from kiel.testing.zookeeper import session
+
+    class LosingTwin(KazooClient):
+        def start(self, timeout=15):
+            raise ConnectionLoss()
+
+    monkeypatch.setattr(session, "KazooClient", LosingTwin)
+    with pytest.raises(HarnessError, match="second connection"):
+        zookeeper.expire_session(kazoo_client)
+    assert kazoo_client.connected  # nothing happened to the session
+
+
 def test_netty_connection_factory_works():
     # Debian's zookeeper.jar manifest forgets netty-codec; the classpath adds it.
     assert any(jar.endswith("/netty-codec.jar") for jar in zookeeper_classpath())

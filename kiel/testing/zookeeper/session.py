@@ -3,6 +3,7 @@ import threading
 import time
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import KazooException
 
 from kiel.exc import HarnessError
 
@@ -78,10 +79,12 @@ def _close_session(hosts: str, client_id: tuple[int, bytes], timeout: float) -> 
     twin = KazooClient(hosts=hosts, client_id=client_id, timeout=max(2.0, timeout / 3))
     try:
         twin.start(timeout=timeout)
-    except twin.handler.timeout_exception as exc:
+    except (twin.handler.timeout_exception, KazooException) as exc:
+        # KazooException: e.g. ConnectionLoss from start()'s chroot check
+        # when the ensemble loses its leader meanwhile.
         raise HarnessError(
             f"could not open a second connection for session 0x{client_id[0]:x} "
-            f"within {timeout} s ({exc})"
+            f"within {timeout} s ({exc!r})"
         ) from exc
     finally:
         twin.stop()
