@@ -8,6 +8,7 @@ from typing import Any, List
 
 import pytest
 
+from kiel import GroupedConsumer, Producer
 from kiel.consumer import SingleConsumer
 from kiel.consumer.fetcher import ANSWER_GRACE
 from tests.conftest import run, unique
@@ -19,6 +20,16 @@ MAX_WAIT = 0.5
 # Far above what the bound allows: a consume() that waits for the request's
 # timeout is told apart from one that gives up at its own deadline.
 REQUEST_TIMEOUT = 40.0
+#: How long the broker's fault hook holds OffsetFetch answers.
+OFFSET_LATENCY = 15.0
+
+
+def zk_member(cluster: Any, group: str, topic: str) -> GroupedConsumer:
+    """A ZooKeeper group member of the embedded cluster, with this file's bounds."""
+    return GroupedConsumer(
+        cluster.bootstrap, group, cluster.zookeeper, topics=[topic],
+        max_wait_time=MAX_WAIT, request_timeout=REQUEST_TIMEOUT,
+        offset_reset="earliest", zk_session_timeout=6.0, auto_finish=True)
 
 
 @pytest.mark.slow
@@ -67,10 +78,7 @@ def test_consume_returns_at_its_deadline_while_a_partitions_start_is_slow(
     # OffsetFetch that the broker answers only after OFFSET_LATENCY. consume()
     # must not wait for it past its own deadline; the start goes on, and the
     # records come once it is done.
-    from kiel import GroupedConsumer, Producer
-
     topic = topic_factory(partitions=1)
-    offset_latency = 15.0
 
     async def main() -> None:
         async with Producer(kafka_cluster.bootstrap) as producer:
@@ -78,13 +86,8 @@ def test_consume_returns_at_its_deadline_while_a_partitions_start_is_slow(
             await asyncio.gather(*(producer.produce(topic, v) for v in sent))
         group = unique("slow-start")
 
-        def member() -> GroupedConsumer:
-            return GroupedConsumer(
-                kafka_cluster.bootstrap, group, kafka_cluster.zookeeper, topics=[topic],
-                max_wait_time=MAX_WAIT, request_timeout=REQUEST_TIMEOUT,
-                offset_reset="earliest", zk_session_timeout=6.0, auto_finish=True)
-
-        first, second = member(), member()
+        first, second = (zk_member(kafka_cluster, group, topic)
+                         for _ in range(2))
         await first.connect()
         await second.connect()
         # One partition: one member owns it, and the other waits for it.
@@ -92,10 +95,10 @@ def test_consume_returns_at_its_deadline_while_a_partitions_start_is_slow(
             first, second = second, first
         try:
             assert [len(first.assignment()), len(second.assignment())] == [1, 0]
-            kafka_cluster.set_latency(offset_latency, api="OffsetFetch")
+            kafka_cluster.set_latency(OFFSET_LATENCY, api="OffsetFetch")
             await first.close()  # the partition moves to the other member
             got: List[bytes] = []
-            deadline = time.monotonic() + offset_latency + 30
+            deadline = time.monotonic() + OFFSET_LATENCY + 30
             calls = 0
             while len(got) < 5 and time.monotonic() < deadline:
                 started = time.monotonic()
@@ -122,32 +125,24 @@ def test_partitions_kept_flow_while_a_new_ones_start_is_slow(
     # one it takes over starts slowly (OffsetFetch answered after
     # OFFSET_LATENCY). Records of the kept partition must go on coming
     # meanwhile, not wait for the other's start.
-    from kiel import GroupedConsumer, Producer
-
     topic = topic_factory(partitions=2)
-    offset_latency = 15.0
 
     async def main() -> None:
         group = unique("kept-flow")
 
-        def member() -> GroupedConsumer:
-            return GroupedConsumer(
-                kafka_cluster.bootstrap, group, kafka_cluster.zookeeper, topics=[topic],
-                max_wait_time=MAX_WAIT, request_timeout=REQUEST_TIMEOUT,
-                offset_reset="earliest", zk_session_timeout=6.0, auto_finish=True)
-
-        stays, leaves = member(), member()
+        stays, leaves = (zk_member(kafka_cluster, group, topic)
+                         for _ in range(2))
         await stays.connect()
         await leaves.connect()
         try:
             assert len(stays.assignment()) == len(leaves.assignment()) == 1
             kept = stays.assignment()[0].partition
             moved = leaves.assignment()[0].partition
-            kafka_cluster.set_latency(offset_latency, api="OffsetFetch")
+            kafka_cluster.set_latency(OFFSET_LATENCY, api="OffsetFetch")
             await leaves.close()
             async with Producer(kafka_cluster.bootstrap) as producer:
                 await producer.produce(topic, b"moved", partition=moved)
-                lost_to_start = time.monotonic() + offset_latency - 3.0
+                lost_to_start = time.monotonic() + OFFSET_LATENCY - 3.0
                 got: List[Any] = []
                 i = 0
                 while time.monotonic() < lost_to_start:
