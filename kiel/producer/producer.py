@@ -397,17 +397,30 @@ class Producer(Client):
                             self._sender.wake_at(due)
                         return future
                 elif type(key) is bytes and self._plain_keys:
-                    size = MESSAGE_OVERHEAD + len(value) + len(key)
-                    if size <= self.max_message_size and (
-                        accumulator.pending_bytes + size <= self.max_pending_bytes
-                    ):
-                        queue = route.by_key.get(key) or self._router.keyed(route, key)
-                        future = _Future(loop=self._loop)
-                        due = accumulator.append(queue, key, value, size, future)
-                        if due is not None:
-                            self._sender.wake_at(due)
-                        return future
+                    keyed = self._produce_keyed_one(route, key, value)
+                    if keyed is not None:
+                        return keyed
         return self._submit(self._prepare(topic, value, key, partition))
+
+    def _produce_keyed_one(
+        self, route: TopicRoute, key: bytes, value: bytes
+    ) -> "Optional[asyncio.Future[RecordMetadata]]":
+        """:meth:`produce`'s fast path for a ``bytes`` key under the default
+        partitioner: the record batched on its key's partition (through the
+        route's key cache), or ``None`` when it does not fit (the general
+        path then says why)."""
+        size = MESSAGE_OVERHEAD + len(value) + len(key)
+        accumulator = self._accumulator
+        if size > self.max_message_size or (
+            accumulator.pending_bytes + size > self.max_pending_bytes
+        ):
+            return None
+        queue = route.by_key.get(key) or self._router.keyed(route, key)
+        future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
+        due = accumulator.append(queue, key, value, size, future)
+        if due is not None:
+            self._sender.wake_at(due)
+        return future
 
     @parameters_of(produce)
     async def enqueue(self, *args: Any, **kwargs: Any) -> "asyncio.Future[RecordMetadata]":
