@@ -602,6 +602,28 @@ def test_drop_responses_cuts_mid_frame(cluster):
         assert client.request(MetadataRequest([])).brokers
 
 
+def test_corrupt_offsets_lies_in_answers_only(cluster):
+    topic = new_topic(cluster)
+    produce(cluster, topic, 0, [b"%03d" % i for i in range(5)])
+    with pytest.raises(ConfigError):
+        cluster.corrupt_offsets(0)
+    cluster.corrupt_offsets(1000, count=1)
+    with leader_client(cluster, topic, 0) as client:
+        # An answer with no message does not use the rule up.
+        assert only(client.request(fetch_request(topic, 0, 5))).message_set == b""
+        # Cut mid-message at 100 bytes: the last whole message (offset 2) lies,
+        # its CRC still right; the partial one after it is left as it is.
+        lied = only(client.request(fetch_request(topic, 0, 0, max_bytes=100)))
+        honest = only(client.request(fetch_request(topic, 0, 0, max_bytes=100)))
+    decoded = decode_message_set(lied.message_set)
+    assert [r.offset for r in decoded.records] == [0, 1, 1002]
+    assert decoded.truncated and lied.high_watermark == 5
+    assert [r.value for r in decoded.records] == [b"000", b"001", b"002"]
+    assert len(lied.message_set) == len(honest.message_set) == 100
+    assert [r.offset for r in decode_message_set(honest.message_set).records] == [0, 1, 2]
+    assert fetch_values(cluster, topic, 0) == [(i, b"%03d" % i) for i in range(5)]
+
+
 def test_hang_holds_answers_until_resume(cluster):
     cluster.hang_broker(3)
     with RawClient(cluster.address(3), timeout=0.5) as client:

@@ -341,6 +341,35 @@ def test_a_nested_wrapper_through_the_broker_is_refused_never_a_stall(
     run(main())
 
 
+def test_an_offset_corrupted_past_the_high_watermark_is_refused_never_skipped(
+    kafka_cluster, topic_factory
+):
+    """No CRC covers a message's offset. The broker's answer raises the last
+    message's offset by 1000 (its CRC still right): consume() raises a typed
+    error instead of handing it out and jumping its position past the log's
+    end, where the reset policy would skip the records in between silently.
+    The records before it come first, the error at its own offset; the next
+    answer is honest, and every record comes once, in order."""
+    topic = topic_factory(partitions=1)
+    produce_raw(kafka_cluster, topic, 0, values(10))
+
+    async def main():
+        async with consumer_for(kafka_cluster) as consumer:
+            got = []
+            kafka_cluster.corrupt_offsets(1000, count=1)
+            with pytest.raises(CorruptMessageError) as info:
+                for _ in range(50):
+                    got.extend(await consumer.consume(topic, start=BEGINNING))
+            assert "high watermark 10" in str(info.value) and "1009" in str(info.value)
+            assert info.value.topic == topic and info.value.offset == len(got) == 9
+            got.extend(await consume_n(consumer, topic, 10 - len(got), start=None))
+            assert [(r.offset, r.value) for r in got] == [
+                (i, f"m{i}".encode()) for i in range(10)]
+            assert consumer.position(topic, 0) == 10
+
+    run(main())
+
+
 def wrapper_message(inner_set: bytes) -> bytes:
     """One gzip wrapper message (offset 0) around ``inner_set``, by hand."""
     import struct

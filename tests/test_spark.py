@@ -20,7 +20,7 @@ import pytest
 from kazoo.client import KazooClient
 from pyspark.sql import SparkSession
 
-from kiel.exc import ConfigError
+from kiel.exc import ConfigError, CorruptMessageError
 from kiel.producer import Producer
 from kiel.spark import HAS_READ_LIMITS, SCHEMA, DataLossError, KielDataSource
 from kiel.spark.datasource import cap_offsets
@@ -255,6 +255,25 @@ def test_range_past_the_log_end_is_data_loss(kafka_cluster, topic_factory):
         list(read_range(opts, Range(topic, 0, 0, end + 5)))
     opts.fail_on_data_loss = False
     got = [o for batch in read_range(opts, Range(topic, 0, 0, end + 5))
+           for o in batch.column("offset").to_pylist()]
+    assert got == list(range(end))
+
+
+def test_an_offset_corrupted_past_the_high_watermark_fails_the_task(kafka_cluster,
+                                                                     topic_factory):
+    # No CRC covers a message's offset: the broker's answer raises the last
+    # message's offset (9) by 1000. Dropped as past the range's end, it would
+    # end the range there, one row short and without a word.
+    topic = topic_factory(partitions=1)
+    produce(kafka_cluster, topic, 10)
+    end = kafka_cluster.offsets(topic, 0)[1]
+    opts = SourceOptions.parse({"brokers": kafka_cluster.bootstrap, "subscribe": topic},
+                               streaming=False)
+    kafka_cluster.corrupt_offsets(1000, count=1)
+    with pytest.raises(CorruptMessageError, match=f"offset {end + 999}, at or past the high "
+                                                  f"watermark {end}"):
+        list(read_range(opts, Range(topic, 0, 0, end)))
+    got = [o for batch in read_range(opts, Range(topic, 0, 0, end))
            for o in batch.column("offset").to_pylist()]
     assert got == list(range(end))
 

@@ -321,6 +321,14 @@ def test_a_gap_after_the_range_ends_it():
     assert got.next_offset >= 30
 
 
+def test_a_batch_past_the_range_says_where_it_ends():
+    # read_range compares the offset after the answer's last record with the
+    # answer's high watermark: a batch past the range counts to its last
+    # offset, so a base offset corrupted up to the high watermark shows too.
+    data = record_batch(PAIRS[:10], 0) + record_batch(PAIRS[:10], 50)
+    assert decode_answer(data, TOPIC, 3, 0, 30, True, False).next_offset == 60
+
+
 @pytest.mark.parametrize("where", [30, 2000, 40_000])
 def test_a_flipped_bit_in_a_record_batch_is_a_crc_error(where):
     data = bytearray(batches(BATCH_PAIRS))

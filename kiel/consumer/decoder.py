@@ -95,6 +95,34 @@ class _Pass:
         self.chunk = chunk
 
 
+def _past_highwater(st: PartitionState, records: list[Record],
+                    next_offset: Optional[int]) -> Optional[CorruptMessageError]:
+    """The error to keep if an answer holds an offset at or past the high
+    watermark the same answer gave, else ``None``.
+
+    A broker serves a consumer only offsets below its high watermark, and no
+    CRC covers a message's offset or a batch's base offset: one corrupted
+    upwards is otherwise handed out, and the position jumps past every
+    record in between, which the reset policy then skips without a word.
+    """
+    limit = st.highwater
+    after = records[-1].offset + 1 if records else next_offset
+    if limit is None or limit < 0 or after is None or after <= limit:
+        return None
+    return CorruptMessageError(
+        f"the answer holds offset {after - 1}, at or past the high watermark {limit} it "
+        "gave: a corrupt offset (no CRC covers it)",
+        api="Fetch", topic=st.tp.topic, partition=st.tp.partition)
+
+
+def _below(records: list[Record], limit: int) -> list[Record]:
+    """The records before the first at or past ``limit`` (offsets increase)."""
+    for i, record in enumerate(records):
+        if record.offset >= limit:
+            return records[:i]
+    return records
+
+
 class Decoder:
     """Decodes fetched message sets into partitions' buffers, one at a time.
 
@@ -202,6 +230,16 @@ class Decoder:
         if sliced is None:
             return  # sought or unassigned meanwhile: the raw answer is gone too
         records, next_offset, pos, needed, more = sliced
+        beyond = _past_highwater(st, records, next_offset)
+        if beyond is not None:
+            # The records below the high watermark go out first; the error
+            # comes with the next call, and the rest is fetched again.
+            below = _below(records, st.highwater or 0)
+            beyond.with_context(offset=below[-1].offset + 1 if below else offset)
+            if not self._cut_short(st, beyond, below, []):
+                self._fail(st, beyond, offset)
+                return
+            records, next_offset, more = below, None, False
         st.raw_pos = pos
         if not more:
             st.drop_raw()

@@ -238,8 +238,10 @@ def _batch_run(data: bytes, topic: str, partition: int, min_offset: int, end: in
          max_stamp, _producer_id, _producer_epoch, _sequence, count) = unpack(data, pos)
         if base >= end:
             # Past the range (what follows a gap at its end): nothing here is
-            # read, and nothing of the range lies before this batch.
-            next_offset = base
+            # read, and nothing of the range lies before this batch. The
+            # offset after it, so that a base offset corrupted past the high
+            # watermark shows (read_range checks).
+            next_offset = base + max(last_delta, 0) + 1
             break
         bend = pos + LOG_OVERHEAD + length
         start = pos + _BATCH_SIZE

@@ -358,6 +358,14 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
             stalled = 0
             decoded = decode_answer(data, topic, partition, position, end, batches,
                                     options.include_headers)
+            if decoded.next_offset is not None and 0 <= high_watermark < decoded.next_offset:
+                # A broker serves only offsets below the high watermark, and no
+                # CRC covers an offset: one corrupted past it would end the
+                # range early, without a word.
+                raise CorruptMessageError(
+                    f"the answer at offset {position} holds offset {decoded.next_offset - 1}, "
+                    f"at or past the high watermark {high_watermark} it gave: a corrupt offset "
+                    "(no CRC covers it)", topic=topic, partition=partition, offset=position)
             if decoded.rows:
                 _BYTES_PER_RECORD[topic] = max(1, decoded.valid_bytes // decoded.rows)
                 yield from decoded.batches

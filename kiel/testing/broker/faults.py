@@ -1,4 +1,5 @@
-"""Fault injection for the embedded brokers: errors, latency, cut responses, hangs.
+"""Fault injection for the embedded brokers: errors, latency, cut responses,
+corrupt offsets, hangs.
 
 A :class:`Faults` object belongs to one cluster and lives on its IOLoop. Each
 rule can target one broker (``broker_id``) or all (``None``), and one API
@@ -12,6 +13,7 @@ from typing import Optional, Union
 
 from kiel.exc import ConfigError
 from kiel.protocol.api import BY_KEY
+from kiel.protocol.versions import FETCH
 
 __all__ = ["Faults", "api_key_for", "ApiSpec"]
 
@@ -56,12 +58,14 @@ class Faults:
         self._errors: list[_Rule] = []
         self._drops: list[_Rule] = []
         self._latency: list[_Rule] = []
+        self._offsets: list[_Rule] = []
 
     def clear(self) -> None:
         """Remove every rule."""
         self._errors.clear()
         self._drops.clear()
         self._latency.clear()
+        self._offsets.clear()
 
     @staticmethod
     def _take(rules: list[_Rule], broker_id: int, api_key: int) -> Optional[_Rule]:
@@ -101,6 +105,23 @@ class Faults:
         """Whether to cut this response (uses a rule up)."""
         return self._take(self._drops, broker_id, api_key) is not None
 
+    # -- corrupt offsets -----------------------------------------------------
+
+    def add_offset_shift(self, delta: int, count: Optional[int] = 1,
+                         broker_id: Optional[int] = None) -> None:
+        """Raise the last whole message's offset by ``delta`` in the next
+        ``count`` Fetch answers that carry messages."""
+        if count is not None and count < 1:
+            raise ConfigError(f"count must be at least 1 (or None), not {count}")
+        if delta == 0:
+            raise ConfigError("an offset shift of 0 changes nothing")
+        self._offsets.append(_Rule(broker_id, FETCH, count, float(delta)))
+
+    def take_offset_shift(self, broker_id: int) -> int:
+        """How far to shift this Fetch answer's last offset (0: not at all; uses a rule up)."""
+        rule = self._take(self._offsets, broker_id, FETCH)
+        return 0 if rule is None else int(rule.value)
+
     # -- latency -------------------------------------------------------------
 
     def set_latency(self, seconds: float, api: ApiSpec = None,
@@ -128,4 +149,5 @@ class Faults:
             "errors": rows(self._errors, "error_code"),
             "drops": rows(self._drops, "unused"),
             "latency": rows(self._latency, "seconds"),
+            "offsets": rows(self._offsets, "delta"),
         }

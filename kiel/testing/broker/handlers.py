@@ -103,12 +103,37 @@ COORDINATOR_NOT_AVAILABLE = 15
 
 _i16 = struct.Struct(">h")
 _i32 = struct.Struct(">i")
+_i64 = struct.Struct(">q")
+#: A message set entry's offset and size fields.
+_LOG_OVERHEAD = 12
 _fetch_partition_header = struct.Struct(">ihqi")
 
 
 class _Close:
     def __repr__(self) -> str:
         return "CLOSE"
+
+
+def _shift_last_offset(message_set: memoryview, delta: int) -> bytes:
+    """A copy of ``message_set`` with its last whole message's offset raised
+    by ``delta`` (the fault hook's corrupt offset: no CRC covers it).
+
+    Strategy: walk the message headers (offset, size) to the last message
+    that fits; a partial message at the end (cut at the fetch size) stays.
+    """
+    pos = last = 0
+    found = False
+    while pos + _LOG_OVERHEAD <= len(message_set):
+        (size,) = _i32.unpack_from(message_set, pos + 8)
+        if pos + _LOG_OVERHEAD + size > len(message_set):
+            break
+        last, found = pos, True
+        pos += _LOG_OVERHEAD + size
+    out = bytearray(message_set)
+    if found:
+        (offset,) = _i64.unpack_from(out, last)
+        _i64.pack_into(out, last, offset + delta)
+    return bytes(out)
 
 
 class RequestHandlers:
@@ -304,8 +329,9 @@ class RequestHandlers:
                     size = len(view) if view is not None else 0
                     parts.append(_fetch_partition_header.pack(data.partition, code, hw, size))
                     if view is not None and size:
-                        parts.append(view)
                         views.append(view)
+                        shift = self.core.faults.take_offset_shift(self.broker.broker_id)
+                        parts.append(_shift_last_offset(view, shift) if shift else view)
             parts[0] = _i32.pack(sum(len(p) for p in parts))
             return b"".join(parts)
         finally:

@@ -37,6 +37,7 @@ OPERATIONS = (
     "close_connections",
     "drop_responses",
     "inject_error",
+    "corrupt_offsets",
     "set_latency",
     "clear_faults",
     "heal",
@@ -111,6 +112,10 @@ class ClusterOps:
     async def inject_error(self, api: ApiSpec, error_code: int, count: Optional[int] = 1,
                            broker_id: Optional[int] = None) -> None:
         self.core.faults.add_error(api, error_code, count, broker_id)
+
+    async def corrupt_offsets(self, delta: int, count: Optional[int] = 1,
+                              broker_id: Optional[int] = None) -> None:
+        self.core.faults.add_offset_shift(delta, count, broker_id)
 
     async def set_latency(self, seconds: float, api: ApiSpec = None,
                           broker_id: Optional[int] = None) -> None:
@@ -260,6 +265,19 @@ class ClusterControl:
         (nothing is appended or committed). A Produce with acks=0 has its
         connection closed instead, as 0.8.2 does on errors."""
         self._call("inject_error", api, error_code, count, broker_id)
+
+    def corrupt_offsets(self, delta: int, count: Optional[int] = 1,
+                        broker_id: Optional[int] = None) -> None:
+        """Raise the offset of the last whole message by ``delta`` in the next
+        ``count`` Fetch answers that carry messages (``count=None``: until
+        :meth:`clear_faults`). The log is untouched: only those answers lie.
+        No CRC covers a message's offset, so this is the corruption only a
+        client's offset checks can see.
+
+        Raises:
+            ConfigError: ``delta`` is 0 or ``count`` below 1.
+        """
+        self._call("corrupt_offsets", delta, count, broker_id)
 
     def set_latency(self, seconds: float, api: ApiSpec = None,
                     broker_id: Optional[int] = None) -> None:
