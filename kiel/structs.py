@@ -92,9 +92,10 @@ else:  # pragma: no cover - Python < 3.11
         timestamp_type: Optional[int] = None
         headers: tuple[Header, ...] = ()
 
-        def __class_getitem__(cls, item: Any) -> Any:
-            return cls
-
+    # Set after the class is made: NamedTuple builds its class anew from the
+    # fields, and a __class_getitem__ defined in the body would reach it as
+    # a plain function, not the implicit classmethod of an ordinary class.
+    Record.__class_getitem__ = classmethod(lambda cls, item: cls)  # type: ignore[attr-defined]
     Record.__doc__ = "One consumed message (see the Python 3.11+ definition)."
 
 
