@@ -20,8 +20,29 @@ PYTEST_ARGS ?=
 PYTEST_XDIST ?= -n 4 --dist loadfile
 # A plain `pip install .` (no extras, not editable) for install-check.
 PLAIN_VENV ?= .venv-plain
+# The oldest Python kiel supports (pyproject.toml's requires-python): make
+# test also runs a quick share of the suite on it (test-oldest), so what
+# only newer Pythons accept fails here and not at a user's. Found on the PATH
+# or among pyenv's; OLDEST_PYTHON=/path/to/python3.10 to choose.
+OLDEST := 3.10
+# (A pyenv shim on the PATH may not run: each candidate must start.)
+OLDEST_PYTHON ?= $(shell for p in $(HOME)/.pyenv/versions/$(OLDEST).*/bin/python$(OLDEST) \
+	$$(command -v python$(OLDEST)); do \
+	"$$p" -c "" >/dev/null 2>&1 && { echo "$$p"; break; }; done)
+OLDEST_VENV ?= .venv-oldest
+# What test-oldest runs: kiel's every layer (protocol, clients against the
+# embedded 0.8.2 cluster and Tansu, ZooKeeper and broker groups, Spark, the
+# command, the testing harness), its quick tests only.
+OLDEST_TESTS ?= tests/test_public_api.py tests/test_packaging.py tests/test_aio.py \
+	tests/test_framing.py tests/test_messages.py tests/test_record_batch.py \
+	tests/test_compression.py tests/test_connection.py tests/test_producer.py \
+	tests/test_consumer.py tests/test_grouped.py tests/test_broker_groups.py \
+	tests/test_tansu.py tests/test_spark_columns.py tests/test_spark_tansu.py \
+	tests/test_cli.py tests/test_security.py tests/test_fault_proxy.py \
+	tests/test_zookeeper_launcher.py
 
-.PHONY: test demo demo-deps test-deps venv-demo venv-test install-check lint types docs bench clean
+.PHONY: test test-oldest demo demo-deps test-deps venv-demo venv-test venv-oldest install-check \
+	lint types docs bench clean
 
 # apt-get the packages in $(1) that are missing. Debian's own python3 needs
 # python3-venv before `python3 -m venv` works, so that is checked too.
@@ -39,13 +60,15 @@ define apt_install
 	fi
 endef
 
-# A venv with kiel and the extras in $(1); re-made when pyproject.toml (all
-# of kiel's packaging) changes or when a wider set of extras is asked for.
+# A venv with kiel and the extras in $(1) (in $(2), made with the Python
+# $(3); default: $(VENV), $(PYTHON)); re-made when pyproject.toml (all of
+# kiel's packaging) changes or when a wider set of extras is asked for.
 define make_venv
-	@if [ ! -x $(PY) ]; then $(PYTHON) -m venv $(VENV); fi
-	@if [ ! -f $(VENV)/.installed-$(1) ] || [ pyproject.toml -nt $(VENV)/.installed-$(1) ]; then \
-	  $(PY) -m pip install -q --upgrade pip setuptools wheel && \
-	  $(PY) -m pip install -q -e ".[$(1)]" && touch $(VENV)/.installed-$(1); \
+	@venv=$(or $(2),$(VENV)); \
+	if [ ! -x $$venv/bin/python ]; then $(or $(3),$(PYTHON)) -m venv $$venv; fi; \
+	if [ ! -f $$venv/.installed-$(1) ] || [ pyproject.toml -nt $$venv/.installed-$(1) ]; then \
+	  $$venv/bin/python -m pip install -q --upgrade pip setuptools wheel && \
+	  $$venv/bin/python -m pip install -q -e ".[$(1)]" && touch $$venv/.installed-$(1); \
 	fi
 endef
 
@@ -61,8 +84,19 @@ venv-demo:
 venv-test:
 	$(call make_venv,$(TEST_EXTRAS))
 
-test: test-deps venv-test install-check
+test: test-deps venv-test install-check test-oldest
 	$(PY) -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
+
+venv-oldest:
+	@if [ -z "$(OLDEST_PYTHON)" ]; then \
+	  echo "Python $(OLDEST), the oldest kiel supports, is not installed: install it" \
+	    "(pyenv install $(OLDEST)) or give OLDEST_PYTHON=/path/to/python$(OLDEST)"; exit 1; \
+	fi
+	$(call make_venv,$(TEST_EXTRAS),$(OLDEST_VENV),$(OLDEST_PYTHON))
+
+test-oldest: test-deps venv-oldest
+	$(OLDEST_VENV)/bin/python -c "import sys; assert '%d.%d' % sys.version_info[:2] == '$(OLDEST)', sys.version"
+	$(OLDEST_VENV)/bin/python -m pytest $(PYTEST_XDIST) -m "not slow" $(OLDEST_TESTS)
 
 # What a plain `pip install kiel` gives (C CRC-32C, every codec, the command,
 # the pytest fixtures): checked in a fresh venv, which needs the network, so
@@ -95,4 +129,4 @@ bench: test-deps venv-test
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(PLAIN_VENV) build dist *.egg-info docs/_build .pytest_cache .hypothesis
+	rm -rf $(VENV) $(PLAIN_VENV) $(OLDEST_VENV) build dist *.egg-info docs/_build .pytest_cache .hypothesis

@@ -8,8 +8,8 @@ Tornado until a name that needs it is used.
 """
 import importlib
 import sys
-from collections.abc import Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def lazy_exports(module: str, exports: Mapping[str, str]) -> Callable[[str], Any]:

@@ -13,7 +13,8 @@ to kiel).
 
 import math
 import numbers
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, Optional, TypeVar
 
 from kiel.exc import ConfigError
 

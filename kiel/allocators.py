@@ -40,13 +40,12 @@ that no pure allocator can be exactly minimal.
 import hashlib
 import math
 import numbers
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from decimal import Decimal
 from fractions import Fraction
 from types import MappingProxyType
 from typing import (
     Any,
-    Callable,
     Optional,
     Union,
 )

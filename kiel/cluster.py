@@ -20,10 +20,9 @@ import logging
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Generator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Sequence
 from typing import (
     Any,
-    Callable,
     NamedTuple,
     Optional,
     Union,

@@ -20,8 +20,8 @@ never falls through silently.
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Awaitable, Iterator
-from typing import Callable, Optional, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Optional, TypeVar
 
 from kiel.exc import ClientClosedError, ConfigError
 

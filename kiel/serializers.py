@@ -14,7 +14,8 @@ Without a serializer, values (and keys) must already be ``bytes``: kiel never
 guesses an encoding.
 """
 import json
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 __all__ = [
     "Deserializer",

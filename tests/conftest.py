@@ -23,11 +23,8 @@ T = TypeVar("T")
 
 
 def pytest11_entry_points() -> list:
-    """The installed ``pytest11`` entry points (Python 3.9's API too)."""
-    points = metadata.entry_points()
-    if hasattr(points, "select"):
-        return list(points.select(group="pytest11"))
-    return list(points.get("pytest11", []))  # Python 3.9: a dict of groups
+    """The installed ``pytest11`` entry points."""
+    return list(metadata.entry_points().select(group="pytest11"))
 
 
 if not [ep for ep in pytest11_entry_points() if ep.name == "kiel"]:

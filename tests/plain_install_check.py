@@ -57,11 +57,7 @@ def main() -> int:
     for name in ("cramjam", "google-crc32c"):
         if not any(r.startswith(name) and "extra ==" not in r for r in requires):
             problems.append(f"{name} is not an install dependency: {requires}")
-    points = metadata.entry_points()
-    if hasattr(points, "select"):
-        pytest11 = points.select(group="pytest11")
-    else:  # Python 3.9: a dict of groups
-        pytest11 = points.get("pytest11", [])
+    pytest11 = metadata.entry_points().select(group="pytest11")
     plugins = {ep.name: ep.value for ep in pytest11}
     if plugins.get("kiel") != "kiel.testing.pytest_plugin":
         problems.append(f"no pytest11 entry point for kiel's fixtures: {plugins}")

@@ -143,6 +143,25 @@ def _frame(correlation_id: int, body: Any) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
+async def _server_tls(writer: asyncio.StreamWriter, context: ssl.SSLContext) -> None:
+    """The server's side of a TLS handshake on an accepted stream.
+
+    ``StreamWriter.start_tls`` is Python 3.11's; on 3.10 the loop's
+    ``start_tls`` does the same, and the stream's transport is swapped for
+    the TLS one by hand, as 3.11's method does.
+    """
+    if hasattr(writer, "start_tls"):
+        await writer.start_tls(context)
+        return
+    transport = writer.transport
+    protocol = transport.get_protocol()
+    tls = await asyncio.get_running_loop().start_tls(transport, protocol, context,
+                                                     server_side=True)
+    writer._transport = tls  # type: ignore[attr-defined]
+    protocol._transport = tls  # type: ignore[attr-defined]
+    protocol._over_ssl = True  # type: ignore[attr-defined]
+
+
 class SaslFront:
     """A proxy in front of Tansu, on its own thread and event loop.
 
@@ -187,7 +206,7 @@ class SaslFront:
         self.connections.append(seen)  # counted before TLS: a failed handshake counts too
         if self.ssl_context is not None:
             try:
-                await writer.start_tls(self.ssl_context)
+                await _server_tls(writer, self.ssl_context)
             except (ssl.SSLError, ConnectionError):
                 writer.close()
                 return

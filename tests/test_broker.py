@@ -504,7 +504,7 @@ def _closed(sock, timeout=5.0):
         return True
     except (ConnectionResetError, BrokenPipeError):
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 

@@ -21,7 +21,7 @@ from tests.conftest import pytest11_entry_points
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # the test extra installs tomli on 3.9 and 3.10
+else:  # the test extra installs tomli on 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,3 +127,14 @@ def test_the_pytest_settings_came_along(pytestconfig: pytest.Config) -> None:
     assert str(pytestconfig.getini("timeout")) == "300"
     assert pytestconfig.getini("testpaths") == ["tests"]
     assert pytestconfig.inipath == ROOT / "pyproject.toml"
+
+
+def test_the_oldest_python_is_the_one_make_test_runs(pyproject: dict[str, Any]) -> None:
+    # requires-python promises what `make test-oldest` checks, mypy types
+    # for it, ruff keeps its syntax to and the README names: one version.
+    oldest = pyproject["project"]["requires-python"].removeprefix(">=")
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"\nOLDEST := {oldest}\n" in makefile
+    assert pyproject["tool"]["mypy"]["python_version"] == oldest
+    assert pyproject["tool"]["ruff"]["target-version"] == "py" + oldest.replace(".", "")
+    assert f"Python {oldest}+" in (ROOT / "README.rst").read_text()

@@ -31,8 +31,8 @@ groups), :mod:`kiel.cli.allocate`.
 
 import asyncio
 import sys
-from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 from kiel.cli.allocate import allocate, load_allocator
 from kiel.cli.groups import group, topics

@@ -3,7 +3,8 @@
 import argparse
 import importlib
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kiel.exc import ConfigError
 

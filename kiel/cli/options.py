@@ -6,8 +6,8 @@ import functools
 import math
 import os
 import ssl
-from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 from kiel import __version__
 from kiel.exc import ConfigError

@@ -8,8 +8,8 @@ import contextlib
 import functools
 import json
 import threading
-from collections.abc import AsyncIterator, Iterable
-from typing import Any, BinaryIO, Callable, Optional
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, BinaryIO, Optional
 
 from kiel.cli.options import client_options, need, parse_when, unescape
 from kiel.cli.run import Run

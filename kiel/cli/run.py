@@ -7,8 +7,8 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from kiel._aio import Tasks
 from kiel.exc import RequestTimeoutError

@@ -12,8 +12,9 @@ to the loop, which alone changes state with it.
 """
 import asyncio
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Optional, TypeVar
+from typing import Optional, TypeVar
 
 __all__ = ["off_loop"]
 

@@ -15,11 +15,10 @@ Records fetched ahead and not handed out yet do not count.
 """
 
 import collections
-from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
-    Callable,
     Optional,
     Union,
     overload,

@@ -12,8 +12,8 @@ every ``commit_interval`` seconds, and on every revocation.
 
 import asyncio
 import collections
-from collections.abc import Iterable, Sequence
-from typing import Callable, Optional
+from collections.abc import Callable, Iterable, Sequence
+from typing import Optional
 
 from kiel._aio import Tasks, Wakeup
 from kiel.consumer.group_state import GroupState, Held

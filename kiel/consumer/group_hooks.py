@@ -15,8 +15,8 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, TypeVar, cast
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar, cast
 
 from kiel.cluster import Cluster
 from kiel.consumer.commits import Commits

@@ -40,11 +40,10 @@ import asyncio
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from re import Pattern
 from typing import (
     Any,
-    Callable,
     Optional,
     Union,
 )

@@ -22,10 +22,9 @@ typed error.
 """
 
 import asyncio
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import (
     Any,
-    Callable,
     Optional,
     Union,
 )

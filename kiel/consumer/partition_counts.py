@@ -15,8 +15,8 @@ znodes still keep a partition with one member at a time.
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import Callable, Optional
+from collections.abc import Callable, Mapping
+from typing import Optional
 
 from kiel.cluster import Cluster
 from kiel.exc import KielError

@@ -22,8 +22,8 @@ handed out, a bounded number at a time (see :mod:`kiel.consumer.decoder`).
 """
 
 import enum
-from collections.abc import Iterable
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any, Optional
 
 from kiel.consumer.positions import check_offset
 from kiel.exc import KielError, UnknownPartitionError

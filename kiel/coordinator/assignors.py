@@ -40,8 +40,8 @@ Everything here is pure: no I/O, no clock.
 """
 
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any, Callable, NamedTuple, Optional, Union
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, Optional, Union
 
 from kiel.allocators import (
     Allocator,

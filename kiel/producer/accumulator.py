@@ -27,9 +27,9 @@ always the sum of the sizes of the unfinished batches, so never negative.
 import collections
 import time
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import accumulate, repeat
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 from kiel.compression import ZSTD, Codec
 from kiel.exc import UnsupportedFeatureError

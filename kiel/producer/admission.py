@@ -16,7 +16,8 @@ together are batched a chunk per step.
 import asyncio
 import collections
 import logging
-from typing import Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import NamedTuple, Optional
 
 from kiel._aio import Tasks, Wakeup
 from kiel.cluster import Cluster

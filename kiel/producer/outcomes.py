@@ -10,8 +10,8 @@ CPU than producing them.
 """
 
 import asyncio
-from collections.abc import Sequence
-from typing import Callable, NamedTuple, Optional, TypeVar
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Optional, TypeVar
 
 from kiel.exc import DeliveryUnknownError
 from kiel.structs import RecordMetadata

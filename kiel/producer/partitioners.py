@@ -18,8 +18,8 @@ them, and spreads unkeyed records round-robin.
 import itertools
 import random
 import struct
-from collections.abc import Sequence
-from typing import Callable, Optional
+from collections.abc import Callable, Sequence
+from typing import Optional
 
 __all__ = ["DefaultPartitioner", "Partitioner", "murmur2", "random_partitioner", "key_partition"]
 

@@ -20,9 +20,9 @@ import asyncio
 import collections
 import copy
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from kiel._aio import Tasks
 from kiel.cluster import Cluster

@@ -11,7 +11,8 @@ Wire grammar (Kafka protocol guide)::
                          ClientId(string) Request
     ResponseMessage   => CorrelationId(int32) Response
 """
-from typing import Annotated, Any, Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, NamedTuple, Optional
 
 from kiel.protocol.primitives import Int16, Int32, NullableString
 

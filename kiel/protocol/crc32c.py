@@ -20,7 +20,8 @@ one is in use.
 
 Standard library only besides ``google-crc32c``; no I/O.
 """
-from typing import Callable, Optional, Union
+from collections.abc import Callable
+from typing import Optional, Union
 
 __all__ = ["IMPLEMENTATION", "crc32c", "crc32c_pure"]
 

@@ -18,7 +18,8 @@ any further input with a ``ProtocolError`` caused by it.
 """
 import struct
 from collections import deque
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, Optional, TypeVar
 
 from kiel.exc import (
     CorrelationIdError,

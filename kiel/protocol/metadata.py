@@ -28,8 +28,8 @@ between slices), within :class:`MetadataLimits`, refusing nonsense (negative
 ids, ports outside 0-65535) with :class:`~kiel.exc.InvalidMetadataError`.
 """
 import struct
-from collections.abc import Generator
-from typing import Annotated, Any, Callable, NamedTuple, Optional, Union
+from collections.abc import Callable, Generator
+from typing import Annotated, Any, NamedTuple, Optional, Union
 
 from kiel.exc import InvalidMetadataError, ProtocolError
 from kiel.protocol.api import BY_REQUEST, Api, register

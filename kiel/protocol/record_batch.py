@@ -51,12 +51,11 @@ to ``records`` (the shape callers of the first version used).
 """
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from operator import itemgetter
 from typing import (
     Any,
-    Callable,
     NamedTuple,
     Optional,
     Union,

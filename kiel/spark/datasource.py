@@ -20,8 +20,8 @@ planning use the client each worker thread keeps between calls
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Optional
 
 import pyarrow as pa
 from pyspark.sql.datasource import (

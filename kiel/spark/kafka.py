@@ -11,11 +11,10 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Awaitable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from functools import partial
 from typing import (
     Any,
-    Callable,
     NamedTuple,
     Optional,
     TypeVar,

@@ -36,12 +36,11 @@ import json
 import logging
 import pickle
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from re import Pattern
 from typing import (
     Any,
-    Callable,
     NamedTuple,
     Optional,
     Union,

@@ -27,8 +27,8 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
 
 from kiel._aio import within
 from kiel.client import Client

@@ -7,8 +7,8 @@ markers and no hooks that touch tests which do not use its fixtures, so it
 changes nothing in test runs that do not ask for them; ``pytest -p no:kiel``
 turns it off.
 """
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 

@@ -10,7 +10,8 @@ synchronously) run in an executor, never on the loop.
 
 import asyncio
 import functools
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from tornado.ioloop import IOLoop
 

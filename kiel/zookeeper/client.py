@@ -9,8 +9,8 @@ loop, through the bridge.
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (

@@ -22,7 +22,8 @@ Its invariants (see ``docs/guides/grouped_consumer.rst`` for the argument):
 """
 
 import asyncio
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 from kazoo.exceptions import KazooException
 

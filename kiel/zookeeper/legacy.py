@@ -16,7 +16,8 @@ Only live members count: 0.9 left its persistent znodes (``members/`` itself,
 
 import asyncio
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from kazoo.exceptions import (
     KazooException,

@@ -11,9 +11,9 @@ once when the consumer is built.
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Optional, Union
+from typing import Any, Optional, Union
 
 from kazoo.exceptions import KazooException, NoNodeError
 

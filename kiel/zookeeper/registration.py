@@ -16,9 +16,9 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from re import Pattern
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
 from kiel.exc import ConfigError
 

@@ -15,8 +15,8 @@ allocation marks the member's :class:`~kiel.zookeeper.changes.Changes` dirty.
 
 import json
 import logging
-from collections.abc import Mapping
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, Optional, TypeVar
 
 from kazoo.exceptions import NoNodeError
 

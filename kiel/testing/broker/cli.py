@@ -26,9 +26,10 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from functools import partial
 from types import FrameType
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from kiel.exc import KielError
 

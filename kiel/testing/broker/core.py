@@ -14,9 +14,9 @@ is the thread-safe, synchronous face of this object.
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, Optional, TypeVar, Union
 
 from tornado import gen
 from tornado.ioloop import IOLoop

@@ -23,8 +23,8 @@ The error codes and their corner cases follow the 0.8.2 broker:
 """
 
 import struct
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Optional
 
 from tornado import gen
 from tornado.concurrent import Future

@@ -29,7 +29,8 @@ import struct
 import time
 from array import array
 from bisect import bisect_left
-from typing import Callable, Optional, Union
+from collections.abc import Callable
+from typing import Optional, Union
 
 from kiel.exc import OffsetOutOfRangeError
 
