@@ -624,6 +624,70 @@ def test_corrupt_offsets_lies_in_answers_only(cluster):
     assert fetch_values(cluster, topic, 0) == [(i, b"%03d" % i) for i in range(5)]
 
 
+def leave_with_a_parked_fetch(cluster, topic, queued=()):
+    """A client parks a fetch on ``topic``'s leader (``queued`` requests behind
+    it) and closes. The broker reads nothing while it handles a request, so
+    it answers that fetch at its max_wait into a dead socket, then reads on.
+
+    Returns:
+        a function that waits until the broker has ended that connection.
+    """
+    leader = str(cluster.leader(topic, 0))
+
+    def connections():
+        return cluster.describe()["brokers"][leader]["connections"]
+
+    before = connections()
+    gone = RawClient(cluster.address(int(leader)))
+    gone.send(fetch_request(topic, 0, 0, max_wait=300, min_bytes=1))
+    for request in queued:
+        gone.send(request)
+    wait_for_parked_fetch(cluster, topic)
+    gone.close()
+    return lambda: wait_until(lambda: connections() == before,
+                              what="the broker ended the closed client's connection")
+
+
+def test_a_cut_is_not_spent_on_a_client_that_has_gone(cluster):
+    # Nobody sees the answer to a client that left with its fetch parked: the
+    # cut is for the next client. (A CI run's metrics test lost its cut to
+    # the fetch the previous test's consumer left parked.)
+    topic = new_topic(cluster)
+    with leader_client(cluster, topic, 0) as client:
+        client.request(MetadataRequest([]))
+        ended = leave_with_a_parked_fetch(cluster, topic)
+        cluster.drop_responses("Fetch", count=1)
+        ended()
+        client.send(fetch_request(topic, 0, 0))
+        with pytest.raises(ConnectionClosedError):
+            client.receive()
+
+
+def test_an_error_rule_is_not_spent_on_a_client_that_has_gone(cluster):
+    # The same for a request read after its client left (queued behind the fetch).
+    topic = new_topic(cluster)
+    with leader_client(cluster, topic, 0) as client:
+        client.request(MetadataRequest([]))
+        ended = leave_with_a_parked_fetch(cluster, topic, [GroupCoordinatorRequest("g")])
+        cluster.inject_error("GroupCoordinator", 15, count=1)
+        ended()
+        assert client.request(GroupCoordinatorRequest("g")).error_code == 15
+        assert client.request(GroupCoordinatorRequest("g")).error_code == 0
+
+
+def test_an_offset_rule_is_not_spent_on_a_client_that_has_gone(cluster):
+    # The parked fetch of a client that left is woken by a produce, so its
+    # answer carries messages: the lie is still for the next client.
+    topic = new_topic(cluster)
+    ended = leave_with_a_parked_fetch(cluster, topic)
+    cluster.corrupt_offsets(1000, count=1)
+    produce(cluster, topic, 0, [b"a", b"b"])
+    ended()
+    with leader_client(cluster, topic, 0) as client:
+        lied = only(client.request(fetch_request(topic, 0, 0)))
+    assert [r.offset for r in decode_message_set(lied.message_set).records] == [0, 1001]
+
+
 def test_hang_holds_answers_until_resume(cluster):
     cluster.hang_broker(3)
     with RawClient(cluster.address(3), timeout=0.5) as client:

@@ -67,6 +67,12 @@ class Faults:
         self._latency.clear()
         self._offsets.clear()
 
+    @property
+    def armed(self) -> bool:
+        """Whether an error, cut or offset rule is waiting (the broker then
+        checks that a request's client is still there before spending one)."""
+        return bool(self._errors or self._drops or self._offsets)
+
     @staticmethod
     def _take(rules: list[_Rule], broker_id: int, api_key: int) -> Optional[_Rule]:
         for rule in rules:

@@ -114,26 +114,32 @@ class _Close:
         return "CLOSE"
 
 
-def _shift_last_offset(message_set: memoryview, delta: int) -> bytes:
-    """A copy of ``message_set`` with its last whole message's offset raised
-    by ``delta`` (the fault hook's corrupt offset: no CRC covers it).
-
-    Strategy: walk the message headers (offset, size) to the last message
-    that fits; a partial message at the end (cut at the fetch size) stays.
-    """
-    pos = last = 0
-    found = False
-    while pos + _LOG_OVERHEAD <= len(message_set):
-        (size,) = _i32.unpack_from(message_set, pos + 8)
-        if pos + _LOG_OVERHEAD + size > len(message_set):
-            break
-        last, found = pos, True
-        pos += _LOG_OVERHEAD + size
-    out = bytearray(message_set)
-    if found:
-        (offset,) = _i64.unpack_from(out, last)
-        _i64.pack_into(out, last, offset + delta)
-    return bytes(out)
+def _last_message_in_fetch(frame: bytes) -> Optional[int]:
+    """Where the offset of the last whole message of the first partition
+    with messages lies in a Fetch v0 response ``frame`` (as
+    :meth:`RequestHandlers._fetch_frame` lays it out), or ``None``."""
+    pos = 8  # size, correlation id
+    (topics,) = _i32.unpack_from(frame, pos)
+    pos += 4
+    for _ in range(topics):
+        (name,) = _i16.unpack_from(frame, pos)
+        pos += 2 + name
+        (partitions,) = _i32.unpack_from(frame, pos)
+        pos += 4
+        for _ in range(partitions):
+            *_, size = _fetch_partition_header.unpack_from(frame, pos)
+            pos += _fetch_partition_header.size
+            end, last, at = pos + size, None, pos
+            # A partial message at the end (cut at the fetch size) is not one.
+            while at + _LOG_OVERHEAD <= end:
+                (length,) = _i32.unpack_from(frame, at + 8)
+                if at + _LOG_OVERHEAD + length > end:
+                    break
+                last, at = at, at + _LOG_OVERHEAD + length
+            if last is not None:
+                return last
+            pos = end
+    return None
 
 
 class RequestHandlers:
@@ -305,6 +311,21 @@ class RequestHandlers:
             for log in logs:
                 log.waiters.discard(check)
 
+    def corrupt_offsets(self, frame: bytes) -> bytes:
+        """``frame`` (a Fetch answer), or a copy whose last whole message's
+        offset an offset-shift fault rule raised (the rule used up only on
+        an answer that carries a message). No CRC covers an offset."""
+        at = _last_message_in_fetch(frame)
+        if at is None:
+            return frame
+        delta = self.core.faults.take_offset_shift(self.broker.broker_id)
+        if not delta:
+            return frame
+        out = bytearray(frame)
+        (offset,) = _i64.unpack_from(out, at)
+        _i64.pack_into(out, at, offset + delta)
+        return bytes(out)
+
     def _fetch_frame(self, correlation_id: int, request: FetchRequest) -> bytes:
         """Read every partition and encode the response frame in one pass (one copy)."""
         parts: list[Any] = [b"", _i32.pack(correlation_id), _i32.pack(len(request.topics))]
@@ -329,9 +350,8 @@ class RequestHandlers:
                     size = len(view) if view is not None else 0
                     parts.append(_fetch_partition_header.pack(data.partition, code, hw, size))
                     if view is not None and size:
+                        parts.append(view)
                         views.append(view)
-                        shift = self.core.faults.take_offset_shift(self.broker.broker_id)
-                        parts.append(_shift_last_offset(view, shift) if shift else view)
             parts[0] = _i32.pack(sum(len(p) for p in parts))
             return b"".join(parts)
         finally:

@@ -8,7 +8,12 @@ a slow long poll holds its connection. Bytes that do not frame or decode
 the connection, as a 0.8.2 broker does; the broker itself keeps serving.
 
 Fault injection (see :mod:`kiel.testing.broker.faults`) is applied here,
-around each request: hang, latency, injected error codes, cut responses.
+around each request: hang, latency, injected error codes, corrupt offsets,
+cut responses.
+Error, offset and cut rules are spent only on clients still connected: the answer to
+a fetch whose client closed while it was parked (Tornado cannot tell: nothing
+is read while a request is handled) goes nowhere, and spending a rule on it
+would take the fault away from the client it was meant for.
 """
 
 import logging
@@ -24,6 +29,8 @@ from tornado.tcpserver import TCPServer
 
 from kiel.exc import HarnessError, ProtocolError
 from kiel.protocol.framing import ServerFraming
+from kiel.protocol.versions import FETCH
+from kiel.testing.faults.sockets import peer_gave_up
 
 if TYPE_CHECKING:  # pragma: no cover
     from kiel.testing.broker.core import ClusterCore
@@ -59,6 +66,16 @@ class _Connection:
     @property
     def closed(self) -> bool:
         return self.stream.closed()
+
+    def client_gone(self) -> bool:
+        """Whether the client closed or reset its end, though nothing was read.
+
+        Strategy: a connection is read only between requests, so while one
+        is handled (a fetch parked for its ``max_wait``) Tornado cannot see
+        that the client left; the socket can, without a read.
+        """
+        sock = self.stream.socket
+        return sock is None or peer_gave_up(sock)
 
 
 class BrokerServer:
@@ -185,7 +202,10 @@ class BrokerServer:
             await gen.sleep(delay)
             if connection.closed or not self.running:
                 return False
-        code = faults.take_error(self.broker_id, api.key)
+        # A request read after its client closed (queued behind a parked fetch)
+        # is answered to nobody: fault rules are for the clients still connected.
+        code = (None if not faults.armed or connection.client_gone()
+                else faults.take_error(self.broker_id, api.key))
         if code is not None:
             response = self.handlers.error_response(header, api, request, code)
         else:
@@ -198,8 +218,12 @@ class BrokerServer:
             return False
         frame = response if isinstance(response, bytes) else ServerFraming.send_response(
             header.correlation_id, response)
-        if faults.take_drop(self.broker_id, api.key):
-            await connection.stream.write(frame[: max(1, len(frame) // 2)])
-            return False
+        # Nor is the answer to a fetch whose client closed while it was parked.
+        if faults.armed and not connection.client_gone():
+            if api.key == FETCH:
+                frame = self.handlers.corrupt_offsets(frame)
+            if faults.take_drop(self.broker_id, api.key):
+                await connection.stream.write(frame[: max(1, len(frame) // 2)])
+                return False
         await connection.stream.write(frame)
         return True

@@ -3,6 +3,7 @@
 import asyncio
 import logging
 import socket
+import ssl
 import struct
 from typing import Optional
 
@@ -10,6 +11,7 @@ __all__ = ["peer_gave_up", "reset", "wait_ready"]
 
 log = logging.getLogger(__name__)
 
+_TCP_CLOSE = 7  # Linux's tcpi_state once the peer reset the connection
 _TCP_CLOSE_WAIT = 8  # Linux's tcpi_state once the peer's FIN has arrived
 _LINGER_ZERO = struct.pack("ii", 1, 0)  # struct linger {l_onoff = 1, l_linger = 0}
 
@@ -57,17 +59,27 @@ def reset(sock: Optional[socket.socket]) -> None:
 
 
 def peer_gave_up(sock: socket.socket) -> bool:
-    """Whether the peer of a connected, never read, non-blocking socket closed or reset it."""
-    try:
-        data = sock.recv(1, socket.MSG_PEEK)
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    if not data:
-        return True
+    """Whether the peer of a connected, non-blocking socket closed or reset it.
+
+    Nothing is read: bytes the peer sent stay for the socket's next read. A
+    TLS socket cannot peek; its TCP state alone tells (Linux), else it counts
+    as connected.
+    """
+    if not isinstance(sock, ssl.SSLSocket):
+        try:
+            data = sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        if not data:
+            return True
     # Data then FIN: the peek sees only the data; the TCP state tells the rest.
     tcp_info = getattr(socket, "TCP_INFO", None)
     if tcp_info is None:
         return False
-    return sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 1)[0] == _TCP_CLOSE_WAIT
+    try:
+        state = sock.getsockopt(socket.IPPROTO_TCP, tcp_info, 1)[0]
+    except OSError:
+        return True
+    return state in (_TCP_CLOSE, _TCP_CLOSE_WAIT)
