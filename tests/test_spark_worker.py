@@ -88,6 +88,31 @@ def test_a_leader_that_moved_between_reads(kafka_cluster, topic_factory):
     assert kept.cluster.leader(topic, 0) == other and not kept.closed
 
 
+def test_the_next_fetch_goes_out_before_spark_takes_the_rows(kafka_cluster, topic_factory):
+    # While Spark works on an answer's rows, the next fetch is in flight (the
+    # broker serves it meanwhile); a read closed early (Spark's limit) cancels
+    # it, and the kept client reads on, its connection past the stray answer.
+    topic = topic_factory(partitions=1)
+    expected = by_partition(produce(kafka_cluster, topic, 400))[0]
+    opts = options(kafka_cluster, topic, fetchMaxBytes="2048")  # many fetches
+    clients = worker.worker_clients()
+    rows = read_range(opts, Range(topic, 0, 0, 400))
+    # Answers held 2 s: the fetch sent ahead cannot be answered while we look.
+    kafka_cluster.set_latency(2.0, "Fetch")
+    first = next(rows).column("offset").to_pylist()
+    assert first[0] == 0 and first[-1] < 399
+    kept = clients.clients[opts.client_key()].client
+    made = clients.made
+    assert sum(c.in_flight for c in kept.cluster._connections.values()) == 1
+    kafka_cluster.set_latency(0, "Fetch")
+    rows.close()
+    assert not [t for t in asyncio.all_tasks(clients.loop) if not t.done()
+                and "fetch_partition" in repr(t.get_coro())]
+    assert offsets_read(opts, Range(topic, 0, 0, 400)) == expected
+    assert offsets_read(opts, Range(topic, 0, 100, 400)) == expected[100:]
+    assert clients.made == made and not kept.closed
+
+
 @pytest.mark.parametrize("fault", ["not-leader", "cut"])
 def test_faults_inside_a_fetch_are_retried(kafka_cluster, topic_factory, fault):
     topic = topic_factory(partitions=1)

@@ -301,11 +301,12 @@ def _divide(r: Range, parts: int) -> list[Range]:
 def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
     """Fetch exactly the offsets ``[start, end)`` of one partition, as Arrow batches.
 
-    A generator driving the worker's event loop one fetch at a time
-    (:mod:`kiel.spark.worker`: its kept client, so a task opens no
-    connection a previous task of the worker opened), so Spark consumes a
-    batch while the next is not fetched yet; closing it early (Spark's
-    ``limit``) leaves nothing in flight. Each fetch goes to the partition's
+    A generator driving the worker's event loop (:mod:`kiel.spark.worker`:
+    its kept client, so a task opens no connection a previous task of the
+    worker opened). The next fetch is sent before Spark takes an answer's
+    rows, so the broker serves it meanwhile (one in flight at most);
+    closing the generator early (Spark's ``limit``) cancels it, and the
+    connection drops its answer. Each fetch goes to the partition's
     leader and asks for about what remains of the range (from the bytes per
     record seen so far in this worker), never more than ``fetchMaxBytes``;
     a message larger than that grows the fetch up to ``maxFetchSize``.
@@ -332,50 +333,75 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
         cluster = client.cluster
         tp = TopicPartition(topic, partition)
         position, stalled, floor = start, 0, 0
-        while position < end:
-            ask = _fetch_size(options, topic, end - position, floor)
-            try:
-                high_watermark, data, batches = clients.run(
-                    fetch_partition(cluster, tp, position, ask, options.fetch_max_wait))
-            except OffsetOutOfRangeError as e:
-                position = clients.run(_skip_lost(cluster, options, rng, position, e))
-                continue
-            if not data:
-                stalled += 1
-                if high_watermark <= position and stalled >= _STALLED_ROUNDS:
-                    # The broker holds less than the range promised: the log
-                    # was truncated (e.g. an unclean leader change).
-                    _lost(options, rng, position, end,
-                          f"the partition ends at {high_watermark}")
-                    return
-                if stalled >= _EMPTY_ROUNDS:
-                    raise ProtocolError(
-                        f"{stalled} fetches at offset {position} answered nothing below the "
-                        f"high watermark {high_watermark}", api="Fetch", topic=topic,
-                        partition=partition, offset=position)
-                continue
-            stalled = 0
-            decoded = decode_answer(data, topic, partition, position, end, batches,
-                                    options.include_headers)
-            if decoded.next_offset is not None and 0 <= high_watermark < decoded.next_offset:
-                # A broker serves only offsets below the high watermark, and no
-                # CRC covers an offset: one corrupted past it would end the
-                # range early, without a word.
-                raise CorruptMessageError(
-                    f"the answer at offset {position} holds offset {decoded.next_offset - 1}, "
-                    f"at or past the high watermark {high_watermark} it gave: a corrupt offset "
-                    "(no CRC covers it)", topic=topic, partition=partition, offset=position)
-            if decoded.rows:
-                _BYTES_PER_RECORD[topic] = max(1, decoded.valid_bytes // decoded.rows)
-                yield from decoded.batches
-            elif decoded.needed is not None:
-                floor = _grow(options, tp, position, ask, decoded.needed)
-                continue
-            if decoded.next_offset is None or decoded.next_offset <= position:
-                raise CorruptMessageError(
-                    f"the answer at offset {position} holds nothing at or after it",
-                    topic=topic, partition=partition, offset=position)
-            position = decoded.next_offset
+        # The fetch at ``position`` when it went out before its turn.
+        ahead: Optional[asyncio.Future[tuple[int, bytes, bool]]] = None
+        ahead_asked = 0
+        try:
+            while position < end:
+                fetch: Awaitable[tuple[int, bytes, bool]]
+                if ahead is not None:
+                    fetch, asked, ahead = ahead, ahead_asked, None
+                else:
+                    asked = _fetch_size(options, topic, end - position, floor)
+                    fetch = fetch_partition(cluster, tp, position, asked, options.fetch_max_wait)
+                try:
+                    high_watermark, data, batches = clients.run(fetch)
+                except OffsetOutOfRangeError as e:
+                    position = clients.run(_skip_lost(cluster, options, rng, position, e))
+                    continue
+                if not data:
+                    stalled += 1
+                    if high_watermark <= position and stalled >= _STALLED_ROUNDS:
+                        # The broker holds less than the range promised: the log
+                        # was truncated (e.g. an unclean leader change).
+                        _lost(options, rng, position, end,
+                              f"the partition ends at {high_watermark}")
+                        return
+                    if stalled >= _EMPTY_ROUNDS:
+                        raise ProtocolError(
+                            f"{stalled} fetches at offset {position} answered nothing below "
+                            f"the high watermark {high_watermark}", api="Fetch", topic=topic,
+                            partition=partition, offset=position)
+                    continue
+                stalled = 0
+                decoded = decode_answer(data, topic, partition, position, end, batches,
+                                        options.include_headers)
+                if decoded.next_offset is not None and 0 <= high_watermark < decoded.next_offset:
+                    # A broker serves only offsets below the high watermark, and no
+                    # CRC covers an offset: one corrupted past it would end the
+                    # range early, without a word.
+                    raise CorruptMessageError(
+                        f"the answer at offset {position} holds offset "
+                        f"{decoded.next_offset - 1}, at or past the high watermark "
+                        f"{high_watermark} it gave: a corrupt offset (no CRC covers it)",
+                        topic=topic, partition=partition, offset=position)
+                if decoded.rows:
+                    _BYTES_PER_RECORD[topic] = max(1, decoded.valid_bytes // decoded.rows)
+                    following = decoded.next_offset
+                    if following is not None and position < following < end:
+                        # Strategy: the next fetch goes out before Spark takes
+                        # these rows, so the broker serves it (and its bytes
+                        # travel) while Spark works; one at most is in flight.
+                        ahead_asked = _fetch_size(options, topic, end - following, 0)
+                        ahead = clients.loop.create_task(fetch_partition(
+                            cluster, tp, following, ahead_asked, options.fetch_max_wait))
+                        clients.run(asyncio.sleep(0))  # its request is written now
+                    yield from decoded.batches
+                elif decoded.needed is not None:
+                    floor = _grow(options, tp, position, asked, decoded.needed)
+                    continue
+                if decoded.next_offset is None or decoded.next_offset <= position:
+                    raise CorruptMessageError(
+                        f"the answer at offset {position} holds nothing at or after it",
+                        topic=topic, partition=partition, offset=position)
+                position = decoded.next_offset
+        finally:
+            if ahead is not None and not clients.loop.is_closed():
+                # Closed early (Spark's limit) or failed: the fetch sent ahead
+                # is cancelled; its answer, if it comes, is dropped by the
+                # connection, which the worker keeps.
+                ahead.cancel()
+                clients.run(asyncio.gather(ahead, return_exceptions=True))
 
 
 #: Empty rounds at the highwater, below the range's end, before the range is
