@@ -47,7 +47,7 @@ from kiel.protocol.record_batch import OpenBatch, decode_batch_slice, open_recor
 from kiel.serializers import Deserializer
 from kiel.structs import Record
 
-__all__ = ["DECODE_RECORDS", "Decoder"]
+__all__ = ["DECODE_RECORDS", "Decoder", "past_highwater"]
 
 log = logging.getLogger(__name__)
 
@@ -95,24 +95,23 @@ class _Pass:
         self.chunk = chunk
 
 
-def _past_highwater(st: PartitionState, records: list[Record],
-                    next_offset: Optional[int]) -> Optional[CorruptMessageError]:
-    """The error to keep if an answer holds an offset at or past the high
-    watermark the same answer gave, else ``None``.
+def past_highwater(after: Optional[int], highwater: Optional[int], topic: str,
+                   partition: int) -> Optional[CorruptMessageError]:
+    """The error for an answer whose records run up to ``after`` (the offset
+    after its last one) past its ``highwater``, else ``None`` (also when
+    either is unknown). Shared with kiel.spark's range reads.
 
     A broker serves a consumer only offsets below its high watermark, and no
     CRC covers a message's offset or a batch's base offset: one corrupted
     upwards is otherwise handed out, and the position jumps past every
     record in between, which the reset policy then skips without a word.
     """
-    limit = st.highwater
-    after = records[-1].offset + 1 if records else next_offset
-    if limit is None or limit < 0 or after is None or after <= limit:
+    if highwater is None or highwater < 0 or after is None or after <= highwater:
         return None
     return CorruptMessageError(
-        f"the answer holds offset {after - 1}, at or past the high watermark {limit} it "
+        f"the answer holds offset {after - 1}, at or past the high watermark {highwater} it "
         "gave: a corrupt offset (no CRC covers it)",
-        api="Fetch", topic=st.tp.topic, partition=st.tp.partition)
+        api="Fetch", topic=topic, partition=partition)
 
 
 def _below(records: list[Record], limit: int) -> list[Record]:
@@ -230,7 +229,8 @@ class Decoder:
         if sliced is None:
             return  # sought or unassigned meanwhile: the raw answer is gone too
         records, next_offset, pos, needed, more = sliced
-        beyond = _past_highwater(st, records, next_offset)
+        beyond = past_highwater(records[-1].offset + 1 if records else next_offset,
+                                st.highwater, st.tp.topic, st.tp.partition)
         if beyond is not None:
             # The records below the high watermark go out first; the error
             # comes with the next call, and the rest is fetched again.

@@ -25,6 +25,7 @@ import pyarrow as pa
 from kiel.client import Client
 from kiel.clients import Producer
 from kiel.cluster import Cluster
+from kiel.consumer.decoder import past_highwater
 from kiel.consumer.offsets import EARLIEST as LIST_EARLIEST
 from kiel.consumer.offsets import LATEST as LIST_LATEST
 from kiel.consumer.offsets import list_offsets, send_commit
@@ -45,7 +46,7 @@ from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
 from kiel.protocol.versions import FETCH
 from kiel.retry import attempts
 from kiel.spark import worker
-from kiel.spark.columns import decode_answer
+from kiel.spark.columns import Decoded, decode_answer
 from kiel.spark.options import EARLIEST, LATEST, SinkOptions, SourceOptions
 from kiel.spark.watermarks import served_ends
 from kiel.structs import TopicPartition
@@ -333,7 +334,7 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
         cluster = client.cluster
         tp = TopicPartition(topic, partition)
         position, stalled, floor = start, 0, 0
-        # The fetch at ``position`` when it went out before its turn.
+        # The fetch at ``position`` when it went out before its turn, and its size.
         ahead: Optional[asyncio.Future[tuple[int, bytes, bool]]] = None
         ahead_asked = 0
         try:
@@ -364,28 +365,14 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
                             partition=partition, offset=position)
                     continue
                 stalled = 0
-                decoded = decode_answer(data, topic, partition, position, end, batches,
-                                        options.include_headers)
-                if decoded.next_offset is not None and 0 <= high_watermark < decoded.next_offset:
-                    # A broker serves only offsets below the high watermark, and no
-                    # CRC covers an offset: one corrupted past it would end the
-                    # range early, without a word.
-                    raise CorruptMessageError(
-                        f"the answer at offset {position} holds offset "
-                        f"{decoded.next_offset - 1}, at or past the high watermark "
-                        f"{high_watermark} it gave: a corrupt offset (no CRC covers it)",
-                        topic=topic, partition=partition, offset=position)
+                decoded = _decode(options, rng, position, high_watermark, data, batches)
                 if decoded.rows:
                     _BYTES_PER_RECORD[topic] = max(1, decoded.valid_bytes // decoded.rows)
                     following = decoded.next_offset
                     if following is not None and position < following < end:
-                        # Strategy: the next fetch goes out before Spark takes
-                        # these rows, so the broker serves it (and its bytes
-                        # travel) while Spark works; one at most is in flight.
                         ahead_asked = _fetch_size(options, topic, end - following, 0)
-                        ahead = clients.loop.create_task(fetch_partition(
-                            cluster, tp, following, ahead_asked, options.fetch_max_wait))
-                        clients.run(asyncio.sleep(0))  # its request is written now
+                        ahead = _send_ahead(clients, cluster, tp, following, ahead_asked,
+                                            options.fetch_max_wait)
                     yield from decoded.batches
                 elif decoded.needed is not None:
                     floor = _grow(options, tp, position, asked, decoded.needed)
@@ -396,12 +383,51 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
                         topic=topic, partition=partition, offset=position)
                 position = decoded.next_offset
         finally:
-            if ahead is not None and not clients.loop.is_closed():
-                # Closed early (Spark's limit) or failed: the fetch sent ahead
-                # is cancelled; its answer, if it comes, is dropped by the
-                # connection, which the worker keeps.
-                ahead.cancel()
-                clients.run(asyncio.gather(ahead, return_exceptions=True))
+            if ahead is not None:
+                _cancel(clients, ahead)
+
+
+def _decode(options: SourceOptions, rng: Range, position: int, high_watermark: int,
+            data: bytes, batches: bool) -> Decoded:
+    """One answer at ``position`` as the range's Arrow batches, its offsets
+    checked against the answer's high watermark (see
+    :func:`kiel.consumer.decoder.past_highwater`: one corrupted past it would
+    end the range early, without a word).
+
+    Raises:
+        CorruptMessageError: a CRC, framing or offset that makes no sense.
+        ProtocolError: whatever else kiel's decoders find wrong.
+    """
+    topic, partition, _start, end = rng
+    decoded = decode_answer(data, topic, partition, position, end, batches,
+                            options.include_headers)
+    beyond = past_highwater(decoded.next_offset, high_watermark, topic, partition)
+    if beyond is not None:
+        raise beyond.with_context(offset=position)
+    return decoded
+
+
+def _send_ahead(clients: worker.WorkerClients, cluster: Cluster, tp: TopicPartition,
+                offset: int, size: int, max_wait: float) -> "asyncio.Task[tuple[int, bytes, bool]]":
+    """Send the fetch at ``offset`` now, before its turn, and return it.
+
+    Strategy: it goes out before Spark takes the current answer's rows, so
+    the broker serves it (and its bytes travel) while Spark works; a read
+    keeps one at most in flight.
+    """
+    task = clients.loop.create_task(fetch_partition(cluster, tp, offset, size, max_wait))
+    clients.run(asyncio.sleep(0))  # its request is written now
+    return task
+
+
+def _cancel(clients: worker.WorkerClients, ahead: "asyncio.Future[Any]") -> None:
+    """Cancel a fetch sent ahead (a read closed early by Spark's limit, or
+    failed); its answer, if it comes, is dropped by the connection, which
+    the worker keeps. Nothing to do once the loop is closed (at exit)."""
+    if clients.loop.is_closed():
+        return
+    ahead.cancel()
+    clients.run(asyncio.gather(ahead, return_exceptions=True))
 
 
 #: Empty rounds at the highwater, below the range's end, before the range is

@@ -104,8 +104,6 @@ COORDINATOR_NOT_AVAILABLE = 15
 _i16 = struct.Struct(">h")
 _i32 = struct.Struct(">i")
 _i64 = struct.Struct(">q")
-#: A message set entry's offset and size fields.
-_LOG_OVERHEAD = 12
 _fetch_partition_header = struct.Struct(">ihqi")
 
 
@@ -129,16 +127,12 @@ def _last_message_in_fetch(frame: bytes) -> Optional[int]:
         for _ in range(partitions):
             *_, size = _fetch_partition_header.unpack_from(frame, pos)
             pos += _fetch_partition_header.size
-            end, last, at = pos + size, None, pos
             # A partial message at the end (cut at the fetch size) is not one.
-            while at + _LOG_OVERHEAD <= end:
-                (length,) = _i32.unpack_from(frame, at + 8)
-                if at + _LOG_OVERHEAD + length > end:
-                    break
-                last, at = at, at + _LOG_OVERHEAD + length
-            if last is not None:
-                return last
-            pos = end
+            bounds = list(iter_message_boundaries(memoryview(frame)[pos:pos + size],
+                                                  strict=False))
+            if bounds:
+                return pos + bounds[-1].start
+            pos += size
     return None
 
 
