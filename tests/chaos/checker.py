@@ -59,7 +59,8 @@ the topic exists again, and starts a new *epoch*. How the rules treat it:
 * messages are keyed by their value (unique), since offsets start at 0
   again in each epoch; the epoch and offset of each acknowledgement are
   kept for rule 9 (the harness pads the new log past the old one's end,
-  so no old position or commit lands on a new message);
+  holding its producer until then, so no old position or commit lands on
+  a new message);
 * rules 8 and 9 compare commits within an epoch only: the first commits of
   a new epoch are judged by rule 9 alone (one carried over from the old log
   would run ahead of the new one);
