@@ -51,6 +51,7 @@ not compete for the 2 cores. tests/conftest.py hands it out first.
 """
 
 import asyncio
+import json
 import os
 import random
 import time
@@ -58,7 +59,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
-from tests.chaos.checker import History, check, stats
+from tests.chaos.checker import History, check, dump, load, stats
 from tests.chaos.harness import Backend, Runner, TansuBackend
 from tests.chaos.schedule import (
     BROKER_KINDS,
@@ -278,6 +279,14 @@ def _run_schedule(schedule: Schedule, backend: Any, workdir: str,
     write(line)
     violation = (f"seed={seed} [{schedule.describe()}]: " + " | ".join(violations)
                  if violations else None)
+    if violations:
+        # Kept beside the members' stderr files: a rare failure's history
+        # (every report line, the owner samples, the faults) is what tells a
+        # kiel fault from a harness or checker one, and a replay rarely fails.
+        kept = os.path.join(workdir, "history.json")
+        with open(kept, "w") as out:
+            json.dump(dump(history), out)
+        write(f"chaos seed={seed}: history kept in {kept}")
     request.node.user_properties.append((PROPERTY, record(
         label, seed, line, counts, took, history.convergence, runner.close_times,
         numbers["handoffs"], violation)))
@@ -542,3 +551,22 @@ def test_checker_tolerates_a_stale_commit_only_where_a_member_reported() -> None
     assert stats(history(stale=True))["stale_commits"] == 1
     (back,) = check(history(stale=False))
     assert "1 commits that went back" in back
+
+
+def test_a_kept_history_judges_the_same_when_loaded_again() -> None:
+    h = History("t", 2, by_value=True, session_timeout=6.0)
+    _fetching(h, "a", 1.0, 0.99, [0])
+    _fetching(h, "b", 1.5, 1.49, [0])
+    _fetching(h, "a", 1.8, 1.79, [])  # a double fetch over [1.5, 1.79]
+    h.acked[(0, 7)] = "7"  # never processed, of the last epoch
+    h.acked_at[(0, 7)] = (1, 3)
+    h.owner_samples.append((1.2, 1.3, {0: "a", 1: None}))
+    h.commit_samples.append((1.0, 1.1, 0, {0: 5, 1: None}))
+    h.restarts.append((2.0, 3.0))
+    h.dark.append(("a", 2.0, float("inf")))
+    h.killed["b"] = 4.0
+    h.faults.append(("kill", "b", 4.0, 4.5))
+    h.problems.append("a harness problem")
+    kept = json.loads(json.dumps(dump(h)))
+    assert check(load(kept)) == check(h) and len(check(h)) == 3
+    assert stats(load(kept)) == stats(h)

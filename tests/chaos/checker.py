@@ -506,3 +506,41 @@ def stats(history: History) -> Dict[str, Any]:
         "tainted": len(tainted),
         "twice": sum(1 for n in history.processed().values() if n > 1),
     }
+
+
+def dump(history: History) -> Dict[str, Any]:
+    """``history`` as plain JSON types (a failing schedule's is kept; see :func:`load`)."""
+    return {
+        "topic": history.topic, "partitions": history.partitions,
+        "by_value": history.by_value, "session_timeout": history.session_timeout,
+        "events": history.events,
+        "acked": [[p, o, v] for (p, o), v in history.acked.items()],
+        "acked_at": [[p, o, e, off] for (p, o), (e, off) in history.acked_at.items()],
+        "owner_samples": [[t0, t1, {str(p): m for p, m in owners.items()}]
+                          for t0, t1, owners in history.owner_samples],
+        "commit_samples": [[t0, t1, epoch, {str(p): c for p, c in offsets.items()}]
+                           for t0, t1, epoch, offsets in history.commit_samples],
+        "restarts": history.restarts, "dark": history.dark, "killed": history.killed,
+        "faults": history.faults, "problems": history.problems,
+        "convergence": history.convergence,
+    }
+
+
+def load(data: Dict[str, Any]) -> History:
+    """The history :func:`dump` wrote (to run :func:`check` on it again)."""
+    h = History(data["topic"], data["partitions"], by_value=data["by_value"],
+                session_timeout=data["session_timeout"])
+    h.events = data["events"]
+    h.acked = {(p, o): v for p, o, v in data["acked"]}
+    h.acked_at = {(p, o): (e, off) for p, o, e, off in data["acked_at"]}
+    h.owner_samples = [(t0, t1, {int(p): m for p, m in owners.items()})
+                       for t0, t1, owners in data["owner_samples"]]
+    h.commit_samples = [(t0, t1, epoch, {int(p): c for p, c in offsets.items()})
+                        for t0, t1, epoch, offsets in data["commit_samples"]]
+    h.restarts = [tuple(r) for r in data["restarts"]]  # type: ignore[misc]
+    h.dark = [tuple(d) for d in data["dark"]]  # type: ignore[misc]
+    h.killed = data["killed"]
+    h.faults = [tuple(f) for f in data["faults"]]  # type: ignore[misc]
+    h.problems = data["problems"]
+    h.convergence = data["convergence"]
+    return h
