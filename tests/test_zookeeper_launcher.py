@@ -11,10 +11,13 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import uuid
 
 import pytest
 from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import SessionExpiredError
+from kazoo.protocol.serialization import Connect, int_int_struct, int_struct
 
 from kiel.exc import HarnessError, MissingDependencyError
 from kiel.testing.zookeeper import (
@@ -217,23 +220,22 @@ def test_expire_session_needs_a_connected_client(zookeeper):
 
 def test_expire_session_says_harness_error_when_the_second_connection_is_lost(
         zookeeper, kazoo_client, monkeypatch):
-    # Seen in a chaos run: the ensemble lost its leader while the twin
-    # connection ran start()'s chroot check, and kazoo's ConnectionLoss
-    # escaped expire_session (documented to raise HarnessError) and ended
-    # the member process. kazoo's failure is injected here; the session
+    # Seen in a chaos run: the ensemble lost its leader while the second
+    # connection was being opened, and kazoo's ConnectionLoss escaped
+    # expire_session (documented to raise HarnessError) and ended the
+    # member process. The failure to connect is injected here; the session
     # and the server are real.
-    from kazoo.exceptions import ConnectionLoss
-
     from kiel.testing.zookeeper import session
 
-    class LosingTwin(KazooClient):
-        def start(self, timeout=15):
-            raise ConnectionLoss()
+    def refused(address, timeout=None):
+        raise ConnectionRefusedError(f"{address} refused (injected)")
 
-    monkeypatch.setattr(session, "KazooClient", LosingTwin)
-    with pytest.raises(HarnessError, match="second connection"):
-        zookeeper.expire_session(kazoo_client)
-    assert kazoo_client.connected  # nothing happened to the session
+    monkeypatch.setattr(session, "create_connection", refused)
+    session_id = kazoo_client.client_id[0]
+    with pytest.raises(HarnessError, match="second connection.*injected"):
+        zookeeper.expire_session(kazoo_client, timeout=1.0)
+    # Nothing happened to the session.
+    assert kazoo_client.connected and kazoo_client.client_id[0] == session_id
 
 
 def test_netty_connection_factory_works():
@@ -315,6 +317,116 @@ def test_expire_session_on_an_ensemble(zookeeper_ensemble):
         zookeeper_ensemble.expire_session(client, wait_reconnect=True)
         assert client.connected and client.client_id[0] != old_session
         assert client.exists(path) is None
+    finally:
+        client.stop()
+        client.close()
+
+
+def _holders(ensemble, session_id):
+    """The servers that hold a connection of ``session_id`` now (their ``cons``)."""
+    return [node.address for node in ensemble.nodes
+            if f"sid=0x{session_id:x}" in four_letter_word(node.host, node.port, "cons")]
+
+
+def _connections(node):
+    """The lines of ``node``'s ``cons``, one per client connection."""
+    return [line for line in four_letter_word(node.host, node.port, "cons").splitlines()
+            if "sid=0x" in line]
+
+
+def _frame(sock):
+    """One length-prefixed ZooKeeper frame from ``sock``."""
+    def exactly(count):
+        data = b""
+        while len(data) < count:
+            chunk = sock.recv(count - len(data))
+            assert chunk, "the server closed the connection"
+            data += chunk
+        return data
+    (length,) = int_struct.unpack(exactly(int_struct.size))
+    return exactly(length)
+
+
+def _strand_on_a_follower(ensemble, fault_proxy, attempts=10):
+    """A client left connected to its closed session, as in the chaos suite's seed 529817.
+
+    A connection of our own with the client's session goes to the client's
+    follower (the follower drops the client's connection: one per session
+    per server) and sends the close, which the follower reads and passes to
+    the leader, paused meanwhile. The client, behind a proxy held dark until
+    then, sees its connection dropped and comes back to the follower at once
+    (its host is listed twice), so its revalidation reaches the leader right
+    behind the close. When the leader answers the revalidation first, the
+    follower keeps the client's connection after the close, since the close
+    came from another one. Which the leader takes first is its own race, so
+    this is tried up to ``attempts`` times.
+
+    Returns:
+        ``(client, session_id, log)``: the stranded client (the caller stops
+        it), its closed session and its :class:`StateLog`.
+    """
+    for _ in range(attempts):
+        ensemble.wait_ready(30)
+        leader, follower = ensemble.leader, ensemble.followers[0]
+        proxy = fault_proxy(follower.address)
+        client = KazooClient(hosts=f"{proxy.address},{proxy.address}", timeout=2.0,
+                             connection_retry={"max_tries": -1, "delay": 0.1})
+        client.start(timeout=15)
+        session_id, password = client.client_id
+        log = StateLog(client)
+        proxy.blackout()
+        request = bytes(Connect(0, 0, 2000, session_id, password, False).serialize())
+        with socket.create_connection((follower.host, follower.port), 10) as ours:
+            ours.sendall(int_struct.pack(len(request)) + request)
+            _frame(ours)  # the session is ours now, on the follower
+            mine = f":{ours.getsockname()[1]}["
+            leader.pause()
+            try:
+                ours.sendall(int_struct.pack(8) + int_int_struct.pack(1, -11))  # closeSession
+                wait_until(lambda: any(mine in c and "recved=2," in c  # noqa: B023
+                                       for c in _connections(follower)),  # noqa: B023
+                           timeout=5, what="the close read by the follower")
+                proxy.restore()
+                wait_until(lambda: any(mine not in c and f"sid=0x{session_id:x}" in c  # noqa: B023
+                                       for c in _connections(follower)),  # noqa: B023
+                           timeout=5, what="the client back at the follower")
+            finally:
+                leader.resume()
+        wait_until(lambda: client.connected or KazooState.LOST in log.states,  # noqa: B023
+                   timeout=10, what="the client's revalidation answered")
+        if client.client_id and client.client_id[0] == session_id:
+            try:
+                client.create(unique_path(), b"", ephemeral=True)
+            except SessionExpiredError:
+                return client, session_id, log
+        client.stop()
+        client.close()
+    pytest.fail(f"no client was left on its closed session in {attempts} attempts")
+
+
+@pytest.mark.slow
+def test_expire_session_tells_a_client_left_on_its_closed_session(zookeeper_ensemble,
+                                                                   fault_proxy):
+    # Seen in the chaos suite (seed 529817, ensemble): a member thrown off a
+    # follower by expire_session's second connection came back to it while
+    # the close was on its way; the follower kept its connection and
+    # answered its pings, so the member never learnt that its session was
+    # gone, and went on fetching for 31 s partitions whose owner znodes
+    # another member held by then. Such a client must be told: no server may
+    # keep a connection of the session.
+    client, session_id, log = _strand_on_a_follower(zookeeper_ensemble, fault_proxy)
+    try:
+        # ZooKeeper's side of it: past its session timeout the client is
+        # still connected to the dead session, and nothing tells it.
+        time.sleep(3.0)  # the session timeout (2 s) and a second
+        assert client.connected and client.client_id[0] == session_id
+        assert KazooState.LOST not in log.states
+        assert _holders(zookeeper_ensemble, session_id)
+
+        zookeeper_ensemble.expire_session(client, timeout=10.0, wait_reconnect=True)
+        assert KazooState.LOST in log.states
+        assert client.connected and client.client_id[0] != session_id
+        assert _holders(zookeeper_ensemble, session_id) == []
     finally:
         client.stop()
         client.close()
