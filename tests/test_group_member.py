@@ -396,6 +396,69 @@ def test_a_failing_reconcile_is_retried_until_the_member_leaves(zookeeper: Any) 
     run(main())
 
 
+class SlowThenFailingAssign(RecordingHooks):
+    """``assigned`` of ``slow`` takes ``delay`` seconds; the first of ``failing`` raises."""
+
+    def __init__(self, name: str, log: List[Any], slow: int, failing: int,
+                 delay: float) -> None:
+        super().__init__(name, log)
+        self.slow, self.failing, self.delay = slow, failing, delay
+        self.failed = False
+        self.started: Dict[int, int] = {}
+
+    async def assigned(self, partitions: List[TP]) -> None:
+        for tp in partitions:
+            self.started[tp.partition] = self.started.get(tp.partition, 0) + 1
+        if not self.failed and any(tp.partition == self.failing for tp in partitions):
+            self.failed = True
+            raise RuntimeError("on_partitions_assigned failed")
+        if any(tp.partition == self.slow for tp in partitions):
+            await asyncio.sleep(self.delay)  # e.g. a slow listener or offset fetch
+        await super().assigned(partitions)
+
+
+def test_a_pass_that_fails_waits_for_its_other_acquisitions(zookeeper: Any) -> None:
+    """A member waits for two partitions another session holds. The first
+    freed is being handed over (a slow ``assigned``) when the second's hook
+    fails and ends the pass: the pass must wait for that hand-over before
+    the retried pass runs, or the retried pass, which meets a new member,
+    revokes the partition while its ``assigned`` still runs, and the member
+    goes on fetching it beside its next owner."""
+    async def main() -> None:
+        async with Sessions(zookeeper.hosts) as sessions:
+            admin, topic, group = await new_group(zookeeper.hosts, 2)
+            sessions.opened.append(admin)
+            holder = await sessions.start()
+            owners = f"/consumers/{group}/owners/{topic}"
+            for p in (0, 1):
+                await holder.create(f"{owners}/{p}", b"x", ephemeral=True, makepath=True)
+            log: List[Any] = []
+            hooks = SlowThenFailingAssign("a", log, slow=1, failing=0, delay=3.0)
+            zk_a = await sessions.start(session_timeout=6.0)
+            a = GroupMember(zk_a, group, [topic], hooks=hooks, member_id="a")
+            joining_a = asyncio.ensure_future(a.join(timeout=60))
+            await until(lambda: len([t for t in member_tasks(a) if "wait for" in t.get_name()])
+                        == 2, what="a waits for both partitions")
+            await holder.delete(f"{owners}/1")
+            await until(lambda: hooks.started.get(1) == 1, what="1 is being handed over")
+            await holder.delete(f"{owners}/0")
+            await until(lambda: hooks.failed, what="0's hand-over failed")
+            # b arrives: round-robin gives it 1, which a's next pass revokes.
+            zk_b = await sessions.start(session_timeout=6.0)
+            hooks_b = RecordingHooks("b", log)
+            b = GroupMember(zk_b, group, [topic], hooks=hooks_b, member_id="b")
+            await b.join(timeout=60)
+            await asyncio.wait_for(joining_a, 30)
+            await converge([a, b])
+            check_disjoint([hooks, hooks_b])
+            mine = [what for who, what, parts in log if who == "a" and TP(topic, 1) in parts]
+            assert mine == ["assigned", "revoked"], mine
+            await stop_member(b)
+            await stop_member(a)
+
+    run(main())
+
+
 @pytest.mark.slow
 def test_rejoin_is_retried_until_the_member_leaves(zookeeper: Any, caplog: Any) -> None:
     async def main() -> None:

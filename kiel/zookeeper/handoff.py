@@ -189,7 +189,34 @@ class Handoff:
         if waiting:
             # Incremental: each contested partition waits for its previous
             # owner on a watch; whatever is free is already flowing.
-            await asyncio.gather(*(self._acquire_when_free(tp) for tp in waiting))
+            await self._acquire_each(waiting)
+
+    async def _acquire_each(self, waiting: list[TopicPartition]) -> None:
+        """Wait for each contested partition on its own; end only when every wait has.
+
+        Strategy: one wait that fails ends the pass, and the pass ends only
+        once the others have: they stop waiting (the pass is marked stale),
+        and one already claiming or handing its partition over finishes
+        first. A wait left running would claim, or run ``hooks.assigned``,
+        beside the next pass, which may revoke that very partition meanwhile.
+
+        Raises:
+            BaseException: the first wait's failure, once every wait ended.
+        """
+        waits = [asyncio.ensure_future(self._acquire_when_free(tp)) for tp in waiting]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_EXCEPTION)
+            if any(w.done() and w.exception() is not None for w in waits):
+                self._changes.mark_dirty()  # the others stop waiting
+                await asyncio.wait(waits)
+        except asyncio.CancelledError:
+            for w in waits:
+                w.cancel()  # the pass is cancelled (the member leaves): so are its waits
+            raise
+        for w in waits:
+            error = w.exception()
+            if error is not None:
+                raise error
 
     def _still_wanted(self, tp: TopicPartition) -> bool:
         return tp in self.target and not self._changes.stale()
