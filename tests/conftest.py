@@ -31,9 +31,43 @@ if not [ep for ep in pytest11_entry_points() if ep.name == "kiel"]:
     pytest_plugins = ["kiel.testing.pytest_plugin"]
 
 
+def import_kiel_now() -> list:
+    """Import every kiel module (but ``__main__``s) now, before any test starts a thread.
+
+    Strategy: kiel's pytest plugin makes pytest rewrite every kiel module
+    when it is first imported, and the rewrite builds the module's AST. On
+    CPython 3.11 that construction keeps its recursion depth in state the
+    whole interpreter shares, and a test that imports a module lazily (a
+    membership adapter, say) while another thread also builds an AST can
+    fail with ``SystemError: AST constructor recursion depth mismatch``
+    (CPython gh-106905; seen once in a CI rehearsal, importing
+    kiel.coordinator.membership inside a test). Imported here, while the
+    process has one thread, no test imports kiel for the first time.
+
+    Returns:
+        the modules left out, with why: those whose optional dependency this
+        environment lacks (no test imports them either).
+    """
+    import importlib
+    import pkgutil
+
+    import kiel
+
+    skipped = []
+    for info in pkgutil.walk_packages(kiel.__path__, "kiel."):
+        if info.name.rsplit(".", 1)[-1] == "__main__":
+            continue  # running one is what importing it does
+        try:
+            importlib.import_module(info.name)
+        except ImportError as e:  # an optional dependency not installed here
+            skipped.append((info.name, repr(e)))
+    return skipped
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Draw the chaos suite's random seed base once, in the process that starts the run;
-    keep the order of the files under ``--dist loadfile``.
+    keep the order of the files under ``--dist loadfile``; import kiel whole
+    (see :func:`import_kiel_now`).
 
     tests/test_group_chaos.py names its tests after the seeds, and pytest-xdist
     refuses a run whose workers collected different tests; the workers inherit
@@ -46,6 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # not by their number of tests (pytest-xdist's default).
     if getattr(config.option, "dist", "no") == "loadfile":
         config.option.loadscopereorder = False
+    import_kiel_now()
 
 
 #: The files that take longest on a worker, handed out first under

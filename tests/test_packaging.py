@@ -138,3 +138,18 @@ def test_the_oldest_python_is_the_one_make_test_runs(pyproject: dict[str, Any]) 
     assert pyproject["tool"]["mypy"]["python_version"] == oldest
     assert pyproject["tool"]["ruff"]["target-version"] == "py" + oldest.replace(".", "")
     assert f"Python {oldest}+" in (ROOT / "README.rst").read_text()
+
+
+def test_every_kiel_module_is_imported_before_any_test_runs() -> None:
+    """tests/conftest.py imports kiel whole at configure time (CPython
+    gh-106905: an AST built by pytest's rewrite while another thread builds
+    one can fail), so no test is the first to import a kiel module."""
+    import pkgutil
+
+    import kiel
+
+    names = [info.name for info in pkgutil.walk_packages(kiel.__path__, "kiel.")
+             if not info.name.endswith(".__main__")]
+    assert len(names) > 50
+    missing = [name for name in names if name not in sys.modules]
+    assert not missing, f"not imported before the tests: {missing}"
