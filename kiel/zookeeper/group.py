@@ -440,7 +440,7 @@ class GroupMember:
                     _, stat = await self.zk.get(path)
                 except NoNodeError:
                     stat = None  # gone between create and get: create again
-                if stat is not None and stat.ephemeralOwner == self.zk.session_id:
+                if stat is not None and self.owners.ours(stat):  # ConnectionLoss if it cannot tell
                     self._session = stat.ephemeralOwner
                     return
                 remaining = deadline - loop.time()

@@ -7,10 +7,14 @@ which is what keeps two members from fetching a partition at once.
 
 An owner znode counts as this member's only when its ``ephemeralOwner`` is
 the *current* session: one left over from an expired session is not ours,
-whatever member id it holds.
+whatever member id it holds. While the connection is lost, kazoo hides the
+session id, so whose a node is cannot be told: that is a
+:class:`~kazoo.exceptions.ConnectionLoss`, and the pass is retried.
 """
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from typing import Any
+
+from kazoo.exceptions import ConnectionLoss, NodeExistsError, NoNodeError
 
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
@@ -60,7 +64,7 @@ class Owners:
         except NoNodeError:
             return False
         # Ours already if kazoo retried a create that had gone through.
-        return bool(stat.ephemeralOwner == self.zk.session_id)
+        return self.ours(stat)
 
     async def release(self, tp: TopicPartition) -> None:
         """Delete ``tp``'s owner znode if the current session holds it.
@@ -71,10 +75,24 @@ class Owners:
         path = self.path(tp)
         try:
             _, stat = await self.zk.get(path)
-            if stat.ephemeralOwner == self.zk.session_id:
+            if self.ours(stat):
                 await self.zk.delete(path, version=stat.version)
         except NoNodeError:
             pass
+
+    def ours(self, stat: Any) -> bool:
+        """Whether the node whose ``stat`` this is belongs to the current session.
+
+        Raises:
+            kazoo.exceptions.ConnectionLoss: the connection was lost since
+                the read, so the session id is hidden: answering "not ours"
+                would forget a node the session still holds (a release that
+                never deletes it keeps the next owner waiting for ever).
+        """
+        session = self.zk.session_id
+        if session is None:
+            raise ConnectionLoss("connection lost: whose owner znode this is cannot be told")
+        return bool(stat.ephemeralOwner == session)
 
     async def wait_free(self, tp: TopicPartition, timeout: float) -> bool:
         """Wait (on a watch) until ``tp`` has no owner znode.
