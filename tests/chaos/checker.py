@@ -95,7 +95,10 @@ between two reads where either offset is one a stale commit wrote (sent
 before that member's ``on_partitions_lost`` of the partition, answered
 without error after it), and the schedule's line counts them. The
 partition is tainted (it was lost), so the duplicates that follow are
-allowed.
+allowed. The other way round, a commit Tansu refuses (a member back from a
+blackout revokes, but the next generation formed without it), taints its
+partitions too: the next owner starts from the last commit that went
+through, so it delivers again (at-least-once, as kiel documents).
 """
 
 import bisect
@@ -210,6 +213,12 @@ class History:
             for e in events:
                 if e["ev"] == "listener" and e["what"] == "lost":
                     tainted.update(e["ps"])
+                elif e["ev"] == "commit" and e.get("error") is not None:
+                    # A commit refused (Tansu forms the next generation
+                    # without waiting for a member that was dark, and refuses
+                    # its revocation commit, see the top): the next owner
+                    # starts from the last commit that went through.
+                    tainted.update(int(p) for p in e["o"])
             for dark, _ in self.restarts:
                 for p, spans in self.runs(member).items():
                     if any(s <= dark <= e for s, e in spans):
