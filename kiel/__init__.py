@@ -1,4 +1,8 @@
-"""kiel: a pure-Python Kafka client for Tornado applications.
+"""kiel: a pure-Python Kafka client for Tornado applications, from Kafka 0.8 to 4.x.
+
+Consumer groups are formed by the brokers' group coordinator on current
+clusters (Kafka 2.4 and later, KRaft included: no ZooKeeper), or kept in
+ZooKeeper on Kafka 0.8 (``GroupedConsumer(..., zk_hosts=...)``).
 
 The clients and the types applications annotate with are importable from here::
 
@@ -6,7 +10,7 @@ The clients and the types applications annotate with are importable from here::
 
 Strategy: every name is imported on first use (PEP 562 ``__getattr__``), so
 ``import kiel.protocol`` stays free of Tornado, and a producer-only
-application never imports kazoo (only ``GroupedConsumer`` needs it).
+application never imports kazoo (only a ZooKeeper group loads it).
 """
 from typing import TYPE_CHECKING
 

@@ -39,6 +39,7 @@ from kiel.consumer.offsets import (
     list_offsets,
     send_commit,
 )
+from kiel.consumer.watermarks import served_ends
 from kiel.exc import (
     ConfigError,
     ConsumerProtocolError,
@@ -148,7 +149,16 @@ class TopicDescription(NamedTuple):
 
 
 class GroupPartition(NamedTuple):
-    """One partition as a group sees it (``None``: unknown or never committed)."""
+    """One partition as a group sees it (``None``: unknown or never committed).
+
+    ``highwater`` is the log end offset, ``lag`` the log end minus the
+    committed offset. ``past_end`` says the committed offset lies above the
+    log end (the log was truncated or lost since, as when a broker restarts
+    without its data, or the offset was set there): then ``lag`` is
+    ``None``, not 0, since the group is not caught up but pointing at
+    records that do not exist; a member starting there resets by its
+    ``offset_reset``.
+    """
 
     topic: str
     partition: int
@@ -156,6 +166,7 @@ class GroupPartition(NamedTuple):
     committed: Optional[int]
     highwater: Optional[int]
     lag: Optional[int]
+    past_end: bool = False
 
 
 class GroupDescription(NamedTuple):
@@ -183,6 +194,41 @@ class GroupDescription(NamedTuple):
 def _total_lag(rows: Sequence[GroupPartition]) -> Optional[int]:
     lags = [row.lag for row in rows if row.lag is not None]
     return sum(lags) if lags else None
+
+
+async def _lag_rows(cluster: Cluster, tps: Sequence[TopicPartition],
+                    owners: Mapping[TopicPartition, str],
+                    committed: Mapping[TopicPartition, Optional[int]]) -> list[GroupPartition]:
+    """One row per partition: its owner, committed offset, log end and lag.
+
+    The log end is the ListOffsets LATEST answer, except where the committed
+    offset lies above it: there the end is asked of the leader's Fetch
+    (:func:`~kiel.consumer.watermarks.served_ends`), since some brokers
+    answer ListOffsets short (Tansu: the last batch's base offset plus one,
+    so a group caught up after a batch of many records looked past the
+    end). A committed offset still above that end is past the log end: lag
+    ``None`` and ``past_end``, never a lag of 0 that reads as caught up.
+
+    Raises:
+        BrokerError, NoBrokersError, KielConnectionError, RequestTimeoutError:
+            as for :func:`~kiel.consumer.offsets.list_offsets`.
+    """
+    ends = await list_offsets(cluster, {tp: LATEST for tp in tps}) if tps else {}
+    above: dict[TopicPartition, int] = {}
+    for tp in tps:
+        done, end = committed.get(tp), ends.get(tp)
+        if done is not None and end is not None and done > end:
+            above[tp] = end
+    if above:  # a short answer, or truly past the end: the Fetch says which
+        earliest = await list_offsets(cluster, {tp: EARLIEST for tp in above})
+        ends.update(await served_ends(cluster, earliest, above))
+    rows = []
+    for tp in tps:
+        done, end = committed.get(tp), ends.get(tp)
+        past = done is not None and end is not None and done > end
+        lag = None if done is None or end is None or past else end - done
+        rows.append(GroupPartition(tp.topic, tp.partition, owners.get(tp), done, end, lag, past))
+    return rows
 
 
 @contextlib.asynccontextmanager
@@ -312,6 +358,9 @@ async def describe_group(
 ) -> GroupDescription:
     """Members, owners, committed offsets, high watermarks and lag of a group.
 
+    A committed offset above the log end is shown as such (``past_end``,
+    lag ``None``: see :class:`GroupPartition`).
+
     Raises:
         ConfigError: ZooKeeper has no such group.
         ZooKeeperError: ZooKeeper could not be reached.
@@ -327,14 +376,7 @@ async def describe_group(
                if topic in every for p in range(every[topic])]
         owners = await _owners(zk, base, tps)
         committed = await fetch_committed(cluster, group, tps) if tps else {}
-        highwater = await list_offsets(cluster, {tp: LATEST for tp in tps}) if tps else {}
-        rows = []
-        for tp in tps:
-            done = committed.get(tp)
-            high = highwater.get(tp)
-            lag = None if done is None or high is None else max(0, high - done)
-            rows.append(GroupPartition(tp.topic, tp.partition, owners.get(tp), done, high, lag))
-        return GroupDescription(group, members, rows)
+        return GroupDescription(group, members, await _lag_rows(cluster, tps, owners, committed))
 
 
 async def reset_group(
@@ -765,7 +807,8 @@ async def describe_broker_group_offsets(cluster: Cluster, group: str) -> BrokerG
     Returns:
         the group and one row per partition, whose lag is the log end
         minus the committed offset (``None`` where the group committed
-        nothing).
+        nothing, or committed past the log end: ``past_end``, see
+        :class:`GroupPartition`).
 
     Raises:
         GroupIdNotFoundError: the coordinator knows no such group: ``Empty``
@@ -792,14 +835,7 @@ async def describe_broker_group_offsets(cluster: Cluster, group: str) -> BrokerG
             "no committed offset)", api="DescribeGroups", group=group)
     # Only topics that exist: naming a subscribed topic that does not could create it.
     wanted = [TopicPartition(t, p) for t in sorted(topics) if t in every for p in range(every[t])]
-    ends = await list_offsets(cluster, {tp: LATEST for tp in wanted}) if wanted else {}
-    rows = []
-    for tp in wanted:
-        done = committed.get(tp)
-        end = ends.get(tp)
-        lag = None if done is None or end is None else max(0, end - done)
-        rows.append(GroupPartition(tp.topic, tp.partition, owners.get(tp), done, end, lag))
-    return BrokerGroupDescription(described, rows)
+    return BrokerGroupDescription(described, await _lag_rows(cluster, wanted, owners, committed))
 
 
 async def reset_broker_group(

@@ -557,7 +557,8 @@ def test_describe_shows_decoded_members_and_their_partitions() -> None:
                                  "subscription": ["t"], "assignment": {"t": [2]}}
     assert doc["partitions"][1] == {"topic": "t", "partition": 1, "owner": "m-1",
                                     "committed": None, "highwater": 3, "lag": None,
-                                    "host": "/10.0.0.1", "client_id": "kiel"}
+                                    "past_end": False, "host": "/10.0.0.1",
+                                    "client_id": "kiel"}
 
 
 def test_describe_says_when_a_live_group_lists_no_members() -> None:

@@ -378,6 +378,81 @@ def test_group_reset_and_total_lag_on_tansu(tansu_broker: Any) -> None:
     assert doc["total_lag"] == 6 + 3
 
 
+def test_a_committed_offset_past_the_log_end_is_shown_as_such_on_tansu(
+    tansu_broker: Any,
+) -> None:
+    """A group that committed above a partition's log end (the log was lost
+    since, as when Tansu restarts with its memory storage) is not caught up:
+    ``group describe`` shows ``past-end`` and the JSON a lag of ``None`` with
+    ``past_end``, never a lag of 0. And a group caught up after a batch of
+    many records is not taken for one past the end, although Tansu's
+    ListOffsets LATEST answers the last batch's base offset plus one: the
+    leader's Fetch high watermark says where the log ends."""
+    from kiel.admin import _commit_from_outside
+    from kiel.producer import Producer
+    from kiel.structs import TopicPartition
+
+    bs = tansu_broker.bootstrap
+    topic = tansu_broker.create_topic(unique("pastend"), 3)
+    group = unique("pastend")
+
+    async def setup() -> None:
+        async with Producer(bs, linger=0.5) as producer:  # one batch of 6 records
+            await asyncio.gather(*(producer.produce(topic, b"%d" % i, partition=0)
+                                   for i in range(6)))
+        async with Producer(bs, linger=0) as producer:
+            for i in range(6):
+                await producer.produce(topic, b"%d" % i, partition=1)
+                await producer.produce(topic, b"%d" % i, partition=2)
+        async with Client(bs) as client:
+            await _commit_from_outside(client.cluster, group, {
+                TopicPartition(topic, 0): 6, TopicPartition(topic, 1): 20,
+                TopicPartition(topic, 2): 4})
+
+    asyncio.run(asyncio.wait_for(setup(), 60))
+    doc = json.loads(ok(kiel("-b", bs, "group", "describe", group, "--json")).stdout)
+    assert [(r["committed"], r["highwater"], r["lag"], r["past_end"])
+            for r in doc["partitions"]] == [(6, 6, 0, False), (20, 6, None, True),
+                                            (4, 6, 2, False)]
+    assert doc["total_lag"] == 2
+    text = ok(kiel("-b", bs, "group", "describe", group)).stdout.decode()
+    assert [r[1:6] for r in _text_rows(text, "GROUP", "TOPIC")] == [
+        [topic, "0", "6", "6", "0"], [topic, "1", "20", "6", "past-end"],
+        [topic, "2", "4", "6", "2"]]
+    assert _text_rows(text, "GROUP", "STATE")[0][-1] == "2"  # TOTAL-LAG
+    assert "LAG past-end: the committed offset is above the log end" in text
+
+
+@pytest.mark.zookeeper
+def test_a_committed_offset_past_the_log_end_is_shown_as_such_on_zookeeper(
+    kafka_cluster: Any, topic_factory: Any
+) -> None:
+    """The same for a 0.8 group: an offset committed (v0, into ZooKeeper)
+    above the log end is ``past-end``, not a lag of 0."""
+    from kiel.consumer.offsets import GroupOffsets
+    from kiel.structs import TopicPartition
+
+    bs, zk = kafka_cluster.bootstrap, kafka_cluster.zookeeper
+    topic = topic_factory(partitions=2)
+    group = unique("pastend")
+    _produce(bs, topic, {0: 5, 1: 5})
+
+    async def commit() -> None:
+        async with Client(bs) as client:
+            await GroupOffsets(client.cluster, group).commit(
+                {TopicPartition(topic, 0): 9, TopicPartition(topic, 1): 3})
+
+    asyncio.run(asyncio.wait_for(commit(), 60))
+    doc = json.loads(ok(kiel("-b", bs, "-z", zk, "group", "describe", group, "--json")).stdout)
+    assert [(r["committed"], r["highwater"], r["lag"], r["past_end"])
+            for r in doc["partitions"]] == [(9, 5, None, True), (3, 5, 2, False)]
+    assert doc["total_lag"] == 2
+    text = ok(kiel("-b", bs, "-z", zk, "group", "describe", group)).stdout.decode()
+    assert [r[1:6] for r in _text_rows(text, "GROUP", "TOPIC")] == [
+        [topic, "0", "9", "5", "past-end"], [topic, "1", "3", "5", "2"]]
+    assert "LAG past-end" in text
+
+
 # ----------------------------------------------------------------------
 # consume: --from -N, -f
 

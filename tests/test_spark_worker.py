@@ -214,7 +214,7 @@ def test_a_message_larger_than_a_fetch(kafka_cluster, topic_factory):
 @pytest.mark.parametrize("code", [NOT_LEADER_FOR_PARTITION, OFFSET_OUT_OF_RANGE])
 def test_the_planners_end_probe_survives_fetch_errors(kafka_cluster, topic_factory, code):
     # The planner asks each leader's Fetch where the log ends
-    # (kiel.spark.watermarks): a NotLeader answer is retried after a metadata
+    # (kiel.consumer.watermarks): a NotLeader answer is retried after a metadata
     # refresh; an OffsetOutOfRange answer (the log moved under the probe)
     # keeps the ListOffsets end. Either way the ends are the logs' ends.
     topic = topic_factory(partitions=2)

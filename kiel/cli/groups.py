@@ -11,7 +11,7 @@ from kiel.cli.options import client_options, need, parse_when
 from kiel.exc import ConfigError, UnsupportedFeatureError
 
 if TYPE_CHECKING:  # pragma: no cover - kiel.admin loads kazoo: imported where used
-    from kiel.admin import BrokerGroupDescription, GroupDescription, ResetRow
+    from kiel.admin import BrokerGroupDescription, GroupDescription, GroupPartition, ResetRow
 
 __all__ = ["group", "topics"]
 
@@ -122,8 +122,9 @@ def _write_zookeeper_group(args: argparse.Namespace, out: Any,
     out.write("\n")
     out.write(_table([("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
                        "LAG", "CONSUMER-ID")] + [
-        (described.group, row.topic, row.partition, row.committed, row.highwater, row.lag,
+        (described.group, row.topic, row.partition, row.committed, row.highwater, _lag(row),
          row.owner) for row in described.partitions]))
+    _write_past_end(out, described.partitions)
     if not described.members:
         out.write(f"\nConsumer group '{described.group}' has no active members.\n")
 
@@ -198,6 +199,25 @@ async def _broker_group(args: argparse.Namespace, out: Any, err: Any) -> int:
     return 0
 
 
+#: The LAG cell of a partition whose committed offset is above its log end.
+PAST_END = "past-end"
+
+
+def _lag(row: "GroupPartition") -> Any:
+    """A row's LAG cell: the number, ``-`` (unknown), or :data:`PAST_END`."""
+    return PAST_END if row.past_end else row.lag
+
+
+def _write_past_end(out: Any, rows: "Sequence[GroupPartition]") -> None:
+    """Say what a ``past-end`` lag means, when a row has one (a lag of 0
+    there would read as caught up; the group points at records that do not
+    exist)."""
+    if any(row.past_end for row in rows):
+        out.write(f"\nLAG {PAST_END}: the committed offset is above the log end (the log was "
+                  "truncated or lost since, or the offset was set there); a member starting "
+                  "there resets by its offset_reset. Not counted in TOTAL-LAG.\n")
+
+
 def _table(rows: Sequence[Sequence[Any]]) -> str:
     """Rows in columns aligned as kafka-consumer-groups.sh aligns them (``None``: ``-``)."""
     cells = [["-" if c is None or c == "" else str(c) for c in row] for row in rows]
@@ -236,9 +256,10 @@ def _write_broker_group(
                                   "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")]
     for p in described.partitions:
         owner = members.get(p.owner) if p.owner is not None else None
-        rows.append((group.group, p.topic, p.partition, p.committed, p.highwater, p.lag,
+        rows.append((group.group, p.topic, p.partition, p.committed, p.highwater, _lag(p),
                      p.owner, owner and owner.client_host, owner and owner.client_id))
     out.write(_table(rows))
+    _write_past_end(out, described.partitions)
     if group.members:
         out.write("\n")
         rows = [("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")]

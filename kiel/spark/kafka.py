@@ -29,6 +29,7 @@ from kiel.consumer.decoder import past_highwater
 from kiel.consumer.offsets import EARLIEST as LIST_EARLIEST
 from kiel.consumer.offsets import LATEST as LIST_LATEST
 from kiel.consumer.offsets import list_offsets, send_commit
+from kiel.consumer.watermarks import served_ends
 from kiel.exc import (
     ConfigError,
     CorruptMessageError,
@@ -48,7 +49,6 @@ from kiel.retry import attempts
 from kiel.spark import worker
 from kiel.spark.columns import Decoded, decode_answer
 from kiel.spark.options import EARLIEST, LATEST, SinkOptions, SourceOptions
-from kiel.spark.watermarks import served_ends
 from kiel.structs import TopicPartition
 
 __all__ = [
@@ -188,7 +188,7 @@ def discover(options: SourceOptions) -> list[TP]:
 
 async def _edges(client: Client, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
     """The earliest offsets (ListOffsets) and the served ends (the Fetch high
-    watermark, :mod:`kiel.spark.watermarks`) of partitions."""
+    watermark, :mod:`kiel.consumer.watermarks`) of partitions."""
     wanted = [TopicPartition(t, p) for t, p in tps]
     if not wanted:
         return {}, {}
@@ -204,7 +204,7 @@ async def _edges(client: Client, tps: Iterable[TP]) -> tuple[dict[TP, int], dict
 def list_edges(options: SourceOptions, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
     """The earliest offsets of partitions (ListOffsets) and where their logs
     end as the leaders serve them (the Fetch high watermark: some brokers
-    answer ListOffsets LATEST short, see :mod:`kiel.spark.watermarks`)."""
+    answer ListOffsets LATEST short, see :mod:`kiel.consumer.watermarks`)."""
     tps = list(tps)
     return _run(options, lambda c: _edges(c, tps))
 

@@ -1,11 +1,13 @@
 """Where a partition's log ends, as its leader's Fetch reports it (the high watermark).
 
-A read plans its ranges up to the latest offsets. The ListOffsets answer for
-LATEST is that end on Kafka, but not on every broker that speaks the
-protocol: Tansu answers it with the last record batch's base offset plus one,
-so a read that stopped there lost the rest of the last batch. The high
-watermark in a Fetch answer is, by definition, how far the broker will serve
-a consumer, on every broker: the planner takes it as the end.
+The ListOffsets answer for LATEST is that end on Kafka, but not on every
+broker that speaks the protocol: Tansu answers it with the last record
+batch's base offset plus one. The high watermark in a Fetch answer is, by
+definition, how far the broker will serve a consumer, on every broker. Its
+users: :mod:`kiel.spark` plans a read's ranges up to it (a read that stopped
+at the ListOffsets answer lost the rest of the last batch), and
+:mod:`kiel.admin` checks a group's committed offset that lies above the
+ListOffsets answer against it (past the log end, or the answer short?).
 
 One Fetch per leader asks for one byte at the offset before the ListOffsets
 answer (data the broker holds, so it answers at once; a 0.8 broker sends
