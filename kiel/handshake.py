@@ -19,7 +19,16 @@ from typing import Any, Optional
 from tornado.iostream import IOStream, StreamClosedError
 
 from kiel.exc import ConnectionClosedError, ProtocolError, UnsupportedFeatureError, for_code
-from kiel.protocol.api_versions import ApiVersionRange, ApiVersionsRequestV0, version_ranges
+from kiel.protocol.api_versions import (
+    API_KEY as API_VERSIONS_KEY,
+)
+from kiel.protocol.api_versions import (
+    API_VERSIONS,
+    ApiVersionRange,
+    ApiVersionsResponseV0,
+    api_versions_request,
+    version_ranges,
+)
 from kiel.protocol.framing import ClientFraming
 from kiel.protocol.sasl import (
     SASL_AUTHENTICATE_KEY,
@@ -62,24 +71,56 @@ async def round_trip(stream: IOStream, framing: ClientFraming, request: Any) -> 
     return answers[0][1]
 
 
+#: UNSUPPORTED_VERSION: the broker does not know the ApiVersions version asked.
+_UNSUPPORTED_VERSION = 35
+
+
 async def ask_versions(
     stream: IOStream, framing: ClientFraming
 ) -> Optional[dict[int, ApiVersionRange]]:
-    """One ApiVersions v0 round trip on ``stream``.
+    """Ask ApiVersions on ``stream``: the broker's version of every API.
+
+    Strategy: ask with kiel's highest ApiVersions version (v3, which names
+    kiel and its version to the broker, KIP-511). A broker that does not
+    know it answers UNSUPPORTED_VERSION (35) in v0's layout: Kafka 2.4+
+    lists its ranges there, older brokers list none. Then ask once more, as
+    the Java client does, with the highest version both sides know (the
+    broker's ApiVersions maximum, v0 when it listed nothing); every broker
+    that knows the API knows v0. A broker that closes the connection on the
+    first question is Kafka 0.8/0.9 (the caller then speaks the 0.8.2
+    versions).
 
     Returns:
-        the broker's ranges, or ``None`` if it closed the connection (a
-        Kafka 0.8/0.9 broker does).
+        the broker's ranges, or ``None`` if it closed the connection on the
+        first question (a Kafka 0.8/0.9 broker does).
 
     Raises:
-        ProtocolError: the answer did not parse.
+        ProtocolError: the answer did not parse, or came in v0's layout
+            without an error.
+        ConnectionClosedError: the broker closed the connection on the
+            second question.
         BrokerError: an error code and no ranges.
     """
-    response = await round_trip(stream, framing, ApiVersionsRequestV0())
+    version = max(API_VERSIONS)
+    response = await round_trip(stream, framing, api_versions_request(version))
     if response is None:
         return None
+    if response.error_code == _UNSUPPORTED_VERSION and version > 0:
+        theirs = version_ranges(response).get(API_VERSIONS_KEY)
+        highest = theirs.max_version if theirs is not None else 0
+        version = max(v for v in API_VERSIONS if v <= highest and v < version or v == 0)
+        log.debug("the broker does not know ApiVersions v%d; asking with v%d",
+                  max(API_VERSIONS), version)
+        response = await round_trip(stream, framing, api_versions_request(version))
+        if response is None:
+            raise _closed_during("ApiVersions")
+    elif type(response) is ApiVersionsResponseV0 and version > 0 and not response.error_code:
+        # Only an error answer may come in v0's layout (KIP-511).
+        raise ProtocolError(f"ApiVersions v{version} answered in v0's layout without an error",
+                            api="ApiVersions")
     error = for_code(response.error_code)
-    # UNSUPPORTED_VERSION (35) still lists the ranges (KIP-511).
+    # An error that still lists the ranges leaves them usable; one without
+    # them cannot be negotiated with.
     if error is not None and not response.api_keys:
         raise error(errno=response.error_code, api="ApiVersions")
     return version_ranges(response)

@@ -11,14 +11,28 @@ from typing import Any, Iterator, List, Tuple
 from hypothesis import strategies as st
 
 import kiel.protocol  # noqa: F401  (registers every API)
-from kiel.protocol.api import BY_KEY, Api, RequestHeader, ResponseHeader
+from kiel.protocol.api import (
+    BY_KEY,
+    Api,
+    RequestHeader,
+    RequestHeaderV2,
+    ResponseHeader,
+    ResponseHeaderV1,
+)
 from kiel.protocol.primitives import (
     Array,
     Boolean,
     Bytes,
+    CompactBytes,
+    CompactNullableBytes,
+    CompactNullableString,
+    CompactString,
     NullableBytes,
     NullableString,
     String,
+    UnsignedVarInt,
+    VarInt,
+    VarLong,
     WireType,
 )
 from kiel.protocol.schema import StructType, struct_type
@@ -41,7 +55,7 @@ def _collect(cls: type, seen: List[type]) -> None:
 def all_structs() -> List[type]:
     """The headers plus every request/response struct and the structs nested in them."""
     seen: List[type] = []
-    for cls in (RequestHeader, ResponseHeader):
+    for cls in (RequestHeader, ResponseHeader, RequestHeaderV2, ResponseHeaderV1):
         _collect(cls, seen)
     for api in ALL_APIS:
         _collect(api.request, seen)
@@ -73,13 +87,16 @@ def for_wire_type(wtype: WireType, max_items: int = 3) -> st.SearchStrategy:
         # Bias towards the edges, where sign and width bugs live.
         edges = st.sampled_from([wtype.lo, wtype.hi, -1, 0, 1])
         return st.one_of(edges, st.integers(wtype.lo, wtype.hi))
-    if wtype is String:
+    if wtype in (VarInt, VarLong, UnsignedVarInt):
+        edges = st.sampled_from([wtype.lo, wtype.hi, 0, 1, 127, 128])  # type: ignore[attr-defined]
+        return st.one_of(edges, st.integers(wtype.lo, wtype.hi))  # type: ignore[attr-defined]
+    if wtype in (String, CompactString):
         return st.text(max_size=12)
-    if wtype is NullableString:
+    if wtype in (NullableString, CompactNullableString):
         return st.none() | st.text(max_size=12)
-    if wtype is Bytes:
+    if wtype in (Bytes, CompactBytes):
         return st.binary(max_size=40)
-    if wtype is NullableBytes:
+    if wtype in (NullableBytes, CompactNullableBytes):
         return st.none() | st.binary(max_size=40)
     raise NotImplementedError(f"no strategy for wire type {wtype!r}")
 
@@ -104,9 +121,9 @@ def sample_value(wtype: WireType) -> Any:
         return True
     if is_int(wtype):
         return 1
-    if wtype in (String, NullableString):
+    if wtype in (String, NullableString, CompactString, CompactNullableString):
         return "x"
-    if wtype in (Bytes, NullableBytes):
+    if wtype in (Bytes, NullableBytes, CompactBytes, CompactNullableBytes):
         return b"x"
     raise NotImplementedError(f"no sample for wire type {wtype!r}")
 

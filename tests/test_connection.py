@@ -32,7 +32,6 @@ from kiel.exc import (
     UnsupportedApiVersionError,
 )
 from kiel.protocol import (
-    ApiVersionsRequestV0,
     ApiVersionsResponseV0,
     BrokerMetadata,
     MetadataRequest,
@@ -79,7 +78,7 @@ class Peer(TCPServer):
             while True:
                 data = await stream.read_bytes(65536, partial=True)
                 for header, _api, request in framing.receive_data(data):
-                    if isinstance(request, ApiVersionsRequestV0):
+                    if _api.key == 18:  # ApiVersions, any version
                         self.probes += 1
                         if self.versions_answer is not None:
                             await stream.write(framing.send_response(

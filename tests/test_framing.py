@@ -269,7 +269,8 @@ def test_truncated_response_body_is_refused() -> None:
 
 
 @pytest.mark.parametrize("key,version", [(99, 0), (3, 2), (0, 1), (1, 3), (10, 3), (-1, 0), (8, 1),
-                                         (18, 3), (19, 0), (11, 4), (15, 3)])
+                                         (18, 4), (19, 0), (11, 4), (15, 3), (22, 1),
+                                         (22, 6)])
 def test_unknown_api_key_or_version_on_the_server(key: int, version: int) -> None:
     header = struct.pack(">hhih", key, version, 7, 4) + b"kiel"
     with pytest.raises(UnsupportedVersionError):

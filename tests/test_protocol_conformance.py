@@ -266,6 +266,7 @@ from kiel.protocol.sasl import (
 )
 from kiel.protocol.schema import StructType, decode, encode, struct_type
 from tests.protocol_strategies import ALL_APIS, for_struct
+from tests.test_flexible import FLEXIBLE_COUNTERPARTS
 
 
 class KpListGroupsRequestV2(KpListGroupsRequest[2]):  # type: ignore[misc,valid-type]
@@ -342,10 +343,12 @@ KP_CLASS: Dict[type, Any] = {
 }
 
 # Versions kafka-python's hand-written structs lack: its classes generated
-# from Kafka's JSON definitions judge them (see "DescribeGroups v4" below).
+# from Kafka's JSON definitions judge them (see "DescribeGroups v4" below;
+# the flexible versions in tests/test_flexible.py).
 KP_GENERATED: Dict[type, Tuple[Any, int]] = {
     DescribeGroupsRequestV4: (KpGenDescribeGroupsRequest, 4),
     DescribeGroupsResponseV4: (KpGenDescribeGroupsResponse, 4),
+    **{cls: (kp, version) for cls, kp, version in FLEXIBLE_COUNTERPARTS},
 }
 
 # Where kafka-python 3.0.12 names a field differently from kiel (which follows

@@ -25,12 +25,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiel.exc import FrameTooLargeError, LocalProtocolError, ProtocolError, TruncatedError
-from kiel.protocol.api import BY_REQUEST, BY_RESPONSE, RequestHeader, ResponseHeader
+from kiel.protocol.api import (
+    BY_REQUEST,
+    BY_RESPONSE,
+    RequestHeader,
+    RequestHeaderV2,
+    ResponseHeader,
+    ResponseHeaderV1,
+)
 from kiel.protocol.framing import ClientFraming, ServerFraming
 from kiel.protocol.primitives import (
     Array,
     Boolean,
     Bytes,
+    CompactBytes,
+    CompactNullableBytes,
+    CompactNullableString,
+    CompactString,
     Int8,
     Int16,
     Int32,
@@ -56,7 +67,7 @@ FAST = settings(max_examples=20, deadline=None, database=None,
 STRUCT_IDS = [cls.__name__ for cls in ALL_STRUCTS]
 REQUESTS = [api.request for api in ALL_APIS]
 RESPONSES = [api.response for api in ALL_APIS]
-MESSAGES = [RequestHeader, ResponseHeader] + REQUESTS + RESPONSES
+MESSAGES = [RequestHeader, ResponseHeader, RequestHeaderV2, ResponseHeaderV1] + REQUESTS + RESPONSES
 
 
 def only_protocol_errors(fn: Callable[..., Any], *args: Any) -> Any:
@@ -73,8 +84,9 @@ def test_every_struct_is_covered() -> None:
     # v2 and v7, OffsetFetch v1 and v5, FindCoordinator v1 and v2,
     # SaslHandshake and SaslAuthenticate v0 and v1, JoinGroup v5, Heartbeat
     # v3, LeaveGroup v3, SyncGroup v3, DescribeGroups v2 and v4, ListGroups
-    # v2, and their nesting.
-    assert len(ALL_APIS) == 31
+    # v2, the flexible ApiVersions v3 and InitProducerId v2 to v5, and their
+    # nesting.
+    assert len(ALL_APIS) == 36
     assert len(ALL_STRUCTS) >= 100
     for cls in ALL_STRUCTS:
         struct_type(cls)
@@ -343,12 +355,13 @@ def _bad_values(wtype: Any) -> List[Any]:
         return [0, 1, None, "1", b"\x01"]
     if is_int(wtype):
         return [wtype.lo - 1, wtype.hi + 1, "1", 1.0, None, b"\x01"]
-    if wtype is String:
+    if wtype in (String, CompactString):
         return [None, 1, b"x", "x" * 32768, "\u00e9" * 16384, "\ud800"]
-    if wtype is NullableString:
+    if wtype in (NullableString, CompactNullableString):
         return [1, b"x", "x" * 32768, "\U0001f600" * 8192, "a\udfffb"]
-    if wtype in (Bytes, NullableBytes):
-        return ([] if wtype is NullableBytes else [None]) + ["x", 1, [1, 2]]
+    if wtype in (Bytes, NullableBytes, CompactBytes, CompactNullableBytes):
+        nullable = wtype in (NullableBytes, CompactNullableBytes)
+        return ([] if nullable else [None]) + ["x", 1, [1, 2]]
     if isinstance(wtype, Array):
         return [1, "abc", b"abc", {"a": 1}, object()]
     if isinstance(wtype, StructType):

@@ -116,9 +116,14 @@ def test_legacy_is_0_8_2() -> None:
     # LeaveGroup v3 (and DescribeGroups v4) only from 2.4.
     ((2, 3), {**ALL_V0, **MODERN, **GROUP_APIS, LEAVE_GROUP: None, DESCRIBE_GROUPS: 2,
               18: 2, 17: 1, 36: 1}),
-    ((2, 4), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 2, 17: 1, 36: 1}),
-    ((2, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 2, 17: 1, 36: 1}),
-    ((3, 7, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 2, 17: 1, 36: 1}),
+    # ApiVersions v3 and InitProducerId v2 (both flexible) from 2.4;
+    # InitProducerId v3 from 2.5, v4 from 2.7, v5 from 3.8.
+    ((2, 4), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 2}),
+    ((2, 5), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 3}),
+    ((2, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4}),
+    ((3, 7, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4}),
+    ((3, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5}),
+    ((4, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5}),
 ])
 def test_pinned_release(release: tuple, expected: dict) -> None:
     expected = {key: v for key, v in expected.items() if v is not None}

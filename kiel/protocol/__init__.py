@@ -7,26 +7,40 @@ Metadata v1, OffsetCommit v2 and v7, OffsetFetch v1 and v5 and
 FindCoordinator v1 and v2 for current brokers; the group coordinator's
 JoinGroup (11) v5, Heartbeat (12) v3, LeaveGroup (13) v3, SyncGroup (14) v3,
 DescribeGroups (15) v2 and v4 and ListGroups (16) v2
-(:mod:`kiel.protocol.group_membership`); ApiVersions (18) v0 to v2; and
+(:mod:`kiel.protocol.group_membership`); ApiVersions (18) v0 to v3;
 SaslHandshake (17) and SaslAuthenticate (36) v0 and v1 for SASL
-(:mod:`kiel.protocol.sasl`). Record batches (magic 2) are in
+(:mod:`kiel.protocol.sasl`); and InitProducerId (22) v2 to v5
+(:mod:`kiel.protocol.init_producer_id`). ApiVersions v3 and InitProducerId
+are flexible versions (KIP-482: compact types, tagged fields, request
+header v2; see :mod:`kiel.protocol.schema`). Record batches (magic 2) are in
 :mod:`kiel.protocol.record_batch`, the consumer groups' embedded
 subscription and assignment in :mod:`kiel.protocol.consumer_protocol`;
 which version to speak with a broker is :mod:`kiel.protocol.versions`.
 """
-from kiel.protocol.api import Api, RequestHeader, ResponseHeader
+from kiel.protocol.api import (
+    Api,
+    RequestHeader,
+    RequestHeaderV2,
+    ResponseHeader,
+    ResponseHeaderV1,
+)
 from kiel.protocol.api_versions import (
     API_VERSIONS,
     API_VERSIONS_V0,
     API_VERSIONS_V1,
     API_VERSIONS_V2,
+    API_VERSIONS_V3,
     ApiVersionRange,
     ApiVersionsRequestV0,
     ApiVersionsRequestV1,
     ApiVersionsRequestV2,
+    ApiVersionsRequestV3,
     ApiVersionsResponseV0,
     ApiVersionsResponseV1,
     ApiVersionsResponseV2,
+    ApiVersionsResponseV3,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
 )
 from kiel.protocol.consumer_protocol import (
     ConsumerAssignment,
@@ -96,6 +110,21 @@ from kiel.protocol.group_membership import (
     SyncGroupAssignment,
     SyncGroupRequestV3,
     SyncGroupResponseV3,
+)
+from kiel.protocol.init_producer_id import (
+    INIT_PRODUCER_ID,
+    INIT_PRODUCER_ID_V2,
+    INIT_PRODUCER_ID_V3,
+    INIT_PRODUCER_ID_V4,
+    INIT_PRODUCER_ID_V5,
+    InitProducerIdRequestV2,
+    InitProducerIdRequestV3,
+    InitProducerIdRequestV4,
+    InitProducerIdRequestV5,
+    InitProducerIdResponseV2,
+    InitProducerIdResponseV3,
+    InitProducerIdResponseV4,
+    InitProducerIdResponseV5,
 )
 from kiel.protocol.list_offsets import (
     EARLIEST,

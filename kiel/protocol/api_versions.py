@@ -1,15 +1,22 @@
-"""ApiVersions v0 to v2 (api key 18, Kafka 0.10+): which API versions a broker speaks.
+"""ApiVersions v0 to v3 (api key 18, Kafka 0.10+): which API versions a broker speaks.
 
 Wire grammar::
 
     ApiVersionsRequest v0-v2  => (empty)
+    ApiVersionsRequest v3     => ClientSoftwareName(compact string)
+                                 ClientSoftwareVersion(compact string) TaggedFields
     ApiVersionsResponse v0    => ErrorCode(int16) [ApiVersion]
     ApiVersionsResponse v1-v2 => ErrorCode(int16) [ApiVersion] ThrottleTimeMs(int32)
+    ApiVersionsResponse v3    => ErrorCode(int16) compact[ApiVersion TaggedFields]
+                                 ThrottleTimeMs(int32) TaggedFields
       ApiVersion => ApiKey(int16) MinVersion(int16) MaxVersion(int16)
+      v3's tagged fields: 0 SupportedFeatures, 1 FinalizedFeaturesEpoch,
+      2 FinalizedFeatures, 3 ZkMigrationReady
 
 v2 is v1 again (it only says the broker may throttle before answering).
-v3 and later are "flexible" versions (compact arrays, tagged fields and a
-request header with tagged fields), which kiel's framing does not speak.
+v3 (Kafka 2.4+, KIP-511) is the first flexible version: the client names
+itself (Kafka requires both names to match :data:`CLIENT_SOFTWARE_PATTERN`,
+else it answers INVALID_REQUEST), its response header stays v0.
 
 Two broker behaviours shape how a client uses this API:
 
@@ -19,23 +26,31 @@ Two broker behaviours shape how a client uses this API:
   a *v0-shaped* body and error code 35 (UNSUPPORTED_VERSION), listing its
   ranges, whatever version was asked for (KIP-511). A v1 or v2 response
   decoder then runs out of bytes (a :class:`~kiel.exc.TruncatedError`).
-  Asking with v0 first avoids this altogether: every broker that knows the
-  API answers v0, and v0 carries all the ranges.
+  kiel reads such an answer as :class:`ApiVersionsResponseV0` (the
+  registration's ``fallback_response``), and :mod:`kiel.handshake` asks
+  again with the highest version the broker lists.
 
 Example::
 
-    framing.send_request(ApiVersionsRequestV0())
+    framing.send_request(api_versions_request(3))
     ...
     ranges = version_ranges(response)       # {api_key: ApiVersionRange}
     fetch_version = pick_version((0, 4), ranges.get(1))
 """
+import re
 from typing import Annotated, Any, NamedTuple, Optional
 
 from kiel.exc import ConfigError
-from kiel.protocol.api import Api, register
-from kiel.protocol.primitives import Array, Int16, Int32
+from kiel.protocol.api import Api, flexible_versions, register
+from kiel.protocol.primitives import Array, Boolean, Int16, Int32, Int64, String
+from kiel.protocol.schema import Tagged
 
 API_KEY = 18
+#: Kafka's ``"flexibleVersions": "3+"``.
+flexible_versions(API_KEY, 3)
+
+#: What Kafka accepts as a client software name or version (KIP-511).
+CLIENT_SOFTWARE_PATTERN = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 class ApiVersionRange(NamedTuple):
@@ -79,26 +94,90 @@ class ApiVersionsResponseV2(ApiVersionsResponseV1):
     __slots__ = ()
 
 
+class ApiVersionsRequestV3(NamedTuple):
+    """ApiVersions v3 request: the client's software name and version.
+
+    Both must match :data:`CLIENT_SOFTWARE_PATTERN`
+    (:func:`client_software` makes such names).
+    """
+
+    client_software_name: Annotated[str, String]
+    client_software_version: Annotated[str, String]
+
+
+class SupportedFeatureKey(NamedTuple):
+    """A feature the broker supports, from ``min_version`` to ``max_version``."""
+
+    name: Annotated[str, String]
+    min_version: Annotated[int, Int16]
+    max_version: Annotated[int, Int16]
+
+
+class FinalizedFeatureKey(NamedTuple):
+    """A feature finalized cluster-wide, at levels ``min`` to ``max``."""
+
+    name: Annotated[str, String]
+    max_version_level: Annotated[int, Int16]
+    min_version_level: Annotated[int, Int16]
+
+
+class ApiVersionsResponseV3(NamedTuple):
+    """ApiVersions v3 response: v2's fields and the broker's features as tagged fields."""
+
+    error_code: Annotated[int, Int16]
+    api_keys: Annotated[list[ApiVersionRange], Array(ApiVersionRange)]
+    throttle_time_ms: Annotated[int, Int32]
+    supported_features: Annotated[
+        list[SupportedFeatureKey], Array(SupportedFeatureKey), Tagged(0)] = []
+    finalized_features_epoch: Annotated[int, Int64, Tagged(1)] = -1
+    finalized_features: Annotated[
+        list[FinalizedFeatureKey], Array(FinalizedFeatureKey), Tagged(2)] = []
+    zk_migration_ready: Annotated[bool, Boolean, Tagged(3)] = False
+
+
 API_VERSIONS_V0 = register(
     Api(API_KEY, 0, "ApiVersions", ApiVersionsRequestV0, ApiVersionsResponseV0)
 )
 API_VERSIONS_V1 = register(
-    Api(API_KEY, 1, "ApiVersions", ApiVersionsRequestV1, ApiVersionsResponseV1)
+    Api(API_KEY, 1, "ApiVersions", ApiVersionsRequestV1, ApiVersionsResponseV1,
+        fallback_response=ApiVersionsResponseV0)
 )
 API_VERSIONS_V2 = register(
-    Api(API_KEY, 2, "ApiVersions", ApiVersionsRequestV2, ApiVersionsResponseV2)
+    Api(API_KEY, 2, "ApiVersions", ApiVersionsRequestV2, ApiVersionsResponseV2,
+        fallback_response=ApiVersionsResponseV0)
+)
+API_VERSIONS_V3 = register(
+    Api(API_KEY, 3, "ApiVersions", ApiVersionsRequestV3, ApiVersionsResponseV3,
+        fallback_response=ApiVersionsResponseV0)
 )
 
 #: The registered ApiVersions versions, by version.
 API_VERSIONS: dict[int, Api] = {api.version: api for api in (
-    API_VERSIONS_V0, API_VERSIONS_V1, API_VERSIONS_V2)}
+    API_VERSIONS_V0, API_VERSIONS_V1, API_VERSIONS_V2, API_VERSIONS_V3)}
+
+
+def client_software(name: str, version: str) -> tuple[str, str]:
+    """``name`` and ``version`` made acceptable to Kafka (:data:`CLIENT_SOFTWARE_PATTERN`).
+
+    Every character Kafka refuses becomes ``-`` and the ends are trimmed to
+    a letter or digit: ``"1.0.0.dev0+g3f2a"`` becomes ``"1.0.0.dev0-g3f2a"``.
+
+    Returns:
+        ``(name, version)``; ``"unknown"`` for a part left empty.
+    """
+    def clean(text: str) -> str:
+        text = re.sub(r"[^a-zA-Z0-9\-.]", "-", text)
+        text = re.sub(r"^[^a-zA-Z0-9]+|[^a-zA-Z0-9]+$", "", text)
+        return text or "unknown"
+
+    return clean(name), clean(version)
 
 
 def api_versions_request(version: int = 0) -> Any:
-    """The ApiVersions request of ``version`` (it has no fields).
+    """The ApiVersions request of ``version``.
 
     Args:
-        version: 0, 1 or 2.
+        version: 0 to 3; v3 names kiel and its version (:func:`client_software`).
 
     Returns:
         an instance of the request struct registered for that version.
@@ -106,9 +185,13 @@ def api_versions_request(version: int = 0) -> Any:
     Raises:
         ConfigError: kiel does not speak that version.
     """
-    api = API_VERSIONS.get(version)
+    api = API_VERSIONS.get(version) if type(version) is int else None
     if api is None:
         raise ConfigError(f"ApiVersions version {version!r} is not one of {sorted(API_VERSIONS)}")
+    if api.request is ApiVersionsRequestV3:
+        from kiel import __version__  # late: kiel's package imports the protocol
+
+        return ApiVersionsRequestV3(*client_software("kiel", __version__))
     return api.request()
 
 
@@ -116,7 +199,7 @@ def version_ranges(response: Any) -> dict[int, ApiVersionRange]:
     """Index an ApiVersions response (any version) by API key.
 
     Args:
-        response: an ``ApiVersionsResponseV0``, ``V1`` or ``V2``.
+        response: an ``ApiVersionsResponseV0``, ``V1``, ``V2`` or ``V3``.
 
     Returns:
         ``{api_key: ApiVersionRange}`` (a key listed twice keeps its last range).

@@ -166,9 +166,10 @@ class ClientFraming(_Receiver):
             raise LocalProtocolError(f"not a registered request: {type(request).__name__}")
         correlation_id = self._next_id
         out = [b"\0\0\0\0"]
+        header = api.request_header  # v2 for a flexible version, else v1
         try:
-            struct_type(RequestHeader).encode(
-                RequestHeader(api.key, api.version, correlation_id, self.client_id), out
+            struct_type(header).encode(
+                header(api.key, api.version, correlation_id, self.client_id), out
             )
             struct_type(api.request).encode(request, out)
         except LocalProtocolError as e:
@@ -212,17 +213,39 @@ class ClientFraming(_Receiver):
                     f"expected correlation id {expected_id}, got {cid}", api=api.name
                 )
             self._pending.popleft()
-            results.append((expected_id, decode_body(api, frame, 4)))
+            offset = 4
+            header = api.response_header
+            if header is not ResponseHeader:  # v1: skip its tagged fields
+                _, offset = struct_type(header).decode(frame, 0)
+            results.append((expected_id, decode_body(api, frame, offset)))
         return results
 
 
 def decode_body(api: Api, frame: Buffer, offset: int, request: bool = False) -> Any:
     """Decode a whole request or response body of ``api`` starting at ``offset``.
 
+    A response that does not parse is read again as ``api.fallback_response``
+    when there is one (ApiVersions: a broker answers a version it does not
+    know in v0's layout, KIP-511); an instance of that class is returned.
+
     Raises:
-        ProtocolError: the body is malformed or has trailing bytes.
+        ProtocolError: the body is malformed or has trailing bytes (the error
+            of the first reading, when the fallback fails too).
     """
     cls = api.request if request else api.response
+    try:
+        return _decode_whole(api, cls, frame, offset)
+    except ProtocolError:
+        if request or api.fallback_response is None:
+            raise
+        try:
+            return _decode_whole(api, api.fallback_response, frame, offset)
+        except ProtocolError:
+            pass
+        raise
+
+
+def _decode_whole(api: Api, cls: type, frame: Buffer, offset: int) -> Any:
     try:
         value, end = struct_type(cls).decode(frame, offset)
     except ProtocolError as e:
@@ -275,6 +298,8 @@ class ServerFraming(_Receiver):
                     api_key=header.api_key, api_version=header.api_version,
                     correlation_id=header.correlation_id,
                 )
+            if api.flexible:  # header v2: v1 and its tagged fields
+                _, offset = struct_type(api.request_header).decode(frame, 0)
             results.append((header, api, decode_body(api, frame, offset, request=True)))
         return results
 
@@ -289,8 +314,9 @@ class ServerFraming(_Receiver):
         if api is None:
             raise LocalProtocolError(f"not a registered response: {type(response).__name__}")
         out = [b"\0\0\0\0"]
+        header = api.response_header
         try:
-            struct_type(ResponseHeader).encode(ResponseHeader(correlation_id), out)
+            struct_type(header).encode(header(correlation_id), out)
             struct_type(api.response).encode(response, out)
         except LocalProtocolError as e:
             e.with_context(api=api.name)

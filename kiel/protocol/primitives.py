@@ -22,6 +22,14 @@ byte; ``UnsignedVarInt`` is not. The module-level functions
 callers that build records by hand.
 Encoders raise :class:`kiel.exc.LocalProtocolError` for values the wire
 cannot carry. ``bytes`` stay ``bytes``: payloads are never decoded as text.
+
+Flexible versions (KIP-482) carry strings, bytes and arrays in their
+*compact* forms: an unsigned varint of the length plus one, where 0 is null
+(:data:`CompactString`, :data:`CompactNullableString`, :data:`CompactBytes`,
+:data:`CompactNullableBytes`, ``Array(item, compact=True)``). A schema never
+names them: it declares the classic type, and :meth:`WireType.flexible_form`
+gives the compact counterpart when a struct is compiled for a flexible
+version (see :mod:`kiel.protocol.schema`). Integers keep their form.
 """
 import struct
 from collections.abc import Sequence
@@ -47,6 +55,14 @@ class WireType:
 
     def decode(self, buf: Buffer, offset: int) -> tuple[Any, int]:
         raise NotImplementedError
+
+    def flexible_form(self) -> "WireType":
+        """This type as a flexible version carries it (KIP-482).
+
+        Integers, booleans and varints are the same in every version; strings,
+        bytes and arrays override this with their compact forms.
+        """
+        return self
 
     def __repr__(self) -> str:
         return self.name
@@ -125,17 +141,26 @@ def _take(buf: Buffer, offset: int, length: int, what: str) -> int:
 
 
 class _String(WireType):
-    """int16 length + UTF-8 bytes; length -1 is null when ``nullable``."""
+    """A UTF-8 string: int16 length (-1 is null when ``nullable``), or when
+    ``compact`` an unsigned varint of the length plus one (0 is null).
 
-    def __init__(self, nullable: bool) -> None:
+    Kafka refuses strings over 32767 bytes in both forms.
+    """
+
+    def __init__(self, nullable: bool, compact: bool = False) -> None:
         self.nullable = nullable
-        self.name = "nullable_string" if nullable else "string"
+        self.compact = compact
+        self.name = ("compact_" if compact else "") + (
+            "nullable_string" if nullable else "string")
+
+    def flexible_form(self) -> WireType:
+        return _COMPACT_STRINGS[self.nullable]
 
     def encode(self, value: Optional[str], out: Out) -> None:
         if value is None:
             if not self.nullable:
                 raise LocalProtocolError(f"{self.name} cannot be null")
-            out.append(b"\xff\xff")
+            out.append(b"\x00" if self.compact else b"\xff\xff")
             return
         if not isinstance(value, str):
             raise LocalProtocolError(f"{self.name} needs str, got {type(value).__name__}")
@@ -146,19 +171,29 @@ class _String(WireType):
             raise LocalProtocolError(f"{self.name} is not encodable as UTF-8: {e.reason}") from e
         if len(data) > 32767:
             raise LocalProtocolError(f"{self.name} of {len(data)} bytes exceeds 32767")
-        out.append(_int16.pack(len(data)))
+        out.append(encode_unsigned_varint(len(data) + 1) if self.compact
+                   else _int16.pack(len(data)))
         out.append(data)
 
     def decode(self, buf: Buffer, offset: int) -> tuple[Optional[str], int]:
-        try:
-            (length,) = _int16.unpack_from(buf, offset)
-        except struct.error as e:
-            raise TruncatedError(f"{self.name} length runs past the end", offset=offset) from e
-        offset += 2
+        start = offset
+        if self.compact:
+            length, offset = decode_unsigned_varint(buf, offset)
+            length -= 1
+            # Kafka's own decoders refuse a compact string over 32767 bytes.
+            if length > 32767:
+                raise ProtocolError(f"invalid {self.name} length {length}", offset=start)
+        else:
+            try:
+                (length,) = _int16.unpack_from(buf, offset)
+            except struct.error as e:
+                raise TruncatedError(f"{self.name} length runs past the end",
+                                     offset=offset) from e
+            offset += 2
         if length < 0:
             if length == -1 and self.nullable:
                 return None, offset
-            raise ProtocolError(f"invalid {self.name} length {length}", offset=offset - 2)
+            raise ProtocolError(f"invalid {self.name} length {length}", offset=start)
         end = _take(buf, offset, length, self.name)
         try:
             return str(buf[offset:end], "utf-8"), end
@@ -167,42 +202,55 @@ class _String(WireType):
 
 
 class _Bytes(WireType):
-    """int32 length + raw bytes; length -1 is null when ``nullable``.
+    """Raw bytes: int32 length (-1 is null when ``nullable``), or when
+    ``compact`` an unsigned varint of the length plus one (0 is null).
 
     Decodes to a ``bytes`` copy of the field (one copy per field, never of the
     whole buffer).
     """
 
-    def __init__(self, nullable: bool) -> None:
+    def __init__(self, nullable: bool, compact: bool = False) -> None:
         self.nullable = nullable
-        self.name = "nullable_bytes" if nullable else "bytes"
+        self.compact = compact
+        self.name = ("compact_" if compact else "") + (
+            "nullable_bytes" if nullable else "bytes")
+
+    def flexible_form(self) -> WireType:
+        return _COMPACT_BYTES[self.nullable]
 
     def encode(self, value: Optional[Buffer], out: Out) -> None:
         if value is None:
             if not self.nullable:
                 raise LocalProtocolError(f"{self.name} cannot be null")
-            out.append(b"\xff\xff\xff\xff")
+            out.append(b"\x00" if self.compact else b"\xff\xff\xff\xff")
             return
         if not isinstance(value, (bytes, bytearray, memoryview)):
             raise LocalProtocolError(f"{self.name} needs bytes, got {type(value).__name__}")
         # bytes() first: len() of a memoryview counts items, not bytes, when
         # its format is wider than "B". (bytes(b) of a bytes object is b itself.)
         data = bytes(value)
-        if len(data) > _INT32_MAX:
+        if len(data) > _INT32_MAX - int(self.compact):
             raise LocalProtocolError(f"{self.name} of {len(data)} bytes exceeds {_INT32_MAX}")
-        out.append(_int32.pack(len(data)))
+        out.append(encode_unsigned_varint(len(data) + 1) if self.compact
+                   else _int32.pack(len(data)))
         out.append(data)
 
     def decode(self, buf: Buffer, offset: int) -> tuple[Optional[bytes], int]:
-        try:
-            (length,) = _int32.unpack_from(buf, offset)
-        except struct.error as e:
-            raise TruncatedError(f"{self.name} length runs past the end", offset=offset) from e
-        offset += 4
+        start = offset
+        if self.compact:
+            length, offset = decode_unsigned_varint(buf, offset)
+            length -= 1
+        else:
+            try:
+                (length,) = _int32.unpack_from(buf, offset)
+            except struct.error as e:
+                raise TruncatedError(f"{self.name} length runs past the end",
+                                     offset=offset) from e
+            offset += 4
         if length < 0:
             if length == -1 and self.nullable:
                 return None, offset
-            raise ProtocolError(f"invalid {self.name} length {length}", offset=offset - 4)
+            raise ProtocolError(f"invalid {self.name} length {length}", offset=start)
         end = _take(buf, offset, length, self.name)
         return bytes(buf[offset:end]), end
 
@@ -341,22 +389,37 @@ String = _String(nullable=False)
 NullableString = _String(nullable=True)
 Bytes = _Bytes(nullable=False)
 NullableBytes = _Bytes(nullable=True)
+# The compact forms (flexible versions). Schemas declare the classic types;
+# these are what a flexible compile turns them into.
+CompactString = _String(nullable=False, compact=True)
+CompactNullableString = _String(nullable=True, compact=True)
+CompactBytes = _Bytes(nullable=False, compact=True)
+CompactNullableBytes = _Bytes(nullable=True, compact=True)
+_COMPACT_STRINGS = {False: CompactString, True: CompactNullableString}
+_COMPACT_BYTES = {False: CompactBytes, True: CompactNullableBytes}
 
 
 class Array(WireType):
-    """int32 count + that many items of ``item`` type; count -1 (null) decodes to ``[]``.
+    """A count + that many items of ``item`` type; a null array decodes to ``[]``.
+
+    The count is an int32 (-1 is null), or when ``compact`` (flexible
+    versions) an unsigned varint of the count plus one (0 is null).
 
     Args:
         item: the wire type of each element (a primitive, another ``Array``,
             or a struct class, see :mod:`kiel.protocol.schema`).
+        compact: the flexible versions' form (normally made by
+            :meth:`flexible_form`, not declared).
     """
 
-    def __init__(self, item: Any) -> None:
+    def __init__(self, item: Any, compact: bool = False) -> None:
         # Late import: schema builds on primitives, and arrays of structs are common.
         from kiel.protocol.schema import wire_type
 
         self.item = wire_type(item)
-        self.name = f"[{self.item!r}]"
+        self.compact = compact
+        self.name = f"{'compact' if compact else ''}[{self.item!r}]"
+        self._flexible: Optional[Array] = None
         # Strategy: two fast paths. An array of a fixed-width integer packs and
         # unpacks in one struct call; an array of a struct made only of
         # fixed-width fields (a partition header) costs one precompiled
@@ -364,9 +427,20 @@ class Array(WireType):
         self._scalar: Optional[_Fixed] = self.item if isinstance(self.item, _Fixed) else None
         self._record: Optional[struct.Struct] = getattr(self.item, "fixed_struct", None)
 
+    def flexible_form(self) -> WireType:
+        """The compact array of the item's flexible form (built once)."""
+        if self.compact:
+            return self
+        if self._flexible is None:
+            self._flexible = Array(self.item.flexible_form(), compact=True)
+        return self._flexible
+
+    def _count(self, count: int) -> bytes:
+        return encode_unsigned_varint(count + 1) if self.compact else _int32.pack(count)
+
     def encode(self, value: Optional[Sequence[Any]], out: Out) -> None:
         if value is None:
-            out.append(b"\xff\xff\xff\xff")
+            out.append(b"\x00" if self.compact else b"\xff\xff\xff\xff")
             return
         if isinstance(value, (str, bytes, bytearray, memoryview, dict)):
             raise LocalProtocolError(f"{self.name} needs a sequence, got {type(value).__name__}")
@@ -380,39 +454,49 @@ class Array(WireType):
             raise LocalProtocolError(f"{self.name} of {len(items)} items exceeds {_INT32_MAX}")
         if self._scalar is not None:
             try:
-                fmt = f">i{len(items)}{self._scalar.fixed_format}"
-                out.append(struct.pack(fmt, len(items), *items))
+                if self.compact:
+                    packed = struct.pack(f">{len(items)}{self._scalar.fixed_format}", *items)
+                    out.append(self._count(len(items)))
+                else:  # the count in the same call
+                    fmt = f">i{len(items)}{self._scalar.fixed_format}"
+                    packed = struct.pack(fmt, len(items), *items)
             except struct.error as e:
                 raise LocalProtocolError(f"bad value in {self.name}: {e}") from e
+            out.append(packed)
             return
-        out.append(_int32.pack(len(items)))
+        out.append(self._count(len(items)))
         encode = self.item.encode
         for item in items:
             encode(item, out)
 
     def decode(self, buf: Buffer, offset: int) -> tuple[list[Any], int]:
-        try:
-            (count,) = _int32.unpack_from(buf, offset)
-        except struct.error as e:
-            raise TruncatedError(f"{self.name} count runs past the end", offset=offset) from e
-        offset += 4
+        start = offset
+        if self.compact:
+            count, offset = decode_unsigned_varint(buf, offset)
+            count -= 1  # -1: null
+        else:
+            try:
+                (count,) = _int32.unpack_from(buf, offset)
+            except struct.error as e:
+                raise TruncatedError(f"{self.name} count runs past the end", offset=offset) from e
+            offset += 4
         if count < 0:
             if count == -1:
                 return [], offset
-            raise ProtocolError(f"invalid {self.name} count {count}", offset=offset - 4)
+            raise ProtocolError(f"invalid {self.name} count {count}", offset=start)
         left = len(buf) - offset
         # Every element takes at least one byte: a count beyond what is left is
         # garbage, and we refuse it before looping or allocating.
         if count > left:
             raise TruncatedError(
-                f"{self.name} count {count} exceeds the {left} bytes left", offset=offset - 4
+                f"{self.name} count {count} exceeds the {left} bytes left", offset=start
             )
         if self._scalar is not None:
             size = count * self._scalar.size
             if size > left:
                 raise TruncatedError(
                     f"{self.name} of {count} items needs {size} bytes, {left} left",
-                    offset=offset - 4,
+                    offset=start,
                 )
             values = list(struct.unpack_from(f">{count}{self._scalar.fixed_format}", buf, offset))
             return values, offset + size
@@ -421,7 +505,7 @@ class Array(WireType):
             if count * step > left:
                 raise TruncatedError(
                     f"{self.name} of {count} items needs {count * step} bytes, {left} left",
-                    offset=offset - 4,
+                    offset=start,
                 )
             unpack_from = self._record.unpack_from
             new = tuple.__new__

@@ -38,6 +38,7 @@ __all__ = [
     "FETCH",
     "GROUP_COORDINATOR",
     "HEARTBEAT",
+    "INIT_PRODUCER_ID",
     "JOIN_GROUP",
     "LEAVE_GROUP",
     "LEGACY",
@@ -70,6 +71,7 @@ DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 SASL_HANDSHAKE = 17
 API_VERSIONS = 18
+INIT_PRODUCER_ID = 22
 SASL_AUTHENTICATE = 36
 
 #: Names for messages (the protocol guide's, GroupCoordinator as 0.8.2 calls it).
@@ -80,6 +82,7 @@ API_NAMES = {
     LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup", DESCRIBE_GROUPS: "DescribeGroups",
     LIST_GROUPS: "ListGroups", API_VERSIONS: "ApiVersions",
     SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
+    INIT_PRODUCER_ID: "InitProducerId",
 }
 
 # The highest version of each API kiel may use that a Kafka release serves,
@@ -131,6 +134,16 @@ _RELEASES: tuple[tuple[tuple[int, ...], dict[int, int]], ...] = (
                  OFFSET_COMMIT: 8, OFFSET_FETCH: 6, GROUP_COORDINATOR: 3, API_VERSIONS: 3,
                  SASL_HANDSHAKE: 1, SASL_AUTHENTICATE: 1, JOIN_GROUP: 6, HEARTBEAT: 4,
                  LEAVE_GROUP: 4, SYNC_GROUP: 4, DESCRIBE_GROUPS: 5, LIST_GROUPS: 3}),
+)
+# InitProducerId's versions by release (apache/kafka's release branches):
+# v2 (its first flexible version, kiel's first) from 2.4, v3 (KIP-360) from
+# 2.5, v4 (KIP-588) from 2.7, v5 (KIP-890) from 3.8. Added to the last row
+# and later rows made from it, so the table above reads as before.
+_RELEASES = _RELEASES[:-1] + (
+    (_RELEASES[-1][0], {**_RELEASES[-1][1], INIT_PRODUCER_ID: 2}),
+    ((2, 5, 0), {**_RELEASES[-1][1], INIT_PRODUCER_ID: 3}),
+    ((2, 7, 0), {**_RELEASES[-1][1], INIT_PRODUCER_ID: 4}),
+    ((3, 8, 0), {**_RELEASES[-1][1], INIT_PRODUCER_ID: 5}),
 )
 
 
