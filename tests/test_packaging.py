@@ -9,7 +9,11 @@ check of a fresh ``pip install .`` with no extras needs the network, so it is
 runs first.
 """
 
+import configparser
+import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -251,3 +255,68 @@ def test_the_build_warns_of_nothing(built: dict[str, Any]) -> None:
     # beside a license expression, a missing file MANIFEST.in names...).
     lines = built["output"].splitlines()
     assert not [line for line in lines if "warning" in line.lower()], built["output"]
+
+
+# tox.ini is a doorway to the Makefile: each environment runs the make target
+# of its name and declares nothing of its own, so `tox` cannot drift from
+# `make test` (it had: its environments lacked the extras the tests import).
+@pytest.fixture(scope="module")
+def tox() -> configparser.ConfigParser:
+    config = configparser.ConfigParser(interpolation=None)
+    assert config.read(ROOT / "tox.ini")
+    return config
+
+
+def _make_targets() -> set[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    return set(re.findall(r"^([a-z][\w-]*):", makefile, re.MULTILINE))
+
+
+def test_tox_runs_make_targets_and_nothing_else(tox: configparser.ConfigParser) -> None:
+    assert tox["tox"]["envlist"].split() == ["test"]  # `tox` alone is `make test`
+    assert tox["testenv"]["skip_install"] == "true"
+    assert tox["testenv"]["allowlist_externals"] == "make"
+    targets = _make_targets()
+    envs = [section.removeprefix("testenv:") for section in tox.sections()
+            if section.startswith("testenv:")]
+    assert {"test", "lint", "types", "docs"} <= set(envs)
+    for name in ["testenv"] + [f"testenv:{env}" for env in envs]:
+        # extras, deps or a pytest call here would be a second definition
+        # of what the Makefile defines.
+        assert not {"deps", "extras"} & set(tox[name]), name
+    for env in envs:
+        assert env in targets, f"tox -e {env}: the Makefile has no {env} target"
+        command = shlex.split(tox[f"testenv:{env}"]["commands"])
+        if env != "test":
+            assert command == ["make", env]
+
+
+def test_tox_passes_its_arguments_to_make_test(
+    tox: configparser.ConfigParser, tmp_path: Path
+) -> None:
+    # Run the test environment's command with a `make` that records its
+    # arguments, then ask the real make (-n: print, do not run) what pytest
+    # gets from them.
+    command = shlex.split(tox["testenv:test"]["commands"])
+    assert command[:2] == ["python", "-c"] and command[3:] == ["{posargs}"], command
+    recorded = tmp_path / "argv.json"
+    fake_make = tmp_path / "make"
+    fake_make.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(recorded)!r}, 'w'))\n"
+    )
+    fake_make.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    posargs = ["-m", "not slow", "-k", "a and b"]
+    subprocess.run([sys.executable, "-c", command[2], *posargs], env=env, check=True, timeout=60)
+    make_args = json.loads(recorded.read_text())
+    assert make_args[0] == "test", make_args
+
+    result = subprocess.run(
+        ["make", "-n", *make_args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # make test runs the whole suite last (after the oldest Python's share).
+    pytest_line = [line for line in result.stdout.splitlines() if " -m pytest " in line][-1]
+    assert shlex.split(pytest_line)[-len(posargs):] == posargs, pytest_line
