@@ -104,7 +104,7 @@ test-oldest: test-deps venv-oldest
 install-check: $(PLAIN_VENV)/.checked
 
 $(PLAIN_VENV)/.checked: pyproject.toml MANIFEST.in tests/plain_install_check.py \
-		kiel/__init__.py kiel/protocol/crc32c.py $(wildcard kiel/compression/*.py)
+		kiel/__init__.py kiel/_version.py kiel/protocol/crc32c.py $(wildcard kiel/compression/*.py)
 	rm -rf $(PLAIN_VENV)
 	$(PYTHON) -m venv $(PLAIN_VENV)
 	$(PLAIN_VENV)/bin/python -m pip install -q .

@@ -15,8 +15,7 @@ application never imports kazoo (only a ZooKeeper group loads it).
 from typing import TYPE_CHECKING
 
 from kiel._lazy import lazy_exports
-
-__version__ = "1.0.0.dev0"
+from kiel._version import __version__
 
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {

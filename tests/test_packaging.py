@@ -1,14 +1,24 @@
 """Packaging: what ``pip install kiel`` gives and how pytest finds kiel's fixtures.
 
-pyproject.toml is kiel's only packaging file. These tests read it and check
-the environment they run in (made by ``pip install -e .[test,...]``); the
+pyproject.toml is kiel's only packaging file. These tests read it, check
+the environment they run in (made by ``pip install -e .[test,...]``) and
+build the sdist and, from it, the wheel with that environment's setuptools,
+offline, to look inside (the licence text); the
 check of a fresh ``pip install .`` with no extras needs the network, so it is
 ``make install-check`` (tests/plain_install_check.py), which ``make test``
 runs first.
 """
 
+import configparser
+import json
+import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
+import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +163,160 @@ def test_every_kiel_module_is_imported_before_any_test_runs() -> None:
     assert len(names) > 50
     missing = [name for name in names if name not in sys.modules]
     assert not missing, f"not imported before the tests: {missing}"
+
+
+# What a frontend (``python -m build``, pip) calls: setuptools' PEP 517 hooks,
+# here with the environment's setuptools and no network (no build isolation:
+# the suite must run offline). sys.argv[1] is the hook, [2] the output folder.
+_BUILD = (
+    "import sys\n"
+    "from setuptools import build_meta\n"
+    "print(getattr(build_meta, sys.argv[1])(sys.argv[2]))\n"
+)
+
+
+def _build(hook: str, source: Path, out: Path) -> tuple[Path, str]:
+    """Run setuptools' ``hook`` in ``source``; the file it made and what it said."""
+    # Byte-compiling, which PYTHONDONTWRITEBYTECODE turns off with a warning,
+    # is left on: the test looks for setuptools' warnings about kiel.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    result = subprocess.run(
+        [sys.executable, "-c", _BUILD, hook, str(out)],
+        cwd=source, env=env, capture_output=True, text=True, timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    return out / result.stdout.strip().splitlines()[-1], output
+
+
+def _source_copy(dest: Path) -> Path:
+    """A copy of the project without what .gitignore names (venvs, builds)."""
+    ignored = [".git"]
+    for line in (ROOT / ".gitignore").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            ignored.append(line.strip().strip("/"))
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(*ignored))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The sdist, and the wheel built from it (as ``python -m build`` does)."""
+    work = tmp_path_factory.mktemp("build")
+    source = _source_copy(work / "source")
+    sdist, sdist_output = _build("build_sdist", source, work / "dist")
+    with tarfile.open(sdist) as tar:
+        # filter= came to 3.10 in 3.10.12; the sdist is our own anyway.
+        safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tar.extractall(work / "unpacked", **safe)
+    unpacked = work / "unpacked" / sdist.name.removesuffix(".tar.gz")
+    wheel, wheel_output = _build("build_wheel", unpacked, work / "dist")
+    return {"sdist": sdist, "wheel": wheel, "output": sdist_output + wheel_output}
+
+
+def test_the_license_is_the_apache_license(pyproject: dict[str, Any]) -> None:
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License\n                           Version 2.0, January 2004" in text
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    assert pyproject["project"]["license-files"] == ["LICENSE"]
+
+
+def test_the_sdist_ships_the_license(built: dict[str, Any]) -> None:
+    root = built["sdist"].name.removesuffix(".tar.gz")
+    with tarfile.open(built["sdist"]) as tar:
+        names = tar.getnames()
+        assert f"{root}/LICENSE" in names, [n for n in names if "/" not in n[len(root) + 1:]]
+        member = tar.extractfile(f"{root}/LICENSE")
+        pkg_info = tar.extractfile(f"{root}/PKG-INFO")
+        assert member is not None and pkg_info is not None
+        shipped, metadata = member.read(), pkg_info.read().decode()
+    assert shipped == (ROOT / "LICENSE").read_bytes()
+    assert "\nLicense-Expression: Apache-2.0\n" in metadata
+    assert "\nLicense-File: LICENSE\n" in metadata
+
+
+def test_the_wheel_ships_the_license(built: dict[str, Any]) -> None:
+    dist_info = built["wheel"].name.split("-py")[0] + ".dist-info"
+    with zipfile.ZipFile(built["wheel"]) as wheel:
+        names = wheel.namelist()
+        # PEP 639: the licence files go under .dist-info/licenses/.
+        license_name = f"{dist_info}/licenses/LICENSE"
+        assert license_name in names, [n for n in names if n.startswith(dist_info)]
+        shipped = wheel.read(license_name)
+        metadata = wheel.read(f"{dist_info}/METADATA").decode()
+    assert shipped == (ROOT / "LICENSE").read_bytes()
+    assert "\nLicense-Expression: Apache-2.0\n" in metadata
+    assert "\nLicense-File: LICENSE\n" in metadata
+
+
+def test_the_build_warns_of_nothing(built: dict[str, Any]) -> None:
+    # setuptools warns of what it will stop accepting (a License classifier
+    # beside a license expression, a missing file MANIFEST.in names...).
+    lines = built["output"].splitlines()
+    assert not [line for line in lines if "warning" in line.lower()], built["output"]
+
+
+# tox.ini is a doorway to the Makefile: each environment runs the make target
+# of its name and declares nothing of its own, so `tox` cannot drift from
+# `make test` (it had: its environments lacked the extras the tests import).
+@pytest.fixture(scope="module")
+def tox() -> configparser.ConfigParser:
+    config = configparser.ConfigParser(interpolation=None)
+    assert config.read(ROOT / "tox.ini")
+    return config
+
+
+def _make_targets() -> set[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    return set(re.findall(r"^([a-z][\w-]*):", makefile, re.MULTILINE))
+
+
+def test_tox_runs_make_targets_and_nothing_else(tox: configparser.ConfigParser) -> None:
+    assert tox["tox"]["envlist"].split() == ["test"]  # `tox` alone is `make test`
+    assert tox["testenv"]["skip_install"] == "true"
+    assert tox["testenv"]["allowlist_externals"] == "make"
+    targets = _make_targets()
+    envs = [section.removeprefix("testenv:") for section in tox.sections()
+            if section.startswith("testenv:")]
+    assert {"test", "lint", "types", "docs"} <= set(envs)
+    for name in ["testenv"] + [f"testenv:{env}" for env in envs]:
+        # extras, deps or a pytest call here would be a second definition
+        # of what the Makefile defines.
+        assert not {"deps", "extras"} & set(tox[name]), name
+    for env in envs:
+        assert env in targets, f"tox -e {env}: the Makefile has no {env} target"
+        command = shlex.split(tox[f"testenv:{env}"]["commands"])
+        if env != "test":
+            assert command == ["make", env]
+
+
+def test_tox_passes_its_arguments_to_make_test(
+    tox: configparser.ConfigParser, tmp_path: Path
+) -> None:
+    # Run the test environment's command with a `make` that records its
+    # arguments, then ask the real make (-n: print, do not run) what pytest
+    # gets from them.
+    command = shlex.split(tox["testenv:test"]["commands"])
+    assert command[:2] == ["python", "-c"] and command[3:] == ["{posargs}"], command
+    recorded = tmp_path / "argv.json"
+    fake_make = tmp_path / "make"
+    fake_make.write_text(
+        f"#!{sys.executable}\n"
+        "import json, sys\n"
+        f"json.dump(sys.argv[1:], open({str(recorded)!r}, 'w'))\n"
+    )
+    fake_make.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    posargs = ["-m", "not slow", "-k", "a and b"]
+    subprocess.run([sys.executable, "-c", command[2], *posargs], env=env, check=True, timeout=60)
+    make_args = json.loads(recorded.read_text())
+    assert make_args[0] == "test", make_args
+
+    result = subprocess.run(
+        ["make", "-n", *make_args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # make test runs the whole suite last (after the oldest Python's share).
+    pytest_line = [line for line in result.stdout.splitlines() if " -m pytest " in line][-1]
+    assert shlex.split(pytest_line)[-len(posargs):] == posargs, pytest_line

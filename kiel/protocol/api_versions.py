@@ -40,6 +40,7 @@ Example::
 import re
 from typing import Annotated, Any, NamedTuple, Optional
 
+from kiel._version import __version__
 from kiel.exc import ConfigError
 from kiel.protocol.api import Api, flexible_versions, register
 from kiel.protocol.primitives import Array, Boolean, Int16, Int32, Int64, String
@@ -189,8 +190,6 @@ def api_versions_request(version: int = 0) -> Any:
     if api is None:
         raise ConfigError(f"ApiVersions version {version!r} is not one of {sorted(API_VERSIONS)}")
     if api.request is ApiVersionsRequestV3:
-        from kiel import __version__  # late: kiel's package imports the protocol
-
         return ApiVersionsRequestV3(*client_software("kiel", __version__))
     return api.request()
 
