@@ -245,6 +245,7 @@ class Cluster:
         ConfigError: a bad setting (durations are seconds, and positive).
     """
 
+    @_options.constructor
     def __init__(
         self,
         brokers: Union[str, Sequence[str]],

@@ -150,6 +150,7 @@ class Producer(Client):
         MissingDependencyError: snappy or lz4 compression without cramjam.
     """
 
+    @_options.constructor
     def __init__(
         self,
         brokers: Union[str, Sequence[str]],
