@@ -25,8 +25,12 @@ class ClientOptions(TypedDict, total=False):
     Attributes:
         client_id: sent in every request header (shows up in broker logs;
             default ``"kiel"``).
-        connect_timeout: seconds per connection attempt (10).
-        request_timeout: default seconds to wait for a response (30).
+        connect_timeout: seconds per connection attempt (10), until the
+            connection is ready for requests: TCP, TLS, ApiVersions and SASL
+            together.
+        request_timeout: default seconds to wait for a response (30); also
+            the bound of :meth:`Client.connect` as a whole, every bootstrap
+            broker and retry included.
         metadata_max_age: refresh cluster metadata at least this often (300 s).
         retry_backoff: first retry delay (0.1 s); doubles up to ``max_backoff``.
         max_backoff: largest retry delay (5 s).
@@ -112,8 +116,13 @@ class Client:
     async def connect(self) -> None:
         """Load cluster metadata from the bootstrap brokers.
 
+        Bounded by ``request_timeout`` as a whole; each connection attempt by
+        ``connect_timeout`` (see :meth:`kiel.cluster.Cluster.connect`).
+
         Raises:
-            NoBrokersError: no bootstrap broker answered within the retries.
+            NoBrokersError: no bootstrap broker answered within
+                ``request_timeout`` (or the retries ran out sooner).
+            NotKafkaError: a bootstrap address answered, but not as Kafka.
         """
         await self.cluster.connect()
 
