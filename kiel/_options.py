@@ -25,6 +25,9 @@ import functools
 import inspect
 import math
 import numbers
+import os
+import sys
+import warnings
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
@@ -35,8 +38,8 @@ if TYPE_CHECKING:
 
     _P = ParamSpec("_P")
 
-__all__ = ["constructor", "flag", "integer", "optional", "options_checked", "real", "text",
-           "unknown"]
+__all__ = ["constructor", "deprecated", "flag", "integer", "optional", "options_checked",
+           "real", "text", "unknown"]
 
 T = TypeVar("T")
 _R = TypeVar("_R")
@@ -374,3 +377,24 @@ def _connection_settings() -> set[str]:
     from kiel.client import ClientOptions
 
     return set(ClientOptions.__annotations__)
+
+
+#: kiel's own directory: frames from files under it are not the caller's.
+_KIEL = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def deprecated(message: str) -> None:
+    """Warn with :class:`DeprecationWarning`, pointing at the application's line.
+
+    Strategy: the warning names the first frame outside kiel, however many
+    of kiel's frames lie between (a client's layers, each behind its
+    :func:`constructor` check), instead of a fixed ``stacklevel`` that
+    every new layer would put off by one.
+
+    Args:
+        message: what is deprecated and what to write instead.
+    """
+    level, frame = 2, sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_KIEL):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, DeprecationWarning, stacklevel=level)

@@ -50,7 +50,6 @@ import logging
 import socket
 import ssl
 import time
-import warnings
 from collections.abc import Awaitable, MutableMapping
 from typing import Any, Optional, TypeVar, Union
 
@@ -59,7 +58,7 @@ from tornado.iostream import IOStream, StreamClosedError
 from tornado.locks import Semaphore
 from tornado.tcpclient import TCPClient
 
-from kiel import handshake
+from kiel import _options, handshake
 from kiel._aio import Tasks, within
 from kiel.exc import (
     ConfigError,
@@ -100,8 +99,7 @@ def tls_context(ssl_context: Optional[ssl.SSLContext], ssl_options: Any = None) 
     if ssl_options is not None:
         if ssl_context is not None:
             raise ConfigError("give ssl_context or ssl_options (deprecated), not both")
-        warnings.warn("ssl_options is deprecated: pass ssl_context=ssl.SSLContext(...)",
-                      DeprecationWarning, stacklevel=4)
+        _options.deprecated("ssl_options is deprecated: pass ssl_context=ssl.SSLContext(...)")
         return ssl_options
     if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
         raise ConfigError(
