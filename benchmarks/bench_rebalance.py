@@ -104,7 +104,7 @@ async def lag_sampler(worst: List[float]) -> None:
 async def join_time(bootstrap: str, zk: str, group: str, n: int,
                     tps: List[TopicPartition]) -> Tuple[float, float]:
     def make(i: int) -> GroupedConsumer:
-        return GroupedConsumer(bootstrap, group, zk, topics=[TOPIC], member_id=f"m{i:02d}",
+        return GroupedConsumer(bootstrap, group, zk_hosts=zk, topics=[TOPIC], member_id=f"m{i:02d}",
                                max_wait_time=0.2, commit_interval=None)
 
     members = [make(i) for i in range(n - 1)]

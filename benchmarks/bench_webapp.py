@@ -136,7 +136,7 @@ def _consumer(bootstrap: str, topic: str, max_bytes: int,
     if zk_hosts is None:
         single = SingleConsumer(bootstrap, max_wait_time=0.5, max_bytes=max_bytes)
         return single, lambda: single.stream(topic, start=SingleConsumer.BEGINNING)
-    grouped = GroupedConsumer(bootstrap, f"webapp-{topic}", zk_hosts, topics=[topic],
+    grouped = GroupedConsumer(bootstrap, f"webapp-{topic}", zk_hosts=zk_hosts, topics=[topic],
                               max_wait_time=0.5, max_bytes=max_bytes)
     return grouped, grouped.stream
 

@@ -58,7 +58,7 @@ def member(bootstrap: str, zk_hosts: str, name: str) -> GroupedConsumer:
     return GroupedConsumer(
         bootstrap,
         GROUP,
-        zk_hosts,  # the ZooKeeper the brokers register in (chroot included)
+        zk_hosts=zk_hosts,  # the ZooKeeper the brokers register in (chroot included)
         topics=[TOPIC],
         allocator="sticky",  # or "round_robin" (default), "range", "weighted", a callable
         listener=PrintingListener(name),

@@ -61,7 +61,7 @@ class Clients:
         self.stats = stats
         self.producer = Producer(brokers, linger=0.005)
         self.consumer = GroupedConsumer(
-            brokers, GROUP, zk_hosts, topics=[TOPIC],
+            brokers, GROUP, zk_hosts=zk_hosts, topics=[TOPIC],
             max_wait_time=0.5, commit_interval=1.0, zk_session_timeout=6.0,
         )
         self._work: Optional[asyncio.Task[None]] = None

@@ -30,6 +30,7 @@ from typing import (
 
 from kazoo.exceptions import KazooException, NoNodeError
 
+from kiel import _options
 from kiel.cluster import Cluster
 from kiel.consumer.offsets import (
     EARLIEST,
@@ -259,6 +260,7 @@ async def _zookeeper(hosts: str, timeout: float) -> AsyncIterator[ZooKeeper]:
         await zk.stop()
 
 
+@_options.options_checked
 async def describe_topics(
     brokers: Union[str, Sequence[str]], topics: Sequence[str] = (), **options: Any
 ) -> list[TopicDescription]:
@@ -348,6 +350,7 @@ async def _owners(zk: ZooKeeper, base: str, tps: list[TopicPartition]) -> dict[T
     return owners
 
 
+@_options.options_checked
 async def describe_group(
     brokers: Union[str, Sequence[str]],
     zk_hosts: str,
@@ -379,6 +382,7 @@ async def describe_group(
         return GroupDescription(group, members, await _lag_rows(cluster, tps, owners, committed))
 
 
+@_options.options_checked
 async def reset_group(
     brokers: Union[str, Sequence[str]],
     zk_hosts: str,
@@ -403,6 +407,7 @@ async def reset_group(
     return {TopicPartition(r.topic, r.partition): r.new for r in rows}
 
 
+@_options.options_checked
 async def reset_group_offsets(
     brokers: Union[str, Sequence[str]],
     zk_hosts: str,

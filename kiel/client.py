@@ -3,6 +3,7 @@ import ssl
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional, TypedDict, TypeVar, Union
 
+from kiel import _options
 from kiel.cluster import Cluster
 
 if TYPE_CHECKING:
@@ -24,8 +25,12 @@ class ClientOptions(TypedDict, total=False):
     Attributes:
         client_id: sent in every request header (shows up in broker logs;
             default ``"kiel"``).
-        connect_timeout: seconds per connection attempt (10).
-        request_timeout: default seconds to wait for a response (30).
+        connect_timeout: seconds per connection attempt (10), until the
+            connection is ready for requests: TCP, TLS, ApiVersions and SASL
+            together.
+        request_timeout: default seconds to wait for a response (30); also
+            the bound of :meth:`Client.connect` as a whole, every bootstrap
+            broker and retry included.
         metadata_max_age: refresh cluster metadata at least this often (300 s).
         retry_backoff: first retry delay (0.1 s); doubles up to ``max_backoff``.
         max_backoff: largest retry delay (5 s).
@@ -70,30 +75,6 @@ class ClientOptions(TypedDict, total=False):
     api_version: Any
 
 
-#: Options of kiel 0.9 and of the other clients, with what to write in kiel.
-_SPELLINGS = {
-    "partition_allocator": "allocator",
-    "autocommit": "commit_interval (seconds) or commit_every (records)",
-    "bootstrap_servers": "the first argument, brokers",
-    "group_id": "the second argument, group",
-    "group.id": "the second argument, group",
-    "auto_offset_reset": "offset_reset",
-    "enable_auto_commit": "commit_interval (None: no timed commits)",
-    "auto_commit_interval_ms": "commit_interval, in seconds",
-    "partition_assignment_strategy": "allocator (a name, a callable or a list)",
-    "value_deserializer": "deserializer",
-    "value_serializer": "serializer",
-    "security_protocol": "ssl_context and sasl_mechanism",
-    "sasl_plain_username": "sasl_username",
-    "sasl_plain_password": "sasl_password",
-    "max_poll_records": "max_records",
-    "fetch_max_wait_ms": "max_wait_time, in seconds",
-    "fetch_min_bytes": "min_bytes",
-    "fetch_max_bytes": "max_bytes",
-    "acks": "required_acks",
-}
-
-
 def check_options(client: str, options: Any) -> None:
     """Refuse an option no layer of ``client`` takes, saying what to write instead.
 
@@ -105,17 +86,9 @@ def check_options(client: str, options: Any) -> None:
         ConfigError: an unknown option (kiel 0.9's and the other clients'
             spellings, and their ``*_ms`` settings, get kiel's name).
     """
-    from kiel.exc import ConfigError
-
-    unknown = sorted(set(options) - set(ClientOptions.__annotations__))
-    if not unknown:
-        return
-    name = unknown[0]
-    hint = _SPELLINGS.get(name)
-    if hint is None and name.endswith("_ms"):
-        hint = f"{name[:-3]}, in seconds (kiel's times are seconds)"
-    suggestion = f": kiel's spelling is {hint}" if hint else ""
-    raise ConfigError(f"{client} has no option {name!r}{suggestion}")
+    unknown = set(options) - set(ClientOptions.__annotations__)
+    if unknown:
+        raise _options.unknown(client, unknown, ClientOptions.__annotations__)
 
 
 class Client:
@@ -132,6 +105,7 @@ class Client:
         ConfigError: a bad setting.
     """
 
+    @_options.constructor
     def __init__(
         self, brokers: Union[str, Sequence[str]], **options: "Unpack[ClientOptions]"
     ) -> None:
@@ -142,8 +116,13 @@ class Client:
     async def connect(self) -> None:
         """Load cluster metadata from the bootstrap brokers.
 
+        Bounded by ``request_timeout`` as a whole; each connection attempt by
+        ``connect_timeout`` (see :meth:`kiel.cluster.Cluster.connect`).
+
         Raises:
-            NoBrokersError: no bootstrap broker answered within the retries.
+            NoBrokersError: no bootstrap broker answered within
+                ``request_timeout`` (or the retries ran out sooner).
+            NotKafkaError: a bootstrap address answered, but not as Kafka.
         """
         await self.cluster.connect()
 

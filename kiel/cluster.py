@@ -31,7 +31,7 @@ from typing import (
 from tornado.ioloop import IOLoop
 
 from kiel import _options
-from kiel._aio import Tasks, Wakeup
+from kiel._aio import Tasks, Wakeup, within
 from kiel.connection import Connection, tls_context
 from kiel.exc import (
     ClientClosedError,
@@ -219,8 +219,10 @@ class Cluster:
             to authenticate every connection (:mod:`kiel.sasl`).
         sasl_username: the SASL user.
         sasl_password: the SASL password (never logged or shown).
-        connect_timeout: seconds per connection attempt.
-        request_timeout: default seconds per request.
+        connect_timeout: seconds per connection attempt, until it is ready
+            for requests (TCP, TLS, ApiVersions and SASL together).
+        request_timeout: default seconds per request, and the bound of
+            :meth:`connect` as a whole.
         max_in_flight: pipelined requests per connection.
         metadata_max_age: refresh metadata at least this often (seconds).
         retry_backoff: first backoff delay (seconds); doubles up to ``max_backoff``.
@@ -245,6 +247,7 @@ class Cluster:
         ConfigError: a bad setting (durations are seconds, and positive).
     """
 
+    @_options.constructor
     def __init__(
         self,
         brokers: Union[str, Sequence[str]],
@@ -308,6 +311,8 @@ class Cluster:
         self._tasks = Tasks("kiel-cluster")
         self._refreshing: Optional[asyncio.Task[None]] = None
         self._metadata_time = 0.0
+        #: Why the last round of send_any() found no broker (connect() tells it).
+        self._last_failures = ""
         self._closed = False
         # Fired by close(): retry delays end at once instead of running out.
         self._closing = Wakeup()
@@ -489,18 +494,56 @@ class Cluster:
                 if not e.retriable:
                     raise
                 errors.append(f"{host}:{port}: {e}")
+        self._last_failures = "; ".join(errors)  # for connect()'s deadline
         raise NoBrokersError("no broker answered: " + "; ".join(errors))
 
     # ------------------------------------------------------------------
     # metadata
 
     async def connect(self) -> None:
-        """Load the metadata from the bootstrap brokers.
+        """Load the metadata from the bootstrap brokers, within ``request_timeout``.
+
+        The bootstrap brokers are tried in turn (each connection attempt,
+        TCP, TLS, ApiVersions and SASL together, bounded by
+        ``connect_timeout``), and the list again with backoff, up to
+        ``retries`` times; the whole ends within ``request_timeout``,
+        however many brokers and retries that leaves room for (with the
+        defaults, a port that accepts and never answers is tried three
+        times in 30 s).
 
         Raises:
-            NoBrokersError: no bootstrap broker answered within the retries.
+            NoBrokersError: no bootstrap broker answered within
+                ``request_timeout``, or the retries ran out sooner; the
+                message says why each failed.
+            ProtocolError: a broker answered something that is not Kafka
+                (:class:`~kiel.exc.NotKafkaError` names what it looks like).
         """
-        await self.refresh_metadata()
+        self._check_open()
+        if self._refreshing is None or self._refreshing.done():
+            # Its callers receive its error (quiet: not logged a second time).
+            self._refreshing = self._tasks.spawn(
+                self._bootstrap(), "metadata refresh", quiet=(KielError,)
+            )
+        await asyncio.shield(self._refreshing)
+
+    async def _bootstrap(self) -> None:
+        """The first metadata refresh, bounded by ``request_timeout`` as a whole.
+
+        Raises:
+            NoBrokersError: not done in time, with the last round's failures.
+        """
+        self._last_failures = ""
+        try:
+            await within(self._refresh(), self.request_timeout)
+        except asyncio.TimeoutError as e:
+            # The attempt cut short leaves no connection half-open behind it.
+            for conn in list(self._connections.values()):
+                if not conn.connected:
+                    conn.close()
+            why = f": {self._last_failures}" if self._last_failures else ""
+            raise NoBrokersError(
+                f"no bootstrap broker answered within {self.request_timeout}s "
+                f"(request_timeout){why}") from e
 
     @property
     def metadata_age(self) -> float:

@@ -24,6 +24,14 @@ connecting, and checks the broker's certificate and host name as the context
 says. A handshake that fails raises :class:`~kiel.exc.TlsError` (not
 retriable: the same context fails again).
 
+Connecting is bounded as a whole: the TCP (and TLS) connection, the
+ApiVersions exchange (and the reconnect a 0.8 broker needs) and SASL are
+all done within ``connect_timeout`` of the start, or the attempt fails with
+:class:`~kiel.exc.ConnectTimeoutError`; each exchange also waits at most
+``request_timeout``, like any request. A port that accepts and never answers
+(a listener of something else, a half-dead broker) thus fails within
+``connect_timeout``, and the message names the bound that ran out.
+
 SASL follows the versions, on every new connection and before any other
 request (as Kafka's clients do): SaslHandshake v1 names the mechanism, then
 SaslAuthenticate carries the messages of :mod:`kiel.sasl`'s state machine
@@ -42,7 +50,6 @@ import logging
 import socket
 import ssl
 import time
-import warnings
 from collections.abc import Awaitable, MutableMapping
 from typing import Any, Optional, TypeVar, Union
 
@@ -51,7 +58,7 @@ from tornado.iostream import IOStream, StreamClosedError
 from tornado.locks import Semaphore
 from tornado.tcpclient import TCPClient
 
-from kiel import handshake
+from kiel import _options, handshake
 from kiel._aio import Tasks, within
 from kiel.exc import (
     ConfigError,
@@ -92,8 +99,7 @@ def tls_context(ssl_context: Optional[ssl.SSLContext], ssl_options: Any = None) 
     if ssl_options is not None:
         if ssl_context is not None:
             raise ConfigError("give ssl_context or ssl_options (deprecated), not both")
-        warnings.warn("ssl_options is deprecated: pass ssl_context=ssl.SSLContext(...)",
-                      DeprecationWarning, stacklevel=4)
+        _options.deprecated("ssl_options is deprecated: pass ssl_context=ssl.SSLContext(...)")
         return ssl_options
     if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
         raise ConfigError(
@@ -139,8 +145,10 @@ class Connection:
         broker_id: the broker's node id, for error context (``None`` while
             bootstrapping).
         client_id: sent in every request header.
-        connect_timeout: seconds to establish the TCP (and TLS) connection.
-        request_timeout: default seconds to wait for a response.
+        connect_timeout: seconds until the connection is ready for requests:
+            TCP, TLS, ApiVersions and SASL together.
+        request_timeout: default seconds to wait for a response (each
+            exchange while connecting waits at most this long too).
         max_in_flight: requests sent and not yet answered, at most; further
             :meth:`send` calls wait for a slot.
         ssl_options: an ``ssl.SSLContext`` (or Tornado's dict form) to use TLS
@@ -198,6 +206,8 @@ class Connection:
         self._closed = False
         self._close_error: Optional[KielError] = None
         self._connecting: Optional[asyncio.Task[None]] = None
+        #: When the connection attempt under way must be ready, on the loop's clock.
+        self._ready_by = 0.0
         # The connect attempt and the reader; both end once the stream closes.
         self._tasks = Tasks(f"kiel-connection-{host}:{port}")
 
@@ -227,7 +237,12 @@ class Connection:
         """Open the TCP (or TLS) connection; concurrent callers share one attempt.
 
         Raises:
-            ConnectTimeoutError: not connected within ``connect_timeout``.
+            ConnectTimeoutError: not ready for requests within
+                ``connect_timeout`` (TCP, TLS, ApiVersions and SASL together).
+            RequestTimeoutError: an exchange while connecting went
+                unanswered for ``request_timeout`` (when that is shorter).
+            NotKafkaError: the peer answered, but not in Kafka's protocol
+                (the message says what its bytes look like).
             KielConnectionError: refused, unreachable, or already closed.
         """
         if self._closed:
@@ -240,6 +255,7 @@ class Connection:
         await _shielded(self._connecting)
 
     async def _connect(self) -> None:
+        self._ready_by = asyncio.get_running_loop().time() + self.connect_timeout
         stream = await self._open()
         if self.versions is None:
             known = self._known.get((self.host, self.port)) if self._known is not None else None
@@ -269,13 +285,19 @@ class Connection:
             ConnectTimeoutError: not connected within ``connect_timeout``.
             KielConnectionError: refused, unreachable, or closed meanwhile.
         """
+        # The second open (after a 0.8 broker closed on ApiVersions) gets
+        # what is left of the attempt's connect_timeout.
+        left = self._ready_by - asyncio.get_running_loop().time()
         try:
+            if left <= 0:
+                raise gen.TimeoutError()
             stream = await TCPClient().connect(
-                self.host, self.port, ssl_options=self.ssl_options, timeout=self.connect_timeout
+                self.host, self.port, ssl_options=self.ssl_options, timeout=left
             )
         except gen.TimeoutError as e:
             err: KielError = ConnectTimeoutError(
-                f"no connection within {self.connect_timeout}s", **self._context()
+                f"no connection within {self.connect_timeout}s (connect_timeout)",
+                reason=CloseReason.CONNECT_FAILED.value, **self._context()
             )
             self._fail(CloseReason.CONNECT_FAILED, err)
             raise err from e
@@ -320,7 +342,7 @@ class Connection:
         self.probed = True
         ranges = await self._before_ready(
             stream, handshake.ask_versions(stream, self._own_framing()), "ApiVersions",
-            f"no ApiVersions answer within {self.request_timeout}s",
+            "no ApiVersions answer",
         )
         if ranges is None:
             # DEBUG: every connection to a 0.8 broker meets this, and it is
@@ -347,12 +369,14 @@ class Connection:
             AuthenticationError: refused (a wrong password, a mechanism the
                 broker does not enable) or the server failed SCRAM's check.
             RequestTimeoutError: the exchange took longer than ``request_timeout``.
+            ConnectTimeoutError: the connection was not ready within
+                ``connect_timeout``.
             KielConnectionError: the broker closed the connection meanwhile.
         """
         assert self.versions is not None  # negotiated, remembered or pinned first
         await self._before_ready(
             stream, handshake.authenticate(stream, self._own_framing(), sasl, self.versions),
-            "SaslAuthenticate", f"SASL {sasl.mechanism} not done within {self.request_timeout}s",
+            "SaslAuthenticate", f"SASL {sasl.mechanism} not done",
         )
         log.debug("%r authenticated with SASL %s", self, sasl.mechanism)
 
@@ -366,24 +390,45 @@ class Connection:
     ) -> _T:
         """Run one exchange of :mod:`kiel.handshake` on ``stream``.
 
-        Strategy: a request like any other, the exchange is bounded as a
-        whole by ``request_timeout``, so a broker that accepts but hangs fails
-        as it would for any request. Any failure closes the stream and the
-        connection, and is marked ``reason="connect failed"``: nothing the
-        caller sent was written yet.
+        Strategy: a request like any other, the exchange waits at most
+        ``request_timeout``; and it is part of connecting, so it ends by the
+        attempt's ``connect_timeout`` too (whichever comes first), and a
+        broker that accepts but hangs fails within ``connect_timeout``. Any
+        failure closes the stream and the connection, and is marked
+        ``reason="connect failed"``: nothing the caller sent was written yet.
+
+        Args:
+            stream: the stream being set up.
+            exchange: the exchange (a coroutine of :mod:`kiel.handshake`).
+            api: the request's name, for the error's context.
+            too_slow: what did not happen (``"no ApiVersions answer"``); the
+                bound that ran out is added.
 
         Raises:
-            RequestTimeoutError: not done within ``request_timeout`` (``too_slow``).
+            RequestTimeoutError: not done within ``request_timeout``.
+            ConnectTimeoutError: not done by the end of ``connect_timeout``.
             KielError: the exchange's typed error, with the connection's context.
         """
         self._opening = stream  # close() closes it too
+        left = self._ready_by - asyncio.get_running_loop().time()
+        bound = min(self.request_timeout, max(0.0, left))
         try:
-            result = await within(exchange, self.request_timeout)
+            result = await within(exchange, bound)
         except asyncio.TimeoutError as e:
             stream.close()
-            err: KielError = RequestTimeoutError(
-                too_slow, api=api, reason=CloseReason.CONNECT_FAILED.value, **self._context()
-            )
+            err: KielError
+            if bound < self.request_timeout:
+                # The first request unanswered: the port may not be Kafka's at all.
+                hint = (": the peer accepted the connection and answered nothing (is it a "
+                        "Kafka listener?)" if api == "ApiVersions" else "")
+                err = ConnectTimeoutError(
+                    f"{too_slow}: the connection was not ready within {self.connect_timeout}s "
+                    f"(connect_timeout){hint}", api=api, reason=CloseReason.CONNECT_FAILED.value,
+                    **self._context())
+            else:
+                err = RequestTimeoutError(
+                    f"{too_slow} within {self.request_timeout}s (request_timeout)", api=api,
+                    reason=CloseReason.CONNECT_FAILED.value, **self._context())
             self._fail(CloseReason.REQUEST_TIMEOUT, err)
             raise err from e
         except KielError as e:

@@ -135,7 +135,7 @@ class GroupTour:
         consumer = self.consumers[name] = GroupedConsumer(
             self.bootstrap,
             "demo-group",
-            self.zk_hosts,
+            zk_hosts=self.zk_hosts,
             topics=[TOPIC],
             listener=ShowMoves(name),
             member_id=name,

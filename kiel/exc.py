@@ -90,6 +90,12 @@ class ConfigError(KielError, ValueError):
     """A setting or argument is invalid."""
 
 
+class ArgumentError(ConfigError, TypeError):
+    """An argument given by position where the call takes it only by name
+    (``GroupedConsumer(brokers, group, ["t"])``); the message says how to
+    write it. A :class:`TypeError` too, as Python's own for a bad call."""
+
+
 class SerializationError(KielError, TypeError):
     """A key or value is not ``bytes`` and no serializer was set, or the
     serializer failed or returned something other than ``bytes``."""
@@ -122,6 +128,12 @@ class TruncatedError(ProtocolError):
 
 class FrameTooLargeError(ProtocolError):
     """A frame's size prefix is negative or over the configured maximum."""
+
+
+class NotKafkaError(FrameTooLargeError):
+    """The peer's answer is not Kafka at all: its first bytes look like another
+    protocol (HTTP, a TLS record, SSH...), which the message names; a wrong
+    port, or a TLS listener reached without ``ssl_context``."""
 
 
 class CorrelationIdError(ProtocolError):

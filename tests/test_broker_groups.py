@@ -260,7 +260,8 @@ def test_each_coordinators_options_are_refused_by_the_other() -> None:
     with pytest.raises(ConfigError, match="zk_session_timeout.*pass zk_hosts"):
         GroupedConsumer("127.0.0.1:1", "g", topics=["t"], zk_session_timeout=5.0)
     with pytest.raises(ConfigError, match="session_timeout.*leave zk_hosts out"):
-        GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181", topics=["t"], session_timeout=5.0)
+        GroupedConsumer("127.0.0.1:1", "g", zk_hosts="127.0.0.1:2181", topics=["t"],
+                        session_timeout=5.0)
     with pytest.raises(ConfigError, match="group_instance_id"):
         GroupedConsumer("127.0.0.1:1", "g", topics=["t"], member_id="me")
     with pytest.raises(ConfigError, match="heartbeat_interval"):
@@ -272,10 +273,11 @@ def test_each_coordinators_options_are_refused_by_the_other() -> None:
         GroupedConsumer("127.0.0.1:1", "g", topics=["t"],
                         allocator=["cooperative-sticky", "roundrobin"])
     with pytest.raises(ConfigError, match="preference list"):
-        GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181", topics=["t"],
+        GroupedConsumer("127.0.0.1:1", "g", zk_hosts="127.0.0.1:2181", topics=["t"],
                         allocator=["range", "sticky"])
     with pytest.raises(ConfigError, match="join_timeout"):
-        GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181", topics=["t"], join_timeout=-1)
+        GroupedConsumer("127.0.0.1:1", "g", zk_hosts="127.0.0.1:2181", topics=["t"],
+                        join_timeout=-1)
 
 
 # --------------------------------------------------------------------------

@@ -184,7 +184,7 @@ def test_missing_brokers_is_a_usage_error() -> None:
 
 
 async def _run_group(cluster: Any, group: str, topic: str, count: int) -> Dict[str, Any]:
-    consumer = GroupedConsumer(cluster.bootstrap, group, cluster.zookeeper, topics=[topic],
+    consumer = GroupedConsumer(cluster.bootstrap, group, zk_hosts=cluster.zookeeper, topics=[topic],
                                max_wait_time=0.2, commit_interval=None)
     await consumer.connect()
     seen = 0
@@ -269,7 +269,7 @@ def test_group_describe_agrees_with_the_members_own_views(
         async with Producer(kafka_cluster.bootstrap, linger=0.005) as producer:
             await asyncio.gather(*(producer.produce(topic, b"v", partition=p)
                                    for p, n in enumerate([3, 6, 9, 12]) for _ in range(n)))
-        members = [GroupedConsumer(kafka_cluster.bootstrap, group, zk, topics=[topic],
+        members = [GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts=zk, topics=[topic],
                                    member_id=name, max_wait_time=0.2, commit_interval=None,
                                    auto_finish=False, revoke_timeout=1.0)
                    for name in ("a", "b")]

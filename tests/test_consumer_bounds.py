@@ -27,7 +27,7 @@ OFFSET_LATENCY = 15.0
 def zk_member(cluster: Any, group: str, topic: str) -> GroupedConsumer:
     """A ZooKeeper group member of the embedded cluster, with this file's bounds."""
     return GroupedConsumer(
-        cluster.bootstrap, group, cluster.zookeeper, topics=[topic],
+        cluster.bootstrap, group, zk_hosts=cluster.zookeeper, topics=[topic],
         max_wait_time=MAX_WAIT, request_timeout=REQUEST_TIMEOUT,
         offset_reset="earliest", zk_session_timeout=6.0, auto_finish=True)
 

@@ -679,8 +679,8 @@ def test_millisecond_max_wait_time_from_kiel_09_is_refused(cls_name):
     args: tuple = ("127.0.0.1:1",)
     options = {}
     if cls_name == "GroupedConsumer":
-        args += ("g", "127.0.0.1:2181")
-        options["topics"] = ["t"]
+        args += ("g",)
+        options.update(zk_hosts="127.0.0.1:2181", topics=["t"])
     with pytest.raises(ConfigError, match="kiel 0.9 took milliseconds: 1000 ms is 1 s"):
         cls(*args, max_wait_time=1000, **options)
     cls(*args, max_wait_time=60, **options)  # the largest accepted
@@ -699,7 +699,7 @@ def test_importing_the_consumers_does_not_import_kazoo():
         "from kiel.consumer import SingleConsumer, ConsumerRebalanceListener, BEGINNING\n"
         "from kiel.consumer import GroupedConsumer\n"
         "assert 'kazoo' not in sys.modules, 'kazoo imported'\n"
-        "GroupedConsumer('127.0.0.1:1', 'g', '127.0.0.1:2181', topics=['t'])\n"
+        "GroupedConsumer('127.0.0.1:1', 'g', zk_hosts='127.0.0.1:2181', topics=['t'])\n"
         "assert 'kazoo' in sys.modules\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -797,11 +797,11 @@ def test_a_zookeeper_groups_settings_are_checked_at_construction(options, messag
     options = {"zk_hosts": "127.0.0.1:2181", **options}
     zk_hosts = options.pop("zk_hosts")
     with pytest.raises(ConfigError, match=re.escape(message)):
-        GroupedConsumer("127.0.0.1:1", "g", zk_hosts, topics=["t"], **options)
+        GroupedConsumer("127.0.0.1:1", "g", zk_hosts=zk_hosts, topics=["t"], **options)
 
 
 def test_the_zookeeper_password_stays_out_of_repr():
-    consumer = GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181/kiel", topics=["t"],
+    consumer = GroupedConsumer("127.0.0.1:1", "g", zk_hosts="127.0.0.1:2181/kiel", topics=["t"],
                                zk_auth="tenant:hunter2")
     assert "hunter2" not in repr(consumer.group_settings)
     assert "tenant:***" in repr(consumer.group_settings)

@@ -99,7 +99,7 @@ def test_close_waits_for_held_records_zookeeper(kafka_cluster: Any, topic_factor
     group = unique("g")
 
     def make(**options: Any) -> GroupedConsumer:
-        return GroupedConsumer(kafka_cluster.bootstrap, group, kafka_cluster.zookeeper,
+        return GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts=kafka_cluster.zookeeper,
                                topics=[topic], max_wait_time=0.2, zk_session_timeout=6.0,
                                **options)
 
@@ -132,7 +132,7 @@ def test_close_does_not_wait_for_records_of_a_task_that_ended(
     async def main() -> None:
         async with Producer(kafka_cluster.bootstrap) as producer:
             await asyncio.gather(*(producer.produce(topic, b"x") for _ in range(10)))
-        c = GroupedConsumer(kafka_cluster.bootstrap, group, kafka_cluster.zookeeper,
+        c = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts=kafka_cluster.zookeeper,
                             topics=[topic], max_wait_time=0.2, zk_session_timeout=6.0,
                             revoke_timeout=30.0, commit_interval=None)
         await c.connect()
@@ -159,7 +159,7 @@ def test_close_does_not_wait_for_records_of_a_task_that_ended(
         await c.close()
         assert time.monotonic() - started < 10, "close() waited for an ended task's records"
         committed = 0 if cancelled else 10
-        d = GroupedConsumer(kafka_cluster.bootstrap, group, kafka_cluster.zookeeper,
+        d = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts=kafka_cluster.zookeeper,
                             topics=[topic], max_wait_time=0.2, zk_session_timeout=6.0)
         async with d:
             assert await d.committed(topic, 0) in ((None, 0) if cancelled else (committed,))

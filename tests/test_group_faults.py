@@ -61,7 +61,7 @@ def grouped(
     options.setdefault("max_wait_time", 0.2)
     options.setdefault("zk_session_timeout", 6.0)
     options.setdefault("commit_interval", 1.0)
-    return GroupedConsumer(cluster.bootstrap, group, zk_hosts, topics=topics, **options)
+    return GroupedConsumer(cluster.bootstrap, group, zk_hosts=zk_hosts, topics=topics, **options)
 
 
 @pytest.mark.parametrize("noticed", [True, False], ids=["suspended", "unnoticed"])

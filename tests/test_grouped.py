@@ -35,7 +35,8 @@ def grouped(cluster: Any, group: str, topics: Any, **options: Any) -> GroupedCon
     options.setdefault("max_wait_time", 0.2)
     options.setdefault("zk_session_timeout", 6.0)
     options.setdefault("commit_interval", 1.0)
-    return GroupedConsumer(cluster.bootstrap, group, cluster.zookeeper, topics=topics, **options)
+    return GroupedConsumer(cluster.bootstrap, group, zk_hosts=cluster.zookeeper, topics=topics,
+                           **options)
 
 
 class LoopLag:

@@ -95,7 +95,8 @@ def test_a_member_waits_while_kiel_09_members_are_live_then_joins(kafka_cluster,
         await produce(kafka_cluster, topic, 10)
         # Where the 0.9 members got to: the 1.x member starts there.
         await loop.run_in_executor(None, commit_as_09, kafka_cluster, group, topic, {0: 4, 1: 7})
-        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts, topics=[topic],
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts=zk_hosts,
+                                   topics=[topic],
                                    max_wait_time=0.2, join_timeout=60.0)
         connecting = asyncio.ensure_future(consumer.connect())
         try:
@@ -135,7 +136,8 @@ def test_the_wait_is_bounded_by_join_timeout_and_names_the_old_members(
     old = OldMember(zk_hosts, group, topic, 1)
 
     async def main() -> None:
-        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts, topics=[topic],
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts=zk_hosts,
+                                   topics=[topic],
                                    join_timeout=2.0)
         try:
             with pytest.raises(LegacyGroupError) as raised:
@@ -163,7 +165,8 @@ def test_a_09_group_whose_members_all_stopped_is_no_obstacle(kafka_cluster, topi
     OldMember(zk_hosts, group, topic, 1).stop()
 
     async def main() -> None:
-        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts, topics=[topic],
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts=zk_hosts,
+                                   topics=[topic],
                                    join_timeout=30.0)
         try:
             await consumer.connect()
@@ -193,7 +196,8 @@ def test_a_read_cut_off_while_waiting_is_made_again_after_the_reconnect(
         loop = asyncio.get_running_loop()
         # A long session: kazoo's pings (every third of it) stay out of the
         # way of the one read the test holds.
-        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, proxy.address + slash + chroot,
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group,
+                                   zk_hosts=proxy.address + slash + chroot,
                                    topics=[topic], zk_session_timeout=30.0, join_timeout=60.0)
         connecting = asyncio.ensure_future(consumer.connect())
         try:
@@ -267,7 +271,8 @@ def test_a_09_member_started_later_stops_fetching_until_it_goes(kafka_cluster, t
     async def main() -> None:
         nonlocal old
         loop = asyncio.get_running_loop()
-        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts, topics=[topic],
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts=zk_hosts,
+                                   topics=[topic],
                                    max_wait_time=0.1, commit_interval=0.2, auto_finish=False)
         await consumer.connect()
         try:
@@ -377,7 +382,8 @@ def test_a_09_member_that_starts_while_the_session_is_lost_is_seen_after_it(
     async def main() -> None:
         nonlocal old
         loop = asyncio.get_running_loop()
-        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, proxy.address + slash + chroot,
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group,
+                                   zk_hosts=proxy.address + slash + chroot,
                                    topics=[topic], max_wait_time=0.1, zk_session_timeout=4.0)
         await consumer.connect()
         try:
@@ -447,7 +453,7 @@ def test_a_members_znode_the_member_may_not_read_fails_connect(kafka_cluster, to
     forbid(kafka_cluster.zookeeper, group)
 
     async def main() -> None:
-        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, kafka_cluster.zookeeper,
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, zk_hosts=kafka_cluster.zookeeper,
                                    topics=[topic])
         try:
             with pytest.raises(ZooKeeperError, match="NoAuth"):
@@ -477,7 +483,8 @@ def test_a_refused_read_after_joining_is_said_once_and_consuming_goes_on(
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        consumer = GroupedConsumer(kafka_cluster.bootstrap, group, proxy.address + slash + chroot,
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group,
+                                   zk_hosts=proxy.address + slash + chroot,
                                    topics=[topic], max_wait_time=0.1, zk_session_timeout=4.0)
         await consumer.connect()
         try:

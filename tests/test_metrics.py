@@ -199,7 +199,8 @@ def test_grouped_consumer_reports_rebalances_zookeeper_and_ownership(kafka_clust
 
     async def main() -> Tuple[Any, GroupedConsumerMetrics]:
         consumer = GroupedConsumer(kafka_cluster.bootstrap, unique("metrics"),
-                                   kafka_cluster.zookeeper, topics=[topic], max_wait_time=0.2)
+                                   zk_hosts=kafka_cluster.zookeeper, topics=[topic],
+                                   max_wait_time=0.2)
         before = consumer.metrics()
         async with consumer:
             await consumer.consume()
@@ -274,7 +275,8 @@ def test_prometheus_samples_carry_the_groups_name(kafka_cluster, topic_factory):
             for value in _values(10):
                 producer.produce(topic, value)
             await producer.flush()
-            consumer = GroupedConsumer(kafka_cluster.bootstrap, group, kafka_cluster.zookeeper,
+            consumer = GroupedConsumer(kafka_cluster.bootstrap, group,
+                                       zk_hosts=kafka_cluster.zookeeper,
                                        topics=[topic], max_wait_time=0.2)
             async with consumer:
                 seen = 0

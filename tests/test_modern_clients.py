@@ -771,7 +771,7 @@ def test_grouped_consumer_on_tansu_with_a_zookeeper_only_for_the_group(
     hosts = f"{zookeeper.hosts}/{unique('kiel-groups')}"
 
     def member(name: str) -> GroupedConsumer:
-        return GroupedConsumer(tansu_broker.bootstrap, group, hosts, topics=[topic],
+        return GroupedConsumer(tansu_broker.bootstrap, group, zk_hosts=hosts, topics=[topic],
                                member_id=name, max_wait_time=0.2, commit_interval=None,
                                zk_session_timeout=6.0)
 
@@ -817,7 +817,8 @@ def test_partitions_from_is_checked() -> None:
     from kiel.consumer import GroupedConsumer
 
     with pytest.raises(ConfigError, match="partitions_from"):
-        GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2", topics=["t"], partitions_from="kafka")
+        GroupedConsumer("127.0.0.1:1", "g", zk_hosts="127.0.0.1:2", topics=["t"],
+                        partitions_from="kafka")
 
 
 # --------------------------------------------------------------------------

@@ -29,7 +29,7 @@ def broker_group(**options):
 
 
 def zk_group(**options):
-    return GroupedConsumer("127.0.0.1:1", "g", "127.0.0.1:2181", topics=["t"], **options)
+    return GroupedConsumer("127.0.0.1:1", "g", zk_hosts="127.0.0.1:2181", topics=["t"], **options)
 
 
 #: The connection settings every client passes on to Cluster.
@@ -167,7 +167,7 @@ def test_ordinary_values_of_every_kind_are_accepted():
 @pytest.mark.parametrize("group", [None, 123, b"g", "", "a/b"])
 @pytest.mark.parametrize("make", [
     lambda group: GroupedConsumer("127.0.0.1:1", group, topics=["t"]),
-    lambda group: GroupedConsumer("127.0.0.1:1", group, "127.0.0.1:2181", topics=["t"]),
+    lambda group: GroupedConsumer("127.0.0.1:1", group, zk_hosts="127.0.0.1:2181", topics=["t"]),
 ])
 def test_a_bad_group_name_is_a_config_error(make, group):
     with pytest.raises(ConfigError, match="group"):
@@ -217,3 +217,102 @@ def test_the_helpers_say_what_the_option_must_be():
     assert optional(integer, "n", None, at_least=1) is None
     assert optional(integer, "n", 5, at_least=1) == 5
     assert text("s", "", empty=True) == ""
+
+
+# --------------------------------------------------------------------------
+# The call itself: other clients' names, and arguments given by position
+
+
+@pytest.mark.parametrize("make,expected", [
+    # aiokafka's commonest names, where kiel's required arguments go: a bare
+    # TypeError ("missing 1 required positional argument") before.
+    (lambda: Producer(bootstrap_servers="h:1"),
+     ["no option 'bootstrap_servers': kiel's spelling is the first argument, brokers"]),
+    (lambda: SingleConsumer(bootstrap_servers="h:1", value_deserializer=bytes),
+     ["the first argument, brokers", "no option 'value_deserializer': kiel's spelling is "
+      "deserializer"]),
+    (lambda: GroupedConsumer(bootstrap_servers="h:1", group_id="g", topics=["t"]),
+     ["no option 'bootstrap_servers': kiel's spelling is the first argument, brokers",
+      "no option 'group_id': kiel's spelling is the second argument, group"]),
+    (lambda: GroupedConsumer("h:1", group_id="g", topics=["t"], auto_offset_reset="earliest"),
+     ["the second argument, group", "'auto_offset_reset': kiel's spelling is offset_reset"]),
+    # confluent-kafka's dotted names, and what kiel takes instead.
+    (lambda: SingleConsumer("h:1", **{"client.id": "c", "sasl.username": "u"}),
+     ["'client.id': kiel's spelling is client_id", "'sasl.username': kiel's spelling is "
+      "sasl_username"]),
+    (lambda: Producer("h:1", **{"bootstrap.servers": "h:1", "compression.type": "gzip"}),
+     ["the first argument, brokers", "'compression.type': kiel's spelling is compression"]),
+    (lambda: GroupedConsumer("h:1", "g", topics=["t"], **{"session.timeout.ms": 6000}),
+     ["'session.timeout.ms': kiel's spelling is session_timeout, in seconds"]),
+    # A name kiel has no counterpart of says what to do instead.
+    (lambda: Producer("h:1", group_id="g"), ["a Producer belongs to no group", "drop it"]),
+    (lambda: SingleConsumer("h:1", check_crcs=True), ["kiel always checks CRCs"]),
+    (lambda: Producer("h:1", enable_idempotence=True), ["not idempotent"]),
+    (lambda: Producer("h:1", ssl_cafile="ca.pem"), ["ssl_context"]),
+])
+def test_another_clients_option_names_kiels_spelling_before_the_call_is_bound(make, expected):
+    with pytest.raises(ConfigError) as raised:
+        make()
+    for text in expected:
+        assert text in str(raised.value)
+
+
+def test_a_list_in_third_place_is_refused_naming_topics_and_zk_hosts():
+    # It was taken as zk_hosts (the ZooKeeper coordinator chosen by a list of
+    # topics): "give either topics or pattern", or with topics= given, a
+    # complaint about ZooKeeper hosts.
+    from kiel.exc import ArgumentError
+
+    with pytest.raises(ArgumentError) as raised:
+        GroupedConsumer("h:1", "g", ["svc"])
+    message = str(raised.value)
+    assert "GroupedConsumer takes 2 positional arguments (brokers, group)" in message
+    assert "topics=['svc']" in message and "zk_hosts=" in message
+    assert isinstance(raised.value, TypeError) and isinstance(raised.value, ConfigError)
+    with pytest.raises(ArgumentError, match=re.escape("topics=['svc']")):
+        GroupedConsumer("h:1", "g", ["svc"], topics=["svc"])
+
+
+@pytest.mark.parametrize("third,spelled", [
+    ("zk1:2181,zk2:2181/kiel", "zk_hosts='zk1:2181,zk2:2181/kiel'"),
+    (["zk1:2181", "zk2:2181"], "zk_hosts='zk1:2181,zk2:2181'"),  # kiel 0.9's list
+])
+def test_kiel_09s_third_argument_is_refused_naming_zk_hosts(third, spelled):
+    from kiel.exc import ArgumentError
+
+    with pytest.raises(ArgumentError, match=re.escape(spelled)):
+        GroupedConsumer("h:1", "g", third, topics=["t"])
+    GroupedConsumer("h:1", "g", zk_hosts="zk1:2181", topics=["t"])  # named: taken
+
+
+def test_only_brokers_and_group_are_positional_in_the_signature():
+    import inspect
+
+    params = inspect.signature(GroupedConsumer).parameters.values()
+    assert [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD] == ["brokers", "group"]
+    assert [p.name for p in inspect.signature(Producer).parameters.values()
+            if p.kind is p.POSITIONAL_OR_KEYWORD] == ["brokers"]
+
+
+def test_an_option_by_position_says_to_name_it():
+    from kiel.exc import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"Producer takes 1 positional argument \(brokers\)"):
+        Producer("h:1", bytes)
+    with pytest.raises(ArgumentError, match="SingleConsumer takes 1 positional argument"):
+        SingleConsumer("h:1", bytes)
+
+
+def test_the_cluster_and_the_admin_functions_name_kiels_spelling_too():
+    import asyncio
+
+    from kiel import admin
+    from kiel.cluster import Cluster
+
+    with pytest.raises(ConfigError, match="kiel's spelling is the first argument, brokers"):
+        Cluster(bootstrap_servers="h:1")
+    with pytest.raises(ConfigError, match="'request_timeout_ms': kiel's spelling is "
+                                          "request_timeout, in seconds"):
+        asyncio.run(admin.describe_topics("h:1", request_timeout_ms=100))
+    with pytest.raises(ConfigError, match="kiel's spelling is the third argument, group"):
+        asyncio.run(admin.describe_group("h:1", "z:2181", group_id="g"))

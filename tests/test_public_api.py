@@ -84,7 +84,7 @@ def test_client_options_are_exactly_the_cluster_settings() -> None:
      "the second argument, group"),
     (lambda **o: GroupedConsumer("h:1", "g", topics=["t"], **o), "partition_allocator",
      "allocator"),
-    (lambda **o: GroupedConsumer("h:1", "g", "h:2", topics=["t"], **o), "autocommit",
+    (lambda **o: GroupedConsumer("h:1", "g", zk_hosts="h:2", topics=["t"], **o), "autocommit",
      "commit_interval"),
     (lambda **o: SingleConsumer("h:1", **o), "auto_offset_reset", "offset_reset"),
     (lambda **o: SingleConsumer("h:1", **o), "bootstrap_servers", "the first argument"),

@@ -204,7 +204,7 @@ def test_every_client_takes_the_security_options() -> None:
     options: Dict[str, Any] = dict(ssl_context=context, sasl_mechanism="SCRAM-SHA-256",
                                    sasl_username="alice", sasl_password="hunter2")
     clients = [Producer("h:1", **options), SingleConsumer("h:1", **options),
-               GroupedConsumer("h:1", "group", "zk:2181", topics=["t"], **options)]
+               GroupedConsumer("h:1", "group", zk_hosts="zk:2181", topics=["t"], **options)]
     for client in clients:
         cluster = client.cluster
         assert cluster.ssl_options is context

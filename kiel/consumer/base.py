@@ -215,6 +215,7 @@ class _BaseConsumer(Client):
         ConfigError: a bad setting.
     """
 
+    @_options.constructor
     def __init__(
         self,
         brokers: Union[str, Sequence[str]],

@@ -86,14 +86,14 @@ class GroupedConsumer(_BaseConsumer):
         brokers: bootstrap list, ``["host", "host:port", ...]`` or a
             comma-separated string.
         group: the consumer group.
-        zk_hosts: *ZooKeeper*: connection string ``"host:port,...[/chroot]"``
-            of the ensemble the brokers register in (the broker stores v0
-            offsets there too). ``None`` (default): the brokers coordinate.
         topics: topic names to consume (or one name).
         pattern: instead of ``topics``: a regex (string or compiled) matched in
             full against every topic (``/brokers/topics`` in ZooKeeper, the
             brokers' metadata otherwise); new matching topics join as they
             appear.
+        zk_hosts: *ZooKeeper*: connection string ``"host:port,...[/chroot]"``
+            of the ensemble the brokers register in (the broker stores v0
+            offsets there too). ``None`` (default): the brokers coordinate.
         allocator: ``"round_robin"`` (default), ``"range"``, ``"sticky"``,
             ``"weighted"`` (by each member's ``capacity``, read from its
             registration), another registered name, or a callable
@@ -180,8 +180,19 @@ class GroupedConsumer(_BaseConsumer):
             ``"earliest"`` (default), ``"latest"``, or ``"raise"``
             (:class:`~kiel.exc.OffsetResetError` from :meth:`consume`).
 
+    Only ``brokers`` and ``group`` are taken by position; every other
+    argument, ``topics`` and ``zk_hosts`` included, by name (kiel 0.9 took
+    ``zk_hosts`` third: ``GroupedConsumer(brokers, group, ["svc"])`` is an
+    :class:`~kiel.exc.ArgumentError` that says which name to write, never a
+    list of topics taken for ZooKeeper hosts). The coordinator's own
+    settings are named so that they can move, as they are, into a
+    coordinator object later.
+
     Raises:
-        ConfigError: a bad setting.
+        ConfigError: a bad setting, or an option of another client (such
+            as aiokafka's ``bootstrap_servers`` or ``group_id``), with kiel's
+            spelling.
+        ArgumentError: a third argument given by position.
     """
 
     #: :meth:`seek_to` the oldest offset the broker still holds.
@@ -189,14 +200,34 @@ class GroupedConsumer(_BaseConsumer):
     #: :meth:`seek_to` the end: only messages produced from now on.
     END = END
 
+    @staticmethod
+    def _misplaced(extra: tuple[Any, ...]) -> str:
+        """What arguments past ``group`` given by position were meant to be
+        (the :class:`~kiel.exc.ArgumentError`'s advice)."""
+        third, rest = extra[0], extra[1:]
+        more = f" (and give {', '.join(map(repr, rest))} by name)" if rest else ""
+        hosts: Optional[str] = None
+        if isinstance(third, str) and ":" in third:  # "zk1:2181,zk2:2181[/chroot]"
+            hosts = third
+        elif (isinstance(third, (list, tuple)) and third
+              and all(isinstance(h, str) and ":" in h for h in third)):
+            hosts = ",".join(third)  # kiel 0.9's list of ZooKeeper hosts
+        if hosts is not None:
+            return (f"zk_hosts={hosts!r} for a group kept in ZooKeeper (kiel 0.9 took it "
+                    f"third), or topics=[...] for the topics to consume{more}")
+        topics = [third] if isinstance(third, str) else third
+        return (f"topics={topics!r} for the topics to consume, or zk_hosts='host:port,...' "
+                f"for a group kept in ZooKeeper (kiel 0.9 took it third){more}")
+
+    @_options.constructor
     def __init__(
         self,
         brokers: Union[str, Sequence[str]],
         group: str,
-        zk_hosts: Optional[str] = None,
         *,
         topics: Optional[Topics] = None,
         pattern: Union[str, Pattern[str], None] = None,
+        zk_hosts: Optional[str] = None,
         allocator: Union[str, Callable[..., Any], Sequence[Any], None] = None,
         listener: Any = None,
         auto_finish: bool = True,

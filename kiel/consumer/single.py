@@ -20,6 +20,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Optional, Union
 
+from kiel import _options
 from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
 from kiel.consumer.offsets import EARLIEST, list_offsets
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset, to_timestamp
@@ -53,6 +54,7 @@ class SingleConsumer(_BaseConsumer):
     #: Start with the messages produced from now on (the default).
     END = END
 
+    @_options.constructor
     def __init__(self, brokers: Union[str, Sequence[str]], **options: Any) -> None:
         super().__init__(brokers, **options)
         #: Topics being consumed, and whether new partitions join automatically.

@@ -22,7 +22,6 @@ from a ``tornado.gen.coroutine``, gathered or given callbacks.
 
 import asyncio
 import datetime
-import warnings
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
@@ -150,6 +149,7 @@ class Producer(Client):
         MissingDependencyError: snappy or lz4 compression without cramjam.
     """
 
+    @_options.constructor
     def __init__(
         self,
         brokers: Union[str, Sequence[str]],
@@ -993,11 +993,8 @@ def _linger_seconds(linger: Optional[float], linger_ms: Optional[float]) -> floa
                             unit="seconds" if name == "linger" else "milliseconds")
     if name == "linger":
         return checked
-    warnings.warn(
-        "linger_ms is deprecated: give linger in seconds (linger_ms=5 is linger=0.005)",
-        DeprecationWarning,
-        stacklevel=3,  # the caller of Producer()
-    )
+    _options.deprecated(
+        "linger_ms is deprecated: give linger in seconds (linger_ms=5 is linger=0.005)")
     return checked / 1000.0
 
 

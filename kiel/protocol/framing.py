@@ -25,6 +25,7 @@ from kiel.exc import (
     CorrelationIdError,
     FrameTooLargeError,
     LocalProtocolError,
+    NotKafkaError,
     ProtocolError,
     TruncatedError,
     UnsupportedVersionError,
@@ -42,12 +43,51 @@ _response_header = struct.Struct(">i")
 _CORRELATION_MAX = 2**31 - 1
 
 
-class _FrameReader:
-    """Splits a byte stream into size-prefixed frames, refusing bad sizes."""
+#: HTTP's first bytes: a response's, then the methods of a request.
+_HTTP = (b"HTTP/", b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"OPTIONS ", b"PATCH ",
+         b"CONNECT ", b"PRI * HTTP")
+#: A TLS record's content types (alert, handshake) before its major version 3.
+_TLS = (0x15, 0x16)
 
-    def __init__(self, max_frame_size: int, min_frame_size: int) -> None:
+
+def _looks_like(head: bytes) -> Optional[str]:
+    """What protocol other than Kafka's ``head`` (a peer's first bytes) looks like.
+
+    Kafka's frames start with a size far below 16 MiB (a first byte of 0 or
+    a little more); the other protocols a wrong port answers with start with
+    text or a TLS record, whose first four bytes read as a size of hundreds
+    of megabytes.
+
+    Returns:
+        a description for the message (``"HTTP"``, ``"a TLS record"``...),
+        or ``None`` when nothing is recognised.
+    """
+    if head.startswith(_HTTP):
+        return "HTTP"
+    if len(head) >= 2 and head[0] in _TLS and head[1] == 3:
+        kind = "alert" if head[0] == 0x15 else "handshake"
+        return f"a TLS {kind} record (a TLS listener: connect with ssl_context)"
+    if head.startswith(b"SSH-"):
+        return "SSH"
+    if len(head) >= 4 and all(32 <= b < 127 or b in (9, 10, 13) for b in head[:4]):
+        return "text, not a binary protocol"
+    return None
+
+
+class _FrameReader:
+    """Splits a byte stream into size-prefixed frames, refusing bad sizes.
+
+    Args:
+        max_frame_size: the largest size accepted.
+        min_frame_size: the smallest (a header's).
+        peer: what the other side should be (``"broker"``, ``"client"``),
+            for the message when its bytes look like another protocol.
+    """
+
+    def __init__(self, max_frame_size: int, min_frame_size: int, peer: str) -> None:
         self.max_frame_size = max_frame_size
         self.min_frame_size = min_frame_size
+        self.peer = peer
         self._buf = bytearray()
 
     def feed(self, data: Buffer) -> list[bytes]:
@@ -64,9 +104,7 @@ class _FrameReader:
             # Checked as soon as the 4-byte prefix is in, before any of the
             # body is waited for: a hostile size never reserves memory.
             if size < 0 or size > self.max_frame_size:
-                raise FrameTooLargeError(
-                    f"frame size {size} outside [0, {self.max_frame_size}]"
-                )
+                raise self._refused(size, bytes(buf[pos : pos + 64]))
             if size < self.min_frame_size:
                 raise TruncatedError(
                     f"frame of {size} bytes is shorter than its {self.min_frame_size}-byte header"
@@ -84,6 +122,17 @@ class _FrameReader:
     def buffered(self) -> int:
         """Bytes received but not yet part of a complete frame."""
         return len(self._buf)
+
+    def _refused(self, size: int, head: bytes) -> FrameTooLargeError:
+        """The error for a size out of bounds: :class:`NotKafkaError` when
+        the bytes look like another protocol, saying which."""
+        bounds = f"frame size {size} outside [0, {self.max_frame_size}]"
+        other = _looks_like(head)
+        if other is None:
+            return FrameTooLargeError(bounds)
+        shown = head[:8] if other.startswith("a TLS") else head.split(b"\r\n", 1)[0][:40]
+        return NotKafkaError(f"not a Kafka {self.peer}? the first bytes look like {other}: "
+                             f"{shown!r} ({bounds})")
 
 
 R = TypeVar("R")
@@ -138,7 +187,7 @@ class ClientFraming(_Receiver):
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         super().__init__()
         self.client_id = client_id
-        self._reader = _FrameReader(max_frame_size, min_frame_size=4)
+        self._reader = _FrameReader(max_frame_size, min_frame_size=4, peer="broker")
         self._next_id = 0
         self._pending: deque[tuple[int, Api]] = deque()
 
@@ -270,7 +319,7 @@ class ServerFraming(_Receiver):
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         super().__init__()
         # A request header is at least 10 bytes (int16, int16, int32, string length).
-        self._reader = _FrameReader(max_frame_size, min_frame_size=10)
+        self._reader = _FrameReader(max_frame_size, min_frame_size=10, peer="client")
 
     def receive_data(self, data: Buffer) -> list[tuple[RequestHeader, Api, Any]]:
         """Feed received bytes; get back the requests they complete.

@@ -163,7 +163,7 @@ class Member:
             )
         else:
             self.consumer = GroupedConsumer(
-                config["bootstrap"], config["group"], config["zk_hosts"],
+                config["bootstrap"], config["group"], zk_hosts=config["zk_hosts"],
                 member_id=config["member_id"],
                 zk_session_timeout=config["session_timeout"],
                 **common,
