@@ -242,6 +242,24 @@ def test_max_poll_interval_leaves_on_purpose_then_rejoins(tansu_broker: Any) -> 
     run(main(), timeout=240)
 
 
+def test_a_cluster_before_2_4_is_told_the_version_broker_groups_need(tansu_broker: Any) -> None:
+    # Pinned to 2.3, the broker offers no LeaveGroup v3: the error must name
+    # the release broker groups need, not call the cluster a 0.8 one.
+    topic = tansu_broker.create_topic(unique("old"), 1)
+
+    async def main() -> None:
+        c = GroupedConsumer(tansu_broker.bootstrap, unique("g"), topics=[topic],
+                            api_version=(2, 3, 0))
+        try:
+            with pytest.raises(UnsupportedFeatureError, match="Kafka 2.4 or later") as e:
+                await c.connect()
+            assert "0.8 cluster" not in str(e.value)
+        finally:
+            await c.close()
+
+    run(main())
+
+
 def test_a_0_8_cluster_says_to_pass_zk_hosts(kafka_cluster: Any, topic_factory: Any) -> None:
     topic = topic_factory(partitions=1)
 

@@ -76,7 +76,7 @@ class GroupedConsumer(_BaseConsumer):
     """Consume topics as one member of a group: the brokers', or one kept in ZooKeeper.
 
     Without ``zk_hosts`` the brokers' group coordinator forms the group
-    (Kafka 0.9 and later, KRaft included), with members of any client;
+    (Kafka 2.4 and later, KRaft included), with members of any client;
     with ``zk_hosts`` the group lives in ZooKeeper as Kafka 0.8's did. The
     listener, the allocators and everything below work the same on both;
     the options marked *ZooKeeper* or *brokers* are that coordinator's

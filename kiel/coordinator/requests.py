@@ -71,7 +71,8 @@ class GroupRequests:
 
         Raises:
             UnsupportedFeatureError: the coordinator serves no group API
-                (a Kafka 0.8 cluster: its groups live in ZooKeeper).
+                in the versions kiel speaks (Kafka before 2.4; on 0.8 the
+                groups live in ZooKeeper).
             BrokerError: the lookup's error (coordinator not available: retriable).
             NoBrokersError: no broker answered.
         """
@@ -83,8 +84,10 @@ class GroupRequests:
                 versions.of(api)
         except UnsupportedFeatureError as e:
             raise UnsupportedFeatureError(
-                f"the brokers do not coordinate groups ({e}); a Kafka 0.8 cluster keeps "
-                "its groups in ZooKeeper: pass zk_hosts", group=self.group,
+                f"the brokers do not coordinate groups in the versions kiel speaks ({e}): "
+                "broker groups need Kafka 2.4 or later (JoinGroup v5, SyncGroup, Heartbeat "
+                "and LeaveGroup v3); on an older cluster keep the group in ZooKeeper: "
+                "pass zk_hosts", group=self.group,
             ) from e
         return self.coordinator
 
