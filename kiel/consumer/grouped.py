@@ -40,6 +40,7 @@ import asyncio
 import logging
 import re
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from re import Pattern
 from typing import (
@@ -260,6 +261,8 @@ class GroupedConsumer(_BaseConsumer):
         )
         #: close() waited for the records in the application's hands.
         self._waited_for_hands = False
+        #: When connect() joined (Unix time; the heartbeats' clock starts there).
+        self._joined_at: Optional[float] = None
         #: The start of owned partitions under way (see _start), if any.
         self._starting: Optional[asyncio.Task[None]] = None
         self._ownership = ConsumerHooks(
@@ -327,6 +330,50 @@ class GroupedConsumer(_BaseConsumer):
         )
 
     # ------------------------------------------------------------------
+    # health
+
+    def _to_fetch(self) -> list[TopicPartition]:
+        """The owned partitions, except those the application paused (a ZooKeeper
+        suspension pauses fetching too, and counts as a stall)."""
+        state = self._state
+        paused = set(state.paused())
+        return [tp for tp in sorted(state) if tp not in paused]
+
+    def unhealthy(self, stall: Optional[float] = None) -> Optional[str]:
+        """Why :meth:`healthy` is false (``None`` when healthy): the consumers'
+        rule, plus a member not connected yet, and a broker group's
+        coordinator that answered no heartbeat for ``stall`` seconds (the
+        member is out of its group, rejoining, or cut off from it).
+
+        Raises:
+            ConfigError: ``stall`` is not a positive number.
+        """
+        reason = super().unhealthy(stall)
+        if reason is not None:
+            return reason
+        membership = self.membership
+        if membership is None:
+            return "not connected to the group yet"
+        if self.coordinator != "brokers":
+            return None
+        group = membership.metrics()
+        heard = group.get("last_heartbeat")
+        joined = self._joined_at
+        if heard is None or (joined is not None and joined > heard):
+            heard = joined
+        if heard is None:
+            return None
+        silent = time.time() - heard
+        if silent > self._stall(stall):
+            return (f"the group coordinator answered no heartbeat for {silent:.1f} s "
+                    f"(group state {group.get('group_state')})")
+        if not self._to_fetch():
+            # Nothing to fetch, and the coordinator answers: what the outage
+            # left behind (a commit that failed in it) is over.
+            self.health.recovered()
+        return None
+
+    # ------------------------------------------------------------------
     # life cycle
 
     async def connect(self) -> None:
@@ -359,6 +406,7 @@ class GroupedConsumer(_BaseConsumer):
             self.group_settings,
         )
         await membership.join()
+        self._joined_at = time.time()
         self._commits.start_timer()
         await self._say_missing_topics()
 
@@ -531,8 +579,11 @@ class GroupedConsumer(_BaseConsumer):
             # Asking for more (even of a closing consumer): done with the last batch.
             self._hands.finish_mine()
         self._check_open()
+        deadline = self._deadline()
         self._reclaim()
         if self.membership is not None:
+            # The application asked for records: the only thing that keeps
+            # max_poll_interval from expiring (an outage included).
             self.membership.poll()
         self._raise_pending()
         self._start(self.subscription.with_status(Status.AWAITING_RESET))
@@ -542,7 +593,8 @@ class GroupedConsumer(_BaseConsumer):
         if topics is not None:
             names = self._subscribed(topics)
             wanted = [tp for tp in held if tp.topic in names]
-        batches = await self.fetcher.fetch(wanted, max_records)
+        self._observe(time.monotonic())
+        batches = await self.fetcher.fetch(wanted, max_records, deadline)
         # Same task step as the fetcher's drain: no rebalance ran in between.
         for tp, records in list(batches.items()):
             hands = held.get(tp)
@@ -568,12 +620,17 @@ class GroupedConsumer(_BaseConsumer):
         Raises:
             Exception: what a finished start raised and did not keep for
                 :meth:`consume` (the kept errors are raised by
-                ``_raise_pending``).
+                ``_raise_pending``), unless retriable (then the next call
+                starts the partitions again).
         """
         task = self._starting
         if task is not None and task.done():
             self._starting = None
-            task.result()
+            if task.cancelled():
+                task.result()  # raises CancelledError
+            error = task.exception()
+            if error is not None and not self.health.absorb(error):
+                raise error
         if tps and self._starting is None:
             self._starting = self._tasks.spawn(
                 self._ownership.start(tps), "start", quiet=(Exception,))

@@ -17,6 +17,7 @@ Example::
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Optional, Union
 
@@ -84,7 +85,13 @@ class SingleConsumer(_BaseConsumer):
 
         Returns:
             records ordered by offset within each partition; empty when no
-            message arrived within ``max_wait_time``.
+            message arrived within ``max_wait_time`` (about that long, plus
+            at most a second for answers on their way). Through a broker
+            outage (no broker answering, connections lost, requests timing
+            out, leaders moving) it goes on returning what it has, or
+            ``[]``, within that wait: the client retries with backoff and
+            fetches again as soon as the brokers are back; the outage is
+            logged once and shown by :meth:`healthy` and ``metrics()``.
 
         Raises:
             UnknownTopicError: a topic does not exist.
@@ -94,9 +101,10 @@ class SingleConsumer(_BaseConsumer):
             MessageTooLargeError: a message does not fit ``max_fetch_size``.
             DeserializationError: the deserializer failed (``offset`` says on
                 which message; :meth:`seek` past it to go on).
-            KielConnectionError, RequestTimeoutError, NoBrokersError,
-            BrokerError: a retriable failure persisted past ``retries``; the
-                next call tries again.
+            CorruptMessageError, CompressionError: a record at the position
+                cannot be read (:meth:`seek` past it to go on).
+            BrokerError: a refusal retrying cannot mend (authorization, an
+                invalid topic...); retriable ones are never raised.
             ClientClosedError: the consumer is closed.
         """
         return self._flatten(await self._fetch(topics, start, self._limit(max_records)))
@@ -124,12 +132,19 @@ class SingleConsumer(_BaseConsumer):
     ) -> ConsumedBatches:
         names = topic_list(topics)
         self._check_open()
-        await self.cluster.maybe_refresh()
-        for topic in names:
-            await self._add_topic(topic, start)
+        deadline = self._deadline()
+        # Strategy: a step the brokers cannot answer now (an outage) is noted
+        # and tried again by the next call; the partitions already known are
+        # fetched meanwhile (the fetcher rides the outage out per partition).
+        if await self._step(self.cluster.maybe_refresh(), deadline, "a metadata refresh"):
+            for topic in names:
+                if not await self._step(self._add_topic(topic, start), deadline,
+                                        f"starting topic {topic!r}"):
+                    break
         wanted = [tp for tp in self.subscription.assignment() if tp.topic in names]
         self._reclaim(wanted)
-        return await self.fetcher.fetch(wanted, max_records)
+        self._observe(time.monotonic())
+        return await self.fetcher.fetch(wanted, max_records, deadline)
 
     # ------------------------------------------------------------------
     # topics and start positions
