@@ -261,6 +261,9 @@ class GroupedConsumer(_BaseConsumer):
         )
         #: close() waited for the records in the application's hands.
         self._waited_for_hands = False
+        #: Errors said to the application once each, whatever their retriable
+        #: flag (a subscribed topic that does not exist).
+        self._told: list[KielError] = []
         #: When connect() joined (Unix time; the heartbeats' clock starts there).
         self._joined_at: Optional[float] = None
         #: The start of owned partitions under way (see _start), if any.
@@ -434,7 +437,9 @@ class GroupedConsumer(_BaseConsumer):
                 "consumes nothing of it until it is created", topic=topic, group=self.group,
             )
             log.warning("%s", error)
-            self._errors.append(error)
+            # Said on purpose (the application must create the topic or fix
+            # its subscription), though the broker's code is a retriable one.
+            self._told.append(error)
 
     async def close(self) -> None:
         """Leave the group and close, delivering nothing twice.
@@ -705,10 +710,13 @@ class GroupedConsumer(_BaseConsumer):
         return self._state[tp].finished
 
     def _raise_pending(self) -> None:
+        if self._told:
+            raise self._told.pop(0)
         membership = self.membership
         if membership is not None and membership.failure is not None:
             failure, membership.failure = membership.failure, None
-            raise failure
+            if not self.health.absorb(failure):
+                raise failure
         super()._raise_pending()
 
     # ------------------------------------------------------------------
