@@ -369,3 +369,80 @@ def test_a_stream_loop_rides_out_a_broker_restart_and_is_healthy_after(
                                      + [b"b%d" % n for n in range(20)])
 
     run(main(), timeout=120)
+
+
+# --------------------------------------------------------------------------
+# what is ridden out, what is raised
+
+
+def test_a_leader_moving_is_ridden_out_and_an_authorization_failure_is_raised(
+    kafka_cluster_factory: Any,
+) -> None:
+    cluster = kafka_cluster_factory(brokers=1, zookeeper=False, topics={"acl": 1})
+
+    async def main() -> None:
+        async with Producer(cluster.bootstrap) as producer:
+            await asyncio.gather(*(producer.produce("acl", b"%d" % n) for n in range(10)))
+        async with SingleConsumer(cluster.bootstrap, max_wait_time=0.2,
+                                  retries=1, retry_backoff=0.05) as consumer:
+            # NotLeaderForPartition, more times than the client's retries:
+            # retried for as long as it lasts (before: raised past ``retries``).
+            cluster.inject_error("Fetch", 6, count=4)
+            got: List[Any] = []
+            for _ in range(100):
+                got += await consumer.consume("acl", start=SingleConsumer.BEGINNING)
+                if len(got) == 10:
+                    break
+            assert [int(r.value) for r in got] == list(range(10))
+            assert consumer.metrics().outages == {"NotLeaderForPartitionError": 1}
+            # What the application must act on is raised (by the next call
+            # whose fetch it answers: one long poll may be in flight).
+            cluster.inject_error("Fetch", 29, count=1)  # TopicAuthorizationFailed
+            with pytest.raises(TopicAuthorizationFailedError):
+                for _ in range(50):
+                    await consumer.consume("acl")
+
+    run(main(), timeout=60)
+
+
+@pytest.mark.slow
+def test_a_member_nobody_polls_leaves_after_max_poll_interval_outage_or_not(
+    proxied_tansu: Any,
+) -> None:
+    # The membership judges max_poll_interval by the application's calls
+    # only: a member whose loop stopped (here: cancelled) and that rejoins
+    # after an outage does not keep partitions nobody fetches for longer.
+    broker, proxy = proxied_tansu
+    topic, group = unique("nopoll"), unique("g")
+    broker.create_topic(topic, 2)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        consumer = GroupedConsumer(broker.bootstrap, group, topics=[topic], session_timeout=6.0,
+                                   heartbeat_interval=1.0, max_poll_interval=15.0,
+                                   max_wait_time=0.2)
+        await consumer.connect()
+
+        async def consuming() -> None:
+            while True:
+                await consumer.consume()
+
+        work = asyncio.ensure_future(consuming())
+        await asyncio.sleep(1.0)
+        work.cancel()  # the application stops asking
+        await asyncio.gather(work, return_exceptions=True)
+        last_poll = time.monotonic()
+        await loop.run_in_executor(None, proxy.stop)
+        await asyncio.sleep(8.0)  # past the session: the partitions are lost
+        await loop.run_in_executor(None, proxy.start)
+        await until(lambda: consumer.metrics().group_state == "LEFT", timeout=60,
+                    what="the member left for max_poll_interval", interval=0.1)
+        left = time.monotonic() - last_poll
+        assert not consumer.assignment()
+        assert left < 15.0 + 15.0, left  # max_poll_interval plus generous slack
+        await until(lambda: not consumer.healthy(stall=3.0), timeout=30,
+                    what="no longer healthy")
+        await consumer.close()
+        print(f"left {left:.1f} s after the last consume() (max_poll_interval 15 s)")
+
+    run(main(), timeout=120)
