@@ -530,9 +530,19 @@ class GroupedConsumer(_BaseConsumer):
                 exception a listener raised, likewise; the group carries on).
             OffsetResetError: no committed offset and ``offset_reset="raise"``
                 (the partition is owned but not fetched; :meth:`seek` it).
-            KielError: a background commit failed (raised once; the next
-                commit retries it), or a fetch failed as for
-                :meth:`kiel.consumer.SingleConsumer.consume`.
+            PollIntervalExceededError: the application did not ask for
+                records within ``max_poll_interval`` (raised once; this call
+                joins again).
+            GroupError: the coordinator refused the member for good
+                (fenced, no common assignor, not authorized).
+            KielError: a background commit failed in a way retrying cannot
+                mend (raised once), or a fetch failed as for
+                :meth:`kiel.consumer.SingleConsumer.consume`. Retriable
+                failures (a broker or the coordinator away, a connection
+                lost, a timeout, a leader moving) are never raised: they are
+                retried inside the client, this call returns what it has
+                within its wait, and :meth:`healthy` and ``metrics()`` show
+                the outage (see the guide's "Broker outages and health").
             ConfigError: ``topics`` names a topic the member does not
                 subscribe to (``topics=``/``pattern=`` at construction).
             ClientClosedError: the consumer is closed.

@@ -136,10 +136,14 @@ class SingleConsumer(_BaseConsumer):
         # Strategy: a step the brokers cannot answer now (an outage) is noted
         # and tried again by the next call; the partitions already known are
         # fetched meanwhile (the fetcher rides the outage out per partition).
-        if await self._step(self.cluster.maybe_refresh(), deadline, "a metadata refresh"):
+        # The steps are bounded (kiel._aio.within: a task of their own) only
+        # when they have I/O to do: most calls have none.
+        cluster = self.cluster
+        if cluster.metadata_age <= cluster.metadata_max_age or await self._step(
+                cluster.maybe_refresh(), deadline, "a metadata refresh"):
             for topic in names:
-                if not await self._step(self._add_topic(topic, start), deadline,
-                                        f"starting topic {topic!r}"):
+                if self._to_start(topic) and not await self._step(
+                        self._add_topic(topic, start), deadline, f"starting topic {topic!r}"):
                     break
         wanted = [tp for tp in self.subscription.assignment() if tp.topic in names]
         self._reclaim(wanted)
@@ -148,6 +152,18 @@ class SingleConsumer(_BaseConsumer):
 
     # ------------------------------------------------------------------
     # topics and start positions
+
+    def _to_start(self, topic: str) -> bool:
+        """Whether :meth:`_add_topic` has work for ``topic``: its start, or
+        partitions it grew that are not consumed yet."""
+        follow = self._topics.get(topic)
+        if follow is None:
+            return True
+        if not follow:
+            return False
+        is_assigned = self.subscription.is_assigned
+        return any(not is_assigned(TopicPartition(topic, p))
+                   for p in self.cluster.partitions.get(topic, {}))
 
     async def _add_topic(self, topic: str, start: Start) -> None:
         if topic not in self._topics:
