@@ -446,3 +446,36 @@ def test_a_member_nobody_polls_leaves_after_max_poll_interval_outage_or_not(
         print(f"left {left:.1f} s after the last consume() (max_poll_interval 15 s)")
 
     run(main(), timeout=120)
+
+
+def test_a_member_with_nothing_to_fetch_is_healthy_once_its_coordinator_answers(
+    tansu_broker: Any,
+) -> None:
+    # A member that met an outage while it owned partitions (a background
+    # commit failed: a condition of the client's own) and came back owning
+    # none never fetches again: the coordinator's answers end that condition,
+    # or the member would stay unhealthy for ever.
+    topic, group = tansu_broker.create_topic(unique("one"), 1), unique("g")
+
+    async def main() -> None:
+        options = dict(topics=[topic], session_timeout=6.0, heartbeat_interval=1.0,
+                       max_wait_time=0.2)
+        a = GroupedConsumer(tansu_broker.bootstrap, group, **options)
+        b = GroupedConsumer(tansu_broker.bootstrap, group, **options)
+        await a.connect()
+        await b.connect()
+        try:
+            await until(lambda: len(a.assignment()) + len(b.assignment()) == 1
+                        and a.metrics().group_state == b.metrics().group_state == "STABLE",
+                        timeout=60, what="one member owns the partition")
+            idle = a if not a.assignment() else b
+            idle.health.failed(NoBrokersError("a commit met the outage"))
+            assert idle.health.outage == "NoBrokersError"
+            # Heartbeats answered since, and the condition older than stall.
+            await asyncio.sleep(3.0)
+            assert idle.healthy(stall=2.0), idle.unhealthy(stall=2.0)
+            assert idle.metrics().outage is None
+        finally:
+            await asyncio.gather(a.close(), b.close())
+
+    run(main(), timeout=120)

@@ -351,29 +351,34 @@ class GroupedConsumer(_BaseConsumer):
         Raises:
             ConfigError: ``stall`` is not a positive number.
         """
+        limit = self._stall(stall)
+        membership = self.membership
+        silent: Optional[float] = None
+        group: dict[str, Any] = {}
+        if membership is not None:
+            group = dict(membership.metrics())
+            heard = group.get("last_heartbeat")
+            joined = self._joined_at
+            if heard is None or (joined is not None and joined > heard):
+                heard = joined
+            if self.coordinator == "brokers" and heard is not None:
+                silent = time.time() - heard
+            began = self.health.started_at()
+            if began is not None and not self._to_fetch() and (
+                    group.get("zookeeper_state") == "CONNECTED"
+                    or (silent is not None and silent < time.monotonic() - began)):
+                # Nothing to fetch, and the group's coordinator answered since
+                # the outage began: what it left behind (a commit that failed
+                # in it) is over.
+                self.health.recovered()
         reason = super().unhealthy(stall)
         if reason is not None:
             return reason
-        membership = self.membership
         if membership is None:
             return "not connected to the group yet"
-        if self.coordinator != "brokers":
-            return None
-        group = membership.metrics()
-        heard = group.get("last_heartbeat")
-        joined = self._joined_at
-        if heard is None or (joined is not None and joined > heard):
-            heard = joined
-        if heard is None:
-            return None
-        silent = time.time() - heard
-        if silent > self._stall(stall):
+        if silent is not None and silent > limit:
             return (f"the group coordinator answered no heartbeat for {silent:.1f} s "
                     f"(group state {group.get('group_state')})")
-        if not self._to_fetch():
-            # Nothing to fetch, and the coordinator answers: what the outage
-            # left behind (a commit that failed in it) is over.
-            self.health.recovered()
         return None
 
     # ------------------------------------------------------------------
