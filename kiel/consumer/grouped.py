@@ -729,9 +729,12 @@ class GroupedConsumer(_BaseConsumer):
             raise self._told.pop(0)
         membership = self.membership
         if membership is not None and membership.failure is not None:
+            # Said on purpose: the membership retries what may heal itself
+            # (rejoins, reconciles) and keeps here what the application
+            # must hear of (fencing, poll expiry, an allocator or listener
+            # failure, a check ZooKeeper refused).
             failure, membership.failure = membership.failure, None
-            if not self.health.absorb(failure):
-                raise failure
+            raise failure
         super()._raise_pending()
 
     # ------------------------------------------------------------------
