@@ -2,23 +2,36 @@
 
 The shape kiel is built for: one ``tornado.web.Application`` whose IOLoop
 answers HTTP requests and, on the same loop, runs a ``GroupedConsumer``
-(partitions shared with the other instances of the app through ZooKeeper)
-and a ``Producer``::
+(partitions shared with the other instances of the app through the
+brokers' group coordinator, or through ZooKeeper on Kafka 0.8) and a
+``Producer``::
 
-    POST /events           body -> produced to the "events" topic
+    POST /events           body -> produced to the "events" topic (201 once
+                           acknowledged; 503 when it could not be: the
+                           caller knows, nothing is dropped silently)
     GET  /stats            what this instance consumed (JSON)
     GET  /metrics          the clients' metrics(): Prometheus text with
                            prometheus_client installed, else JSON
-    GET  /healthz          200 while the clients run
+    GET  /healthz          200 while the consumer is fetching, 503 (and why)
+                           when it is not: the consumer's health rule
+
+A broker outage needs nothing from the app: ``consume()`` rides it out
+(retrying inside the client, returning ``[]`` meanwhile) and the consume
+loop goes on; ``/healthz`` says 503 while fetches are stalled and 200 again
+once they are answered. A ``POST`` during the outage waits for the
+producer's retries and answers 201, or 503 when they ran out.
 
 The clients start with the app and stop with it: on SIGTERM (or SIGINT) the
 server stops accepting, the consumer finishes what it handed out, commits,
 releases its partitions and leaves the group, the producer flushes, then the
 process exits 0.
 
-Run it against your own cluster::
+Run it against your own cluster (Kafka 0.9 or later, KRaft included: the
+brokers coordinate the group)::
 
-    python examples/webapp.py --brokers kafka1:9092 --zookeeper zk1:2181 --port 8888
+    python examples/webapp.py --brokers kafka1:9092 --port 8888
+
+add ``--zookeeper zk1:2181`` to keep the group in ZooKeeper (Kafka 0.8),
 
 or with no ``--brokers`` to start a real ZooKeeper and an embedded 0.8.2
 cluster from ``kiel.testing`` (needs Java and Debian's ``zookeeper``). It
@@ -51,18 +64,27 @@ class Stats:
     def __init__(self) -> None:
         self.consumed = 0
         self.produced = 0
+        #: POSTs answered 503: the record was not acknowledged.
+        self.refused = 0
         self.last: Optional[str] = None
 
 
 class Clients:
-    """The app's Kafka clients, started and stopped with the app."""
+    """The app's Kafka clients, started and stopped with the app.
 
-    def __init__(self, brokers: str, zk_hosts: str, stats: Stats) -> None:
+    ``zk_hosts``: ``None`` for a group the brokers coordinate, else the
+    ZooKeeper the group lives in (Kafka 0.8).
+    """
+
+    def __init__(self, brokers: str, zk_hosts: Optional[str], stats: Stats) -> None:
         self.stats = stats
         self.producer = Producer(brokers, linger=0.005)
+        group_options: Dict[str, Any] = (
+            {"session_timeout": 10.0} if zk_hosts is None
+            else {"zk_hosts": zk_hosts, "zk_session_timeout": 6.0})
         self.consumer = GroupedConsumer(
-            brokers, GROUP, zk_hosts=zk_hosts, topics=[TOPIC],
-            max_wait_time=0.5, commit_interval=1.0, zk_session_timeout=6.0,
+            brokers, GROUP, topics=[TOPIC],
+            max_wait_time=0.5, commit_interval=1.0, **group_options,
         )
         self._work: Optional[asyncio.Task[None]] = None
         self._stopping = asyncio.Event()
@@ -88,6 +110,9 @@ class Clients:
     async def _consume(self) -> None:
         # Asking for more finishes the last batch (auto_finish), so a
         # revocation or close() waits for at most one batch in our hands.
+        # No try/except: consume() rides out broker outages itself, and
+        # raises only what the app must act on (it then ends the loop, and
+        # /healthz says so).
         while not self._stopping.is_set():
             for record in await self.consumer.consume():
                 self.stats.consumed += 1
@@ -123,8 +148,11 @@ class EventsHandler(tornado.web.RequestHandler):
         try:
             meta = await self.clients.producer.produce(TOPIC, self.request.body)
         except KielError as e:
+            # Not acknowledged (the producer's retries ran out in an outage,
+            # or its buffer is full): the caller is told, and may send again.
+            self.stats.refused += 1
             self.set_status(503)
-            self.finish({"error": str(e)})
+            self.finish({"error": str(e), "retry": True})
             return
         self.stats.produced += 1
         self.set_status(201)
@@ -140,6 +168,7 @@ class StatsHandler(tornado.web.RequestHandler):
         self.finish({
             "consumed": self.stats.consumed,
             "produced": self.stats.produced,
+            "refused": self.stats.refused,
             "last": self.stats.last,
             "member": self.clients.consumer.member_id,
             "partitions": sorted(tp.partition for tp in self.clients.consumer.assignment()),
@@ -158,7 +187,18 @@ class MetricsHandler(tornado.web.RequestHandler):
 
 
 class HealthHandler(tornado.web.RequestHandler):
+    def initialize(self, clients: Clients, stats: Stats) -> None:
+        self.clients = clients
+
     def get(self) -> None:
+        # The consumer's health rule: unhealthy when it has partitions and
+        # no fetch was answered for a while, an outage has lasted, or the
+        # group's coordinator stopped answering (see the consumer guides).
+        reason = self.clients.consumer.unhealthy()
+        if reason is not None:
+            self.set_status(503)
+            self.finish(f"unhealthy: {reason}\n")
+            return
         self.finish("ok\n")
 
 
@@ -168,11 +208,11 @@ def make_app(clients: Clients, stats: Stats) -> tornado.web.Application:
         (r"/events", EventsHandler, shared),
         (r"/stats", StatsHandler, shared),
         (r"/metrics", MetricsHandler, shared),
-        (r"/healthz", HealthHandler),
+        (r"/healthz", HealthHandler, shared),
     ])
 
 
-async def serve(brokers: str, zk_hosts: str, port: int) -> None:
+async def serve(brokers: str, zk_hosts: Optional[str], port: int) -> None:
     stats = Stats()
     clients = Clients(brokers, zk_hosts, stats)
     await clients.start()
@@ -210,12 +250,11 @@ def local_cluster() -> Iterator[Dict[str, str]]:
 def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", help="bootstrap brokers (default: start kiel.testing)")
-    parser.add_argument("--zookeeper", help="ZooKeeper hosts the group coordinates in")
+    parser.add_argument("--zookeeper", help="ZooKeeper hosts the group coordinates in "
+                        "(Kafka 0.8); without it the brokers coordinate the group")
     parser.add_argument("--port", type=int, default=0, help="HTTP port (default: any free one)")
     args = parser.parse_args(argv)
     if args.brokers:
-        if not args.zookeeper:
-            parser.error("--brokers needs --zookeeper")
         asyncio.run(serve(args.brokers, args.zookeeper, args.port))
         return 0
     with local_cluster() as parts:

@@ -371,12 +371,24 @@ def options_checked(
 
 
 
-def _connection_settings() -> set[str]:
-    """The names of :class:`~kiel.client.ClientOptions` (imported when first
-    asked: kiel.client imports this module)."""
-    from kiel.client import ClientOptions
+#: The connection settings a ``**options`` passes on (ClientOptions' names):
+#: kiel.client registers them when it defines them (it imports this module,
+#: which is above it in the layers, so this module cannot import it).
+_CONNECTION_SETTINGS: set[str] = set()
 
-    return set(ClientOptions.__annotations__)
+
+def register_connection_settings(names: Iterable[str]) -> None:
+    """Name the options a checked ``**options`` passes on to the cluster.
+
+    Args:
+        names: :class:`~kiel.client.ClientOptions`' keys.
+    """
+    _CONNECTION_SETTINGS.update(names)
+
+
+def _connection_settings() -> set[str]:
+    """The names of :class:`~kiel.client.ClientOptions` (registered by kiel.client)."""
+    return _CONNECTION_SETTINGS
 
 
 #: kiel's own directory: frames from files under it are not the caller's.

@@ -30,6 +30,7 @@ from typing import (
 
 from kazoo.exceptions import KazooException, NoNodeError
 
+import kiel.client  # noqa: F401  (registers the connection settings options_checked takes)
 from kiel import _options
 from kiel.cluster import Cluster
 from kiel.consumer.offsets import (

@@ -75,6 +75,9 @@ class ClientOptions(TypedDict, total=False):
     api_version: Any
 
 
+_options.register_connection_settings(ClientOptions.__annotations__)
+
+
 def check_options(client: str, options: Any) -> None:
     """Refuse an option no layer of ``client`` takes, saying what to write instead.
 

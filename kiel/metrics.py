@@ -14,7 +14,7 @@ exporter, :mod:`kiel.metrics_prometheus`, and :func:`as_dict` expose).
 
 import bisect
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
 
 from kiel.protocol.api import BY_REQUEST
@@ -230,6 +230,25 @@ class ConsumerMetrics(ClientMetrics):
     decode_seconds: float
     #: times the decoder handed the loop back (``decode_budget`` spent).
     decoder_yields: int
+    #: the health rule's answer (:meth:`~kiel.consumer.SingleConsumer.healthy`
+    #: with its default ``stall``): whether the consumer is fetching.
+    healthy: bool = field(default=True, kw_only=True)
+    #: why it is not healthy, for a human (``None`` when it is).
+    unhealthy: Optional[str] = field(default=None, kw_only=True)
+    #: partitions the consumer should be fetching: assigned (owned by a
+    #: group member), not paused by the application.
+    fetch_partitions: int = field(default=0, kw_only=True)
+    #: Unix time a broker last answered a fetch (``None``: never yet).
+    last_fetch: Optional[float] = field(default=None, kw_only=True)
+    #: seconds since then (``None``: never yet).
+    seconds_since_fetch: Optional[float] = field(default=None, kw_only=True)
+    #: the outage conditions under way (retriable failures the consumer
+    #: rides out), by error class name, comma-separated; ``None``: none.
+    outage: Optional[str] = field(default=None, kw_only=True)
+    #: how long the oldest of them has lasted (0.0: none).
+    outage_seconds: float = field(default=0.0, kw_only=True)
+    #: outage conditions started so far, by error class name.
+    outages: dict[str, int] = field(default_factory=dict, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -320,6 +339,16 @@ _SPECS = (
                "Time the IOLoop spent decoding fetched answers"),
     MetricSpec("kiel_consumer_decoder_yields", "counter", "yields", (),
                "Times the decoder handed the IOLoop back"),
+    MetricSpec("kiel_consumer_healthy", "gauge", "boolean", (),
+               "1 while the consumer is fetching (its health rule)"),
+    MetricSpec("kiel_consumer_fetch_partitions", "gauge", "partitions", (),
+               "Partitions to fetch: assigned or owned, not paused by the application"),
+    MetricSpec("kiel_consumer_seconds_since_fetch", "gauge", "seconds", (),
+               "Seconds since a broker last answered a fetch"),
+    MetricSpec("kiel_consumer_outage_seconds", "gauge", "seconds", (),
+               "How long the outage under way has lasted (0: none)"),
+    MetricSpec("kiel_consumer_outages", "counter", "outages", ("error",),
+               "Outage conditions (retriable failures ridden out) started, by error"),
     MetricSpec("kiel_group_rebalances", "counter", "rebalances", (),
                "Changes to this member's partitions (revoke, assign, loss)"),
     MetricSpec("kiel_group_rebalance_seconds", "counter", "seconds", (),
@@ -390,6 +419,13 @@ def samples(snapshot: ClientMetrics) -> Iterator[Sample]:
                 yield Sample("kiel_consumer_lag", (tp.topic, str(tp.partition)), lag)
         yield Sample("kiel_consumer_decode_seconds", (), snapshot.decode_seconds)
         yield Sample("kiel_consumer_decoder_yields", (), snapshot.decoder_yields)
+        yield Sample("kiel_consumer_healthy", (), int(snapshot.healthy))
+        yield Sample("kiel_consumer_fetch_partitions", (), snapshot.fetch_partitions)
+        if snapshot.seconds_since_fetch is not None:
+            yield Sample("kiel_consumer_seconds_since_fetch", (), snapshot.seconds_since_fetch)
+        yield Sample("kiel_consumer_outage_seconds", (), snapshot.outage_seconds)
+        for error, n in sorted(snapshot.outages.items()):
+            yield Sample("kiel_consumer_outages", (error,), n)
     if isinstance(snapshot, GroupedConsumerMetrics):
         yield Sample("kiel_group_rebalances", (), snapshot.rebalances)
         yield Sample("kiel_group_rebalance_seconds", (), snapshot.rebalance_seconds)

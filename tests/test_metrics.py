@@ -65,7 +65,8 @@ def test_every_sample_is_a_named_metric_and_as_dict_is_json():
         lag={TopicPartition("t", 0): 4, TopicPartition("t", 1): None},
         decode_seconds=0.5, decoder_yields=1, rebalances=1, rebalance_seconds=0.1,
         rebalance_seconds_last=0.1, rebalance_seconds_max=0.1, zookeeper_state="CONNECTED",
-        owned_partitions=2, commits=3,
+        owned_partitions=2, commits=3, seconds_since_fetch=0.5,
+        outages={"NoBrokersError": 1},
     )
     names = set()
     for sample in samples(snapshot):

@@ -6,7 +6,8 @@ It takes the fetch options once, wires the consumer's parts together --
 :class:`~kiel.consumer.decoder.Decoder` (records) -- and owns what the
 consumers do alike: handing records out (and taking back those a
 ``stream()`` loop has not yielded), positions and lag, errors kept for the
-next call, and the close sequence.
+next call, riding out unreachable brokers and the health rule
+(:mod:`kiel.consumer.health`), and the close sequence.
 
 Positions have one meaning in kiel: :meth:`_BaseConsumer.position` is the
 offset of the next record to be handed to the application, i.e. the offset
@@ -14,7 +15,9 @@ after the last record ``consume()`` returned or ``stream()`` yielded.
 Records fetched ahead and not handed out yet do not count.
 """
 
+import asyncio
 import collections
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import (
     TYPE_CHECKING,
@@ -25,19 +28,21 @@ from typing import (
 )
 
 from kiel import _options
-from kiel._aio import Tasks, Wakeup
+from kiel._aio import Tasks, Wakeup, within
 from kiel.client import Client, ClientOptions
 from kiel.consumer.decoder import Decoder
 from kiel.consumer.fetcher import (
+    ANSWER_GRACE,
     FETCH_ANSWER_OVERHEAD,
     OFFSET_RESET_POLICIES,
     PARTITION_ANSWER_OVERHEAD,
     Fetcher,
 )
+from kiel.consumer.health import CLIENT, HEALTH_STALL, Health
 from kiel.consumer.offsets import list_offsets
 from kiel.consumer.positions import Start, lag_of, to_timestamp
 from kiel.consumer.subscription import Subscription
-from kiel.exc import ClientClosedError, ConfigError
+from kiel.exc import ClientClosedError, ConfigError, KielError, RequestTimeoutError
 from kiel.metrics import ConsumerMetrics
 from kiel.serializers import Deserializer
 from kiel.structs import Record, TopicPartition
@@ -250,6 +255,9 @@ class _BaseConsumer(Client):
         #: The default bound of one consume() (None: unbounded).
         self.max_records = max_records
         changed = Wakeup()
+        #: Outage conditions under way and when a fetch was last answered
+        #: (:meth:`healthy`, ``metrics()``).
+        self.health = Health(f"{type(self).__name__} {self.cluster.client_id!r}")
         #: The partitions this consumer fetches, and their state.
         self.subscription = Subscription(max_bytes, on_change=changed.fire)
         #: Decodes and deserializes what the fetcher brings.
@@ -270,6 +278,7 @@ class _BaseConsumer(Client):
             min_bytes=min_bytes,
             offset_reset=offset_reset,
             max_prefetch_bytes=prefetch_bytes_bound(max_bytes, max_prefetch_bytes),
+            health=self.health,
         )
         self._tasks = Tasks(f"kiel-{type(self).__name__}")
         #: Records lent to stream() loops and not yielded yet, per partition.
@@ -497,6 +506,10 @@ class _BaseConsumer(Client):
             lag[tp] = lag_of(
                 None if st is None else st.highwater, position if position >= 0 else None
             )
+        health = self.health
+        # Read before the health rule: it forgets partitions no longer assigned.
+        unhealthy = self.unhealthy()
+        now = time.monotonic()
         return {
             **self.cluster.metric_fields(),
             "records_in": fetcher.records_in,
@@ -505,7 +518,129 @@ class _BaseConsumer(Client):
             "lag": lag,
             "decode_seconds": decoder.decode_seconds,
             "decoder_yields": decoder.yields,
+            "healthy": unhealthy is None,
+            "unhealthy": unhealthy,
+            "fetch_partitions": len(self._to_fetch()),
+            "last_fetch": health.answered_wall,
+            "seconds_since_fetch": (
+                None if health.answered_at is None else now - health.answered_at),
+            "outage": health.outage,
+            "outage_seconds": health.outage_seconds(now),
+            "outages": dict(health.started),
         }
+
+    # ------------------------------------------------------------------
+    # riding out outages, and the health rule
+
+    def _deadline(self) -> float:
+        """When a ``consume()`` round starting now must be over (monotonic):
+        its documented wait, ``max_wait_time``."""
+        return time.monotonic() + self.fetcher.max_wait_time
+
+    async def _step(self, step: Awaitable[Any], deadline: float, what: str) -> bool:
+        """Run ``step`` of a round (metadata, starting a topic) within the round's wait.
+
+        A retriable failure, or a step still waiting at ``deadline`` (a dark
+        network: the refresh it waits for goes on in the background), is
+        noted in :attr:`health` and retried by the next call.
+
+        Returns:
+            whether the step succeeded.
+
+        Raises:
+            KielError: a failure that is not retriable.
+        """
+        try:
+            await within(step, max(0.001, deadline - time.monotonic()))
+        except asyncio.TimeoutError:
+            self.health.failed(RequestTimeoutError(
+                f"{what} was not answered within the call's wait "
+                f"(max_wait_time={self.fetcher.max_wait_time:g}s)"))
+            return False
+        except KielError as e:
+            if self.health.absorb(e):
+                return False
+            raise
+        return True
+
+    def _to_fetch(self) -> list[TopicPartition]:
+        """The partitions the consumer should be fetching: assigned, not
+        paused by the application (a subclass hook)."""
+        subscription = self.subscription
+        paused = set(subscription.paused())
+        return [tp for tp in subscription.assignment() if tp not in paused]
+
+    def _observe(self, now: float) -> list[TopicPartition]:
+        """Tell :attr:`health` which partitions there are to fetch (each
+        round, and each look at the health rule); returns them."""
+        partitions = self._to_fetch()
+        self.health.keep_only(set(partitions))
+        self.health.wanting(len(partitions), now)
+        return partitions
+
+    def _stall(self, stall: Optional[float]) -> float:
+        """The health rule's ``stall``: given, or the default."""
+        if stall is not None:
+            return float(_options.real("stall", stall, above=0))
+        return max(HEALTH_STALL, 3 * (self.fetcher.max_wait_time + ANSWER_GRACE))
+
+    def healthy(self, stall: Optional[float] = None) -> bool:
+        """Whether the consumer is fetching: the health rule, for a ``/health`` endpoint.
+
+        A consumer is *not* healthy when it is closed, or when, for longer
+        than ``stall`` seconds:
+
+        * it has partitions to fetch (assigned, or owned by a group member;
+          not paused by the application) and no broker answered a fetch
+          (fetches stalled: whatever lag the partitions had is growing
+          unseen); or
+        * an outage condition has lasted (a broker away, a connection lost,
+          a leader moving, the coordinator unavailable: what ``consume()``
+          rides out, see ``metrics().outage``); or
+        * a broker group's coordinator answered no heartbeat (the member is
+          out of its group, or rejoining).
+
+        The clock of a stall starts when there is something to fetch, so a
+        consumer given partitions a moment ago is not unhealthy yet. An
+        application that stops calling ``consume()`` stops fetching too, so
+        a consume loop that died shows up here. It is healthy again as soon
+        as fetches are answered.
+
+        Args:
+            stall: seconds (default: :data:`~kiel.consumer.health.HEALTH_STALL`,
+                10, or three fetch rounds of ``max_wait_time`` plus one second
+                if longer). Choose it above the longest time your application
+                takes over one batch.
+
+        Returns:
+            True when healthy.
+
+        Raises:
+            ConfigError: ``stall`` is not a positive number.
+        """
+        return self.unhealthy(stall) is None
+
+    def unhealthy(self, stall: Optional[float] = None) -> Optional[str]:
+        """Why :meth:`healthy` is false, for a human (``None`` when healthy).
+
+        Raises:
+            ConfigError: ``stall`` is not a positive number.
+        """
+        limit = self._stall(stall)
+        if self.closed or self._closing:
+            return "the consumer is closed"
+        now = time.monotonic()
+        health = self.health
+        partitions = self._observe(now)
+        stalled = health.stalled_for(now)
+        if stalled > limit:
+            return (f"no fetch answered for {stalled:.1f} s with {len(partitions)} "
+                    f"partition(s) to fetch" + (f" ({health.outage})" if health.outage else ""))
+        lasted = health.outage_seconds(now)
+        if lasted > limit:
+            latest = health.latest()
+            return f"{health.outage} for {lasted:.1f} s" + (f": {latest}" if latest else "")
+        return None
 
     # ------------------------------------------------------------------
     # errors and closing
@@ -515,9 +650,14 @@ class _BaseConsumer(Client):
             raise ClientClosedError("the consumer is closed")
 
     def _raise_pending(self) -> None:
-        """Raise the first error kept for the application (once)."""
-        if self._errors:
-            raise self._errors.popleft()
+        """Raise the first error kept for the application (once); the retriable
+        ones before it (a background commit that met an outage, retried by the
+        next commit) go to :attr:`health` instead."""
+        errors = self._errors
+        while errors:
+            error = errors.popleft()
+            if not self.health.absorb(error, CLIENT):
+                raise error
 
     async def _leave(self) -> None:
         """What a consumer does first when it closes (a hook for subclasses)."""

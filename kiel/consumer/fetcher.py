@@ -24,7 +24,9 @@ soon as the last of them is handed out, while the application works on them
 (prefetch). All partitions' raw answers and requests in flight together stay
 under ``max_prefetch_bytes``: fetching pauses while they are at the bound.
 Failures are retried per partition with the cluster's backoff
-(:meth:`kiel.retry.Backoff.delay`), refreshing metadata when it is stale.
+(:meth:`kiel.retry.Backoff.delay`), refreshing metadata when it is stale;
+retriable ones for as long as they last (a broker outage is ridden out, see
+:mod:`kiel.consumer.health`, which notes them and the answers).
 """
 
 import asyncio
@@ -37,6 +39,7 @@ from typing import Any, Optional
 from kiel._aio import Tasks, Wakeup
 from kiel.cluster import Cluster
 from kiel.consumer.decoder import DECODE_RECORDS, Decoder
+from kiel.consumer.health import Health
 from kiel.consumer.offsets import list_offsets
 from kiel.consumer.subscription import Batches, PartitionState, Status, Subscription
 from kiel.exc import (
@@ -105,6 +108,8 @@ class Fetcher:
         max_prefetch_bytes: the most bytes of raw answers held and fetch
             sizes asked in flight, all partitions together; one partition is
             always fetched when nothing is held.
+        health: where retriable failures and answers are noted (default: a
+            new :class:`~kiel.consumer.health.Health`).
     """
 
     def __init__(
@@ -119,8 +124,11 @@ class Fetcher:
         offset_reset: str = "earliest",
         request_timeout: Optional[float] = None,
         max_prefetch_bytes: int = 64 * 1024 * 1024,
+        health: Optional[Health] = None,
     ) -> None:
         self.cluster = cluster
+        #: Retriable failures and answers, for the consumer's health.
+        self.health = Health() if health is None else health
         self.subscription = subscription
         self.decoder = decoder
         self.max_wait_time = max_wait_time
@@ -170,7 +178,7 @@ class Fetcher:
 
     async def fetch(
         self, partitions: Optional[Iterable[TopicPartition]] = None,
-        max_records: Optional[int] = None,
+        max_records: Optional[int] = None, deadline: Optional[float] = None,
     ) -> Batches:
         """Hand out what one fetch round brought for ``partitions``.
 
@@ -180,16 +188,20 @@ class Fetcher:
         the request for ``max_wait_time`` without data. It never waits longer
         than ``max_wait_time`` plus :data:`ANSWER_GRACE`: requests unanswered
         then (a dark network) stay in flight, and the next calls hand out
-        what they bring. Retriable failures are retried with backoff
+        what they bring. Retriable failures (a broker away, a connection
+        lost, a timeout, a leader moving) are retried with backoff
         (refreshing metadata where it is stale), within the call while its
-        time lasts and in the next calls after; a failure that outlasts the
-        cluster's retries is raised.
+        time lasts and in the next calls after, for as long as they last:
+        they are noted in :attr:`health`, never raised.
 
         Args:
             partitions: which assigned partitions to fetch and return
                 (default: all). Unassigned ones are ignored.
             max_records: at most this many records (``None``: all buffered);
                 the rest stay buffered for the next call.
+            deadline: a ``time.monotonic()`` time the call's waits end by,
+                if sooner than ``max_wait_time`` from now (the caller spent
+                part of its wait already).
 
         Returns:
             records per partition, in offset order; partitions without records
@@ -202,10 +214,12 @@ class Fetcher:
             MessageTooLargeError: a message does not fit ``max_fetch_size``.
             DeserializationError: the deserializer failed on the record at
                 the partition's position.
-            KielError: a retriable error (connection, leadership, timeout)
-                persisted past the retries; the next call tries again.
+            KielError: an error that is not retriable (a broker's refusal,
+                such as an authorization failure).
         """
-        deadline = time.monotonic() + self.max_wait_time
+        now = time.monotonic()
+        if deadline is None or deadline > now + self.max_wait_time:
+            deadline = now + self.max_wait_time
         # The call's own bound: requests stuck in flight (a dark network)
         # are not waited for until their timeout; they stay in flight, and
         # what becomes of them is for a later call.
@@ -224,8 +238,8 @@ class Fetcher:
             delay = subscription.retry_delay(subscription.wanted(partitions), now)
             if not tasks and delay is None:
                 # Nothing to fetch (nothing assigned, or all paused): an empty round.
-                await asyncio.wait([changed], timeout=self.max_wait_time)
-                if changed.done():
+                await asyncio.wait([changed], timeout=max(0.0, deadline - now))
+                if changed.done() and time.monotonic() < deadline:
                     continue
                 return {}
             if now >= give_up:
@@ -294,7 +308,8 @@ class Fetcher:
 
         Raises:
             ClientClosedError: the fetcher was closed.
-            KielError: nothing was buffered, and an error is waiting.
+            KielError: nothing was buffered, and an error that is not
+                retriable is waiting (retriable ones go to :attr:`health`).
         """
         if self._closed:
             raise ClientClosedError("the consumer is closed")
@@ -303,8 +318,10 @@ class Fetcher:
             self.records_in += sum(map(len, out.values()))
         self._kick(wanted)
         if not out:
-            if self._errors:
-                raise self._errors.pop(0)
+            while self._errors:
+                failure = self._errors.pop(0)
+                if not self.health.absorb(failure):
+                    raise failure
             error = self.subscription.take_error(wanted)
             if error is not None:
                 raise error
@@ -506,6 +523,7 @@ class Fetcher:
                     self.bytes_in += len(part.message_set)
                     self.decoder.received(st, part.message_set, record_batches=batches)
                     healthy.add(st.tp)
+                    self.health.answered(st.tp)
                 elif error is OffsetOutOfRangeError:
                     self.errors["OffsetOutOfRangeError"] = (
                         self.errors.get("OffsetOutOfRangeError", 0) + 1
@@ -524,6 +542,7 @@ class Fetcher:
         for st, offset, epoch in resets:
             if await self._reset(st, offset, epoch):
                 healthy.add(st.tp)
+                self.health.answered(st.tp)
         return healthy
 
     async def _reset(self, st: PartitionState, offset: int, epoch: int) -> bool:
@@ -580,6 +599,8 @@ class Fetcher:
         retrying = st.failed(error, self.cluster.backoff, time.monotonic() if now is None else now)
         self.last_error = error
         count_error(self.errors, error)
+        if retrying:
+            self.health.failed(error, st.tp)
         if error.invalid_metadata:
             self._want_metadata()
         if retrying:
@@ -593,8 +614,10 @@ class Fetcher:
         try:
             await self.cluster.refresh_metadata(self.subscription.topics())
         except KielError as e:
-            # Partitions keep backing off; the error is shown once to the application.
-            self._errors[:] = [*self._errors[-7:], e]
+            # Partitions keep backing off; a retriable error is a condition
+            # of the consumer's health, another is raised once to the application.
+            if not self.health.absorb(e):
+                self._errors[:] = [*self._errors[-7:], e]
         self._changed.fire()
 
     # ------------------------------------------------------------------

@@ -40,6 +40,7 @@ import asyncio
 import logging
 import re
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from re import Pattern
 from typing import (
@@ -291,6 +292,11 @@ class GroupedConsumer(_BaseConsumer):
         )
         #: close() waited for the records in the application's hands.
         self._waited_for_hands = False
+        #: Errors said to the application once each, whatever their retriable
+        #: flag (a subscribed topic that does not exist).
+        self._told: list[KielError] = []
+        #: When connect() joined (Unix time; the heartbeats' clock starts there).
+        self._joined_at: Optional[float] = None
         #: The start of owned partitions under way (see _start), if any.
         self._starting: Optional[asyncio.Task[None]] = None
         self._ownership = ConsumerHooks(
@@ -358,6 +364,55 @@ class GroupedConsumer(_BaseConsumer):
         )
 
     # ------------------------------------------------------------------
+    # health
+
+    def _to_fetch(self) -> list[TopicPartition]:
+        """The owned partitions, except those the application paused (a ZooKeeper
+        suspension pauses fetching too, and counts as a stall)."""
+        state = self._state
+        paused = set(state.paused())
+        return [tp for tp in sorted(state) if tp not in paused]
+
+    def unhealthy(self, stall: Optional[float] = None) -> Optional[str]:
+        """Why :meth:`healthy` is false (``None`` when healthy): the consumers'
+        rule, plus a member not connected yet, and a broker group's
+        coordinator that answered no heartbeat for ``stall`` seconds (the
+        member is out of its group, rejoining, or cut off from it).
+
+        Raises:
+            ConfigError: ``stall`` is not a positive number.
+        """
+        limit = self._stall(stall)
+        membership = self.membership
+        silent: Optional[float] = None
+        group: dict[str, Any] = {}
+        if membership is not None:
+            group = dict(membership.metrics())
+            heard = group.get("last_heartbeat")
+            joined = self._joined_at
+            if heard is None or (joined is not None and joined > heard):
+                heard = joined
+            if self.coordinator == "brokers" and heard is not None:
+                silent = time.time() - heard
+            began = self.health.started_at()
+            if began is not None and not self._to_fetch() and (
+                    group.get("zookeeper_state") == "CONNECTED"
+                    or (silent is not None and silent < time.monotonic() - began)):
+                # Nothing to fetch, and the group's coordinator answered since
+                # the outage began: what it left behind (a commit that failed
+                # in it) is over.
+                self.health.recovered()
+        reason = super().unhealthy(stall)
+        if reason is not None:
+            return reason
+        if membership is None:
+            return "not connected to the group yet"
+        if silent is not None and silent > limit:
+            return (f"the group coordinator answered no heartbeat for {silent:.1f} s "
+                    f"(group state {group.get('group_state')})")
+        return None
+
+    # ------------------------------------------------------------------
     # life cycle
 
     async def connect(self) -> None:
@@ -390,6 +445,7 @@ class GroupedConsumer(_BaseConsumer):
             self.group_settings,
         )
         await membership.join()
+        self._joined_at = time.time()
         self._commits.start_timer()
         await self._say_missing_topics()
 
@@ -417,7 +473,9 @@ class GroupedConsumer(_BaseConsumer):
                 "consumes nothing of it until it is created", topic=topic, group=self.group,
             )
             log.warning("%s", error)
-            self._errors.append(error)
+            # Said on purpose (the application must create the topic or fix
+            # its subscription), though the broker's code is a retriable one.
+            self._told.append(error)
 
     async def close(self) -> None:
         """Leave the group and close, delivering nothing twice.
@@ -508,9 +566,19 @@ class GroupedConsumer(_BaseConsumer):
                 exception a listener raised, likewise; the group carries on).
             OffsetResetError: no committed offset and ``offset_reset="raise"``
                 (the partition is owned but not fetched; :meth:`seek` it).
-            KielError: a background commit failed (raised once; the next
-                commit retries it), or a fetch failed as for
-                :meth:`kiel.consumer.SingleConsumer.consume`.
+            PollIntervalExceededError: the application did not ask for
+                records within ``max_poll_interval`` (raised once; this call
+                joins again).
+            GroupError: the coordinator refused the member for good
+                (fenced, no common assignor, not authorized).
+            KielError: a background commit failed in a way retrying cannot
+                mend (raised once), or a fetch failed as for
+                :meth:`kiel.consumer.SingleConsumer.consume`. Retriable
+                failures (a broker or the coordinator away, a connection
+                lost, a timeout, a leader moving) are never raised: they are
+                retried inside the client, this call returns what it has
+                within its wait, and :meth:`healthy` and ``metrics()`` show
+                the outage (see the guide's "Broker outages and health").
             ConfigError: ``topics`` names a topic the member does not
                 subscribe to (``topics=``/``pattern=`` at construction).
             ClientClosedError: the consumer is closed.
@@ -562,8 +630,11 @@ class GroupedConsumer(_BaseConsumer):
             # Asking for more (even of a closing consumer): done with the last batch.
             self._hands.finish_mine()
         self._check_open()
+        deadline = self._deadline()
         self._reclaim()
         if self.membership is not None:
+            # The application asked for records: the only thing that keeps
+            # max_poll_interval from expiring (an outage included).
             self.membership.poll()
         self._raise_pending()
         self._start(self.subscription.with_status(Status.AWAITING_RESET))
@@ -573,7 +644,8 @@ class GroupedConsumer(_BaseConsumer):
         if topics is not None:
             names = self._subscribed(topics)
             wanted = [tp for tp in held if tp.topic in names]
-        batches = await self.fetcher.fetch(wanted, max_records)
+        self._observe(time.monotonic())
+        batches = await self.fetcher.fetch(wanted, max_records, deadline)
         # Same task step as the fetcher's drain: no rebalance ran in between.
         for tp, records in list(batches.items()):
             hands = held.get(tp)
@@ -599,12 +671,17 @@ class GroupedConsumer(_BaseConsumer):
         Raises:
             Exception: what a finished start raised and did not keep for
                 :meth:`consume` (the kept errors are raised by
-                ``_raise_pending``).
+                ``_raise_pending``), unless retriable (then the next call
+                starts the partitions again).
         """
         task = self._starting
         if task is not None and task.done():
             self._starting = None
-            task.result()
+            if task.cancelled():
+                task.result()  # raises CancelledError
+            error = task.exception()
+            if error is not None and not self.health.absorb(error):
+                raise error
         if tps and self._starting is None:
             self._starting = self._tasks.spawn(
                 self._ownership.start(tps), "start", quiet=(Exception,))
@@ -679,8 +756,14 @@ class GroupedConsumer(_BaseConsumer):
         return self._state[tp].finished
 
     def _raise_pending(self) -> None:
+        if self._told:
+            raise self._told.pop(0)
         membership = self.membership
         if membership is not None and membership.failure is not None:
+            # Said on purpose: the membership retries what may heal itself
+            # (rejoins, reconciles) and keeps here what the application
+            # must hear of (fencing, poll expiry, an allocator or listener
+            # failure, a check ZooKeeper refused).
             failure, membership.failure = membership.failure, None
             raise failure
         super()._raise_pending()

@@ -17,6 +17,7 @@ Example::
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Optional, Union
 
@@ -86,7 +87,13 @@ class SingleConsumer(_BaseConsumer):
 
         Returns:
             records ordered by offset within each partition; empty when no
-            message arrived within ``max_wait_time``.
+            message arrived within ``max_wait_time`` (about that long, plus
+            at most a second for answers on their way). Through a broker
+            outage (no broker answering, connections lost, requests timing
+            out, leaders moving) it goes on returning what it has, or
+            ``[]``, within that wait: the client retries with backoff and
+            fetches again as soon as the brokers are back; the outage is
+            logged once and shown by :meth:`healthy` and ``metrics()``.
 
         Raises:
             UnknownTopicError: a topic does not exist.
@@ -96,9 +103,10 @@ class SingleConsumer(_BaseConsumer):
             MessageTooLargeError: a message does not fit ``max_fetch_size``.
             DeserializationError: the deserializer failed (``offset`` says on
                 which message; :meth:`seek` past it to go on).
-            KielConnectionError, RequestTimeoutError, NoBrokersError,
-            BrokerError: a retriable failure persisted past ``retries``; the
-                next call tries again.
+            CorruptMessageError, CompressionError: a record at the position
+                cannot be read (:meth:`seek` past it to go on).
+            BrokerError: a refusal retrying cannot mend (authorization, an
+                invalid topic...); retriable ones are never raised.
             ClientClosedError: the consumer is closed.
         """
         return self._flatten(await self._fetch(topics, start, self._limit(max_records)))
@@ -126,15 +134,38 @@ class SingleConsumer(_BaseConsumer):
     ) -> ConsumedBatches:
         names = topic_list(topics)
         self._check_open()
-        await self.cluster.maybe_refresh()
-        for topic in names:
-            await self._add_topic(topic, start)
+        deadline = self._deadline()
+        # Strategy: a step the brokers cannot answer now (an outage) is noted
+        # and tried again by the next call; the partitions already known are
+        # fetched meanwhile (the fetcher rides the outage out per partition).
+        # The steps are bounded (kiel._aio.within: a task of their own) only
+        # when they have I/O to do: most calls have none.
+        cluster = self.cluster
+        if cluster.metadata_age <= cluster.metadata_max_age or await self._step(
+                cluster.maybe_refresh(), deadline, "a metadata refresh"):
+            for topic in names:
+                if self._to_start(topic) and not await self._step(
+                        self._add_topic(topic, start), deadline, f"starting topic {topic!r}"):
+                    break
         wanted = [tp for tp in self.subscription.assignment() if tp.topic in names]
         self._reclaim(wanted)
-        return await self.fetcher.fetch(wanted, max_records)
+        self._observe(time.monotonic())
+        return await self.fetcher.fetch(wanted, max_records, deadline)
 
     # ------------------------------------------------------------------
     # topics and start positions
+
+    def _to_start(self, topic: str) -> bool:
+        """Whether :meth:`_add_topic` has work for ``topic``: its start, or
+        partitions it grew that are not consumed yet."""
+        follow = self._topics.get(topic)
+        if follow is None:
+            return True
+        if not follow:
+            return False
+        is_assigned = self.subscription.is_assigned
+        return any(not is_assigned(TopicPartition(topic, p))
+                   for p in self.cluster.partitions.get(topic, {}))
 
     async def _add_topic(self, topic: str, start: Start) -> None:
         if topic not in self._topics:

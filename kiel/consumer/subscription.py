@@ -161,9 +161,12 @@ class PartitionState:
     def failed(self, error: KielError, backoff: Backoff, now: float) -> bool:
         """Count a failure: schedule a retry, or keep ``error`` for the application.
 
-        A retriable error is retried ``backoff.retries`` times, ``backoff.delay``
-        apart; then (or at once for one that is not retriable) it becomes the
-        partition's error, raised by the next fetch, and the count starts over.
+        A retriable error (a broker away, a connection lost, a leader
+        moving) is retried for as long as it lasts, ``backoff.delay`` apart
+        (growing up to the backoff's cap; its ``retries`` do not apply: a
+        consumer rides out an outage, see :mod:`kiel.consumer.health`). One
+        that is not retriable becomes the partition's error at once, raised
+        by the next fetch.
 
         Returns:
             whether a retry was scheduled.
@@ -174,11 +177,6 @@ class PartitionState:
             self.error = error
             return False
         self.failures += 1
-        if backoff.retries is not None and self.failures > backoff.retries:
-            self.error = error
-            self.failures = 0
-            self.retry_at = 0.0
-            return False
         self.retry_at = now + backoff.delay(self.failures)
         return True
 
