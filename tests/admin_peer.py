@@ -9,9 +9,17 @@ from confluent_kafka.admin import AdminClient
 TIMEOUT = 30.0
 
 
+_CLIENTS: dict[str, AdminClient] = {}
+
+
 def peer(bootstrap: str) -> AdminClient:
-    """A confluent-kafka AdminClient on ``bootstrap``."""
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    """The confluent-kafka AdminClient on ``bootstrap`` (one per address, kept
+    for the session: a client collected while a future is pending ends it
+    with "Handle is terminating")."""
+    if bootstrap not in _CLIENTS:
+        _CLIENTS[bootstrap] = AdminClient({"bootstrap.servers": bootstrap,
+                                           "socket.timeout.ms": 10000})
+    return _CLIENTS[bootstrap]
 
 
 def outcome(future: Any) -> tuple[int, Any]:
