@@ -20,11 +20,13 @@ group is live). They take a connected :class:`~kiel.cluster.Cluster`.
 import contextlib
 import datetime
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import (
     Any,
     NamedTuple,
     Optional,
+    TypeVar,
     Union,
 )
 
@@ -32,6 +34,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 import kiel.client  # noqa: F401  (registers the connection settings options_checked takes)
 from kiel import _options
+from kiel.client import Client
 from kiel.cluster import Cluster
 from kiel.consumer.offsets import (
     EARLIEST,
@@ -43,16 +46,24 @@ from kiel.consumer.offsets import (
 )
 from kiel.consumer.watermarks import served_ends
 from kiel.exc import (
+    BrokerError,
     ConfigError,
     ConsumerProtocolError,
     GroupIdNotFoundError,
     IllegalGenerationError,
+    KielConnectionError,
     KielError,
+    LeaderNotAvailableError,
+    NoBrokersError,
     NonEmptyGroupError,
+    NotControllerError,
     ProtocolError,
     RebalanceInProgressError,
+    RequestTimeoutError,
     UnknownMemberIdError,
+    UnknownPartitionError,
     UnknownTopicError,
+    UnsupportedFeatureError,
     for_code,
 )
 from kiel.protocol import (
@@ -61,17 +72,48 @@ from kiel.protocol import (
     DescribeGroupsRequestV2,
     DescribeGroupsRequestV4,
     ListGroupsRequestV2,
+    admin_cluster,
+    admin_configs,
+    admin_groups,
+    admin_records,
+    admin_topics,
     decode_assignment,
     decode_subscription,
 )
+from kiel.protocol.admin_records import HIGH_WATERMARK, MAX_TIMESTAMP
 from kiel.protocol.group_membership import CONSUMER_PROTOCOL_TYPE
-from kiel.protocol.versions import DESCRIBE_GROUPS, LIST_GROUPS
+from kiel.protocol.versions import (
+    API_NAMES,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_GROUPS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS,
+    INCREMENTAL_ALTER_CONFIGS,
+    LIST_GROUPS,
+    OFFSET_DELETE,
+)
+from kiel.protocol.versions import LIST_OFFSETS as LIST_OFFSETS_KEY
 from kiel.retry import attempts
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper, translate
 
 __all__ = [
     "CURRENT",
+    "OFFSET_SPECS",
+    "Admin",
+    "AlterConfigOp",
+    "ClusterBroker",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "CreatedTopic",
+    "ListedOffset",
+    "NewTopic",
+    "Results",
     "DEFAULT_TIMEOUT",
     "INACTIVE_STATES",
     "BrokerGroup",
@@ -955,3 +997,874 @@ async def _commit_from_outside(
             f"group {group!r} has live members: its coordinator refused the reset "
             f"({type(e).__name__}); stop its members first",
             api="OffsetCommit", group=group) from e
+
+
+# ----------------------------------------------------------------------
+# The admin client: topics, partitions, configs, records, offsets, the
+# cluster and broker groups, on the cluster and connections the clients share
+
+#: ``list_offsets`` specs besides a time: the log start, the log end, and
+#: the record with the highest timestamp (ListOffsets v7, KIP-734).
+OFFSET_SPECS = {"earliest": EARLIEST, "latest": LATEST, "max_timestamp": MAX_TIMESTAMP}
+#: What :meth:`Admin.list_offsets` takes per partition.
+OffsetSpec = Union[str, int, datetime.datetime]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Results(dict[K, Union[V, KielError]]):
+    """Per-resource results: each key (a topic, a partition, a group...) maps
+    to its result, or to its own typed error (an exception instance, not
+    raised), as the broker answered for that resource.
+
+    One resource's failure never hides the others' results, and no failure
+    is dropped: every resource asked for has an entry. ``errors`` and ``ok``
+    split them; ``raise_for_errors()`` raises the first error for callers
+    that want all or nothing.
+    """
+
+    @property
+    def errors(self) -> dict[K, KielError]:
+        """The resources that failed, with their errors."""
+        return {k: v for k, v in self.items() if isinstance(v, KielError)}
+
+    @property
+    def ok(self) -> dict[K, V]:
+        """The resources that succeeded, with their results."""
+        return {k: v for k, v in self.items() if not isinstance(v, KielError)}
+
+    def raise_for_errors(self) -> None:
+        """Raise the first resource's error (in key order), if any failed.
+
+        Raises:
+            KielError: that error; the others stay in :attr:`errors`.
+        """
+        for value in self.values():
+            if isinstance(value, KielError):
+                raise value
+
+
+class NewTopic(NamedTuple):
+    """A topic to create.
+
+    ``partitions`` and ``replication_factor`` -1 take the broker's defaults
+    (``num.partitions``, ``default.replication.factor``; KIP-464).
+    ``configs`` are the topic's configs (``{"retention.ms": "60000"}``).
+    """
+
+    name: str
+    partitions: int = -1
+    replication_factor: int = -1
+    configs: Optional[Mapping[str, str]] = None
+
+
+class CreatedTopic(NamedTuple):
+    """What a created topic got: its partitions, replication factor and
+    configs (a broker may answer -1 and none when it does not say;
+    ``validate_only`` creates nothing and answers what it would)."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, Optional[str]]
+
+
+class ConfigResource(NamedTuple):
+    """A resource with configs: ``ConfigResource("topic", name)`` or
+    ``ConfigResource("broker", "1")`` (a broker id; ``""``: the default of
+    every broker)."""
+
+    kind: str
+    name: str
+
+
+class ConfigEntry(NamedTuple):
+    """One config of a resource, as DescribeConfigs answers it.
+
+    ``source`` is Kafka's name for where the value comes from
+    (``DYNAMIC_TOPIC_CONFIG``, ``DEFAULT_CONFIG``...); ``value`` is ``None``
+    for a sensitive config.
+    """
+
+    name: str
+    value: Optional[str]
+    source: str
+    read_only: bool
+    sensitive: bool
+    synonyms: tuple[tuple[str, Optional[str], str], ...] = ()
+
+
+class AlterConfigOp(NamedTuple):
+    """An IncrementalAlterConfigs operation: ``"set"``, ``"delete"`` (back to
+    the default), ``"append"`` or ``"subtract"`` (list-valued configs)."""
+
+    op: str
+    value: Optional[str] = None
+
+
+class ListedOffset(NamedTuple):
+    """A ListOffsets answer: the offset and its record's timestamp.
+
+    ``offset`` is ``None`` when no record is that recent (a time after the
+    newest record); ``timestamp`` is -1 for earliest and latest.
+    """
+
+    offset: Optional[int]
+    timestamp: int
+    leader_epoch: int
+
+
+class ClusterBroker(NamedTuple):
+    """One broker of the cluster."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: Optional[str]
+
+
+class ClusterDescription(NamedTuple):
+    """The cluster: its id, its controller's broker id and its brokers.
+
+    ``cluster_id`` and ``controller`` are ``None`` when the brokers do not
+    say (no DescribeCluster, and a Metadata version without them).
+    """
+
+    cluster_id: Optional[str]
+    controller: Optional[int]
+    brokers: list[ClusterBroker]
+
+
+_RESOURCE_TYPES = {"topic": admin_configs.TOPIC, "broker": admin_configs.BROKER}
+_RESOURCE_KINDS = {code: kind for kind, code in _RESOURCE_TYPES.items()}
+_ALTER_OPS = {"set": admin_configs.SET, "delete": admin_configs.DELETE,
+              "append": admin_configs.APPEND, "subtract": admin_configs.SUBTRACT}
+#: Topic configs whose names end so are numbers (Kafka's topic configs
+#: ``*.ms`` and ``*.bytes`` are all longs): a value that is not one is
+#: refused before anything is sent.
+_NUMERIC_SUFFIXES = (".ms", ".bytes")
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _failure(code: int, message: Optional[str], **context: Any) -> Optional[KielError]:
+    """The typed error of a resource's answer (``None`` for code 0), with
+    the broker's message when it sent one."""
+    cls = for_code(code)
+    if cls is None:
+        return None
+    return cls(message or "", errno=code, **context)
+
+
+def _name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{what} must be a non-empty str, got {value!r}")
+    return value
+
+
+def _count(value: Any, what: str, *, default_ok: bool) -> int:
+    """A positive int (or -1, the broker's default, where allowed)."""
+    if type(value) is not int or not (value >= 1 or (default_ok and value == -1)):
+        allowed = "a positive int" + (" or -1 (the broker's default)" if default_ok else "")
+        raise ConfigError(f"{what} must be {allowed}, got {value!r}")
+    return value
+
+
+def _config_value(name: str, value: Any, what: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ConfigError(f"{what}: config {name!r} needs a str value, got {value!r}")
+    text = str(value)
+    if name.endswith(_NUMERIC_SUFFIXES) and not _INTEGER.fullmatch(text):
+        raise ConfigError(f"{what}: config {name!r} takes a whole number, got {value!r}")
+    return text
+
+
+def _resource(resource: Any) -> ConfigResource:
+    if (not isinstance(resource, tuple) or len(resource) != 2
+            or resource[0] not in _RESOURCE_TYPES or not isinstance(resource[1], str)):
+        raise ConfigError("a config resource is ConfigResource('topic', name) or "
+                          f"ConfigResource('broker', broker_id_as_str), got {resource!r}")
+    if resource[0] == "topic":
+        _name(resource[1], "a topic resource's name")
+    elif resource[1] and not resource[1].isdigit():
+        raise ConfigError(f"a broker resource's name is its id as str (or ''), "
+                          f"got {resource[1]!r}")
+    return ConfigResource(*resource)
+
+
+def _timestamp(spec: Any, tp: TopicPartition) -> int:
+    if isinstance(spec, str) and spec in OFFSET_SPECS:
+        return OFFSET_SPECS[spec]
+    if isinstance(spec, datetime.datetime):
+        if spec.tzinfo is None:
+            raise ConfigError(f"{tp}: a time must be timezone-aware, got {spec!r}")
+        return int(spec.timestamp() * 1000)
+    if type(spec) is int and spec >= 0:
+        return spec
+    raise ConfigError(f"{tp}: an offset spec is 'earliest', 'latest', 'max_timestamp', "
+                      f"milliseconds since the epoch or an aware datetime, got {spec!r}")
+
+
+def _partitions_of(tps: Iterable[Any]) -> list[TopicPartition]:
+    out = []
+    for tp in tps:
+        if (not isinstance(tp, tuple) or len(tp) != 2 or not isinstance(tp[0], str)
+                or type(tp[1]) is not int or tp[1] < 0):
+            raise ConfigError(f"a partition is TopicPartition(topic, partition), got {tp!r}")
+        out.append(TopicPartition(tp[0], tp[1]))
+    return out
+
+
+def _fixed(request: Any) -> Callable[[int], Any]:
+    """A request builder for :meth:`Admin._send` that ignores the version:
+    kiel speaks one version of each admin API, checked by ``_send``."""
+    return lambda version: request
+
+
+def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    grouped: dict[str, list[int]] = {}
+    for tp in tps:
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return grouped
+
+
+class Admin(Client):
+    """Administer a cluster of current brokers: topics, partitions, configs,
+    records, offsets, the cluster, and the groups the brokers coordinate.
+
+    Built on the :class:`~kiel.cluster.Cluster` and connections every kiel
+    client shares (same options, same negotiation, TLS, SASL, retries)::
+
+        async with Admin("localhost:9092") as admin:
+            results = await admin.create_topics([NewTopic("events", 6, 3)])
+            for name, error in results.errors.items():
+                print(name, error)
+
+    Every call that names resources answers per resource (:class:`Results`):
+    a topic the broker refused maps to its typed error (e.g.
+    :class:`~kiel.exc.TopicAlreadyExistsError` with the broker's message),
+    the others to their results. What kiel can check before sending (a
+    partition count of 0, a non-numeric ``retention.ms``) raises
+    :class:`~kiel.exc.ConfigError` and sends nothing. A broker that serves
+    no version of an API kiel speaks raises
+    :class:`~kiel.exc.UnsupportedFeatureError` naming the API and the broker
+    (a Kafka 0.8 broker serves none of these; see :doc:`/guides/admin`).
+    Connection failures are retried within ``retries`` and then raised.
+
+    Args:
+        brokers: bootstrap list, as for every client.
+        **options: the connection settings (:class:`~kiel.client.ClientOptions`).
+    """
+
+    #: The controller's broker id once DescribeCluster said it.
+    _controller: Optional[int] = None
+
+    # -- plumbing --------------------------------------------------------
+
+    async def _version(self, broker: int, api_key: int) -> int:
+        """The version of ``api_key`` to speak with ``broker``.
+
+        Raises:
+            UnsupportedFeatureError: none (naming the API and the broker).
+        """
+        versions = await self.cluster.versions(broker)
+        try:
+            return versions.of(api_key)
+        except UnsupportedFeatureError as e:
+            info = self.cluster.brokers.get(broker)
+            where = f"{info.host}:{info.port}" if info else "?"
+            e.message = f"{e.message} (broker {broker} at {where})"
+            e.with_context(broker_id=broker)
+            raise
+
+    async def _send(self, broker: int, api_key: int, build: Callable[[int], Any]) -> Any:
+        """Send the request ``build(version)`` to ``broker``, retrying
+        connection failures within the cluster's backoff.
+
+        Raises:
+            UnsupportedFeatureError: the broker serves no version kiel speaks.
+            KielError: a failure that is not retriable, or that persisted.
+        """
+        timeout = 2 * self.cluster.request_timeout  # the broker's own wait is request_timeout
+        async for attempt in attempts(self.cluster.backoff):
+            try:
+                version = await self._version(broker, api_key)
+                return await self.cluster.send(broker, build(version), timeout=timeout)
+            except KielError as e:
+                if not e.retriable:
+                    raise
+                attempt.failed(e)
+                if e.invalid_metadata or isinstance(e, NoBrokersError):
+                    await self.cluster.refresh_metadata()
+        raise AssertionError("attempts() ended without an answer or an error")  # pragma: no cover
+
+    async def _any_broker(self) -> int:
+        """A broker for cluster-wide requests: the controller when known (a
+        ZooKeeper-era cluster needs it; a KRaft cluster forwards), else the
+        lowest broker id."""
+        if not self.cluster.brokers:
+            await self.cluster.refresh_metadata()
+        if not self.cluster.brokers:
+            raise NoBrokersError("no broker is known")
+        if self._controller is not None and self._controller in self.cluster.brokers:
+            return self._controller
+        return min(self.cluster.brokers)
+
+    @property
+    def _timeout_ms(self) -> int:
+        return int(self.cluster.request_timeout * 1000)
+
+    async def _per_resource(
+        self, keys: Sequence[K], api_key: int, build: Callable[[list[K]], Any],
+        answers: Callable[[Any], Iterable[tuple[K, Any, Optional[KielError]]]],
+        broker: Optional[int] = None,
+    ) -> "Results[K, Any]":
+        """Send one request for ``keys`` (to the controller or ``broker``),
+        and collect each key's answer; keys the broker answered
+        NOT_CONTROLLER go to the controller found afresh, within the retries.
+
+        Raises:
+            ProtocolError: the answer left a key out.
+        """
+        results: Results[K, Any] = Results()
+        pending = list(keys)
+        async for attempt in attempts(self.cluster.backoff):
+            target = broker if broker is not None else await self._any_broker()
+            response = await self._send(target, api_key, _fixed(build(pending)))
+            moved = []
+            for key, value, error in answers(response):
+                if key not in pending:
+                    continue
+                if isinstance(error, NotControllerError) and broker is None:
+                    moved.append(key)
+                results[key] = error if error is not None else value
+            missing = [k for k in pending if k not in results]
+            if missing:
+                raise ProtocolError(f"the answer left out {missing!r}",
+                                    api=API_NAMES.get(api_key), broker_id=target)
+            if not moved:
+                break
+            pending = moved
+            self._controller = (await self.describe_cluster()).controller
+            attempt.failed(results[moved[0]])
+        return Results((k, results[k]) for k in keys)
+
+    # -- topics ------------------------------------------------------------
+
+    async def create_topics(self, topics: Sequence[NewTopic], *,
+                            validate_only: bool = False) -> "Results[str, CreatedTopic]":
+        """Create topics (CreateTopics v5).
+
+        Args:
+            topics: the topics (:class:`NewTopic`; a plain ``(name,
+                partitions, replication_factor, configs)`` tuple too).
+            validate_only: ask the broker to check, not create. Tansu
+                creates the topic anyway (see :doc:`/guides/admin`).
+
+        Returns:
+            per topic name, :class:`CreatedTopic` or its error
+            (:class:`~kiel.exc.TopicAlreadyExistsError`,
+            :class:`~kiel.exc.InvalidPartitionsError`,
+            :class:`~kiel.exc.InvalidReplicationFactorError`,
+            :class:`~kiel.exc.InvalidConfigurationError`,
+            :class:`~kiel.exc.PolicyViolationError`...).
+
+        Raises:
+            ConfigError: a name that is empty or given twice, a partition
+                count or replication factor that is not positive (or -1),
+                a config value that is not a str (or int), a ``*.ms`` or
+                ``*.bytes`` config that is not a whole number. Nothing is sent.
+            UnsupportedFeatureError: the broker serves no CreateTopics v5.
+        """
+        wanted: dict[str, admin_topics.CreatableTopic] = {}
+        for topic in topics:
+            topic = NewTopic(*topic)
+            name = _name(topic.name, "a topic name")
+            if name in wanted:
+                raise ConfigError(f"topic {name!r} is named twice")
+            configs = [admin_topics.CreatableTopicConfig(k, _config_value(k, v, name))
+                       for k, v in (topic.configs or {}).items()]
+            wanted[name] = admin_topics.CreatableTopic(
+                name, _count(topic.partitions, f"{name}: partitions", default_ok=True),
+                _count(topic.replication_factor, f"{name}: replication_factor",
+                       default_ok=True), [], configs)
+        if type(validate_only) is not bool:
+            raise ConfigError(f"validate_only must be a bool, got {validate_only!r}")
+
+        def answers(response: Any) -> Iterator[tuple[str, Any, Optional[KielError]]]:
+            for t in response.topics:
+                yield t.name, CreatedTopic(t.name, t.num_partitions, t.replication_factor,
+                                           {c.name: c.value for c in t.configs}), \
+                    _failure(t.error_code, t.error_message, api="CreateTopics", topic=t.name)
+
+        return await self._per_resource(
+            list(wanted), CREATE_TOPICS,
+            lambda names: admin_topics.CreateTopicsRequestV5(
+                [wanted[n] for n in names], self._timeout_ms, validate_only),
+            answers)
+
+    async def delete_topics(self, topics: Sequence[str]) -> "Results[str, None]":
+        """Delete topics (DeleteTopics v5).
+
+        Returns:
+            per topic, ``None`` (deleted) or its error
+            (:class:`~kiel.exc.UnknownTopicOrPartitionError` for a topic the
+            cluster does not have).
+
+        Raises:
+            ConfigError: an empty name.
+            UnsupportedFeatureError: the broker serves no DeleteTopics v5.
+        """
+        names = list(dict.fromkeys(_name(t, "a topic name") for t in topics))
+
+        def answers(response: Any) -> Iterator[tuple[str, Any, Optional[KielError]]]:
+            for t in response.responses:
+                yield t.name, None, _failure(t.error_code, t.error_message,
+                                             api="DeleteTopics", topic=t.name)
+
+        return await self._per_resource(
+            names, DELETE_TOPICS,
+            lambda pending: admin_topics.DeleteTopicsRequestV5(pending, self._timeout_ms),
+            answers)
+
+    async def create_partitions(self, totals: Mapping[str, int], *,
+                                validate_only: bool = False) -> "Results[str, int]":
+        """Grow topics to a total number of partitions (CreatePartitions v2).
+
+        Args:
+            totals: ``{topic: new total partition count}`` (not the number
+                added); the broker places the new partitions.
+            validate_only: check, do not change.
+
+        Returns:
+            per topic, the new total or its error
+            (:class:`~kiel.exc.InvalidPartitionsError` for a total not above
+            today's, :class:`~kiel.exc.UnknownTopicOrPartitionError`).
+
+        Raises:
+            ConfigError: a total that is not a positive int. Nothing is sent.
+            UnsupportedFeatureError: the broker serves no CreatePartitions v2
+                (Tansu 0.6 serves none).
+        """
+        checked = {_name(t, "a topic name"): _count(n, f"{t}: partitions", default_ok=False)
+                   for t, n in totals.items()}
+
+        def answers(response: Any) -> Iterator[tuple[str, Any, Optional[KielError]]]:
+            for t in response.results:
+                yield t.name, checked.get(t.name), _failure(
+                    t.error_code, t.error_message, api="CreatePartitions", topic=t.name)
+
+        return await self._per_resource(
+            list(checked), CREATE_PARTITIONS,
+            lambda names: admin_topics.CreatePartitionsRequestV2(
+                [admin_topics.CreatePartitionsTopic(n, checked[n], None) for n in names],
+                self._timeout_ms, validate_only),
+            answers)
+
+    # -- configs -----------------------------------------------------------
+
+    async def describe_configs(
+        self, resources: Sequence[ConfigResource], *, synonyms: bool = False,
+    ) -> "Results[ConfigResource, dict[str, ConfigEntry]]":
+        """Read configs of topics and brokers (DescribeConfigs v4).
+
+        Topics are asked of the controller (any broker on KRaft), a broker's
+        configs of that broker.
+
+        Args:
+            resources: :class:`ConfigResource` values.
+            synonyms: include where else each value could come from.
+
+        Returns:
+            per resource, ``{name: ConfigEntry}`` or its error. Tansu lists
+            only the configs that were set.
+
+        Raises:
+            ConfigError: a resource that is not a topic or a broker id.
+            UnsupportedFeatureError: the broker serves no DescribeConfigs v4.
+        """
+        checked = list(dict.fromkeys(_resource(r) for r in resources))
+        results: Results[ConfigResource, dict[str, ConfigEntry]] = Results()
+        for broker, group in (await self._config_routes(checked)).items():
+
+            def answers(response: Any) -> Iterator[tuple[ConfigResource, Any,
+                                                         Optional[KielError]]]:
+                for r in response.results:
+                    key = ConfigResource(_RESOURCE_KINDS.get(r.resource_type, "?"),
+                                         r.resource_name)
+                    entries = {c.name: ConfigEntry(
+                        c.name, c.value, admin_configs.CONFIG_SOURCES.get(
+                            c.config_source, str(c.config_source)),
+                        c.read_only, c.is_sensitive,
+                        tuple((s.name, s.value, admin_configs.CONFIG_SOURCES.get(
+                            s.source, str(s.source))) for s in c.synonyms))
+                        for c in r.configs}
+                    yield key, entries, _failure(
+                        r.error_code, r.error_message, api="DescribeConfigs",
+                        topic=r.resource_name if key.kind == "topic" else None)
+
+            results.update(await self._per_resource(
+                group, DESCRIBE_CONFIGS,
+                lambda pending: admin_configs.DescribeConfigsRequestV4(
+                    [admin_configs.DescribeConfigsResource(_RESOURCE_TYPES[r.kind], r.name, None)
+                     for r in pending], synonyms, False),
+                answers, broker))
+        return Results((r, results[r]) for r in checked)
+
+    async def _config_routes(self, resources: Sequence[ConfigResource]
+                             ) -> dict[Optional[int], list[ConfigResource]]:
+        """Topics (and the brokers' default) to the controller (``None``),
+        a broker's own configs to that broker."""
+        routes: dict[Optional[int], list[ConfigResource]] = {}
+        for r in resources:
+            broker = int(r.name) if r.kind == "broker" and r.name else None
+            if broker is not None and broker not in self.cluster.brokers:
+                await self.cluster.refresh_metadata()
+            routes.setdefault(broker, []).append(r)
+        return routes
+
+    async def incremental_alter_configs(
+        self, changes: Mapping[ConfigResource, Mapping[str, Union[str, int, None, AlterConfigOp]]],
+        *, validate_only: bool = False,
+    ) -> "Results[ConfigResource, None]":
+        """Change configs of topics and brokers (IncrementalAlterConfigs v1).
+
+        Args:
+            changes: ``{resource: {name: change}}``; a change is a value (set
+                it), ``None`` (delete it: back to the default) or an
+                :class:`AlterConfigOp` (``"append"``, ``"subtract"``...).
+            validate_only: check, do not change.
+
+        Returns:
+            per resource, ``None`` (changed) or its error
+            (:class:`~kiel.exc.InvalidConfigurationError` for an unknown name
+            or a bad value, :class:`~kiel.exc.UnknownTopicOrPartitionError`...).
+
+        Raises:
+            ConfigError: a bad resource, operation or value (a ``*.ms`` or
+                ``*.bytes`` config that is not a whole number). Nothing is sent.
+            UnsupportedFeatureError: the broker serves no IncrementalAlterConfigs v1.
+        """
+        wanted: dict[ConfigResource, list[admin_configs.AlterableConfig]] = {}
+        for resource, configs in changes.items():
+            key = _resource(resource)
+            ops = []
+            for name, change in configs.items():
+                _name(name, f"{key}: a config name")
+                if isinstance(change, AlterConfigOp):
+                    if change.op not in _ALTER_OPS:
+                        raise ConfigError(f"{key}: {name}: op must be one of "
+                                          f"{sorted(_ALTER_OPS)}, got {change.op!r}")
+                    value = None if change.value is None else _config_value(name, change.value,
+                                                                              str(key))
+                    ops.append(admin_configs.AlterableConfig(name, _ALTER_OPS[change.op], value))
+                elif change is None:
+                    ops.append(admin_configs.AlterableConfig(name, admin_configs.DELETE, None))
+                else:
+                    ops.append(admin_configs.AlterableConfig(
+                        name, admin_configs.SET, _config_value(name, change, str(key))))
+            wanted[key] = ops
+        results: Results[ConfigResource, None] = Results()
+        for broker, group in (await self._config_routes(list(wanted))).items():
+
+            def answers(response: Any) -> Iterator[tuple[ConfigResource, Any,
+                                                         Optional[KielError]]]:
+                for r in response.responses:
+                    key = ConfigResource(_RESOURCE_KINDS.get(r.resource_type, "?"),
+                                         r.resource_name)
+                    yield key, None, _failure(
+                        r.error_code, r.error_message, api="IncrementalAlterConfigs",
+                        topic=r.resource_name if key.kind == "topic" else None)
+
+            results.update(await self._per_resource(
+                group, INCREMENTAL_ALTER_CONFIGS,
+                lambda pending: admin_configs.IncrementalAlterConfigsRequestV1(
+                    [admin_configs.AlterConfigsResource(_RESOURCE_TYPES[r.kind], r.name,
+                                                        wanted[r]) for r in pending],
+                    validate_only),
+                answers, broker))
+        return Results((r, results[r]) for r in wanted)
+
+    # -- records and offsets -------------------------------------------------
+
+    async def _by_leader(self, tps: Sequence[TopicPartition],
+                         results: "Results[TopicPartition, Any]", api: str
+                         ) -> dict[int, list[TopicPartition]]:
+        """Group partitions by leader; a partition with no leader, or of a
+        topic or partition the cluster does not have, gets its error in
+        ``results`` (never named in a Metadata request: that could create it)."""
+        every = await self.cluster.all_topics()
+        leaders: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            if tp.topic not in every:
+                results[tp] = UnknownTopicError("unknown topic", api=api, topic=tp.topic)
+            elif tp.partition >= every[tp.topic]:
+                results[tp] = UnknownPartitionError("unknown partition", api=api,
+                                                    topic=tp.topic, partition=tp.partition)
+            else:
+                leader = self.cluster.leader(tp.topic, tp.partition)
+                if leader < 0:
+                    results[tp] = LeaderNotAvailableError(
+                        "the partition has no leader", api=api, topic=tp.topic,
+                        partition=tp.partition)
+                else:
+                    leaders.setdefault(leader, []).append(tp)
+        return leaders
+
+    async def delete_records(self, before: Mapping[TopicPartition, int]
+                             ) -> "Results[TopicPartition, int]":
+        """Delete every record before an offset (DeleteRecords v2, at each leader).
+
+        Args:
+            before: ``{TopicPartition: offset}``; -1 is the high watermark
+                (everything written so far).
+
+        Returns:
+            per partition, its new low watermark (log start offset) or its
+            error (:class:`~kiel.exc.OffsetOutOfRangeError` past the high
+            watermark; a leader that cannot be reached: that error, for its
+            partitions only).
+
+        Raises:
+            ConfigError: a bad partition or offset (below -1). Nothing is sent.
+        """
+        tps = _partitions_of(before)
+        for tp in tps:
+            offset = before[tp]
+            if type(offset) is not int or offset < HIGH_WATERMARK:
+                raise ConfigError(f"{tp}: the offset to delete before must be an int >= 0 "
+                                  f"(or -1: the high watermark), got {offset!r}")
+        results: Results[TopicPartition, int] = Results()
+        for leader, group in (await self._by_leader(tps, results, "DeleteRecords")).items():
+            request = admin_records.DeleteRecordsRequestV2(
+                [admin_records.DeleteRecordsTopic(t, [admin_records.DeleteRecordsPartition(
+                    p, before[TopicPartition(t, p)]) for p in ps])
+                 for t, ps in _by_topic(group).items()], self._timeout_ms)
+            try:
+                response = await self._send(leader, DELETE_RECORDS, _fixed(request))
+            except (KielConnectionError, RequestTimeoutError, NoBrokersError) as e:
+                results.update(dict.fromkeys(group, e))
+                continue
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if tp in group:
+                        results[tp] = _failure(
+                            p.error_code, None, api="DeleteRecords", topic=t.name,
+                            partition=p.partition_index) or p.low_watermark
+            self._left_out(group, results, "DeleteRecords", leader)
+        return Results((tp, results[tp]) for tp in tps)
+
+    @staticmethod
+    def _left_out(group: Iterable[TopicPartition], results: "Results[TopicPartition, Any]",
+                  api: str, broker: int) -> None:
+        for tp in group:
+            if tp not in results:
+                results[tp] = ProtocolError("the leader's answer left the partition out",
+                                            api=api, topic=tp.topic, partition=tp.partition,
+                                            broker_id=broker)
+
+    async def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec], *,
+                           read_committed: bool = False) -> "Results[TopicPartition, ListedOffset]":
+        """Look offsets up by position or time (ListOffsets v7, at each leader).
+
+        Args:
+            specs: ``{TopicPartition: spec}``: ``"earliest"``, ``"latest"``,
+                ``"max_timestamp"`` (the record with the highest timestamp),
+                or a time (milliseconds since the epoch, or an aware
+                ``datetime``): the first offset whose record is at or after it.
+            read_committed: ``"latest"`` is the last stable offset (the end
+                of committed transactions) rather than the high watermark.
+
+        Returns:
+            per partition, :class:`ListedOffset` or its error.
+
+        Raises:
+            ConfigError: a bad partition or spec. Nothing is sent.
+            UnsupportedFeatureError: a leader serves no ListOffsets v7 (Kafka 3.0+).
+        """
+        tps = _partitions_of(specs)
+        times = {tp: _timestamp(specs[tp], tp) for tp in tps}
+        results: Results[TopicPartition, ListedOffset] = Results()
+        for leader, group in (await self._by_leader(tps, results, "ListOffsets")).items():
+            request = admin_records.ListOffsetsRequestV7(
+                -1, 1 if read_committed else 0,
+                [admin_records.ListOffsetsTopic(t, [admin_records.ListOffsetsPartition(
+                    p, -1, times[TopicPartition(t, p)]) for p in ps])
+                 for t, ps in _by_topic(group).items()])
+            try:
+                response = await self._send(leader, LIST_OFFSETS_KEY, _fixed(request))
+            except (KielConnectionError, RequestTimeoutError, NoBrokersError) as e:
+                results.update(dict.fromkeys(group, e))
+                continue
+            for t in response.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if tp in group:
+                        results[tp] = _failure(
+                            p.error_code, None, api="ListOffsets", topic=t.name,
+                            partition=p.partition_index) or ListedOffset(
+                            None if p.offset < 0 else p.offset, p.timestamp, p.leader_epoch)
+            self._left_out(group, results, "ListOffsets", leader)
+        return Results((tp, results[tp]) for tp in tps)
+
+    # -- the cluster ---------------------------------------------------------
+
+    async def describe_cluster(self) -> ClusterDescription:
+        """The cluster's id, controller and brokers (DescribeCluster v0).
+
+        A broker that does not serve DescribeCluster (before Kafka 2.8) is
+        described from the cluster metadata: its brokers, no cluster id and
+        no controller.
+
+        Raises:
+            BrokerError: the broker's error answer.
+            NoBrokersError, KielConnectionError, RequestTimeoutError: no answer.
+        """
+        broker = await self._any_broker()
+        try:
+            await self._version(broker, DESCRIBE_CLUSTER)
+        except UnsupportedFeatureError:
+            await self.cluster.refresh_metadata()
+            return ClusterDescription(None, None, [
+                ClusterBroker(b.node_id, b.host, b.port, None)
+                for b in sorted(self.cluster.brokers.values())])
+        response = await self._send(broker, DESCRIBE_CLUSTER,
+                                    _fixed(admin_cluster.DescribeClusterRequestV0(False)))
+        error = _failure(response.error_code, response.error_message, api="DescribeCluster",
+                         broker_id=broker)
+        if error is not None:
+            raise error
+        controller = response.controller_id if response.controller_id >= 0 else None
+        self._controller = controller
+        return ClusterDescription(response.cluster_id, controller, [
+            ClusterBroker(b.broker_id, b.host, b.port, b.rack)
+            for b in sorted(response.brokers)])
+
+    # -- broker groups -------------------------------------------------------
+
+    async def list_groups(self) -> list[tuple[str, str]]:
+        """Every group the brokers coordinate: ``(group_id, protocol_type)``
+        pairs (:func:`list_broker_groups`)."""
+        return await list_broker_groups(self.cluster)
+
+    async def describe_groups(self, groups: Sequence[str]) -> "Results[str, BrokerGroup]":
+        """Each group's state and members (DescribeGroups at its coordinator).
+
+        Returns:
+            per group, :class:`BrokerGroup` or its error.
+        """
+        results: Results[str, BrokerGroup] = Results()
+        for group in dict.fromkeys(_name(g, "a group id") for g in groups):
+            try:
+                results[group] = await describe_broker_group(self.cluster, group)
+            except (BrokerError, ConsumerProtocolError) as e:
+                results[group] = e
+        return results
+
+    async def group_offsets(self, group: str) -> BrokerGroupDescription:
+        """A group's committed offsets, log ends and lag (:func:`describe_broker_group_offsets`)."""
+        return await describe_broker_group_offsets(self.cluster, _name(group, "a group id"))
+
+    async def delete_groups(self, groups: Sequence[str]) -> "Results[str, None]":
+        """Delete groups that have no member (DeleteGroups v2 at each coordinator).
+
+        Returns:
+            per group, ``None`` (deleted) or its error
+            (:class:`~kiel.exc.NonEmptyGroupError` for a group with live
+            members on Apache Kafka and noida-db; Tansu deletes it anyway,
+            :class:`~kiel.exc.GroupIdNotFoundError` for one it does not know).
+
+        Raises:
+            ConfigError: an empty group id.
+            UnsupportedFeatureError: a coordinator serves no DeleteGroups v2.
+        """
+        names = list(dict.fromkeys(_name(g, "a group id") for g in groups))
+        by_coordinator: dict[int, list[str]] = {}
+        results: Results[str, None] = Results()
+        for group in names:
+            try:
+                by_coordinator.setdefault(await self._coordinator(group), []).append(group)
+            except BrokerError as e:
+                results[group] = e
+        for coordinator, group_ids in by_coordinator.items():
+
+            def answers(response: Any) -> Iterator[tuple[str, Any, Optional[KielError]]]:
+                for g in response.results:
+                    yield g.group_id, None, _failure(g.error_code, None, api="DeleteGroups",
+                                                     group=g.group_id)
+
+            results.update(await self._per_resource(
+                group_ids, DELETE_GROUPS,
+                lambda pending: admin_groups.DeleteGroupsRequestV2(pending),
+                answers, coordinator))
+        return Results((g, results[g]) for g in names)
+
+    async def _coordinator(self, group: str) -> int:
+        """The group's coordinator, retried while it is not available."""
+        async for attempt in attempts(self.cluster.backoff):
+            try:
+                return await self.cluster.group_coordinator(group)
+            except KielError as e:
+                if not e.retriable:
+                    raise
+                attempt.failed(e)
+        raise AssertionError("attempts() ended without an answer or an error")  # pragma: no cover
+
+    async def alter_group_offsets(self, group: str, offsets: Mapping[TopicPartition, int]
+                                  ) -> "Results[TopicPartition, int]":
+        """Commit offsets for a group that has no live member (OffsetCommit, as no member).
+
+        Returns:
+            per partition, the committed offset, or the error: a group with
+            live members refuses the whole commit
+            (:class:`~kiel.exc.NonEmptyGroupError` for every partition).
+
+        Raises:
+            ConfigError: a bad partition or a negative offset.
+        """
+        _name(group, "a group id")
+        tps = _partitions_of(offsets)
+        for tp in tps:
+            if type(offsets[tp]) is not int or offsets[tp] < 0:
+                raise ConfigError(f"{tp}: an offset is an int >= 0, got {offsets[tp]!r}")
+        try:
+            await _commit_from_outside(self.cluster, group, {tp: offsets[tp] for tp in tps})
+        except BrokerError as e:
+            return Results((tp, e) for tp in tps)
+        return Results((tp, offsets[tp]) for tp in tps)
+
+    async def delete_group_offsets(self, group: str, partitions: Sequence[TopicPartition]
+                                   ) -> "Results[TopicPartition, None]":
+        """Delete a group's committed offsets (OffsetDelete v0 at its coordinator).
+
+        Returns:
+            per partition, ``None`` (deleted) or its error
+            (:class:`~kiel.exc.GroupSubscribedToTopicError` for a topic a
+            live member consumes; a group-level error, such as
+            :class:`~kiel.exc.GroupIdNotFoundError`, for every partition).
+
+        Raises:
+            ConfigError: a bad group id or partition.
+            UnsupportedFeatureError: the coordinator serves no OffsetDelete
+                (Tansu 0.6 serves none).
+        """
+        _name(group, "a group id")
+        tps = list(dict.fromkeys(_partitions_of(partitions)))
+        coordinator = await self._coordinator(group)
+        request = admin_groups.OffsetDeleteRequest(group, [
+            admin_groups.OffsetDeleteRequestTopic(t, [
+                admin_groups.OffsetDeleteRequestPartition(p) for p in ps])
+            for t, ps in _by_topic(tps).items()])
+        response = await self._send(coordinator, OFFSET_DELETE, _fixed(request))
+        whole = _failure(response.error_code, None, api="OffsetDelete", group=group)
+        if whole is not None:
+            return Results((tp, whole) for tp in tps)
+        results: Results[TopicPartition, None] = Results()
+        for t in response.topics:
+            for p in t.partitions:
+                results[TopicPartition(t.name, p.partition_index)] = _failure(
+                    p.error_code, None, api="OffsetDelete", group=group, topic=t.name,
+                    partition=p.partition_index)
+        self._left_out(tps, results, "OffsetDelete", coordinator)
+        return Results((tp, results[tp]) for tp in tps)

@@ -421,6 +421,22 @@ UnsupportedApiVersionError = _register(35, "UnsupportedApiVersionError", "The br
 SaslAuthenticationFailedError = _register(58, "SaslAuthenticationFailedError", "SASL authentication failed: a wrong user name or password.", also=AuthenticationError)
 
 
+# The administration APIs' codes (kiel.admin.Admin: CreateTopics,
+# CreatePartitions, configs, DeleteRecords, DeleteGroups, OffsetDelete). The
+# broker's own message, when it sends one, is the error's message.
+ClusterAuthorizationFailedError = _register(31, "ClusterAuthorizationFailedError", "The client is not authorized for this cluster operation: ask for the cluster's ACLs (ALTER or DESCRIBE on the cluster).")
+InvalidTimestampError = _register(32, "InvalidTimestampError", "The timestamp is outside the range the broker accepts.")
+TopicAlreadyExistsError = _register(36, "TopicAlreadyExistsError", "A topic of that name exists already.")
+InvalidPartitionsError = _register(37, "InvalidPartitionsError", "The number of partitions is invalid: zero or negative, or not more than the topic has.")
+InvalidReplicationFactorError = _register(38, "InvalidReplicationFactorError", "The replication factor is invalid: zero, negative, or more than the brokers available.")
+InvalidReplicaAssignmentError = _register(39, "InvalidReplicaAssignmentError", "The replica assignment is invalid (unknown brokers, uneven replica counts).")
+InvalidConfigurationError = _register(40, "InvalidConfigurationError", "A config name is unknown or its value is invalid.")
+NotControllerError = _register(41, "NotControllerError", "This broker is not the cluster's controller: the request goes to the controller.", retriable=True, invalid_metadata=True)
+InvalidRequestError = _register(42, "InvalidRequestError", "The broker found the request invalid (its message says why).")
+PolicyViolationError = _register(44, "PolicyViolationError", "The broker's create-topic or alter-config policy refused the request.")
+OffsetNotAvailableError = _register(78, "OffsetNotAvailableError", "The leader cannot answer the offset yet (its high watermark is catching up after an election).", retriable=True)
+GroupSubscribedToTopicError = _register(86, "GroupSubscribedToTopicError", "The group's live members consume the topic: its committed offsets cannot be deleted.", also=GroupError)
+
 def for_code(code: int) -> Optional[type[BrokerError]]:
     """Map a Kafka error code to its exception class.
 

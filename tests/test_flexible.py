@@ -103,6 +103,7 @@ from kiel.protocol.schema import (
 )
 from kiel.protocol.versions import INIT_PRODUCER_ID, negotiate
 from kiel.testing.tansu import TansuBroker
+from tests.admin_counterparts import ADMIN_FLEXIBLE, ADMIN_NESTED, ADMIN_SAMPLES
 from tests.conftest import run
 from tests.protocol_strategies import for_struct, for_wire_type
 
@@ -122,10 +123,11 @@ FLEXIBLE_COUNTERPARTS = [
     (InitProducerIdResponseV4, KpInitProducerIdResponse, 4),
     (InitProducerIdResponseV5, KpInitProducerIdResponse, 5),
 ]
+FLEXIBLE_COUNTERPARTS += ADMIN_FLEXIBLE  # the admin client's (tests/admin_counterparts.py)
 KP = {cls: (kp, version) for cls, kp, version in FLEXIBLE_COUNTERPARTS}
 # kiel's nested struct -> the name of kafka-python's nested class.
 KP_NESTED = {ApiVersionRange: "ApiVersion", SupportedFeatureKey: "SupportedFeatureKey",
-             FinalizedFeatureKey: "FinalizedFeatureKey"}
+             FinalizedFeatureKey: "FinalizedFeatureKey", **ADMIN_NESTED}
 
 
 def only_protocol_errors(fn: Any, *args: Any) -> Any:
@@ -377,8 +379,26 @@ def _kp_fields(value: Any, kp: Any) -> dict:
         if isinstance(wtype, Array) and isinstance(wtype.item, StructType):
             nested = getattr(kp, KP_NESTED[wtype.item.cls])
             item = [nested(**_kp_fields(x, nested)) for x in item]
+        elif name in KP_BITFIELDS:
+            item = _to_bits(item)
         fields[name] = item
     return fields
+
+
+# Fields kafka-python reads as a set of bit numbers (None for INT32_MIN, "not
+# asked"), where kiel keeps Kafka's int32: DescribeCluster's authorized operations.
+KP_BITFIELDS = {"authorized_operations"}
+
+
+def _to_bits(value: int) -> Any:
+    unsigned = value & 0xFFFFFFFF
+    bits = {b for b in range(32) if unsigned >> b & 1}
+    return None if bits == {31} else bits
+
+
+def _from_bits(bits: Any) -> int:
+    unsigned = sum(1 << b for b in ({31} if bits is None else bits))
+    return unsigned - (1 << 32) if unsigned >= 1 << 31 else unsigned
 
 
 def from_kp(kp_value: Any, cls: type) -> Any:
@@ -390,6 +410,8 @@ def from_kp(kp_value: Any, cls: type) -> Any:
             item = [from_kp(x, wtype.item.cls) for x in item]
         elif isinstance(item, (bytearray, memoryview)):
             item = bytes(item)
+        elif name in KP_BITFIELDS:
+            item = _from_bits(item)
         values.append(item)
     return cls(*values)
 
@@ -416,6 +438,7 @@ SAMPLES = [
     InitProducerIdResponseV3(100, 47, -1, -1),
     InitProducerIdResponseV4(0, 90, 2**63 - 1, 2**15 - 1),
     InitProducerIdResponseV5(0, 0, 7, 1),
+    *(v for v in ADMIN_SAMPLES if type(v) in KP),
 ]
 IDS = [f"{type(v).__name__}-{i}" for i, v in enumerate(SAMPLES)]
 

@@ -59,6 +59,16 @@ KAFKA4: Dict[int, Tuple[str, int, Optional[int]]] = {
     18: ("ApiVersions", 0, 3),
     22: ("InitProducerId", 0, 2),
     36: ("SaslAuthenticate", 0, 2),
+    # The admin client's (kiel.admin.Admin).
+    19: ("CreateTopics", 2, 5),
+    20: ("DeleteTopics", 1, 4),
+    21: ("DeleteRecords", 0, 2),
+    32: ("DescribeConfigs", 1, 4),
+    37: ("CreatePartitions", 0, 2),
+    42: ("DeleteGroups", 0, 2),
+    44: ("IncrementalAlterConfigs", 0, 1),
+    47: ("OffsetDelete", 0, None),
+    60: ("DescribeCluster", 0, 0),
 }
 
 RESOURCES = Path(kp_resources.__file__).parent
@@ -136,10 +146,16 @@ def test_what_kiel_sends_a_kafka4_broker() -> None:
     versions = negotiate(kafka4_ranges())
     table = {KAFKA4[k][0]: (v, BY_KEY[(k, v)].flexible) for k, v in versions.chosen.items()}
     assert table == {
-        "Produce": (3, False), "Fetch": (4, False), "ListOffsets": (1, False),
+        "Produce": (3, False), "Fetch": (4, False), "ListOffsets": (7, True),
         "Metadata": (1, False), "OffsetCommit": (7, False), "OffsetFetch": (5, False),
         "FindCoordinator": (2, False), "JoinGroup": (5, False), "Heartbeat": (3, False),
         "LeaveGroup": (3, False), "SyncGroup": (3, False), "DescribeGroups": (4, False),
         "ListGroups": (2, False), "SaslHandshake": (1, False), "ApiVersions": (3, True),
         "InitProducerId": (5, True), "SaslAuthenticate": (1, False),
+        # The admin client's; ListOffsets v7 above is its too (the consumers
+        # keep building v1 requests, which any version from 1 up answers).
+        "CreateTopics": (5, True), "DeleteTopics": (5, True), "DeleteRecords": (2, True),
+        "DescribeConfigs": (4, True), "CreatePartitions": (2, True),
+        "DeleteGroups": (2, True), "IncrementalAlterConfigs": (1, True),
+        "OffsetDelete": (0, False), "DescribeCluster": (0, True),
     }

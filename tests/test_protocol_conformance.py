@@ -265,6 +265,7 @@ from kiel.protocol.sasl import (
     SaslHandshakeResponseV1,
 )
 from kiel.protocol.schema import StructType, decode, encode, struct_type
+from tests.admin_counterparts import ADMIN_CLASSIC
 from tests.protocol_strategies import ALL_APIS, for_struct
 from tests.test_flexible import FLEXIBLE_COUNTERPARTS
 
@@ -349,6 +350,8 @@ KP_GENERATED: Dict[type, Tuple[Any, int]] = {
     DescribeGroupsRequestV4: (KpGenDescribeGroupsRequest, 4),
     DescribeGroupsResponseV4: (KpGenDescribeGroupsResponse, 4),
     **{cls: (kp, version) for cls, kp, version in FLEXIBLE_COUNTERPARTS},
+    # The admin client's classic OffsetDelete v0 (tests/admin_counterparts.py).
+    **{cls: (kp, version) for cls, kp, version in ADMIN_CLASSIC},
 }
 
 # Where kafka-python 3.0.12 names a field differently from kiel (which follows

@@ -39,6 +39,10 @@ BROKER_OFFSETS = {OFFSET_COMMIT: 2, OFFSET_FETCH: 1}
 GROUP_APIS = {JOIN_GROUP: 5, HEARTBEAT: 3, LEAVE_GROUP: 3, SYNC_GROUP: 3,
               DESCRIBE_GROUPS: 4, LIST_GROUPS: 2, OFFSET_COMMIT: 7, OFFSET_FETCH: 5,
               GROUP_COORDINATOR: 2}
+#: The admin client's (kiel.admin.Admin), for a pinned release from 2.8;
+#: ListOffsets v7 (MAX_TIMESTAMP) from 3.0.
+ADMIN = {19: 5, 20: 5, 21: 2, 32: 4, 37: 2, 42: 2, 44: 1, 47: 0, 60: 0}
+ADMIN_3_0 = {**ADMIN, LIST_OFFSETS: 7}
 
 
 def ranges(by_key: dict) -> dict:
@@ -48,7 +52,7 @@ def ranges(by_key: dict) -> dict:
 def test_kiel_implements_v0_of_everything_and_the_newer_versions() -> None:
     ours = supported()
     assert ours[PRODUCE] == (0, 3) and ours[FETCH] == (0, 4)
-    assert ours[LIST_OFFSETS] == (0, 1) and ours[METADATA] == (0, 1)
+    assert ours[LIST_OFFSETS] == (0, 1, 7) and ours[METADATA] == (0, 1)  # v7: the admin's
     assert ours[OFFSET_COMMIT] == (0, 2, 7) and ours[OFFSET_FETCH] == (0, 1, 5)
     assert ours[GROUP_COORDINATOR] == (0, 1, 2)
     assert all(ours[key][0] == 0 for key in ALL_V0)
@@ -71,7 +75,7 @@ def test_tansu_ranges_pick_the_newest_versions_kiel_has() -> None:
              10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5),
              16: (0, 5), 18: (0, 4)}
     versions = negotiate(ranges(tansu))
-    assert {k: versions.of(k) for k in MODERN} == MODERN
+    assert {k: versions.of(k) for k in MODERN} == {**MODERN, LIST_OFFSETS: 7}
     assert {k: versions.of(k) for k in GROUP_APIS} == GROUP_APIS
     assert versions.source == "ApiVersions" and versions.broker is not None
 
@@ -120,10 +124,10 @@ def test_legacy_is_0_8_2() -> None:
     # InitProducerId v3 from 2.5, v4 from 2.7, v5 from 3.8.
     ((2, 4), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 2}),
     ((2, 5), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 3}),
-    ((2, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4}),
-    ((3, 7, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4}),
-    ((3, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5}),
-    ((4, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5}),
+    ((2, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4, **ADMIN}),
+    ((3, 7, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4, **ADMIN_3_0}),
+    ((3, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5, **ADMIN_3_0}),
+    ((4, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5, **ADMIN_3_0}),
 ])
 def test_pinned_release(release: tuple, expected: dict) -> None:
     expected = {key: v for key, v in expected.items() if v is not None}

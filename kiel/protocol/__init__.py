@@ -16,7 +16,21 @@ header v2; see :mod:`kiel.protocol.schema`). Record batches (magic 2) are in
 :mod:`kiel.protocol.record_batch`, the consumer groups' embedded
 subscription and assignment in :mod:`kiel.protocol.consumer_protocol`;
 which version to speak with a broker is :mod:`kiel.protocol.versions`.
+The admin client's APIs (CreateTopics v5, DeleteTopics v5, CreatePartitions
+v2, DescribeConfigs v4, IncrementalAlterConfigs v1, DeleteRecords v2,
+ListOffsets v7, DescribeCluster v0, DeleteGroups v2, OffsetDelete v0) are in
+the ``admin_*`` modules.
 """
+# The admin client's APIs (kiel.admin.Admin): registered with the others, so
+# every connection negotiates them whatever the application imported
+# (admin_records imports list_offsets first: ListOffsets v0 and v1, then v7).
+from kiel.protocol import (  # noqa: F401
+    admin_cluster,
+    admin_configs,
+    admin_groups,
+    admin_records,
+    admin_topics,
+)
 from kiel.protocol.api import (
     Api,
     RequestHeader,

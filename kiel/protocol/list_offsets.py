@@ -29,8 +29,12 @@ timestamp answered is -1.
 """
 from typing import Annotated, NamedTuple
 
-from kiel.protocol.api import Api, register
+from kiel.protocol.api import Api, flexible_versions, register
 from kiel.protocol.primitives import Array, Int16, Int32, Int64, String
+
+#: Kafka's ``"flexibleVersions": "6+"`` (v7, the admin client's, is in
+#: :mod:`kiel.protocol.admin_records`).
+flexible_versions(2, 6)
 
 LATEST = -1
 EARLIEST = -2

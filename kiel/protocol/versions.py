@@ -34,6 +34,15 @@ from kiel.protocol.api_versions import ApiVersionRange
 
 __all__ = [
     "API_NAMES",
+    "CREATE_PARTITIONS",
+    "CREATE_TOPICS",
+    "DELETE_GROUPS",
+    "DELETE_RECORDS",
+    "DELETE_TOPICS",
+    "DESCRIBE_CLUSTER",
+    "DESCRIBE_CONFIGS",
+    "INCREMENTAL_ALTER_CONFIGS",
+    "OFFSET_DELETE",
     "DESCRIBE_GROUPS",
     "FETCH",
     "GROUP_COORDINATOR",
@@ -73,6 +82,16 @@ SASL_HANDSHAKE = 17
 API_VERSIONS = 18
 INIT_PRODUCER_ID = 22
 SASL_AUTHENTICATE = 36
+# The admin client's APIs (kiel.admin.Admin).
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DELETE_RECORDS = 21
+DESCRIBE_CONFIGS = 32
+CREATE_PARTITIONS = 37
+DELETE_GROUPS = 42
+INCREMENTAL_ALTER_CONFIGS = 44
+OFFSET_DELETE = 47
+DESCRIBE_CLUSTER = 60
 
 #: Names for messages (the protocol guide's, GroupCoordinator as 0.8.2 calls it).
 API_NAMES = {
@@ -83,6 +102,11 @@ API_NAMES = {
     LIST_GROUPS: "ListGroups", API_VERSIONS: "ApiVersions",
     SASL_HANDSHAKE: "SaslHandshake", SASL_AUTHENTICATE: "SaslAuthenticate",
     INIT_PRODUCER_ID: "InitProducerId",
+    CREATE_TOPICS: "CreateTopics", DELETE_TOPICS: "DeleteTopics",
+    DELETE_RECORDS: "DeleteRecords", DESCRIBE_CONFIGS: "DescribeConfigs",
+    CREATE_PARTITIONS: "CreatePartitions", DELETE_GROUPS: "DeleteGroups",
+    INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", OFFSET_DELETE: "OffsetDelete",
+    DESCRIBE_CLUSTER: "DescribeCluster",
 }
 
 # The highest version of each API kiel may use that a Kafka release serves,
@@ -145,6 +169,32 @@ _RELEASES = _RELEASES[:-1] + (
     ((2, 7, 0), {**_RELEASES[-1][1], INIT_PRODUCER_ID: 4}),
     ((3, 8, 0), {**_RELEASES[-1][1], INIT_PRODUCER_ID: 5}),
 )
+#: The admin client's versions (kiel.admin.Admin) for a pinned release: from
+#: 2.8, the first release that serves every one of them (DescribeCluster
+#: v0, KIP-700, is the newest); ListOffsets v7 (MAX_TIMESTAMP, KIP-734)
+#: from 3.0. An older pinned release gets none: UnsupportedFeatureError,
+#: not a guess (negotiation with ApiVersions finds what the broker serves).
+_ADMIN_SINCE_2_8 = {CREATE_TOPICS: 5, DELETE_TOPICS: 5, CREATE_PARTITIONS: 2,
+                    DESCRIBE_CONFIGS: 4, INCREMENTAL_ALTER_CONFIGS: 1, DELETE_RECORDS: 2,
+                    DELETE_GROUPS: 2, OFFSET_DELETE: 0, DESCRIBE_CLUSTER: 0}
+
+
+def _with_admin(rows: tuple[tuple[tuple[int, ...], dict[int, int]], ...]
+                ) -> tuple[tuple[tuple[int, ...], dict[int, int]], ...]:
+    """``rows`` with rows for 2.8 and 3.0 added and the admin versions in every
+    row from 2.8 on (each new row copies the release before it)."""
+    out = []
+    for since in sorted({release for release, _ in rows} | {(2, 8, 0), (3, 0, 0)}):
+        maxima = dict([m for release, m in rows if release <= since][-1])
+        if since >= (2, 8, 0):
+            maxima.update(_ADMIN_SINCE_2_8)
+        if since >= (3, 0, 0):
+            maxima[LIST_OFFSETS] = 7
+        out.append((since, maxima))
+    return tuple(out)
+
+
+_RELEASES = _with_admin(_RELEASES)
 
 
 def supported() -> dict[int, tuple[int, ...]]:

@@ -271,3 +271,38 @@ def tansu_broker(_kiel_tansu_broker: "TansuBroker") -> "TansuBroker":
         HarnessError: the broker did not start.
     """
     return _kiel_tansu_broker.start()
+
+
+# --------------------------------------------------------------------------
+# noida-db, a second current broker (kiel.testing.noida): its Kafka front,
+# data on disk in a temporary directory, a free loopback port. A missing
+# wheel fails the tests that use it with a MissingDependencyError.
+
+if TYPE_CHECKING:  # pragma: no cover - imports for annotations only
+    from kiel.testing.noida import NoidaBroker
+
+
+@pytest.fixture(scope="module")
+def _kiel_noida_broker() -> Iterator["NoidaBroker"]:
+    from kiel.testing.noida import NoidaBroker
+
+    broker = NoidaBroker()
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture
+def noida_broker(_kiel_noida_broker: "NoidaBroker") -> "NoidaBroker":
+    """A noida-db broker shared by the tests of one module (started again if a test stopped it).
+
+    Connect with ``noida_broker.bootstrap``. Its data is shared by the
+    module's tests: use unique topic and group names.
+
+    Raises:
+        MissingDependencyError: the noida-db wheel is not installed.
+        HarnessError: the broker did not start.
+    """
+    return _kiel_noida_broker.start()
