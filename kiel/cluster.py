@@ -59,6 +59,7 @@ from kiel.protocol.metadata import (
     METADATA_SLICE,
     DeferredMetadataRequest,
     DeferredMetadataRequestV1,
+    DeferredMetadataRequestV4,
     MetadataLimits,
     decode_metadata,
 )
@@ -136,10 +137,30 @@ def parse_brokers(brokers: Union[str, Sequence[str]]) -> list[tuple[str, int]]:
 _METADATA_STEP = 0.005
 
 
-def _metadata_request(versions: Versions, topics: list[str]) -> Any:
+def _metadata_request(versions: Versions, topics: list[str], auto_create: bool = True,
+                      existing: frozenset[str] = frozenset()) -> Any:
     """The Metadata request for ``topics`` (``[]``: all) in the broker's
-    version; its answer comes back undecoded, for :meth:`Cluster._decoded`."""
-    if versions.of(METADATA) >= 1:
+    version; its answer comes back undecoded, for :meth:`Cluster._decoded`.
+
+    Args:
+        versions: the broker's.
+        topics: the topics to ask about (``[]``: every topic).
+        auto_create: whether a broker that auto-creates topics may create
+            the unknown ones named.
+        existing: topics known to exist (naming them creates nothing).
+
+    Strategy: with ``auto_create`` false, Metadata v4+ says so to the
+    broker; before v4 (Kafka 0.8 to 0.10) a broker that auto-creates
+    creates every topic a request names, so a request that would name a
+    topic not known to exist asks for every topic instead (as ``kiel
+    topics`` does), and the caller keeps the ones it named.
+    """
+    version = versions.of(METADATA)
+    if version >= 4:
+        return DeferredMetadataRequestV4(topics or None, auto_create)
+    if not auto_create and not existing.issuperset(topics):
+        topics = []
+    if version >= 1:
         # v1 asks for every topic with a null array; an empty one asks for none.
         return DeferredMetadataRequestV1(topics or None)
     return DeferredMetadataRequest(topics)
@@ -240,6 +261,9 @@ class Cluster:
             gets the 0.8.2 versions); a broker release such as ``(0, 8, 2)``
             or ``(2, 8)`` pins the versions of that release and asks nothing
             (kafka-python's meaning).
+        allow_auto_create_topics: whether a broker that auto-creates topics
+            may create one this cluster's Metadata requests name (see
+            :attr:`auto_create_topics`).
 
     Raises:
         ConfigError: a bad setting (durations are seconds, and positive).
@@ -266,8 +290,17 @@ class Cluster:
         max_metadata_brokers: int = DEFAULT_MAX_METADATA_BROKERS,
         max_metadata_partitions: int = DEFAULT_MAX_METADATA_PARTITIONS,
         api_version: Any = "auto",
+        allow_auto_create_topics: bool = True,
     ) -> None:
         self.bootstrap = parse_brokers(brokers)
+        #: Whether a broker that auto-creates topics may create one a Metadata
+        #: request names. False: Metadata v4+ asks the broker not to (an
+        #: unknown topic is then UnknownTopicError); an older broker is asked
+        #: for every topic whenever a request would name one not known to
+        #: exist. The consumers set it false, the producer keeps it true
+        #: unless told otherwise.
+        self.auto_create_topics = _options.flag("allow_auto_create_topics",
+                                                allow_auto_create_topics)
         release = check_api_version(api_version)
         self.api_version = api_version
         #: The versions every connection speaks when ``api_version`` is pinned.
@@ -531,12 +564,19 @@ class Cluster:
             # every topic we know about in the request so none goes stale.
             topics = sorted(self._topics | set(self.partitions)) if self._topics else []
             try:
-                answer = await self.send_any(functools.partial(_metadata_request, topics=topics))
+                answer = await self.send_any(functools.partial(
+                    _metadata_request, topics=topics, auto_create=self.auto_create_topics,
+                    existing=self._existing()))
             except NoBrokersError as e:
                 attempt.failed(e)
                 continue
-            await self._apply(await self._decoded(answer))
+            await self._apply(await self._decoded(answer), topics or None)
             return
+
+    def _existing(self) -> frozenset[str]:
+        """The topics the last answers showed with partitions: naming them
+        in a request creates nothing."""
+        return frozenset(t for t, parts in self.partitions.items() if parts)
 
     def _attempts(self) -> AsyncIterator[Attempt]:
         """The retry loop of this cluster: its backoff, stopped by :meth:`close`."""
@@ -556,9 +596,18 @@ class Cluster:
         response: MetadataResponse = await _sliced(steps)
         return response
 
-    async def _apply(self, response: MetadataResponse) -> None:
+    async def _apply(self, response: MetadataResponse,
+                     named: Optional[list[str]] = None) -> None:
         """Make ``response`` the metadata (its topics'): built a slice at a
-        time, then swapped in at once, so nobody sees half of it."""
+        time, then swapped in at once, so nobody sees half of it.
+
+        Args:
+            response: the decoded answer.
+            named: the topics the request named (``None``: every topic, all
+                kept). Only these are kept (an older broker may have been
+                asked for every topic instead, see :func:`_metadata_request`),
+                and one the answer leaves out is unknown.
+        """
         brokers = await _sliced(_broker_infos(response))
         partitions = await _sliced(_partition_infos(response))
         self.brokers = brokers
@@ -569,7 +618,15 @@ class Cluster:
             ):
                 conn.close()
                 del self._connections[broker_id]
-        for topic in response.topics:
+        topics = response.topics
+        if named is not None:
+            wanted = set(named)
+            topics = [t for t in topics if t.topic in wanted]
+            answered = {t.topic for t in topics}
+            for name in wanted - answered:
+                self.topic_errors[name] = UnknownTopicOrPartitionError.errno
+                self.partitions.pop(name, None)
+        for topic in topics:
             self.topic_errors[topic.topic] = topic.error_code
             if topic.partitions:
                 self.partitions[topic.topic] = partitions[topic.topic]

@@ -127,6 +127,12 @@ class Producer(Client):
             values must be ``bytes`` (or ``bytearray``/``memoryview``) or
             ``None``.
         key_serializer: the same for keys.
+        allow_auto_create_topics: ``True`` (the default) leaves it to the
+            broker whether a topic the producer names and the cluster lacks
+            is created (``auto.create.topics.enable``); ``False`` asks it not
+            to (Metadata v4, Kafka 0.11+; an older broker is asked for every
+            topic instead), and producing to a topic that does not exist
+            fails with :class:`~kiel.exc.UnknownTopicError`.
         client_id: sent in request headers.
         connect_timeout: seconds per connection attempt.
         request_timeout: seconds to wait for each response; a broker that
@@ -169,9 +175,12 @@ class Producer(Client):
         key_maker: Optional[Callable[[Any], Any]] = None,
         serializer: Optional[Callable[[Any], bytes]] = None,
         key_serializer: Optional[Callable[[Any], bytes]] = None,
+        allow_auto_create_topics: bool = True,
         **client_options: "Unpack[ClientOptions]",
     ) -> None:
         super().__init__(brokers, **client_options)
+        self.cluster.auto_create_topics = _options.flag("allow_auto_create_topics",
+                                                        allow_auto_create_topics)
         request_timeout = self.cluster.request_timeout
         self.required_acks = _check_acks(required_acks)
         self.ack_timeout = _check_ack_timeout(ack_timeout, required_acks, request_timeout)
