@@ -98,6 +98,20 @@ class PartitionInfo(NamedTuple):
     error_code: int
 
 
+class PartitionLists(NamedTuple):
+    """A topic's partition ids as one metadata snapshot shows them, made
+    while the answer is applied a slice at a time, so that a client with
+    tables per partition (the producer's routes) need not walk a large
+    topic's partitions in one step of the IOLoop."""
+
+    #: The partition map these lists were made from (``Cluster.partitions[topic]``).
+    snapshot: dict[int, PartitionInfo]
+    #: Every partition id, ascending.
+    all: list[int]
+    #: The ids of the partitions that have a leader, ascending.
+    available: list[int]
+
+
 def parse_brokers(brokers: Union[str, Sequence[str]]) -> list[tuple[str, int]]:
     """Parse a bootstrap list.
 
@@ -205,19 +219,28 @@ def _broker_infos(response: MetadataResponse) -> Generator[None, None, dict[int,
 
 
 def _partition_infos(
-    response: MetadataResponse,
-) -> Generator[None, None, dict[str, dict[int, PartitionInfo]]]:
-    """The partitions of each topic of ``response`` (made by
-    :func:`_partition_info`) by id, a slice at a time."""
-    out: dict[str, dict[int, PartitionInfo]] = {}
-    for topic in response.topics:
+    topics: Sequence[Any],
+) -> Generator[None, None, dict[str, PartitionLists]]:
+    """The partitions of each of ``topics`` (made by :func:`_partition_info`)
+    by id, with their :class:`PartitionLists`, a slice at a time."""
+    out: dict[str, PartitionLists] = {}
+    for topic in topics:
         parts: dict[int, PartitionInfo] = {}
-        infos: list[PartitionInfo] = topic.partitions  # type: ignore[assignment]
+        ids: list[int] = []
+        available: list[int] = []
+        infos: list[PartitionInfo] = topic.partitions
         for i, info in enumerate(infos):
             parts[info.partition] = info
+            ids.append(info.partition)
+            if info.leader >= 0:
+                available.append(info.partition)
             if not i % METADATA_SLICE:
                 yield
-        out[topic.topic] = parts
+        # Brokers list partitions in order: sorting sorted lists is one pass.
+        ids.sort()
+        yield
+        available.sort()
+        out[topic.topic] = PartitionLists(parts, ids, available)
         yield
     return out
 
@@ -226,6 +249,23 @@ def _partition_info(topic: str, error_code: int, partition_id: int, leader: int,
                     replicas: tuple[int, ...], isr: tuple[int, ...]) -> PartitionInfo:
     """A partition's record, made by the Metadata decoder (no object between)."""
     return PartitionInfo(topic, partition_id, leader, replicas, isr, error_code)
+
+
+def _partition_maker() -> Callable[[str, int, int, int, tuple[int, ...], tuple[int, ...]],
+                                   PartitionInfo]:
+    """A :func:`_partition_info` that keeps one tuple per distinct replica
+    list: a cluster has few (its brokers' combinations) and a large answer
+    many partitions, each of whose lists would otherwise be a tuple of its
+    own to keep, and to free when the next answer replaces it."""
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}
+    one = shared.setdefault
+
+    def make(topic: str, error_code: int, partition_id: int, leader: int,
+             replicas: tuple[int, ...], isr: tuple[int, ...]) -> PartitionInfo:
+        return PartitionInfo(topic, partition_id, leader, one(replicas, replicas),
+                             one(isr, isr), error_code)
+
+    return make
 
 
 class Cluster:
@@ -332,6 +372,9 @@ class Cluster:
         self.backoff = Backoff(retry_backoff, max_backoff, retries)
         self.brokers: dict[int, BrokerInfo] = {}
         self.partitions: dict[str, dict[int, PartitionInfo]] = {}
+        #: Each topic's partition ids as of its entry in :attr:`partitions`
+        #: (made with it; check ``snapshot`` before use).
+        self.partition_lists: dict[str, PartitionLists] = {}
         #: The last topic-level error code of each topic (0: none).
         self.topic_errors: dict[str, int] = {}
         self._connections: dict[Any, Connection] = {}
@@ -592,7 +635,7 @@ class Cluster:
                 impossible ids.
             ProtocolError: it does not decode.
         """
-        steps = decode_metadata(answer, self.metadata_limits, _partition_info)
+        steps = decode_metadata(answer, self.metadata_limits, _partition_maker())
         response: MetadataResponse = await _sliced(steps)
         return response
 
@@ -608,8 +651,12 @@ class Cluster:
                 asked for every topic instead, see :func:`_metadata_request`),
                 and one the answer leaves out is unknown.
         """
+        topics = response.topics
+        if named is not None:
+            wanted = set(named)
+            topics = [t for t in topics if t.topic in wanted]
         brokers = await _sliced(_broker_infos(response))
-        partitions = await _sliced(_partition_infos(response))
+        partitions = await _sliced(_partition_infos(topics))
         self.brokers = brokers
         for broker_id, conn in list(self._connections.items()):
             info = self.brokers.get(broker_id) if isinstance(broker_id, int) else None
@@ -618,20 +665,20 @@ class Cluster:
             ):
                 conn.close()
                 del self._connections[broker_id]
-        topics = response.topics
         if named is not None:
-            wanted = set(named)
-            topics = [t for t in topics if t.topic in wanted]
-            answered = {t.topic for t in topics}
-            for name in wanted - answered:
+            for name in set(named) - {t.topic for t in topics}:
                 self.topic_errors[name] = UnknownTopicOrPartitionError.errno
                 self.partitions.pop(name, None)
+                self.partition_lists.pop(name, None)
         for topic in topics:
             self.topic_errors[topic.topic] = topic.error_code
             if topic.partitions:
-                self.partitions[topic.topic] = partitions[topic.topic]
+                lists = partitions[topic.topic]
+                self.partitions[topic.topic] = lists.snapshot
+                self.partition_lists[topic.topic] = lists
             elif topic.error_code:
                 self.partitions.pop(topic.topic, None)
+                self.partition_lists.pop(topic.topic, None)
         self._metadata_time = IOLoop.current().time()
 
     async def all_topics(self) -> dict[str, int]:

@@ -385,7 +385,8 @@ class Producer(Client):
                         accumulator.pending_bytes + size <= self.max_pending_bytes
                     ):
                         rr = route.rr_queues
-                        queue = rr[route.rr % len(rr)]
+                        index = route.rr % len(rr)
+                        queue = rr[index] or route.rr_queue(index)
                         route.rr += 1
                         future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
                         batch = queue.open
@@ -555,7 +556,9 @@ class Producer(Client):
         accumulator, wake_at = self._accumulator, self._sender.wake_at
         for j in range(min(count, n)):
             # Record i goes to rr[(start + i) % count], as produce() sends it.
-            due = accumulator.extend(rr[(start + j) % count], values[j::count], sizes[j::count])
+            index = (start + j) % count
+            due = accumulator.extend(rr[index] or route.rr_queue(index), values[j::count],
+                                     sizes[j::count])
             if due is not None:
                 wake_at(due)
         return n
