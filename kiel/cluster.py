@@ -152,7 +152,8 @@ _METADATA_STEP = 0.005
 
 
 def _metadata_request(versions: Versions, topics: list[str], auto_create: bool = True,
-                      existing: frozenset[str] = frozenset()) -> Any:
+                      existing: frozenset[str] = frozenset(),
+                      listed: Optional[list[bool]] = None) -> Any:
     """The Metadata request for ``topics`` (``[]``: all) in the broker's
     version; its answer comes back undecoded, for :meth:`Cluster._decoded`.
 
@@ -162,6 +163,8 @@ def _metadata_request(versions: Versions, topics: list[str], auto_create: bool =
         auto_create: whether a broker that auto-creates topics may create
             the unknown ones named.
         existing: topics known to exist (naming them creates nothing).
+        listed: told whether every topic was asked for instead of
+            ``topics`` (``True`` appended), for :meth:`Cluster._apply`.
 
     Strategy: with ``auto_create`` false, Metadata v4+ says so to the
     broker; before v4 (Kafka 0.8 to 0.10) a broker that auto-creates
@@ -174,6 +177,8 @@ def _metadata_request(versions: Versions, topics: list[str], auto_create: bool =
         return DeferredMetadataRequestV4(topics or None, auto_create)
     if not auto_create and not existing.issuperset(topics):
         topics = []
+        if listed is not None:
+            listed.append(True)
     if version >= 1:
         # v1 asks for every topic with a null array; an empty one asks for none.
         return DeferredMetadataRequestV1(topics or None)
@@ -606,14 +611,16 @@ class Cluster:
             # An empty list asks for every topic. Once a topic is named, keep
             # every topic we know about in the request so none goes stale.
             topics = sorted(self._topics | set(self.partitions)) if self._topics else []
+            listed: list[bool] = []
             try:
                 answer = await self.send_any(functools.partial(
                     _metadata_request, topics=topics, auto_create=self.auto_create_topics,
-                    existing=self._existing()))
+                    existing=self._existing(), listed=listed))
             except NoBrokersError as e:
                 attempt.failed(e)
                 continue
-            await self._apply(await self._decoded(answer), topics or None)
+            response = await self._decoded(answer)
+            await self._apply(response, topics if listed and topics else None)
             return
 
     def _existing(self) -> frozenset[str]:
@@ -646,10 +653,10 @@ class Cluster:
 
         Args:
             response: the decoded answer.
-            named: the topics the request named (``None``: every topic, all
-                kept). Only these are kept (an older broker may have been
-                asked for every topic instead, see :func:`_metadata_request`),
-                and one the answer leaves out is unknown.
+            named: when every topic was asked for in place of these (an
+                older broker, see :func:`_metadata_request`), the topics
+                wanted: only these are kept, and one the answer leaves out
+                does not exist. ``None``: the answer's topics are kept.
         """
         topics = response.topics
         if named is not None:

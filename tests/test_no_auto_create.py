@@ -122,6 +122,31 @@ def test_a_single_consumer_never_creates_a_topic_on_tansu(tansu_broker: Any) -> 
     assert missing not in peer_topics(tansu_broker.bootstrap)
 
 
+def test_a_grouped_consumer_never_creates_a_topic_on_tansu(tansu_broker: Any) -> None:
+    """A broker group subscribed to a topic that exists and one that does
+    not: the missing one is said (once) and not created."""
+    from kiel.clients import GroupedConsumer
+    from kiel.exc import UnknownTopicOrPartitionError
+
+    missing = unique("nosuch")
+    existing = tansu_broker.create_topic(unique("exists"), 2)
+
+    async def main() -> None:
+        consumer = GroupedConsumer(tansu_broker.bootstrap, unique("g"),
+                                   topics=[existing, missing], max_wait_time=0.2,
+                                   commit_interval=None)
+        async with consumer:
+            with pytest.raises(UnknownTopicOrPartitionError) as info:
+                for _ in range(50):
+                    await consumer.consume()
+            assert info.value.topic == missing
+            assert await consumer.consume() == []  # said once
+
+    run(main(), timeout=60)
+    listed = peer_topics(tansu_broker.bootstrap)
+    assert missing not in listed and existing in listed
+
+
 def test_kiel_consume_says_unknown_topic_on_tansu(tansu_broker: Any) -> None:
     missing = unique("nosuch")
     result = kiel_cli("-b", tansu_broker.bootstrap, "consume", missing, "-e")
