@@ -59,6 +59,7 @@ from kiel.protocol.metadata import (
     METADATA_SLICE,
     DeferredMetadataRequest,
     DeferredMetadataRequestV1,
+    DeferredMetadataRequestV4,
     MetadataLimits,
     decode_metadata,
 )
@@ -95,6 +96,20 @@ class PartitionInfo(NamedTuple):
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     error_code: int
+
+
+class PartitionLists(NamedTuple):
+    """A topic's partition ids as one metadata snapshot shows them, made
+    while the answer is applied a slice at a time, so that a client with
+    tables per partition (the producer's routes) need not walk a large
+    topic's partitions in one step of the IOLoop."""
+
+    #: The partition map these lists were made from (``Cluster.partitions[topic]``).
+    snapshot: dict[int, PartitionInfo]
+    #: Every partition id, ascending.
+    all: list[int]
+    #: The ids of the partitions that have a leader, ascending.
+    available: list[int]
 
 
 def parse_brokers(brokers: Union[str, Sequence[str]]) -> list[tuple[str, int]]:
@@ -136,10 +151,35 @@ def parse_brokers(brokers: Union[str, Sequence[str]]) -> list[tuple[str, int]]:
 _METADATA_STEP = 0.005
 
 
-def _metadata_request(versions: Versions, topics: list[str]) -> Any:
+def _metadata_request(versions: Versions, topics: list[str], auto_create: bool = True,
+                      existing: frozenset[str] = frozenset(),
+                      listed: Optional[list[bool]] = None) -> Any:
     """The Metadata request for ``topics`` (``[]``: all) in the broker's
-    version; its answer comes back undecoded, for :meth:`Cluster._decoded`."""
-    if versions.of(METADATA) >= 1:
+    version; its answer comes back undecoded, for :meth:`Cluster._decoded`.
+
+    Args:
+        versions: the broker's.
+        topics: the topics to ask about (``[]``: every topic).
+        auto_create: whether a broker that auto-creates topics may create
+            the unknown ones named.
+        existing: topics known to exist (naming them creates nothing).
+        listed: told whether every topic was asked for instead of
+            ``topics`` (``True`` appended), for :meth:`Cluster._apply`.
+
+    Strategy: with ``auto_create`` false, Metadata v4+ says so to the
+    broker; before v4 (Kafka 0.8 to 0.10) a broker that auto-creates
+    creates every topic a request names, so a request that would name a
+    topic not known to exist asks for every topic instead (as ``kiel
+    topics`` does), and the caller keeps the ones it named.
+    """
+    version = versions.of(METADATA)
+    if version >= 4:
+        return DeferredMetadataRequestV4(topics or None, auto_create)
+    if not auto_create and not existing.issuperset(topics):
+        topics = []
+        if listed is not None:
+            listed.append(True)
+    if version >= 1:
         # v1 asks for every topic with a null array; an empty one asks for none.
         return DeferredMetadataRequestV1(topics or None)
     return DeferredMetadataRequest(topics)
@@ -184,19 +224,28 @@ def _broker_infos(response: MetadataResponse) -> Generator[None, None, dict[int,
 
 
 def _partition_infos(
-    response: MetadataResponse,
-) -> Generator[None, None, dict[str, dict[int, PartitionInfo]]]:
-    """The partitions of each topic of ``response`` (made by
-    :func:`_partition_info`) by id, a slice at a time."""
-    out: dict[str, dict[int, PartitionInfo]] = {}
-    for topic in response.topics:
+    topics: Sequence[Any],
+) -> Generator[None, None, dict[str, PartitionLists]]:
+    """The partitions of each of ``topics`` (made by :func:`_partition_info`)
+    by id, with their :class:`PartitionLists`, a slice at a time."""
+    out: dict[str, PartitionLists] = {}
+    for topic in topics:
         parts: dict[int, PartitionInfo] = {}
-        infos: list[PartitionInfo] = topic.partitions  # type: ignore[assignment]
+        ids: list[int] = []
+        available: list[int] = []
+        infos: list[PartitionInfo] = topic.partitions
         for i, info in enumerate(infos):
             parts[info.partition] = info
+            ids.append(info.partition)
+            if info.leader >= 0:
+                available.append(info.partition)
             if not i % METADATA_SLICE:
                 yield
-        out[topic.topic] = parts
+        # Brokers list partitions in order: sorting sorted lists is one pass.
+        ids.sort()
+        yield
+        available.sort()
+        out[topic.topic] = PartitionLists(parts, ids, available)
         yield
     return out
 
@@ -205,6 +254,23 @@ def _partition_info(topic: str, error_code: int, partition_id: int, leader: int,
                     replicas: tuple[int, ...], isr: tuple[int, ...]) -> PartitionInfo:
     """A partition's record, made by the Metadata decoder (no object between)."""
     return PartitionInfo(topic, partition_id, leader, replicas, isr, error_code)
+
+
+def _partition_maker() -> Callable[[str, int, int, int, tuple[int, ...], tuple[int, ...]],
+                                   PartitionInfo]:
+    """A :func:`_partition_info` that keeps one tuple per distinct replica
+    list: a cluster has few (its brokers' combinations) and a large answer
+    many partitions, each of whose lists would otherwise be a tuple of its
+    own to keep, and to free when the next answer replaces it."""
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}
+    one = shared.setdefault
+
+    def make(topic: str, error_code: int, partition_id: int, leader: int,
+             replicas: tuple[int, ...], isr: tuple[int, ...]) -> PartitionInfo:
+        return PartitionInfo(topic, partition_id, leader, one(replicas, replicas),
+                             one(isr, isr), error_code)
+
+    return make
 
 
 class Cluster:
@@ -242,6 +308,9 @@ class Cluster:
             gets the 0.8.2 versions); a broker release such as ``(0, 8, 2)``
             or ``(2, 8)`` pins the versions of that release and asks nothing
             (kafka-python's meaning).
+        allow_auto_create_topics: whether a broker that auto-creates topics
+            may create one this cluster's Metadata requests name (see
+            :attr:`auto_create_topics`).
 
     Raises:
         ConfigError: a bad setting (durations are seconds, and positive).
@@ -269,8 +338,17 @@ class Cluster:
         max_metadata_brokers: int = DEFAULT_MAX_METADATA_BROKERS,
         max_metadata_partitions: int = DEFAULT_MAX_METADATA_PARTITIONS,
         api_version: Any = "auto",
+        allow_auto_create_topics: bool = True,
     ) -> None:
         self.bootstrap = parse_brokers(brokers)
+        #: Whether a broker that auto-creates topics may create one a Metadata
+        #: request names. False: Metadata v4+ asks the broker not to (an
+        #: unknown topic is then UnknownTopicError); an older broker is asked
+        #: for every topic whenever a request would name one not known to
+        #: exist. The consumers set it false, the producer keeps it true
+        #: unless told otherwise.
+        self.auto_create_topics = _options.flag("allow_auto_create_topics",
+                                                allow_auto_create_topics)
         release = check_api_version(api_version)
         self.api_version = api_version
         #: The versions every connection speaks when ``api_version`` is pinned.
@@ -302,6 +380,9 @@ class Cluster:
         self.backoff = Backoff(retry_backoff, max_backoff, retries)
         self.brokers: dict[int, BrokerInfo] = {}
         self.partitions: dict[str, dict[int, PartitionInfo]] = {}
+        #: Each topic's partition ids as of its entry in :attr:`partitions`
+        #: (made with it; check ``snapshot`` before use).
+        self.partition_lists: dict[str, PartitionLists] = {}
         #: The last topic-level error code of each topic (0: none).
         self.topic_errors: dict[str, int] = {}
         self._connections: dict[Any, Connection] = {}
@@ -573,13 +654,22 @@ class Cluster:
             # An empty list asks for every topic. Once a topic is named, keep
             # every topic we know about in the request so none goes stale.
             topics = sorted(self._topics | set(self.partitions)) if self._topics else []
+            listed: list[bool] = []
             try:
-                answer = await self.send_any(functools.partial(_metadata_request, topics=topics))
+                answer = await self.send_any(functools.partial(
+                    _metadata_request, topics=topics, auto_create=self.auto_create_topics,
+                    existing=self._existing(), listed=listed))
             except NoBrokersError as e:
                 attempt.failed(e)
                 continue
-            await self._apply(await self._decoded(answer))
+            response = await self._decoded(answer)
+            await self._apply(response, topics if listed and topics else None)
             return
+
+    def _existing(self) -> frozenset[str]:
+        """The topics the last answers showed with partitions: naming them
+        in a request creates nothing."""
+        return frozenset(t for t, parts in self.partitions.items() if parts)
 
     def _attempts(self) -> AsyncIterator[Attempt]:
         """The retry loop of this cluster: its backoff, stopped by :meth:`close`."""
@@ -595,15 +685,28 @@ class Cluster:
                 impossible ids.
             ProtocolError: it does not decode.
         """
-        steps = decode_metadata(answer, self.metadata_limits, _partition_info)
+        steps = decode_metadata(answer, self.metadata_limits, _partition_maker())
         response: MetadataResponse = await _sliced(steps)
         return response
 
-    async def _apply(self, response: MetadataResponse) -> None:
+    async def _apply(self, response: MetadataResponse,
+                     named: Optional[list[str]] = None) -> None:
         """Make ``response`` the metadata (its topics'): built a slice at a
-        time, then swapped in at once, so nobody sees half of it."""
+        time, then swapped in at once, so nobody sees half of it.
+
+        Args:
+            response: the decoded answer.
+            named: when every topic was asked for in place of these (an
+                older broker, see :func:`_metadata_request`), the topics
+                wanted: only these are kept, and one the answer leaves out
+                does not exist. ``None``: the answer's topics are kept.
+        """
+        topics = response.topics
+        if named is not None:
+            wanted = set(named)
+            topics = [t for t in topics if t.topic in wanted]
         brokers = await _sliced(_broker_infos(response))
-        partitions = await _sliced(_partition_infos(response))
+        partitions = await _sliced(_partition_infos(topics))
         self.brokers = brokers
         for broker_id, conn in list(self._connections.items()):
             info = self.brokers.get(broker_id) if isinstance(broker_id, int) else None
@@ -612,12 +715,20 @@ class Cluster:
             ):
                 conn.close()
                 del self._connections[broker_id]
-        for topic in response.topics:
+        if named is not None:
+            for name in set(named) - {t.topic for t in topics}:
+                self.topic_errors[name] = UnknownTopicOrPartitionError.errno
+                self.partitions.pop(name, None)
+                self.partition_lists.pop(name, None)
+        for topic in topics:
             self.topic_errors[topic.topic] = topic.error_code
             if topic.partitions:
-                self.partitions[topic.topic] = partitions[topic.topic]
+                lists = partitions[topic.topic]
+                self.partitions[topic.topic] = lists.snapshot
+                self.partition_lists[topic.topic] = lists
             elif topic.error_code:
                 self.partitions.pop(topic.topic, None)
+                self.partition_lists.pop(topic.topic, None)
         self._metadata_time = IOLoop.current().time()
 
     async def all_topics(self) -> dict[str, int]:

@@ -15,12 +15,14 @@ from kiel.protocol.metadata import (
 )
 
 #: What the peer answers: a response, or its body already encoded (a large
-#: answer is encoded once, before a test measures the client's loop).
-Answer = Callable[[MetadataRequest, int], Union[MetadataResponse, bytes]]
+#: answer is encoded once, before a test measures the client's loop), or
+#: ``None`` for no answer at all.
+Answer = Callable[[Any, int], Union[MetadataResponse, bytes, Any, None]]
 
 
 class MetadataPeer:
-    """Answers Metadata v0 with ``answer(request, own_port)``; counts them."""
+    """Answers Metadata v0 (and any other request ``answer`` knows) with
+    ``answer(request, own_port)``; counts them."""
 
     def __init__(self, answer: Answer) -> None:
         self.answer = answer
@@ -44,6 +46,8 @@ class MetadataPeer:
                     for header, _api, request in framing.receive_data(data):
                         self.requests += 1
                         response = self.answer(request, self.port)
+                        if response is None:
+                            continue  # no answer (a Produce with acks 0)
                         if isinstance(response, bytes):
                             writer.write(struct.pack(">ii", len(response) + 4,
                                                      header.correlation_id) + response)

@@ -14,9 +14,11 @@ from kiel.protocol.metadata import (
     BrokerMetadataV1,
     DeferredMetadata,
     DeferredMetadataV1,
+    DeferredMetadataV4,
     MetadataLimits,
     MetadataResponse,
     MetadataResponseV1,
+    MetadataResponseV4,
     PartitionMetadata,
     TopicMetadata,
     TopicMetadataV1,
@@ -57,6 +59,10 @@ def test_the_sliced_decoder_equals_the_eager_one(brokers, topics):
     body = encode(v1)
     assert run_steps(decode_metadata(DeferredMetadataV1(body))) == decode(
         MetadataResponseV1, body)[0]
+    v4 = MetadataResponseV4(5, v1.brokers, "cluster" if brokers else None, 3, v1.topics)
+    body = encode(v4)
+    assert run_steps(decode_metadata(DeferredMetadataV4(body))) == decode(
+        MetadataResponseV4, body)[0]
 
 
 @pytest.mark.parametrize("response, match", [

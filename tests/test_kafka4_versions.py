@@ -147,7 +147,7 @@ def test_what_kiel_sends_a_kafka4_broker() -> None:
     table = {KAFKA4[k][0]: (v, BY_KEY[(k, v)].flexible) for k, v in versions.chosen.items()}
     assert table == {
         "Produce": (3, False), "Fetch": (4, False), "ListOffsets": (7, True),
-        "Metadata": (1, False), "OffsetCommit": (7, False), "OffsetFetch": (5, False),
+        "Metadata": (4, False), "OffsetCommit": (7, False), "OffsetFetch": (5, False),
         "FindCoordinator": (2, False), "JoinGroup": (5, False), "Heartbeat": (3, False),
         "LeaveGroup": (3, False), "SyncGroup": (3, False), "DescribeGroups": (4, False),
         "ListGroups": (2, False), "SaslHandshake": (1, False), "ApiVersions": (3, True),

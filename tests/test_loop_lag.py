@@ -320,6 +320,105 @@ def test_a_metadata_answer_of_100k_partitions_never_holds_the_loop(record_proper
     assert lateness.busy_ms < BOUND_MS
 
 
+def big_topic_peer_answer(body: List[bytes]):
+    """What a broker with one topic of 100,000 partitions answers (Metadata
+    v0: ``body[0]``, encoded beforehand), and ListOffsets v0 (offset 0 for
+    every partition asked); a Produce with acks 0 gets no answer."""
+    from kiel.protocol import (
+        ListOffsetsPartitionResponse,
+        ListOffsetsRequest,
+        ListOffsetsResponse,
+        ListOffsetsTopicResponse,
+        MetadataRequest,
+    )
+
+    def answer(request: object, port: int) -> object:
+        if isinstance(request, MetadataRequest):
+            return body[0]
+        if isinstance(request, ListOffsetsRequest):
+            return ListOffsetsResponse([ListOffsetsTopicResponse(t.topic, [
+                ListOffsetsPartitionResponse(p.partition, 0, [0]) for p in t.partitions
+            ]) for t in request.topics])
+        if isinstance(request, ProduceRequest) and request.required_acks == 0:
+            return None
+        raise AssertionError(f"unexpected request {type(request).__name__}")
+
+    return answer
+
+
+def big_metadata(port: int) -> bytes:
+    from kiel.protocol.metadata import BrokerMetadata, MetadataResponse
+    from kiel.protocol.schema import encode
+    from tests.metadata_peer import topic
+
+    return encode(MetadataResponse([BrokerMetadata(0, "127.0.0.1", port)],
+                                   [topic("big", 100_000), topic("small", 3)]))
+
+
+def test_a_producer_of_a_topic_of_100k_partitions_never_holds_the_loop(
+    record_property, capsys
+):
+    """The producer's route to a topic of 100,000 partitions (issue 35: 0.4 s
+    in one step, a queue made for every partition at once)."""
+    from kiel.producer import Producer
+    from tests.metadata_peer import MetadataPeer
+
+    body: List[bytes] = []
+
+    async def main() -> Lateness:
+        async with MetadataPeer(big_topic_peer_answer(body)) as peer:
+            body.append(big_metadata(peer.port))
+            async with Lateness() as lateness:
+                producer = Producer(peer.bootstrap, api_version=(0, 8, 2), required_acks=0)
+                async with producer:
+                    futures = [producer.produce("big", b"v%d" % i) for i in range(1000)]
+                    futures += [producer.produce("big", b"v", key=b"k%d" % i)
+                                for i in range(1000)]
+                    futures.append(producer.produce("big", b"v", partition=99_999))
+                    await asyncio.gather(*futures)
+                    await producer.flush()
+                # Queues were made for the partitions used, not for every one.
+                assert 1000 <= len(producer._router.routes["big"].queues) < 3000
+            return lateness
+
+    lateness = asyncio.run(asyncio.wait_for(main(), 120))
+    report(record_property, capsys, "a producer of a topic of 100,000 partitions", lateness)
+    assert lateness.busy_ms < BOUND_MS
+
+
+def test_a_consumer_of_a_topic_of_100k_partitions_starts_without_holding_the_loop(
+    record_property, capsys
+):
+    """A SingleConsumer starting a topic of 100,000 partitions: the metadata,
+    the offsets (ListOffsets) and the subscription's state of every partition
+    (issue 35: 1.5 s in one step). The fetch rounds that follow are not
+    measured here (each walks every assigned partition)."""
+    from tests.metadata_peer import MetadataPeer
+
+    body: List[bytes] = []
+
+    async def main() -> Lateness:
+        async with MetadataPeer(big_topic_peer_answer(body)) as peer:
+            body.append(big_metadata(peer.port))
+            async with Lateness() as lateness:
+                consumer = SingleConsumer(peer.bootstrap, api_version=(0, 8, 2))
+                async with consumer:
+                    await consumer.seek_to("big", SingleConsumer.BEGINNING)
+                    # Each of the test's own calls in a step of its own.
+                    await asyncio.sleep(0)
+                    assert len(consumer.partitions("big")) == 100_000
+                    await asyncio.sleep(0)
+                    assert consumer.position("big", 99_999) == 0
+                    await consumer.seek_to("small", SingleConsumer.BEGINNING)
+                    await asyncio.sleep(0)
+            return lateness
+
+    lateness = asyncio.run(asyncio.wait_for(main(), 120))
+    report(record_property, capsys, "a consumer starting a topic of 100,000 partitions",
+           lateness)
+    assert lateness.busy_ms < BOUND_MS
+
+
 def big_batch(codec: int) -> bytes:
     """One record batch of ``codec`` whose records take 32 MiB uncompressed
     (32,768 records of 1 KiB, compressible as logs are), base offset 0."""

@@ -70,7 +70,7 @@ from tests.test_consumer import consume_n
 from tests.waiting import until
 
 LEGACY_V0 = {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0}
-MODERN = {PRODUCE: 3, FETCH: 4, LIST_OFFSETS: 1, METADATA: 1}
+MODERN = {PRODUCE: 3, FETCH: 4, LIST_OFFSETS: 1, METADATA: 4}
 TS = 1_700_000_000_000
 
 

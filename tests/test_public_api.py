@@ -75,7 +75,9 @@ def test_client_options_are_exactly_the_cluster_settings() -> None:
     from kiel.client import ClientOptions
     from kiel.cluster import Cluster
 
-    settings = set(inspect.signature(Cluster).parameters) - {"brokers"}
+    # allow_auto_create_topics is the one Cluster setting each client
+    # decides itself (consumers never create, the producer has its option).
+    settings = set(inspect.signature(Cluster).parameters) - {"brokers", "allow_auto_create_topics"}
     assert set(ClientOptions.__annotations__) == settings
 
 

@@ -244,6 +244,9 @@ class _BaseConsumer(Client):
         )
         check_max_records(max_records)
         super().__init__(brokers, **client_options)
+        # A consumer never creates a topic: a misspelt name is UnknownTopicError,
+        # not a new empty topic (issue 35).
+        self.cluster.auto_create_topics = False
         frame_cap = self.cluster.max_frame_size
         headers = FETCH_ANSWER_OVERHEAD + PARTITION_ANSWER_OVERHEAD + 255
         if max_fetch_size + headers > frame_cap:

@@ -29,6 +29,7 @@ from typing import (
     Union,
 )
 
+from kiel._aio import Turns
 from kiel.cluster import Cluster
 from kiel.exc import (
     BrokerError,
@@ -99,6 +100,13 @@ _COORDINATOR_ERRORS: tuple[type[BrokerError], ...] = (
 #: UnknownTopicOrPartition for a partition the group never committed.
 _NO_OFFSET_ERRORS: tuple[type[BrokerError], ...] = (UnknownTopicOrPartitionError,)
 
+#: Partitions one ListOffsets request asks a leader about: a topic of
+#: 100,000 partitions goes in requests of this many, one after the other,
+#: so that no request's encoding or answer holds the IOLoop for long.
+LIST_OFFSETS_CHUNK = 1000
+#: Partitions between two looks at the clock in a long loop (see Turns).
+_EVERY = 256
+
 # ----------------------------------------------------------------------
 # ListOffsets
 
@@ -135,6 +143,7 @@ async def list_offsets(
     """
     remaining = dict(timestamps)
     result: dict[TopicPartition, int] = {}
+    turns = Turns()
     async for attempt in attempts(cluster.backoff):
         found, fallback, errors = await _ask_leaders(cluster, remaining)
         if fallback:  # a time outside every record: ask at once for an end of the log
@@ -142,10 +151,12 @@ async def list_offsets(
             again, _, more = await _ask_leaders(cluster, fallback)
             found.update(again)
             errors.extend(more)
-        for tp, offset in found.items():
+        for i, (tp, offset) in enumerate(found.items()):
             if offset is not None:
                 result[tp] = offset
                 del remaining[tp]
+            if not i % _EVERY:
+                await turns.give()
         if not remaining:
             break
         await judge_round(cluster, attempt, errors, "ListOffsets")
@@ -189,14 +200,17 @@ async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int
     """
     by_leader: dict[int, list[TopicPartition]] = {}
     errors: list[KielError] = []
-    for tp in timestamps:
+    turns = Turns()
+    for i, tp in enumerate(timestamps):
         leader = cluster.leader(tp.topic, tp.partition)
         if leader < 0 or leader not in cluster.brokers:
             errors.append(LeaderNotAvailableError(topic=tp.topic, partition=tp.partition))
         else:
             by_leader.setdefault(leader, []).append(tp)
+        if not i % _EVERY:
+            await turns.give()
     answers = await asyncio.gather(
-        *(_list_from(cluster, leader, tps, timestamps) for leader, tps in by_leader.items())
+        *(_list_chunks(cluster, leader, tps, timestamps) for leader, tps in by_leader.items())
     )
     found: dict[TopicPartition, Optional[int]] = {}
     fallback: dict[TopicPartition, int] = {}
@@ -204,6 +218,29 @@ async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int
         found.update(offsets)
         fallback.update(ends)
         errors.extend(errs)
+    return found, fallback, errors
+
+
+async def _list_chunks(
+    cluster: Cluster,
+    leader: int,
+    tps: list[TopicPartition],
+    timestamps: Mapping[TopicPartition, int],
+) -> _Found:
+    """Ask ``leader`` about ``tps``, :data:`LIST_OFFSETS_CHUNK` at a time;
+    a request that fails ends the leader's turn (the partitions left are
+    asked again in the next round)."""
+    found: dict[TopicPartition, Optional[int]] = {}
+    fallback: dict[TopicPartition, int] = {}
+    errors: list[KielError] = []
+    for start in range(0, len(tps), LIST_OFFSETS_CHUNK):
+        offsets, ends, errs = await _list_from(
+            cluster, leader, tps[start:start + LIST_OFFSETS_CHUNK], timestamps)
+        found.update(offsets)
+        fallback.update(ends)
+        errors.extend(errs)
+        if errs and not offsets:
+            break  # the request failed (or answered nothing): not 99 more timeouts
     return found, fallback, errors
 
 

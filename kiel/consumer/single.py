@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Optional, Union
 
 from kiel import _options
+from kiel._aio import Turns
 from kiel.consumer.base import ConsumedBatches, ConsumedRecord, Topics, _BaseConsumer, topic_list
 from kiel.consumer.offsets import EARLIEST, list_offsets
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset, to_timestamp
@@ -60,6 +61,10 @@ class SingleConsumer(_BaseConsumer):
         super().__init__(brokers, **options)
         #: Topics being consumed, and whether new partitions join automatically.
         self._topics: dict[str, bool] = {}
+        #: Each followed topic's partition map (the cluster's) last looked
+        #: through for new partitions: looked through again only when a
+        #: metadata refresh replaced it, not on every consume().
+        self._looked: dict[str, Any] = {}
         self._adding = asyncio.Lock()
 
     # ------------------------------------------------------------------
@@ -178,6 +183,10 @@ class SingleConsumer(_BaseConsumer):
 
     async def _start_topic(self, topic: str, start: Start) -> None:
         partitions = await self.cluster.partitions_for(topic)
+        snapshot = self.cluster.partitions.get(topic)
+        # A topic of 100,000 partitions: every loop over them gives the
+        # IOLoop a turn every few milliseconds (issue 35).
+        turns = Turns()
         follow = True
         if isinstance(start, dict):
             offsets = {int(p): o for p, o in start.items()}
@@ -188,26 +197,48 @@ class SingleConsumer(_BaseConsumer):
                     topic=topic,
                     partition=unknown[0],
                 )
-            for p, o in offsets.items():
+            for i, (p, o) in enumerate(offsets.items()):
                 check_offset(o, topic, p)
+                if not i % 256:
+                    await turns.give()
             follow = False
         elif isinstance(start, int) and not isinstance(start, bool):
             check_offset(start, topic)
             offsets = {p: start for p in partitions}
         else:
             timestamp = to_timestamp(start)
-            tps = {TopicPartition(topic, p): timestamp for p in partitions}
-            offsets = {tp.partition: o for tp, o in (await list_offsets(self.cluster, tps)).items()}
-        for p, o in sorted(offsets.items()):
+            tps: dict[TopicPartition, int] = {}
+            for i, p in enumerate(partitions):
+                tps[TopicPartition(topic, p)] = timestamp
+                if not i % 256:
+                    await turns.give()
+            found = await list_offsets(self.cluster, tps)
+            offsets = {}
+            for i, (tp, o) in enumerate(found.items()):
+                offsets[tp.partition] = o
+                if not i % 256:
+                    await turns.give()
+        for i, (p, o) in enumerate(sorted(offsets.items())):
             self.subscription.assign(TopicPartition(topic, p), o)
+            if not i % 256:
+                await turns.give()
         self._topics[topic] = follow
-        log.debug("consuming %s from %s: %s", topic, start, offsets)
+        if follow:
+            # Every partition of that map is assigned: no need to look through
+            # it for new ones (a refresh meanwhile replaced it: then they are).
+            self._looked[topic] = snapshot
+        # A large topic's offsets are counted, not listed (one line, one step).
+        shown: Any = offsets if len(offsets) <= 16 else f"{len(offsets)} partitions"
+        log.debug("consuming %s from %s: %s", topic, start, shown)
 
     async def _add_new_partitions(self, topic: str) -> None:
         subscription = self.subscription
         known = self.cluster.partitions.get(topic, {})
+        if self._looked.get(topic) is known:
+            return  # looked through already: the metadata has not changed since
         new = [p for p in known if not subscription.is_assigned(TopicPartition(topic, p))]
         if not new:
+            self._looked[topic] = known
             return
         # Partitions added while we consume hold only new messages: read them all.
         tps = {TopicPartition(topic, p): EARLIEST for p in new}

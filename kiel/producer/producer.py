@@ -126,6 +126,12 @@ class Producer(Client):
             values must be ``bytes`` (or ``bytearray``/``memoryview``) or
             ``None``.
         key_serializer: the same for keys.
+        allow_auto_create_topics: ``True`` (the default) leaves it to the
+            broker whether a topic the producer names and the cluster lacks
+            is created (``auto.create.topics.enable``); ``False`` asks it not
+            to (Metadata v4, Kafka 0.11+; an older broker is asked for every
+            topic instead), and producing to a topic that does not exist
+            fails with :class:`~kiel.exc.UnknownTopicError`.
         client_id: sent in request headers.
         connect_timeout: seconds per connection attempt.
         request_timeout: seconds to wait for each response; a broker that
@@ -169,9 +175,12 @@ class Producer(Client):
         key_maker: Optional[Callable[[Any], Any]] = None,
         serializer: Optional[Callable[[Any], bytes]] = None,
         key_serializer: Optional[Callable[[Any], bytes]] = None,
+        allow_auto_create_topics: bool = True,
         **client_options: "Unpack[ClientOptions]",
     ) -> None:
         super().__init__(brokers, **client_options)
+        self.cluster.auto_create_topics = _options.flag("allow_auto_create_topics",
+                                                        allow_auto_create_topics)
         request_timeout = self.cluster.request_timeout
         self.required_acks = _check_acks(required_acks)
         self.ack_timeout = _check_ack_timeout(ack_timeout, required_acks, request_timeout)
@@ -376,7 +385,8 @@ class Producer(Client):
                         accumulator.pending_bytes + size <= self.max_pending_bytes
                     ):
                         rr = route.rr_queues
-                        queue = rr[route.rr % len(rr)]
+                        index = route.rr % len(rr)
+                        queue = rr[index] or route.rr_queue(index)
                         route.rr += 1
                         future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
                         batch = queue.open
@@ -546,7 +556,9 @@ class Producer(Client):
         accumulator, wake_at = self._accumulator, self._sender.wake_at
         for j in range(min(count, n)):
             # Record i goes to rr[(start + i) % count], as produce() sends it.
-            due = accumulator.extend(rr[(start + j) % count], values[j::count], sizes[j::count])
+            index = (start + j) % count
+            due = accumulator.extend(rr[index] or route.rr_queue(index), values[j::count],
+                                     sizes[j::count])
             if due is not None:
                 wake_at(due)
         return n

@@ -8,6 +8,7 @@ custom partitioners see every partition.
 """
 
 import random
+from collections.abc import Callable
 from typing import Any, Optional
 
 from kiel.cluster import Cluster
@@ -30,27 +31,52 @@ class TopicRoute:
             route is current while the cluster holds this very object).
         all: every partition id, sorted.
         available: the ids of the partitions that have a leader.
-        queues: each partition's queue in the accumulator.
-        rr_queues: the queues unkeyed records go to, round-robin.
+        queues: the partitions' queues in the accumulator, each made when
+            the route first sends a record its way (:meth:`queue`).
+        rr_ids: the partitions unkeyed records go to, round-robin.
+        rr_queues: their queues, ``None`` until made (:meth:`rr_queue`).
         rr: the round-robin counter.
         by_key: keys seen lately and their partition's queue under the
             default partitioner (at most :data:`KEY_CACHE_SIZE`; emptied
             with each new snapshot).
     """
 
-    __slots__ = ("name", "snapshot", "all", "available", "queues", "rr_queues", "rr", "by_key")
+    __slots__ = ("name", "snapshot", "all", "available", "queues", "rr_ids", "rr_queues", "rr",
+                 "by_key", "_make")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str,
+                 make: Callable[[TopicPartition], PartitionQueue] = PartitionQueue) -> None:
         self.name = name
+        self._make = make
         self.snapshot: Any = None
         self.all: list[int] = []
         self.available: list[int] = []
+        # Strategy: a partition's queue is made when a record first goes its
+        # way, not when the metadata shows the partition: a topic of 100,000
+        # partitions would otherwise cost 100,000 queues in one step of the
+        # IOLoop (issue 35), most of them never used by a keyed producer.
         self.queues: dict[int, PartitionQueue] = {}
-        self.rr_queues: list[PartitionQueue] = []
+        self.rr_ids: list[int] = []
+        self.rr_queues: list[Optional[PartitionQueue]] = []
         # A random start, so that producers started together do not all
         # begin with partition 0.
         self.rr = random.randrange(1 << 16)
         self.by_key: dict[bytes, PartitionQueue] = {}
+
+    def queue(self, partition: int) -> PartitionQueue:
+        """The queue of ``partition`` (made on first use)."""
+        queue = self.queues.get(partition)
+        if queue is None:
+            queue = self.queues[partition] = self._make(TopicPartition(self.name, partition))
+        return queue
+
+    def rr_queue(self, index: int) -> PartitionQueue:
+        """The queue of round-robin slot ``index`` (made on first use):
+        ``rr_queues[index] or rr_queue(index)`` on the fast paths."""
+        queue = self.rr_queues[index]
+        if queue is None:
+            queue = self.rr_queues[index] = self.queue(self.rr_ids[index])
+        return queue
 
 
 class Router:
@@ -84,15 +110,18 @@ class Router:
             return None
         route = self.routes.get(topic)
         if route is None:
-            route = self.routes[topic] = TopicRoute(topic)
+            route = self.routes[topic] = TopicRoute(topic, self._accumulator.queue)
         if route.snapshot is not snapshot:
             route.snapshot = snapshot
-            route.all = sorted(snapshot)
-            route.available = [p for p in route.all if snapshot[p].leader >= 0]
-            for p in route.all:
-                if p not in route.queues:
-                    route.queues[p] = self._accumulator.queue(TopicPartition(topic, p))
-            route.rr_queues = [route.queues[p] for p in (route.available or route.all)]
+            lists = self._cluster.partition_lists.get(topic)
+            if lists is not None and lists.snapshot is snapshot:
+                # Made while the metadata was applied, a slice at a time.
+                route.all, route.available = lists.all, lists.available
+            else:
+                route.all = sorted(snapshot)
+                route.available = [p for p in route.all if snapshot[p].leader >= 0]
+            route.rr_ids = route.available or route.all
+            route.rr_queues = [None] * len(route.rr_ids)
             route.by_key = {}
         return route
 
@@ -111,7 +140,7 @@ class Router:
         # Strategy: keys repeat (users, devices, orders), and murmur2 in
         # Python costs about a microsecond; the cache is bounded by emptying
         # it when full, which keeps the common keys' cost at one lookup.
-        queue = route.queues[key_partition(key, route.all)]
+        queue = route.queue(key_partition(key, route.all))
         if len(route.by_key) >= KEY_CACHE_SIZE:
             route.by_key.clear()
         route.by_key[key] = queue
@@ -132,15 +161,17 @@ class Router:
                 if key is not None:
                     return route.by_key.get(key) or self.keyed(route, key)
                 rr = route.rr_queues
-                queue = rr[route.rr % len(rr)]
+                index = route.rr % len(rr)
                 route.rr += 1
-                return queue
+                return rr[index] or route.rr_queue(index)
             candidates = route.all if key is not None else (route.available or route.all)
             try:
                 partition = self.partitioner(key, candidates)
             except Exception as e:  # user code: surface it on the record
                 raise ConfigError(f"partitioner failed: {e!r}", topic=route.name) from e
         found = route.queues.get(partition)
+        if found is None and partition in route.snapshot:
+            found = route.queue(partition)
         if found is None:
             raise UnknownPartitionError(
                 f"the topic has partitions {route.all}", topic=route.name, partition=partition

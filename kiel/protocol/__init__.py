@@ -3,7 +3,7 @@
 Importing this package registers every supported API: Produce (0), Fetch (1),
 ListOffsets (2), Metadata (3), OffsetCommit (8), OffsetFetch (9) and
 GroupCoordinator (10), all v0; Produce v3, Fetch v4, ListOffsets v1,
-Metadata v1, OffsetCommit v2 and v7, OffsetFetch v1 and v5 and
+Metadata v1 and v4, OffsetCommit v2 and v7, OffsetFetch v1 and v5 and
 FindCoordinator v1 and v2 for current brokers; the group coordinator's
 JoinGroup (11) v5, Heartbeat (12) v3, LeaveGroup (13) v3, SyncGroup (14) v3,
 DescribeGroups (15) v2 and v4 and ListGroups (16) v2
@@ -161,12 +161,15 @@ from kiel.protocol.list_offsets import (
 from kiel.protocol.metadata import (
     METADATA_V0,
     METADATA_V1,
+    METADATA_V4,
     BrokerMetadata,
     BrokerMetadataV1,
     MetadataRequest,
     MetadataRequestV1,
+    MetadataRequestV4,
     MetadataResponse,
     MetadataResponseV1,
+    MetadataResponseV4,
     PartitionMetadata,
     TopicMetadata,
     TopicMetadataV1,

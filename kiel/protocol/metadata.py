@@ -1,4 +1,4 @@
-"""Metadata v0 and v1 (api key 3): brokers, topics, partition leaders and replicas.
+"""Metadata v0, v1 and v4 (api key 3): brokers, topics, partition leaders and replicas.
 
 Wire grammar (v0)::
 
@@ -17,8 +17,18 @@ Wire grammar (v1, Kafka 0.10+)::
       TopicMetadata  => TopicErrorCode(int16) TopicName(string) IsInternal(boolean)
                         [PartitionMetadata]      (PartitionMetadata as v0)
 
+Wire grammar (v4, Kafka 0.11+)::
+
+    MetadataRequest v4  => [TopicName(string)] AllowAutoTopicCreation(boolean)
+    MetadataResponse v4 => ThrottleTimeMs(int32) [Broker] ClusterId(nullable string)
+                           ControllerId(int32) [TopicMetadata]   (Broker, TopicMetadata as v1)
+
 Mind the change of meaning: an empty topic list asks for every topic in v0
-and for none in v1, where ``None`` (a null array) asks for all.
+and for none in v1 and v4, where ``None`` (a null array) asks for all.
+``AllowAutoTopicCreation`` false keeps a broker that auto-creates topics
+(``auto.create.topics.enable``) from creating the unknown ones named: they
+are answered UnknownTopicOrPartition instead. Before v4 a broker that
+auto-creates does so for every topic a Metadata request names.
 
 A client that must stay responsive sends :class:`DeferredMetadataRequest`
 (the same request on the wire): its answer comes back undecoded
@@ -107,6 +117,24 @@ class MetadataResponseV1(NamedTuple):
 METADATA_V1 = register(Api(3, 1, "Metadata", MetadataRequestV1, MetadataResponseV1))
 
 
+class MetadataRequestV4(NamedTuple):
+    #: ``None`` asks for every topic.
+    topics: Annotated[Optional[list[str]], Array(String)]
+    #: False: a broker that auto-creates topics leaves the unknown ones named alone.
+    allow_auto_topic_creation: Annotated[bool, Boolean]
+
+
+class MetadataResponseV4(NamedTuple):
+    throttle_time_ms: Annotated[int, Int32]
+    brokers: Annotated[list[BrokerMetadataV1], Array(BrokerMetadataV1)]
+    cluster_id: Annotated[Optional[str], NullableString]
+    controller_id: Annotated[int, Int32]
+    topics: Annotated[list[TopicMetadataV1], Array(TopicMetadataV1)]
+
+
+METADATA_V4 = register(Api(3, 4, "Metadata", MetadataRequestV4, MetadataResponseV4))
+
+
 # ---------------------------------------------------------------------------
 # Metadata answers decoded a slice at a time, within bounds
 
@@ -153,6 +181,14 @@ class DeferredMetadataRequestV1(NamedTuple):
     topics: Annotated[Optional[list[str]], Array(String)]
 
 
+class DeferredMetadataRequestV4(NamedTuple):
+    """A :class:`MetadataRequestV4` whose answer is left undecoded."""
+
+    #: ``None`` asks for every topic.
+    topics: Annotated[Optional[list[str]], Array(String)]
+    allow_auto_topic_creation: Annotated[bool, Boolean]
+
+
 class DeferredMetadata(NamedTuple):
     """A Metadata answer as received, for :func:`decode_metadata`."""
 
@@ -166,6 +202,12 @@ class DeferredMetadataV1(NamedTuple):
     body: Annotated[bytes, _Rest()]
 
 
+class DeferredMetadataV4(NamedTuple):
+    """A Metadata v4 answer as received, for :func:`decode_metadata`."""
+
+    body: Annotated[bytes, _Rest()]
+
+
 # Strategy: registered by request class only (not by key, which stays the
 # eager classes' for brokers decoding requests): a client framing looks the
 # request up by its class and decodes the answer as the rest of the frame.
@@ -173,11 +215,13 @@ BY_REQUEST[DeferredMetadataRequest] = Api(
     3, 0, "Metadata", DeferredMetadataRequest, DeferredMetadata)
 BY_REQUEST[DeferredMetadataRequestV1] = Api(
     3, 1, "Metadata", DeferredMetadataRequestV1, DeferredMetadataV1)
+BY_REQUEST[DeferredMetadataRequestV4] = Api(
+    3, 4, "Metadata", DeferredMetadataRequestV4, DeferredMetadataV4)
 
 #: Items decoded between two yields of :func:`decode_metadata`.
 METADATA_SLICE = 64
 
-_Answer = Union[MetadataResponse, MetadataResponseV1]
+_Answer = Union[MetadataResponse, MetadataResponseV1, MetadataResponseV4]
 
 
 #: Makes a partition's entry from ``(topic, error_code, partition_id,
@@ -195,7 +239,7 @@ _COUNT = struct.Struct(">i")
 
 
 def decode_metadata(
-    answer: Union[DeferredMetadata, DeferredMetadataV1],
+    answer: Union[DeferredMetadata, DeferredMetadataV1, DeferredMetadataV4],
     limits: Optional[MetadataLimits] = None,
     partition: PartitionFactory = _partition_metadata,
 ) -> Generator[None, None, _Answer]:
@@ -204,7 +248,7 @@ def decode_metadata(
     loop run; returns the answer (``StopIteration.value``).
 
     Args:
-        answer: what a :class:`DeferredMetadataRequest` (or V1) got back.
+        answer: what a :class:`DeferredMetadataRequest` (or V1, V4) got back.
         limits: the most brokers and partitions the answer may hold
             (default: :class:`MetadataLimits`'s); counts are checked before
             their items are decoded.
@@ -213,7 +257,8 @@ def decode_metadata(
             per partition makes it here, without an object in between.
 
     Returns:
-        a :class:`MetadataResponse` (or :class:`MetadataResponseV1`), as
+        a :class:`MetadataResponse` (or :class:`MetadataResponseV1`,
+        :class:`MetadataResponseV4`), as
         the eager request would have got (each topic's partitions made by
         ``partition``).
 
@@ -225,10 +270,14 @@ def decode_metadata(
     """
     if limits is None:
         limits = MetadataLimits()
-    v1 = isinstance(answer, DeferredMetadataV1)
+    v4 = isinstance(answer, DeferredMetadataV4)
+    v1 = v4 or isinstance(answer, DeferredMetadataV1)
     buf = answer.body
     broker_type = struct_type(BrokerMetadataV1 if v1 else BrokerMetadata)
-    count, pos = _count(buf, 0, "brokers", limits.max_brokers, "max_metadata_brokers")
+    pos = throttle_time_ms = 0
+    if v4:
+        throttle_time_ms, pos = Int32.decode(buf, pos)
+    count, pos = _count(buf, pos, "brokers", limits.max_brokers, "max_metadata_brokers")
     brokers: list[Any] = []
     for i in range(count):
         broker, pos = broker_type.decode(buf, pos)
@@ -241,6 +290,9 @@ def decode_metadata(
         if not i % METADATA_SLICE:
             yield
     controller_id = 0
+    cluster_id: Optional[str] = None
+    if v4:
+        cluster_id, pos = NullableString.decode(buf, pos)
     if v1:
         controller_id, pos = Int32.decode(buf, pos)
     count, pos = _count(buf, pos, "topics", limits.max_partitions, "max_metadata_partitions")
@@ -272,6 +324,8 @@ def decode_metadata(
     if pos != len(buf):
         raise ProtocolError(f"{len(buf) - pos} trailing bytes after the Metadata answer",
                             api="Metadata")
+    if v4:
+        return MetadataResponseV4(throttle_time_ms, brokers, cluster_id, controller_id, topics)
     if v1:
         return MetadataResponseV1(brokers, controller_id, topics)
     return MetadataResponse(brokers, topics)

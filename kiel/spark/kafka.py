@@ -140,7 +140,11 @@ def _run(options: SourceOptions, work: Callable[[Client], Awaitable[T]]) -> T:
 
 
 def _client(options: SourceOptions) -> Client:
-    return Client(options.brokers, **options.client_options())
+    client = Client(options.brokers, **options.client_options())
+    # A source reads: a misspelt subscribe topic is UnknownTopicError, never
+    # a new empty topic (as the consumers, issue 35).
+    client.cluster.auto_create_topics = False
+    return client
 
 
 def release(options: SourceOptions) -> None:
