@@ -544,12 +544,29 @@ def _is_async(function: Any) -> bool:
         type(function).__call__)
 
 
+def _subject(value: Any) -> Optional[str]:
+    """A JWT's ``sub`` claim, for messages (``None`` when the token is no JWT).
+
+    Not a check of the token (the broker does that): the principal it
+    names, so that a refusal says whose token it was without showing it.
+    """
+    parts = value.split(".") if isinstance(value, str) else []
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:  # binascii.Error and JSONDecodeError are ValueErrors
+        return None
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    return subject if isinstance(subject, str) else None
+
+
 def _token(answer: Any) -> OAuthBearerToken:
     """A provider's answer as a token (the answer itself is never shown)."""
     if isinstance(answer, OAuthBearerToken):
         return answer
     if isinstance(answer, tuple) and len(answer) == 2:
-        return OAuthBearerToken(answer[0], answer[1])
+        return OAuthBearerToken(answer[0], answer[1], _subject(answer[0]))
     raise ConfigError(f"the token provider returned a {type(answer).__name__}: expected an "
                       "OAuthBearerToken or a (token, expires_at) tuple")
 
