@@ -167,6 +167,10 @@ _SPELLINGS = {
     "sasl_mechanisms": "sasl_mechanism",
     "sasl_plain_username": "sasl_username",
     "sasl_plain_password": "sasl_password",
+    "oauth_cb": "sasl_oauth_token_provider (it returns a kiel.sasl.OAuthBearerToken or "
+                "(token, expires_at))",
+    "sasl_oauthbearer_config": "sasl_oauth_token_provider=kiel.sasl.unsecured_token_provider("
+                               "principal, lifetime)",
     "ssl_cafile": "ssl_context (ssl.create_default_context(cafile=...))",
     "ssl_ca_location": "ssl_context (ssl.create_default_context(cafile=...))",
     "ssl_certfile": "ssl_context (its load_cert_chain(certfile, keyfile))",
@@ -207,9 +211,8 @@ _INSTEAD = {
                           "producer guide): drop it",
     "transactional_id": "kiel's producer has no transactions (at-least-once, see the "
                         "producer guide): drop it",
-    "sasl_kerberos_service_name": "kiel's SASL is PLAIN or SCRAM (sasl_mechanism): no GSSAPI",
-    "sasl_oauth_token_provider": "kiel's SASL is PLAIN or SCRAM (sasl_mechanism): no "
-                                 "OAUTHBEARER",
+    "sasl_kerberos_service_name": "kiel's SASL is PLAIN, SCRAM or OAUTHBEARER "
+                                  "(sasl_mechanism): no GSSAPI",
     "connections_max_idle_ms": "kiel keeps its connections until close(): drop it",
 }
 

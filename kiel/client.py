@@ -38,10 +38,16 @@ class ClientOptions(TypedDict, total=False):
         ssl_context: an ``ssl.SSLContext`` to connect with TLS; its
             ``check_hostname`` and ``verify_mode`` decide what is checked.
         ssl_options: the deprecated name of ``ssl_context`` (warns).
-        sasl_mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"`` or
-            ``"SCRAM-SHA-512"``: authenticate every connection with SASL.
+        sasl_mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"``, ``"SCRAM-SHA-512"``
+            or ``"OAUTHBEARER"``: authenticate every connection with SASL.
         sasl_username: the SASL user name.
         sasl_password: the SASL password (never logged, not in ``repr()``).
+        sasl_oauth_token_provider: OAUTHBEARER's token provider, a plain or
+            ``async`` function of no arguments returning a
+            :class:`~kiel.sasl.OAuthBearerToken` or ``(token, expires_at)``
+            (seconds since the epoch); called again for new connections
+            once 80% of the token's lifetime passed (never logged, not in
+            ``repr()``). :func:`kiel.sasl.unsecured_token_provider` for tests.
         max_in_flight: pipelined requests per connection (64).
         max_frame_size: the largest response accepted from a broker (bytes);
             a consumer's ``max_fetch_size`` must fit in it.
@@ -68,6 +74,7 @@ class ClientOptions(TypedDict, total=False):
     sasl_mechanism: Optional[str]
     sasl_username: Optional[str]
     sasl_password: Optional[str]
+    sasl_oauth_token_provider: Any
     max_in_flight: int
     max_frame_size: int
     max_metadata_brokers: int

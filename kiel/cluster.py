@@ -281,10 +281,12 @@ class Cluster:
         client_id: sent in request headers.
         ssl_options: deprecated name of ``ssl_context`` (warns).
         ssl_context: an ``ssl.SSLContext`` for TLS connections.
-        sasl_mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"`` or ``"SCRAM-SHA-512"``
-            to authenticate every connection (:mod:`kiel.sasl`).
+        sasl_mechanism: ``"PLAIN"``, ``"SCRAM-SHA-256"``, ``"SCRAM-SHA-512"``
+            or ``"OAUTHBEARER"`` to authenticate every connection (:mod:`kiel.sasl`).
         sasl_username: the SASL user.
         sasl_password: the SASL password (never logged or shown).
+        sasl_oauth_token_provider: OAUTHBEARER's token provider
+            (:data:`kiel.sasl.TokenProvider`; the token is never logged or shown).
         connect_timeout: seconds per connection attempt, until it is ready
             for requests (TCP, TLS, ApiVersions and SASL together).
         request_timeout: default seconds per request, and the bound of
@@ -327,6 +329,7 @@ class Cluster:
         sasl_mechanism: Optional[str] = None,
         sasl_username: Optional[str] = None,
         sasl_password: Optional[str] = None,
+        sasl_oauth_token_provider: Any = None,
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         max_in_flight: int = 64,
@@ -373,7 +376,8 @@ class Cluster:
         #: What one Metadata answer may hold.
         self.metadata_limits = MetadataLimits(max_metadata_brokers, max_metadata_partitions)
         self.client_id, self.ssl_options = client_id, tls_context(ssl_context, ssl_options)
-        self.sasl = sasl_credentials(sasl_mechanism, sasl_username, sasl_password)
+        self.sasl = sasl_credentials(sasl_mechanism, sasl_username, sasl_password,
+                                     sasl_oauth_token_provider)
         self.connect_timeout, self.request_timeout = connect_timeout, request_timeout
         self.max_in_flight, self.max_frame_size = max_in_flight, max_frame_size
         self.metadata_max_age = metadata_max_age

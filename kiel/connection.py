@@ -73,7 +73,7 @@ from kiel.exc import (
 from kiel.metrics import RequestCounters
 from kiel.protocol.framing import DEFAULT_MAX_FRAME_SIZE, ClientFraming
 from kiel.protocol.versions import LEGACY, Versions, negotiate
-from kiel.sasl import SaslCredentials
+from kiel.sasl import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ class Connection:
         versions: Optional[Versions] = None,
         known_versions: Optional[MutableMapping[tuple[str, int], Versions]] = None,
         metrics: Optional[RequestCounters] = None,
-        sasl: Optional[SaslCredentials] = None,
+        sasl: Optional[Credentials] = None,
     ) -> None:
         self.host, self.port, self.broker_id = host, port, broker_id
         self.metrics = metrics
@@ -360,7 +360,7 @@ class Connection:
             self._known[(self.host, self.port)] = versions
         return stream
 
-    async def _authenticate(self, stream: IOStream, sasl: SaslCredentials) -> None:
+    async def _authenticate(self, stream: IOStream, sasl: Credentials) -> None:
         """Authenticate ``stream`` with SASL (:func:`kiel.handshake.authenticate`).
 
         Raises:

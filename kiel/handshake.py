@@ -9,7 +9,7 @@ These functions raise typed errors without the connection's context; the
 timeout, adds its context, and closes itself on any failure (a
 half-negotiated or half-authenticated stream is never used).
 
-The password and the SCRAM proof are never logged.
+The password, the SCRAM proof and the OAUTHBEARER token are never logged.
 """
 
 import asyncio
@@ -37,7 +37,7 @@ from kiel.protocol.sasl import (
     sasl_authenticate_request,
 )
 from kiel.protocol.versions import Versions
-from kiel.sasl import SaslCredentials
+from kiel.sasl import Credentials
 
 __all__ = ["ask_versions", "authenticate", "round_trip"]
 
@@ -127,15 +127,20 @@ async def ask_versions(
 
 
 async def authenticate(
-    stream: IOStream, framing: ClientFraming, sasl: SaslCredentials, versions: Versions
+    stream: IOStream, framing: ClientFraming, sasl: Credentials, versions: Versions
 ) -> None:
     """SaslHandshake v1, then SaslAuthenticate until the mechanism is done.
+
+    OAUTHBEARER's token is asked of its provider (or reused) before the
+    handshake: a provider that fails sends nothing to the broker.
 
     Raises:
         UnsupportedFeatureError: the broker has no SaslHandshake v1 and
             SaslAuthenticate (Kafka 0.8 to 0.11, or the embedded broker).
         AuthenticationError: refused (a wrong password, a mechanism the
-            broker does not enable) or the server failed SCRAM's check.
+            broker does not enable, a token the broker refused: its RFC 7628
+            status in the error's ``context["status"]``), the server failed
+            SCRAM's check, or the token provider failed.
         ConnectionClosedError: the broker closed the connection meanwhile.
     """
     handshake = versions.get(SASL_HANDSHAKE_KEY)
@@ -145,6 +150,7 @@ async def authenticate(
             f"SASL {sasl.mechanism} needs SaslHandshake v1 and SaslAuthenticate "
             f"(Kafka 1.0 or later); the broker's versions ({versions.source}) "
             "have none", api="SaslHandshake")
+    mechanism = await sasl.start()
     answer = await round_trip(stream, framing, SaslHandshakeRequestV1(sasl.mechanism))
     if answer is None:
         raise _closed_during("SaslHandshake")
@@ -152,7 +158,6 @@ async def authenticate(
     if error is not None:
         raise error(f"the broker enables SASL {list(answer.mechanisms)}, "
                     f"not {sasl.mechanism}", errno=answer.error_code, api="SaslHandshake")
-    mechanism = sasl.client()
     message: Optional[bytes] = mechanism.first()
     loop = asyncio.get_running_loop()
     while message is not None:
@@ -161,9 +166,12 @@ async def authenticate(
             raise _closed_during("SaslAuthenticate")
         error = for_code(reply.error_code)
         if error is not None:
-            raise error(f"SASL {sasl.mechanism} refused for user {sasl.username!r}: "
+            # OAUTHBEARER's refusal: the status of the server's JSON, read
+            # by the mechanism (the token is not in it, nor in the message).
+            status = getattr(mechanism, "status", None)
+            raise error(f"SASL {sasl.mechanism} refused for {sasl.who}: "
                         f"{reply.error_message or 'no reason given'}",
-                        errno=reply.error_code, api="SaslAuthenticate")
+                        errno=reply.error_code, api="SaslAuthenticate", status=status)
         # SCRAM's PBKDF2 takes milliseconds of CPU: off the event loop.
         message = await loop.run_in_executor(None, mechanism.step, bytes(reply.auth_bytes))
 

@@ -1,10 +1,11 @@
-"""SASL client mechanisms, sans I/O: PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802, 7677).
+"""SASL client mechanisms, sans I/O: PLAIN (RFC 4616), SCRAM-SHA-256/512 (RFC 5802, 7677)
+and OAUTHBEARER (RFC 7628, Kafka's KIP-255 and KIP-342).
 
 A mechanism produces the client's messages and checks the server's; the
 connection (:mod:`kiel.connection`) carries them in SaslAuthenticate
 requests. Every mechanism has the same two calls::
 
-    mechanism = credentials.client()
+    mechanism = await credentials.start()  # OAUTHBEARER gets its token here
     message = mechanism.first()           # the client's first message
     while message is not None:
         answer = exchange(message)        # the server's reply (I/O: not here)
@@ -24,29 +25,55 @@ What is left out, on purpose:
   UTF-8, as Kafka's Java client does; ASCII credentials are unaffected.
 * No authorization identity (the user acts as itself).
 
+OAUTHBEARER sends a bearer token that a token provider of the
+application's returns (:class:`OAuthBearerCredentials`, which keeps it for
+80% of its lifetime); :func:`unsecured_jwt` makes the unsigned tokens that
+Kafka's and librdkafka's test setups accept.
+
 Credentials never reach a log or an error message: :class:`SaslCredentials`
-hides the password in ``repr()``, and nothing here logs.
+hides the password in ``repr()``, :class:`OAuthBearerToken` the token, and
+nothing here logs them.
 """
+import asyncio
 import base64
 import hashlib
 import hmac
+import inspect
+import json
+import logging
+import math
+import re
 import secrets
-from typing import Optional, Union
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Optional, Union
 
+from kiel import _options
 from kiel.exc import AuthenticationError, ConfigError
+from kiel.retry import Backoff, attempts
 
 __all__ = [
     "MAX_ITERATIONS",
     "MECHANISMS",
     "MIN_ITERATIONS",
+    "OAuthBearerClient",
+    "OAuthBearerCredentials",
+    "OAuthBearerToken",
     "PlainClient",
     "SaslCredentials",
     "ScramClient",
+    "TokenProvider",
     "sasl_credentials",
+    "unsecured_jwt",
+    "unsecured_token_provider",
 ]
 
+log = logging.getLogger(__name__)
+
 #: The mechanisms kiel speaks, by the name SaslHandshake uses.
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+#: The mechanisms of a user name and a password (:class:`SaslCredentials`).
+PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 #: The hash function of each SCRAM mechanism.
 _SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -62,7 +89,7 @@ class SaslCredentials:
     """A SASL mechanism with its user name and password; ``repr()`` hides the password.
 
     Args:
-        mechanism: one of :data:`MECHANISMS`.
+        mechanism: one of :data:`PASSWORD_MECHANISMS`.
         username: the user.
         password: the password (kept, never shown).
 
@@ -74,7 +101,7 @@ class SaslCredentials:
     __slots__ = ("mechanism", "username", "_password")
 
     def __init__(self, mechanism: str, username: str, password: str) -> None:
-        if mechanism not in MECHANISMS:
+        if mechanism not in PASSWORD_MECHANISMS:
             raise ConfigError(f"sasl_mechanism must be one of {list(MECHANISMS)}, "
                               f"got {mechanism!r}")
         if not isinstance(username, str) or not username:
@@ -96,6 +123,15 @@ class SaslCredentials:
     def __repr__(self) -> str:
         return f"<SaslCredentials {self.mechanism} user={self.username!r} password=<hidden>>"
 
+    @property
+    def who(self) -> str:
+        """Whom the credentials name, for messages."""
+        return f"user {self.username!r}"
+
+    async def start(self) -> Union["PlainClient", "ScramClient"]:
+        """:meth:`client`, as :meth:`OAuthBearerCredentials.start` is called."""
+        return self.client()
+
     def client(self) -> Union["PlainClient", "ScramClient"]:
         """A new client state machine for one authentication (one per connection).
 
@@ -107,26 +143,46 @@ class SaslCredentials:
         return ScramClient(self.username, self._password, _SCRAM_HASHES[self.mechanism])
 
 
+#: What authenticates a connection: a user and password, or a token provider.
+Credentials = Union[SaslCredentials, "OAuthBearerCredentials"]
+
+
 def sasl_credentials(mechanism: Optional[str], username: Optional[str],
-                     password: Optional[str]) -> Optional[SaslCredentials]:
+                     password: Optional[str],
+                     token_provider: Optional["TokenProvider"] = None) -> Optional[Credentials]:
     """Check a client's ``sasl_*`` settings.
 
     Args:
         mechanism: ``sasl_mechanism`` (``None``: no SASL).
         username: ``sasl_username``.
         password: ``sasl_password``.
+        token_provider: ``sasl_oauth_token_provider`` (OAUTHBEARER's).
 
     Returns:
         the credentials, or ``None`` when no setting is given.
 
     Raises:
-        ConfigError: a user name or password without a mechanism, a
-            mechanism without both, or a bad value (see :class:`SaslCredentials`).
+        ConfigError: a user name, password or token provider without a
+            mechanism, a password mechanism without both a user name and a
+            password, OAUTHBEARER without a token provider (or with a user
+            name or password), or a bad value (see :class:`SaslCredentials`).
     """
     if mechanism is None:
         if username is not None or password is not None:
             raise ConfigError("sasl_username and sasl_password need a sasl_mechanism")
+        if token_provider is not None:
+            raise ConfigError("sasl_oauth_token_provider needs sasl_mechanism='OAUTHBEARER'")
         return None
+    if mechanism == "OAUTHBEARER":
+        if username is not None or password is not None:
+            raise ConfigError("sasl_mechanism 'OAUTHBEARER' takes sasl_oauth_token_provider, "
+                              "not sasl_username or sasl_password")
+        if token_provider is None:
+            raise ConfigError("sasl_mechanism 'OAUTHBEARER' needs sasl_oauth_token_provider "
+                              "(kiel.sasl.unsecured_token_provider(...) for tests)")
+        return OAuthBearerCredentials(token_provider)
+    if token_provider is not None:
+        raise ConfigError(f"sasl_oauth_token_provider is OAUTHBEARER's, not {mechanism!r}'s")
     if username is None or password is None:
         raise ConfigError(f"sasl_mechanism {mechanism!r} needs sasl_username and sasl_password")
     return SaslCredentials(mechanism, username, password)
@@ -327,3 +383,397 @@ class ScramClient:
                 "SCRAM: the server's signature does not match: it does not know the password")
         self._state = "done"
         self.done = True
+
+
+# --------------------------------------------------------------------------
+# OAUTHBEARER (RFC 7628, Kafka's KIP-255; SASL extensions: KIP-342)
+
+#: What a token may hold: RFC 6750's b64token (JWTs are base64url and dots).
+_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+#: KIP-342: an extension's key is letters only, its value printable ASCII,
+#: space and tabs/newlines; ``auth`` is the token's own key.
+_EXTENSION_KEY = re.compile(r"[A-Za-z]+")
+_EXTENSION_VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
+
+#: Java's ``sasl.login.refresh.window.factor``: a token is fetched again once
+#: this share of its lifetime has passed.
+REFRESH_AT = 0.8
+#: How many times a failing token provider is called again before the
+#: connection fails (with :data:`PROVIDER_BACKOFF` between the calls).
+PROVIDER_RETRIES = 2
+#: The first delay before calling a failed provider again (doubles, jittered).
+PROVIDER_BACKOFF = 0.2
+
+
+class OAuthBearerToken:
+    """An OAuth 2 bearer token and when it expires; ``repr()`` hides the value.
+
+    What a token provider returns (a ``(value, expires_at)`` tuple does as
+    well). kiel neither parses nor checks the token: the broker does.
+
+    Args:
+        value: the token (a JWT, or any RFC 6750 ``b64token``).
+        expires_at: when it expires, seconds since the epoch (``time.time()``'s
+            clock, as a JWT's ``exp``).
+        principal: whom the token names, for messages (optional: never
+            sent, the broker reads the token).
+        extensions: SASL extensions (KIP-342) sent with the token, such as
+            Confluent Cloud's ``logicalCluster`` and ``identityPoolId``.
+
+    Raises:
+        ConfigError: a value that is not a token, an ``expires_at`` that is
+            not a finite number, or an extension's key (letters only, not
+            ``auth``) or value (printable ASCII) that SASL cannot carry.
+    """
+
+    __slots__ = ("_value", "expires_at", "principal", "extensions")
+
+    def __init__(self, value: str, expires_at: float, principal: Optional[str] = None,
+                 extensions: Optional[Mapping[str, str]] = None) -> None:
+        if not isinstance(value, str) or not _TOKEN.fullmatch(value):
+            # The value is not shown: it may be a secret of the wrong form.
+            raise ConfigError("an OAuth bearer token must be a non-empty str of "
+                              "RFC 6750 token characters (base64url, '.', '~', '+', '/')")
+        if (not isinstance(expires_at, (int, float)) or isinstance(expires_at, bool)
+                or not math.isfinite(expires_at)):
+            raise ConfigError(f"a token's expires_at must be seconds since the epoch, "
+                              f"got {type(expires_at).__name__}")
+        if principal is not None and not isinstance(principal, str):
+            raise ConfigError(f"a token's principal must be a str or None, "
+                              f"got {type(principal).__name__}")
+        checked: dict[str, str] = {}
+        for key, text in (extensions or {}).items():
+            if not isinstance(key, str) or not _EXTENSION_KEY.fullmatch(key) or key == "auth":
+                raise ConfigError(f"a SASL extension's key must be letters (not 'auth'), "
+                                  f"got {key!r}")
+            if not isinstance(text, str) or not _EXTENSION_VALUE.fullmatch(text):
+                raise ConfigError(f"SASL extension {key!r} must be printable ASCII text")
+            checked[key] = text
+        self._value = value
+        self.expires_at = float(expires_at)
+        self.principal = principal
+        self.extensions = checked
+
+    @property
+    def value(self) -> str:
+        """The token."""
+        return self._value
+
+    def __repr__(self) -> str:
+        who = f" principal={self.principal!r}" if self.principal is not None else ""
+        return (f"<OAuthBearerToken{who} expires_at={self.expires_at:.0f} "
+                f"extensions={sorted(self.extensions)} value=<hidden>>")
+
+
+#: A token provider's answer: a token, or ``(value, expires_at)``.
+TokenAnswer = Union[OAuthBearerToken, tuple[str, float]]
+#: ``sasl_oauth_token_provider``: a plain or an ``async`` function of no
+#: arguments returning a :data:`TokenAnswer`.
+TokenProvider = Callable[[], Union[TokenAnswer, Awaitable[TokenAnswer]]]
+
+
+def _b64url(data: dict[str, Any]) -> str:
+    raw = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def unsecured_jwt(principal: str, lifetime: float = 3600.0, *, scope: Optional[str] = None,
+                  extensions: Optional[Mapping[str, str]] = None,
+                  now: Optional[float] = None) -> OAuthBearerToken:
+    """An unsecured JWT (RFC 7515's ``alg: none``): for tests and development only.
+
+    What librdkafka makes from ``sasl.oauthbearer.config`` (``principal=...
+    lifeSeconds=... scope=...``) with
+    ``enable.sasl.oauthbearer.unsecure.jwt``, and what Kafka's
+    ``OAuthBearerUnsecuredValidatorCallbackHandler`` accepts: the header
+    ``{"alg":"none"}``, the claims ``sub`` (the principal), ``iat`` and
+    ``exp`` (and ``scope``), base64url without padding, and an empty
+    signature. Any broker that checks signatures refuses it.
+
+    Args:
+        principal: the ``sub`` claim.
+        lifetime: seconds from ``now`` to ``exp`` (> 0).
+        scope: the ``scope`` claim (space-separated), if any.
+        extensions: SASL extensions to send with it.
+        now: the ``iat`` claim (default: ``time.time()``).
+
+    Returns:
+        the token, expiring ``lifetime`` seconds after ``now``.
+
+    Raises:
+        ConfigError: an empty principal, or a lifetime that is not > 0.
+    """
+    principal = _options.text("principal", principal)
+    lifetime = _options.real("lifetime", lifetime, above=0)
+    issued = time.time() if now is None else _options.real("now", now, unit="a number")
+    claims: dict[str, Any] = {"sub": principal, "iat": int(issued),
+                              "exp": int(issued + max(lifetime, 1.0))}
+    if scope is not None:
+        claims["scope"] = _options.text("scope", scope)
+    value = f"{_b64url({'alg': 'none'})}.{_b64url(claims)}."
+    return OAuthBearerToken(value, issued + lifetime, principal, extensions)
+
+
+def unsecured_token_provider(principal: str, lifetime: float = 3600.0, *,
+                             scope: Optional[str] = None,
+                             extensions: Optional[Mapping[str, str]] = None
+                             ) -> Callable[[], OAuthBearerToken]:
+    """A token provider of :func:`unsecured_jwt` tokens (tests and development only).
+
+    Args:
+        principal, lifetime, scope, extensions: as :func:`unsecured_jwt`.
+
+    Returns:
+        a function that makes a new token, valid ``lifetime`` seconds, each call.
+
+    Raises:
+        ConfigError: a bad argument (checked now, not at the first connection).
+    """
+    unsecured_jwt(principal, lifetime, scope=scope, extensions=extensions)  # check now
+
+    def provider() -> OAuthBearerToken:
+        return unsecured_jwt(principal, lifetime, scope=scope, extensions=extensions)
+
+    provider.__qualname__ = provider.__name__ = f"unsecured_token_provider({principal!r})"
+    return provider
+
+
+def _is_async(function: Any) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
+        type(function).__call__)
+
+
+def _subject(value: Any) -> Optional[str]:
+    """A JWT's ``sub`` claim, for messages (``None`` when the token is no JWT).
+
+    Not a check of the token (the broker does that): the principal it
+    names, so that a refusal says whose token it was without showing it.
+    """
+    parts = value.split(".") if isinstance(value, str) else []
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:  # binascii.Error and JSONDecodeError are ValueErrors
+        return None
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    return subject if isinstance(subject, str) else None
+
+
+def _token(answer: Any) -> OAuthBearerToken:
+    """A provider's answer as a token (the answer itself is never shown)."""
+    if isinstance(answer, OAuthBearerToken):
+        return answer
+    if isinstance(answer, tuple) and len(answer) == 2:
+        return OAuthBearerToken(answer[0], answer[1], _subject(answer[0]))
+    raise ConfigError(f"the token provider returned a {type(answer).__name__}: expected an "
+                      "OAuthBearerToken or a (token, expires_at) tuple")
+
+
+class OAuthBearerCredentials:
+    """SASL OAUTHBEARER with a token provider; keeps the token until 80% of its life.
+
+    Strategy: every new connection asks :meth:`start` for a client; the
+    token of the last call is reused until :data:`REFRESH_AT` of its
+    lifetime has passed (Java's refresh window), then the provider is called
+    again, once for all the connections opening meanwhile. A connection
+    already authenticated keeps its session: Kafka ends it at the token's
+    expiry only with ``connections.max.reauth.ms`` set (KIP-368, which kiel
+    does not speak), and a new connection brings a fresh token. A provider
+    that fails (raises, or returns something else than a token) is called
+    again :data:`PROVIDER_RETRIES` times with a backoff; then the
+    connection fails with an :class:`~kiel.exc.AuthenticationError`,
+    unless the last token is still valid (it is used, with a warning).
+
+    A plain function runs in the loop's default executor, so one that asks
+    an identity provider over HTTP does not block the event loop; an
+    ``async`` function runs on the loop.
+
+    Args:
+        provider: see :data:`TokenProvider`.
+
+    Raises:
+        ConfigError: ``provider`` is not callable.
+    """
+
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, provider: TokenProvider) -> None:
+        if not callable(provider):
+            raise ConfigError(f"sasl_oauth_token_provider must be a function returning a "
+                              f"token, got {type(provider).__name__}")
+        self.provider = provider
+        self._token: Optional[OAuthBearerToken] = None
+        self._refresh_at = 0.0
+        self._lock: Optional[asyncio.Lock] = None
+        self._lock_loop: Optional[asyncio.AbstractEventLoop] = None
+        #: How many times the provider was called (successful or not).
+        self.calls = 0
+
+    @property
+    def who(self) -> str:
+        """Whom the last token names, for messages (never the token)."""
+        principal = self._token.principal if self._token is not None else None
+        return f"principal {principal!r}" if principal is not None else "the provider's token"
+
+    @property
+    def username(self) -> Optional[str]:
+        """The last token's principal, if it named one."""
+        return self._token.principal if self._token is not None else None
+
+    def __repr__(self) -> str:
+        name = getattr(self.provider, "__qualname__", type(self.provider).__name__)
+        if self._token is None:
+            state = "no token yet"
+        else:
+            state = f"token=<hidden> expires_at={self._token.expires_at:.0f}"
+        return f"<OAuthBearerCredentials provider={name} {state}>"
+
+    def _the_lock(self) -> asyncio.Lock:
+        # One lock per event loop: a lock is bound to the loop it first
+        # waited on, and a client may be closed and reused on another loop.
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        return self._lock
+
+    async def token(self) -> OAuthBearerToken:
+        """The token for a new connection: the last one, or a new one once it is due.
+
+        Returns:
+            the token.
+
+        Raises:
+            AuthenticationError: the provider failed every call (its last
+                error is the cause) and no valid token is left.
+        """
+        async with self._the_lock():
+            now = time.time()
+            if self._token is not None and now < self._refresh_at:
+                return self._token
+            try:
+                token = await self._fetch()
+            except AuthenticationError:
+                if self._token is not None and time.time() < self._token.expires_at:
+                    log.warning("the OAUTHBEARER token provider failed; the last token is "
+                                "used until it expires in %.0f s",
+                                self._token.expires_at - time.time())
+                    return self._token
+                raise
+            fetched = time.time()
+            self._token = token
+            self._refresh_at = fetched + REFRESH_AT * (token.expires_at - fetched)
+            return token
+
+    async def _fetch(self) -> OAuthBearerToken:
+        loop = asyncio.get_running_loop()
+        failures: list[BaseException] = []
+        try:
+            async for attempt in attempts(Backoff(PROVIDER_BACKOFF, 5.0, PROVIDER_RETRIES)):
+                self.calls += 1
+                try:
+                    if _is_async(self.provider):
+                        answer: Any = self.provider()
+                    else:
+                        answer = await loop.run_in_executor(None, self.provider)
+                    if inspect.isawaitable(answer):
+                        answer = await answer
+                    token = _token(answer)
+                    if token.expires_at <= time.time():
+                        raise ConfigError("the token provider returned a token that has "
+                                          "expired already")
+                    return token
+                except Exception as e:  # noqa: BLE001 - any failure of the application's code
+                    failures.append(e)
+                    attempt.failed(e)
+        except Exception as last:  # the attempts ran out: raised with the last failure
+            raise AuthenticationError(
+                f"SASL OAUTHBEARER: the token provider failed {len(failures)} times; "
+                f"the last time: {type(last).__name__}: {last}", api="SaslAuthenticate",
+            ) from last
+        raise AuthenticationError("SASL OAUTHBEARER: no token")  # not reached: attempts raise
+
+    async def start(self) -> "OAuthBearerClient":
+        """A client state machine for one new connection, with a valid token.
+
+        Returns:
+            the client.
+
+        Raises:
+            AuthenticationError: no token (see :meth:`token`).
+        """
+        return OAuthBearerClient(await self.token())
+
+
+class OAuthBearerClient:
+    """RFC 7628's client: the token (and extensions) in one message; a server's
+    error is a JSON status, answered with ``\\x01``, then refused.
+
+    Args:
+        token: the token to send.
+    """
+
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, token: OAuthBearerToken) -> None:
+        extensions = "".join(f"\x01{k}={v}" for k, v in sorted(token.extensions.items()))
+        # GS2 header without authorization id (Kafka's clients send none).
+        self._message = f"n,,\x01auth=Bearer {token.value}{extensions}\x01\x01".encode()
+        self._state = "new"
+        #: The server's error status (RFC 7628 section 3.2.2), once it refused.
+        self.status: Optional[str] = None
+        #: True once the server accepted the token.
+        self.done = False
+
+    def __repr__(self) -> str:
+        return f"<OAuthBearerClient {self._state}>"
+
+    def first(self) -> bytes:
+        """The client's message: ``n,,\\x01auth=Bearer <token>[\\x01key=value...]\\x01\\x01``.
+
+        Returns:
+            the message.
+
+        Raises:
+            AuthenticationError: called twice.
+        """
+        if self._state != "new":
+            raise AuthenticationError("OAUTHBEARER: the message was sent already")
+        self._state = "sent"
+        return self._message
+
+    def step(self, server: bytes) -> Optional[bytes]:
+        """Take the server's reply: empty means accepted; a JSON error is
+        acknowledged with ``\\x01`` (the server then fails the exchange).
+
+        Args:
+            server: the server's bytes.
+
+        Returns:
+            ``None`` when accepted, ``b"\\x01"`` after an error status.
+
+        Raises:
+            AuthenticationError: a reply out of turn, or a server that
+                goes on after its own error.
+        """
+        if self._state == "sent":
+            if not server:
+                self._state, self.done = "done", True
+                return None
+            self.status = _error_status(server)
+            self._state = "refused"
+            return b"\x01"
+        if self._state == "refused":
+            raise AuthenticationError(f"SASL OAUTHBEARER: the server refused the token "
+                                      f"(status {self.status!r}) and did not end the exchange")
+        raise AuthenticationError(f"OAUTHBEARER: unexpected server message ({self._state})")
+
+
+def _error_status(server: bytes) -> str:
+    """The ``status`` of RFC 7628's error JSON (``"invalid_token"``...)."""
+    try:
+        status = json.loads(server.decode("utf-8")).get("status")
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        return "unreadable server error"
+    return status if isinstance(status, str) else "no status"

@@ -1,7 +1,10 @@
 """Test servers for TLS and SASL, shared by tests/test_security.py and the Spark tests.
 
-* :class:`ScramServer` and :class:`PlainServer`: the server side of SCRAM
-  (RFC 5802) and PLAIN (RFC 4616), pure logic; :func:`server_for` picks one.
+* :class:`ScramServer`, :class:`PlainServer` and :class:`OAuthBearerServer`:
+  the server side of SCRAM (RFC 5802), PLAIN (RFC 4616) and OAUTHBEARER
+  (RFC 7628 with Kafka's unsecured JWTs, as Kafka's
+  ``OAuthBearerUnsecuredValidatorCallbackHandler`` checks them), pure
+  logic; :func:`server_for` picks one.
 * :class:`SaslFront`: a proxy in front of Tansu (which stores no SCRAM
   credentials and cannot terminate TLS: see tests/test_security.py's
   docstring) that terminates TLS and/or answers SaslHandshake and
@@ -16,10 +19,13 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import json
+import re
 import ssl
 import struct
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -36,6 +42,7 @@ from kiel.protocol.schema import decode, encode
 from kiel.testing.tansu import TansuBroker
 
 __all__ = [
+    "OAuthBearerServer",
     "PlainServer",
     "SaslFront",
     "ScramServer",
@@ -122,9 +129,109 @@ class PlainServer:
         return self.users.get(user) == password, b""
 
 
+def _unb64url(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+#: RFC 7628 section 3.1's client response after the GS2 header: key=value
+#: pairs, each ended by ^A, then a final ^A; KIP-342's extension grammar.
+_OAUTH_KEY = re.compile(r"[A-Za-z]+")
+_OAUTH_VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
+
+
+class OAuthBearerServer:
+    """One OAUTHBEARER exchange (RFC 7628) that accepts unsecured JWTs.
+
+    The client's message is checked to the byte: ``n,,`` (no authorization
+    id), then ``\x01auth=Bearer <token>``, KIP-342 extensions
+    ``\x01key=value``, and ``\x01\x01``. The token must be an unsecured
+    JWS (header ``{"alg":"none"}``, empty signature) whose ``sub`` is one of
+    ``principals`` and whose ``exp`` (seconds) is in the future. A refusal
+    goes as Kafka's broker sends it: the JSON status as a challenge
+    (``{"status":"invalid_token"}``), the client's ``\x01``, then
+    SASL_AUTHENTICATION_FAILED (58) with the JSON as the error message.
+
+    Args:
+        principals: the ``sub`` values accepted.
+        required_extensions: extensions the client must send, with their values.
+    """
+
+    def __init__(self, principals: Tuple[str, ...],
+                 required_extensions: Optional[Dict[str, str]] = None) -> None:
+        self.principals, self.required = principals, required_extensions or {}
+        self.state = "new"
+        #: The tokens received, for the no-secrets-in-logs test (as ``proofs``).
+        self.proofs: List[str] = []
+        #: The extensions the client sent.
+        self.extensions: Dict[str, str] = {}
+        #: The token's claims, once parsed.
+        self.claims: Dict[str, Any] = {}
+        #: Why the token was refused (for the tests; never sent).
+        self.reason: Optional[str] = None
+        #: SASL_AUTHENTICATION_FAILED's message after a refusal.
+        self.error_text: Optional[str] = None
+
+    def _check(self, message: bytes) -> Optional[str]:
+        """Parse and validate the client's message; returns why it is refused."""
+        text = message.decode("ascii")
+        assert text.startswith("n,,\x01") and text.endswith("\x01\x01"), repr(text[:8])
+        pairs = text[len("n,,\x01"):-2].split("\x01")
+        fields: Dict[str, str] = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            assert sep and key not in fields, "a malformed or repeated key"
+            fields[key] = value
+        auth = fields.pop("auth")
+        assert auth.startswith("Bearer "), "auth= must be 'Bearer <token>'"
+        token = auth[len("Bearer "):]
+        self.proofs.append(token)
+        for key, value in fields.items():
+            assert _OAUTH_KEY.fullmatch(key) and _OAUTH_VALUE.fullmatch(value), key
+        self.extensions = fields
+        for key, value in self.required.items():
+            if fields.get(key) != value:
+                return f"extension {key} missing or wrong"
+        parts = token.split(".")
+        if len(parts) != 3 or parts[2]:
+            return "not an unsecured JWS"
+        try:
+            header = json.loads(_unb64url(parts[0]))
+            self.claims = claims = json.loads(_unb64url(parts[1]))
+        except ValueError:
+            return "not base64url JSON"
+        if header.get("alg") != "none":
+            return f"alg {header.get('alg')!r}"
+        if claims.get("sub") not in self.principals:
+            return f"principal {claims.get('sub')!r} unknown"
+        expires = claims.get("exp")
+        if not isinstance(expires, (int, float)) or expires <= time.time():
+            return "expired"
+        return None
+
+    def step(self, message: bytes) -> Tuple[bool, bytes]:
+        """Take a client message; returns (accepted, reply)."""
+        if self.state == "new":
+            try:
+                self.reason = self._check(message)
+            except (AssertionError, KeyError, UnicodeDecodeError) as e:
+                # Refused as a bad token: the test reads ``reason``.
+                self.reason = f"malformed message: {type(e).__name__} {e}"
+            if self.reason is None:
+                self.state = "done"
+                return True, b""
+            self.state = "error sent"
+            self.error_text = json.dumps({"status": "invalid_token"})
+            return True, self.error_text.encode()
+        assert self.state == "error sent" and message == b"\x01", (self.state, message)
+        self.state = "refused"
+        return False, b""
+
+
 def server_for(mechanism: str, users: Dict[str, str], forge: bool) -> Any:
     if mechanism == "PLAIN":
         return PlainServer(users)
+    if mechanism == "OAUTHBEARER":
+        return OAuthBearerServer(tuple(users))
     return ScramServer("sha256" if mechanism == "SCRAM-SHA-256" else "sha512", users,
                        forge_signature=forge)
 
@@ -168,15 +275,18 @@ class SaslFront:
     Args:
         ssl_context: a server-side context: terminate TLS.
         mechanisms: the SASL mechanisms to enable (none: no SASL).
-        users: name -> password.
+        users: name -> password (OAUTHBEARER: the principals accepted).
         forge_signature: SCRAM server-final with a wrong signature.
+        oauth_extensions: extensions OAUTHBEARER clients must send.
     """
 
     def __init__(self, ssl_context: Optional[ssl.SSLContext] = None,
                  mechanisms: Tuple[str, ...] = (), users: Optional[Dict[str, str]] = None,
-                 forge_signature: bool = False) -> None:
+                 forge_signature: bool = False,
+                 oauth_extensions: Optional[Dict[str, str]] = None) -> None:
         self.ssl_context, self.mechanisms = ssl_context, mechanisms
         self.users, self.forge = users or {}, forge_signature
+        self.oauth_extensions = oauth_extensions
         self.target_port = 0
         #: The API keys each connection sent, in order.
         self.connections: List[List[int]] = []
@@ -266,13 +376,17 @@ class SaslFront:
                     writer.write(_frame(cid, SaslHandshakeResponseV1(33, list(self.mechanisms))))
                     await writer.drain()
                     return False
-                server = server_for(mechanism, self.users, self.forge)
+                server = (OAuthBearerServer(tuple(self.users), self.oauth_extensions)
+                          if mechanism == "OAUTHBEARER"
+                          else server_for(mechanism, self.users, self.forge))
                 self.servers.append(server)
                 writer.write(_frame(cid, SaslHandshakeResponseV1(0, list(self.mechanisms))))
             elif api_key == 36 and server is not None:
                 message = decode(SaslAuthenticateRequest, frame, body)[0].auth_bytes
                 ok, reply = server.step(message)
-                code, text = (0, None) if ok else (58, "Authentication failed: bad credentials")
+                failed = getattr(server, "error_text", None) or \
+                    "Authentication failed: bad credentials"
+                code, text = (0, None) if ok else (58, failed)
                 response = (SaslAuthenticateResponseV1(code, text, reply, 0) if version >= 1
                             else SaslAuthenticateResponse(code, text, reply))
                 writer.write(_frame(cid, response))

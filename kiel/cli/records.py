@@ -7,6 +7,8 @@ import concurrent.futures
 import contextlib
 import functools
 import json
+import os
+import select
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, BinaryIO, Optional
@@ -18,22 +20,70 @@ from kiel.exc import ConfigError
 __all__ = ["compile_format", "consume", "produce"]
 
 
+#: Seconds the standard-input thread waits for bytes before it looks whether
+#: the command ended (it then returns instead of reading on).
+_STDIN_POLL = 0.25
+
+
+def _descriptor(stream: BinaryIO) -> Optional[int]:
+    """The file descriptor under ``stream``, or ``None`` (an in-memory stream)."""
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.BytesIO: UnsupportedOperation
+        return None
+
+
+def _read_fd(fd: int, stop: threading.Event) -> Any:
+    """One chunk of ``fd``: bytes (``b""`` at the end), or ``None`` once ``stop`` is set.
+
+    Strategy: ``os.read`` on the descriptor, never the ``BufferedReader``
+    over it: a thread blocked in ``sys.stdin.buffer.read1`` holds that
+    object's lock, and an interpreter that closes ``sys.stdin`` at exit
+    while the thread still waits on an idle pipe aborts (``Fatal Python
+    error: _enter_buffered_busy: could not acquire lock for <stdin>``).
+    ``os.read`` takes no Python lock, and ``select`` with a short timeout
+    lets the thread see that the command ended and return by itself.
+    """
+    while not stop.is_set():
+        try:
+            ready, _, _ = select.select([fd], [], [], _STDIN_POLL)
+        except OSError:  # a descriptor select() does not take (Windows' files): block
+            ready = [fd]
+        except ValueError:  # closed meanwhile
+            return b""
+        if ready:
+            try:
+                return os.read(fd, 1 << 16)
+            except BlockingIOError:  # a non-blocking descriptor, emptied by someone else
+                continue
+    return None
+
+
 async def _read_chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
     """Standard input in chunks, read off the loop (a pipe can block).
 
     Strategy: a daemon thread of its own, not the loop's executor: a read
     that never returns (an idle pipe at Ctrl-C) must not hold up the end
-    of ``asyncio.run``, which waits for the executor's threads.
+    of ``asyncio.run``, which waits for the executor's threads. It reads
+    the descriptor (see :func:`_read_fd`), so at exit it holds no lock of
+    ``sys.stdin``'s, and it returns within ``_STDIN_POLL`` seconds of the
+    command's end. A stream without a descriptor (``io.BytesIO``) is read
+    with its own ``read1``: it never blocks.
     """
     loop = asyncio.get_running_loop()
     chunks: asyncio.Queue[Any] = asyncio.Queue(maxsize=4)
+    stop = threading.Event()
+    fd = _descriptor(stream)
 
     def read() -> None:
-        while True:
+        while not stop.is_set():
             try:
-                chunk: Any = stream.read1(1 << 16)  # type: ignore[attr-defined]
+                chunk: Any = (_read_fd(fd, stop) if fd is not None
+                              else stream.read1(1 << 16))  # type: ignore[attr-defined]
             except (OSError, ValueError) as e:  # handed to the loop, raised there
                 chunk = e
+            if chunk is None:  # the command ended
+                return
             put = chunks.put(chunk)
             try:
                 asyncio.run_coroutine_threadsafe(put, loop).result()
@@ -46,13 +96,16 @@ async def _read_chunks(stream: BinaryIO) -> AsyncIterator[bytes]:
                 return
 
     threading.Thread(target=read, name="kiel-cli-stdin", daemon=True).start()
-    while True:
-        chunk = await chunks.get()
-        if isinstance(chunk, BaseException):
-            raise chunk
-        if not chunk:
-            return
-        yield chunk
+    try:
+        while True:
+            chunk = await chunks.get()
+            if isinstance(chunk, BaseException):
+                raise chunk
+            if not chunk:
+                return
+            yield chunk
+    finally:
+        stop.set()
 
 
 async def produce(

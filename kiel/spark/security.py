@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
 
 from kiel.exc import ConfigError
-from kiel.sasl import MECHANISMS, sasl_credentials
+from kiel.sasl import PASSWORD_MECHANISMS as MECHANISMS
+from kiel.sasl import sasl_credentials
 
 __all__ = [
     "LOGIN_MODULES",
@@ -64,10 +65,15 @@ LOGIN_MODULES: dict[str, str] = {
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
 
-#: Mechanisms of the Java client that kiel does not implement, and why it matters.
+#: Mechanisms of the Java client that the Spark source does not take, and why.
+#: OAUTHBEARER: kiel's clients speak it, but with a token provider, Python
+#: code that Spark's string options cannot carry to the workers (the Java
+#: client's unsecured JAAS login is for tests only: left out).
 _UNSUPPORTED_MECHANISMS = {
-    "GSSAPI": "GSSAPI (Kerberos)",
-    "OAUTHBEARER": "OAUTHBEARER (OAuth 2 tokens)",
+    "GSSAPI": "kiel does not implement GSSAPI (Kerberos)",
+    "OAUTHBEARER": "the Spark source takes no OAUTHBEARER (OAuth 2 tokens): kiel's "
+                   "clients take it as sasl_oauth_token_provider, a Python function, which "
+                   "string options cannot carry",
 }
 
 #: Option values replaced by this in :func:`mask`.
@@ -159,12 +165,13 @@ def sasl_mechanism(name: str, raw: str) -> str:
     """``PLAIN``, ``SCRAM-SHA-256`` or ``SCRAM-SHA-512`` (any case), upper-cased.
 
     Raises:
-        ConfigError: GSSAPI, OAUTHBEARER (kiel implements neither) or another name.
+        ConfigError: GSSAPI (kiel does not implement it), OAUTHBEARER (the
+            source cannot carry a token provider) or another name.
     """
     value = raw.strip().upper()
     if value in _UNSUPPORTED_MECHANISMS:
-        raise ConfigError(f"option {name}={raw.strip()!r}: kiel does not implement "
-                          f"{_UNSUPPORTED_MECHANISMS[value]}; it speaks {', '.join(MECHANISMS)}")
+        raise ConfigError(f"option {name}={raw.strip()!r}: {_UNSUPPORTED_MECHANISMS[value]}; "
+                          f"it speaks {', '.join(MECHANISMS)}")
     if value not in MECHANISMS:
         raise ConfigError(f"option {name} must be one of {', '.join(MECHANISMS)}, got {raw!r}")
     return value
