@@ -415,8 +415,9 @@ class BrokerMembership:
         else:
             log.info("group %s: member %s joining again, leaving generation %s (%s)",
                      self.context.group, self.member_id, self.generation, kind)
-        # Its partitions went to others when it left: their pause is not this one's.
-        self.hooks.rebalance_began(fresh=self.state == "LEFT")
+        # What stopped before a first join (a close) or before a member left
+        # went to others, not nowhere: not part of this rebalance's pause.
+        self.hooks.rebalance_began(fresh=first or self.state == "LEFT")
         if self.owned and not self.cooperative:
             self.state = "REVOKING"
             log.info("group %s: member %s revoking %s before joining (eager)",

@@ -243,6 +243,9 @@ class GroupMember:
                 f"member {self.member_id} could not register within {timeout}s "
                 "(ZooKeeper unreachable?)", group=self.group,
             ) from e
+        # The first allocation's pause runs from here (what stopped before,
+        # at a close, went to others).
+        self.hooks.rebalance_began(fresh=True)
         self._tasks.spawn(self._reconcile_loop(), "reconcile")
         self._changes.mark_dirty()
         try:
@@ -569,8 +572,9 @@ class GroupMember:
     async def _reconcile(self) -> None:
         """Read the registrations the allocation needs, compute the target, move to it.
 
-        A pass is this member's rebalance (what the hooks time): one that
-        moved partitions ends with them fetching, and says what it moved.
+        This member's rebalance (what the hooks time) runs over passes until
+        its allocation is owned and fetching; the pass that gets there says
+        what moved.
         """
         hooks = self.hooks
         hooks.rebalance_began()
@@ -585,6 +589,10 @@ class GroupMember:
             log.info("group %s: member %s revoking %s (the allocation moved them)",
                      self.group, self.member_id, describe_partitions(release))
         await handoff.move_to(target)
+        if handoff.owned != handoff.target:
+            # A partition's wait for its previous owner gave up (a newer
+            # allocation, acquire_timeout): the rebalance goes on in the next pass.
+            return
         moved = hooks.rebalance_ended()
         if moved is not None:
             log.info("group %s: member %s's allocation in place: %s", self.group,
