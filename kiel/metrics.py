@@ -13,7 +13,7 @@ exporter, :mod:`kiel.metrics_prometheus`, and :func:`as_dict` expose).
 """
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
 
@@ -23,6 +23,7 @@ from kiel.structs import TopicPartition
 __all__ = [
     "LATENCY_BUCKETS",
     "METRICS",
+    "PARTITIONS_SHOWN",
     "ClientMetrics",
     "ConsumerMetrics",
     "GroupedConsumerMetrics",
@@ -30,11 +31,14 @@ __all__ = [
     "LatencySummary",
     "MetricSpec",
     "ProducerMetrics",
+    "Rebalance",
+    "RebalanceClock",
     "RebalanceCounters",
     "RequestCounters",
     "Sample",
     "as_dict",
     "count_error",
+    "describe_partitions",
     "samples",
 ]
 
@@ -157,7 +161,11 @@ class RequestCounters:
 
 
 class RebalanceCounters:
-    """Changes to a grouped consumer's partitions and how long they took."""
+    """A grouped consumer's rebalances and how long each paused its partitions.
+
+    One observation per rebalance that moved this member's partitions, of
+    its pause (see :class:`RebalanceClock`).
+    """
 
     __slots__ = ("count", "seconds", "last", "max")
 
@@ -168,12 +176,158 @@ class RebalanceCounters:
         self.max = 0.0
 
     def observe(self, seconds: float) -> None:
-        """Count one change that took ``seconds`` (listener, commit, start)."""
+        """Count one rebalance whose partitions had no owner here for ``seconds``."""
         self.count += 1
         self.seconds += seconds
         self.last = seconds
         if seconds > self.max:
             self.max = seconds
+
+
+
+#: Partitions a log line names at most (the rest are counted).
+PARTITIONS_SHOWN = 30
+
+
+def describe_partitions(tps: Iterable[TopicPartition], limit: int = PARTITIONS_SHOWN) -> str:
+    """``tps`` for a log line: the count, then each topic's partition ranges, bounded.
+
+    ``describe_partitions([t:0, t:1, t:2, t:5, u:0])`` is ``"5 (t[0-2,5], u[0])"``;
+    past ``limit`` ranges the rest is counted (``"... +N more"``), so a line
+    about 10,000 partitions stays short.
+
+    Args:
+        tps: the partitions (any order; repeats count once).
+        limit: ranges shown at most.
+
+    Returns:
+        the text, ``"0"`` for none.
+    """
+    by_topic: dict[str, list[int]] = {}
+    for tp in sorted(set(tps)):
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    total = sum(len(ids) for ids in by_topic.values())
+    if not total:
+        return "0"
+    shown: list[str] = []
+    ranges = hidden = 0
+    for topic, ids in by_topic.items():
+        spans: list[str] = []
+        for first, last in _runs(ids):
+            if ranges < limit:
+                spans.append(str(first) if first == last else f"{first}-{last}")
+                ranges += 1
+            else:
+                hidden += last - first + 1
+        if spans:
+            shown.append(f"{topic}[{','.join(spans)}]")
+    more = f", ... +{hidden} more" if hidden else ""
+    return f"{total} ({', '.join(shown)}{more})"
+
+
+def _runs(ids: list[int]) -> Iterator[tuple[int, int]]:
+    """The runs of consecutive numbers in sorted ``ids``, as ``(first, last)``."""
+    first = last = ids[0]
+    for p in ids[1:]:
+        if p != last + 1:
+            yield first, last
+            first = p
+        last = p
+    yield first, last
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    """What one rebalance moved at this member, and its pause (:class:`RebalanceClock`)."""
+
+    #: seconds this member's moved partitions had no owner here.
+    seconds: float
+    #: partitions handed to the listener's ``on_partitions_revoked``.
+    revoked: tuple[TopicPartition, ...]
+    #: partitions assigned (fetching now).
+    assigned: tuple[TopicPartition, ...]
+    #: partitions lost (no commit).
+    lost: tuple[TopicPartition, ...]
+
+    def __str__(self) -> str:
+        parts = [f"assigned {describe_partitions(self.assigned)}",
+                 f"revoked {describe_partitions(self.revoked)}"]
+        if self.lost:
+            parts.append(f"lost {describe_partitions(self.lost)}")
+        return ", ".join(parts) + f"; partitions had no owner here for {self.seconds:.2f}s"
+
+
+class RebalanceClock:
+    """Times a member's rebalances as the time its partitions had no owner here.
+
+    A rebalance's *pause* runs from the moment this member stopped fetching
+    partitions for it (the start of a revocation or a loss: an eager
+    member revokes everything before it joins, a cooperative one only what
+    it gives up, after SyncGroup; a ZooKeeper member what its new
+    allocation takes away) or, if it stopped nothing, from the moment its
+    rebalance began (JoinGroup, a ZooKeeper reconcile pass), to the moment
+    the rebalance ended with the partitions assigned to it fetching (their
+    listener has run and their committed offsets are read). A rebalance that
+    moved none of this member's partitions paused nothing here and is not
+    timed.
+
+    The membership says when a rebalance begins and ends; the consumer's
+    hooks say when partitions stop and are assigned. Times are
+    :func:`time.monotonic` seconds given by the caller.
+    """
+
+    __slots__ = ("_began", "_stopped", "_revoked", "_assigned", "_lost")
+
+    def __init__(self) -> None:
+        self._began: Optional[float] = None
+        self._stopped: Optional[float] = None
+        self._revoked: list[TopicPartition] = []
+        self._assigned: list[TopicPartition] = []
+        self._lost: list[TopicPartition] = []
+
+    def began(self, now: float, fresh: bool = False) -> None:
+        """A rebalance begins (a second call keeps the first moment).
+
+        Args:
+            now: the moment.
+            fresh: forget what stopped earlier (a member that left its group
+                on purpose: its partitions went to others, not nowhere).
+        """
+        if fresh:
+            self._reset()
+        if self._began is None:
+            self._began = now
+
+    def stopped(self, now: float, tps: Iterable[TopicPartition], lost: bool = False) -> None:
+        """These partitions stop fetching: revoked, or ``lost`` (no commit)."""
+        if self._stopped is None:
+            self._stopped = now
+        (self._lost if lost else self._revoked).extend(tps)
+
+    def assigned(self, tps: Iterable[TopicPartition]) -> None:
+        """These partitions are assigned (fetching once their hook returns)."""
+        self._assigned.extend(tps)
+
+    def ended(self, now: float) -> Optional[Rebalance]:
+        """The rebalance ended: what it moved and its pause, ``None`` if it moved nothing.
+
+        Args:
+            now: the moment (the new assignment is fetching).
+        """
+        start = self._stopped if self._stopped is not None else self._began
+        moved = Rebalance(
+            max(0.0, now - start) if start is not None else 0.0,
+            tuple(sorted(set(self._revoked))), tuple(sorted(set(self._assigned))),
+            tuple(sorted(set(self._lost))),
+        )
+        self._reset()
+        if not (moved.revoked or moved.assigned or moved.lost):
+            return None
+        return moved
+
+    def _reset(self) -> None:
+        self._began = self._stopped = None
+        self._revoked, self._assigned, self._lost = [], [], []
 
 
 # ----------------------------------------------------------------------
@@ -255,11 +409,13 @@ class ConsumerMetrics(ClientMetrics):
 class GroupedConsumerMetrics(ConsumerMetrics):
     """A :class:`~kiel.consumer.GroupedConsumer`'s snapshot."""
 
-    #: changes to this member's partitions (each revoke, assign or loss).
+    #: rebalances that moved this member's partitions (revoked, lost or assigned any).
     rebalances: int
-    #: their total duration (seconds).
+    #: their pauses' total (seconds): how long their partitions had no owner
+    #: at this member, from the moment they stopped fetching (or the
+    #: rebalance began) to the new assignment fetching (:class:`RebalanceClock`).
     rebalance_seconds: float
-    #: the last one's duration.
+    #: the last one's pause.
     rebalance_seconds_last: float
     #: the longest one's.
     rebalance_seconds_max: float
@@ -350,13 +506,14 @@ _SPECS = (
     MetricSpec("kiel_consumer_outages", "counter", "outages", ("error",),
                "Outage conditions (retriable failures ridden out) started, by error"),
     MetricSpec("kiel_group_rebalances", "counter", "rebalances", (),
-               "Changes to this member's partitions (revoke, assign, loss)"),
+               "Rebalances that moved this member's partitions"),
     MetricSpec("kiel_group_rebalance_seconds", "counter", "seconds", (),
-               "Time spent in those changes"),
+               "Time their partitions had no owner at this member: from stopping "
+               "(or the rebalance's start) to the new assignment fetching"),
     MetricSpec("kiel_group_rebalance_seconds_last", "gauge", "seconds", (),
-               "The last change's duration"),
+               "The last rebalance's pause (partitions without an owner here)"),
     MetricSpec("kiel_group_rebalance_seconds_max", "gauge", "seconds", (),
-               "The longest change's duration"),
+               "The longest rebalance pause (partitions without an owner here)"),
     MetricSpec("kiel_group_zookeeper_connected", "gauge", "boolean", ("state",),
                "1 for ZooKeeper's current connection state"),
     MetricSpec("kiel_group_owned_partitions", "gauge", "partitions", (),

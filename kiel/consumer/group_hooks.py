@@ -9,14 +9,18 @@ broker's znodes) and fetching; a revoked one stops fetching, waits for the
 records in the application's hands, gets the listener, then its commit; a
 lost one stops fetching with no commit. A suspension (the membership's
 connection lost for now) stops all fetching at once until it is back.
+
+The hooks also time each rebalance for the consumer's ``rebalances``
+counters: the membership says when one begins and ends, the hooks note
+when partitions stop fetching and which are assigned
+(:class:`~kiel.metrics.RebalanceClock`).
 """
 
-import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Optional, Protocol, TypeVar, cast
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from kiel.cluster import Cluster
 from kiel.consumer.commits import Commits
@@ -25,7 +29,7 @@ from kiel.consumer.membership import PartitionHooks
 from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
 from kiel.consumer.subscription import Status, Subscription
 from kiel.exc import KielError, OffsetResetError
-from kiel.metrics import RebalanceCounters
+from kiel.metrics import Rebalance, RebalanceClock, RebalanceCounters
 from kiel.structs import TopicPartition
 
 if TYPE_CHECKING:
@@ -34,22 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["ConsumerHooks", "HookedConsumer"]
 
 log = logging.getLogger(__name__)
-
-_Hook = TypeVar("_Hook", bound=Callable[..., Awaitable[None]])
-
-
-def _timed(hook: _Hook) -> _Hook:
-    """Count a change of partitions in the consumer's ``rebalances``, timed."""
-
-    @functools.wraps(hook)
-    async def timed(self: "ConsumerHooks", partitions: Sequence[tuple[str, int]]) -> None:
-        started = time.monotonic()
-        try:
-            await hook(self, partitions)
-        finally:
-            self.consumer.rebalances.observe(time.monotonic() - started)
-
-    return cast(_Hook, timed)
 
 
 class HookedConsumer(Protocol):
@@ -119,10 +107,12 @@ class ConsumerHooks(PartitionHooks):
         self._waited = waited
         #: The membership's connection is suspended: nothing is fetched.
         self.suspended = False
+        #: Times the rebalances for the consumer's ``rebalances`` counters.
+        self._clock = RebalanceClock()
 
-    @_timed
     async def assigned(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
+        self._clock.assigned(tps)
         for tp in tps:
             self._commits.own(tp)
         try:
@@ -130,9 +120,9 @@ class ConsumerHooks(PartitionHooks):
         finally:
             await self.start(tps)
 
-    @_timed
     async def revoked(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
+        self._clock.stopped(time.monotonic(), tps)
         commits = self._commits
         for tp in tps:
             part = self._state.get(tp)
@@ -171,9 +161,9 @@ class ConsumerHooks(PartitionHooks):
             for tp in tps:
                 commits.forget(tp)  # its revoking mark goes with it
 
-    @_timed
     async def lost(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
+        self._clock.stopped(time.monotonic(), tps, lost=True)
         self._stop(tps)
         for tp in tps:
             self._commits.forget(tp)
@@ -185,6 +175,15 @@ class ConsumerHooks(PartitionHooks):
         await call_listener(
             consumer.listener, name, tps, self._errors, consumer.listener_timeout
         )
+
+    def rebalance_began(self, fresh: bool = False) -> None:
+        self._clock.began(time.monotonic(), fresh)
+
+    def rebalance_ended(self) -> Optional[Rebalance]:
+        moved = self._clock.ended(time.monotonic())
+        if moved is not None:
+            self.consumer.rebalances.observe(moved.seconds)
+        return moved
 
     def suspend(self) -> None:
         """Stop fetching at once; drop fetched, undelivered records (positions kept)."""

@@ -306,7 +306,7 @@ class GroupedConsumer(_BaseConsumer):
         #: With auto_finish: per task, the records its last consume() returned;
         #: its next call finishes them.
         self._hands = TaskHands(self._commits)
-        #: Changes to this member's partitions and their durations (metrics()).
+        #: Rebalances and how long each paused this member's partitions (metrics()).
         self.rebalances = RebalanceCounters()
 
     @property

@@ -29,6 +29,7 @@ from typing import Any, Optional, Protocol, Union
 from kiel._aio import Tasks
 from kiel.cluster import Cluster
 from kiel.consumer.offsets import GroupOffsets
+from kiel.metrics import Rebalance
 from kiel.structs import TopicPartition
 
 __all__ = [
@@ -55,6 +56,21 @@ class PartitionHooks:
 
     async def lost(self, partitions: list[TopicPartition]) -> None:
         """Ownership gone without a hand-over (session lost, fenced): stop, listener, no commit."""
+
+    def rebalance_began(self, fresh: bool = False) -> None:
+        """A rebalance begins at this member (JoinGroup, a ZooKeeper reconcile pass).
+
+        Args:
+            fresh: what stopped before does not count in its pause (the
+                member had left its group on purpose).
+        """
+
+    def rebalance_ended(self) -> Optional[Rebalance]:
+        """The rebalance ended, its new assignment fetching: what it moved, and the
+        time its partitions had no owner here (counted in the consumer's
+        metrics), or ``None`` when it moved nothing (see
+        :class:`~kiel.metrics.RebalanceClock`)."""
+        return None
 
     def suspend(self) -> None:
         """Ownership uncertain for now (a lost connection): stop fetching everything at once."""

@@ -93,6 +93,7 @@ from kiel.exc import (
     UnknownMemberIdError,
     UnsupportedFeatureError,
 )
+from kiel.metrics import describe_partitions
 from kiel.protocol.consumer_protocol import (
     ConsumerAssignment,
     ConsumerSubscription,
@@ -408,8 +409,19 @@ class BrokerMembership:
         """
         loop = asyncio.get_running_loop()
         started = loop.time()
+        kind = "cooperative" if self.cooperative else "eager"
+        if self.member_id is None:
+            log.info("group %s: joining as a new member (%s)", self.context.group, kind)
+        else:
+            log.info("group %s: member %s joining again, leaving generation %s (%s)",
+                     self.context.group, self.member_id, self.generation, kind)
+        # What stopped before a first join (a close) or before a member left
+        # went to others, not nowhere: not part of this rebalance's pause.
+        self.hooks.rebalance_began(fresh=first or self.state == "LEFT")
         if self.owned and not self.cooperative:
             self.state = "REVOKING"
+            log.info("group %s: member %s revoking %s before joining (eager)",
+                     self.context.group, self.member_id, describe_partitions(self.owned))
             await self._give_up_owned()
         elif self.owned:
             # Cooperative: keep what is owned, except topics no longer subscribed to.
@@ -455,6 +467,10 @@ class BrokerMembership:
         self._owned_generation = self.generation if self.owned else -1
         self.rebalances += 1
         self.last_rebalance_seconds = loop.time() - started
+        moved = self.hooks.rebalance_ended()
+        if moved is not None:
+            log.info("group %s: member %s in generation %s: %s", self.context.group,
+                     self.member_id, self.generation, moved)
 
     async def _take_cooperatively(self, assigned: list[TopicPartition]) -> None:
         """Revoke owned-minus-assigned, acquire assigned-minus-owned; keep the rest as it is.
@@ -467,8 +483,9 @@ class BrokerMembership:
         revoked = [tp for tp in self.owned if tp not in mine]
         if revoked:
             self.state = "REVOKING"
-            log.info("group %s: revoking %s (cooperative); joining again so they move",
-                     self.context.group, revoked)
+            log.info("group %s: member %s revoking %s (cooperative); joining again so "
+                     "they move", self.context.group, self.member_id,
+                     describe_partitions(revoked))
             await self._give_up_owned(revoked)
         self.state = "STABLE"
         kept = set(self.owned)
@@ -561,7 +578,12 @@ class BrokerMembership:
         offsets.generation_id = self.generation
         offsets.member_id = self.member_id
         offsets.group_instance_id = settings.group_instance_id
-        return self._mine(data, topics)
+        mine = self._mine(data, topics)
+        log.info("group %s: member %s joined generation %s as %s (assignor %s); assignment: %s",
+                 self.context.group, self.member_id, self.generation,
+                 "leader" if self.leader == self.member_id else "follower", self.protocol,
+                 describe_partitions(mine))
+        return mine
 
     def _subscription(self, assignor: Assignor, topics: list[str]) -> bytes:
         """This member's JoinGroup metadata for ``assignor``.

@@ -47,6 +47,7 @@ from kazoo.exceptions import (
 from kiel._aio import Tasks, within
 from kiel.allocators import Allocator, round_robin
 from kiel.exc import AllocationError, ClientClosedError, ConfigError, GroupError, ZooKeeperError
+from kiel.metrics import describe_partitions
 from kiel.retry import Backoff, attempts
 from kiel.structs import TopicPartition
 from kiel.zookeeper import registration
@@ -242,6 +243,9 @@ class GroupMember:
                 f"member {self.member_id} could not register within {timeout}s "
                 "(ZooKeeper unreachable?)", group=self.group,
             ) from e
+        # The first allocation's pause runs from here (what stopped before,
+        # at a close, went to others).
+        self.hooks.rebalance_began(fresh=True)
         self._tasks.spawn(self._reconcile_loop(), "reconcile")
         self._changes.mark_dirty()
         try:
@@ -434,6 +438,7 @@ class GroupMember:
             try:
                 await self.zk.create(path, data, ephemeral=True, protected=True)
                 self._session = session
+                self._registered()
                 return
             except NodeExistsError as e:
                 try:
@@ -442,6 +447,7 @@ class GroupMember:
                     stat = None  # gone between create and get: create again
                 if stat is not None and self.owners.ours(stat):  # ConnectionLoss if it cannot tell
                     self._session = stat.ephemeralOwner
+                    self._registered()
                     return
                 remaining = deadline - loop.time()
                 if remaining <= 0 or (
@@ -451,6 +457,11 @@ class GroupMember:
                         f"member id {self.member_id} is registered by another session",
                         group=self.group,
                     ) from e
+
+    def _registered(self) -> None:
+        log.info("group %s: member %s joined (registered under ZooKeeper session %s)",
+                 self.group, self.member_id,
+                 "?" if self._session is None else f"0x{self._session:x}")
 
     def _on_state(self, state: str) -> None:
         if self._changes.closing:
@@ -559,9 +570,33 @@ class GroupMember:
             self._changes.fire()
 
     async def _reconcile(self) -> None:
-        """Read the registrations the allocation needs, compute the target, move to it."""
+        """Read the registrations the allocation needs, compute the target, move to it.
+
+        This member's rebalance (what the hooks time) runs over passes until
+        its allocation is owned and fetching; the pass that gets there says
+        what moved.
+        """
+        hooks = self.hooks
+        hooks.rebalance_began()
         await self.view.read_registrations()
-        await self.handoff.move_to(self.view.compute_target())
+        handoff = self.handoff
+        target = self.view.compute_target()
+        if target != handoff.target:
+            log.info("group %s: member %s allocated %s among %d members", self.group,
+                     self.member_id, describe_partitions(target), len(self.members))
+        release = handoff.owned - target
+        if release:
+            log.info("group %s: member %s revoking %s (the allocation moved them)",
+                     self.group, self.member_id, describe_partitions(release))
+        await handoff.move_to(target)
+        if handoff.owned != handoff.target:
+            # A partition's wait for its previous owner gave up (a newer
+            # allocation, acquire_timeout): the rebalance goes on in the next pass.
+            return
+        moved = hooks.rebalance_ended()
+        if moved is not None:
+            log.info("group %s: member %s's allocation in place: %s", self.group,
+                     self.member_id, moved)
 
 
 __all__ = ["GroupMember", "PartitionHooks", "default_member_id"]

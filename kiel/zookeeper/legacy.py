@@ -17,7 +17,7 @@ Only live members count: 0.9 left its persistent znodes (``members/`` itself,
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional
 
 from kazoo.exceptions import (
     KazooException,
@@ -27,6 +27,7 @@ from kazoo.exceptions import (
 from kiel._aio import Wakeup, within
 from kiel.consumer.membership import PartitionHooks
 from kiel.exc import LegacyGroupError, ZooKeeperError
+from kiel.metrics import Rebalance
 from kiel.retry import Backoff, attempts
 from kiel.structs import TopicPartition
 from kiel.zookeeper.client import CONNECTION_LOST, ZooKeeper, translate
@@ -153,6 +154,12 @@ class LegacyGate(PartitionHooks):
 
     async def lost(self, partitions: list[TopicPartition]) -> None:
         await self._hooks.lost(partitions)
+
+    def rebalance_began(self, fresh: bool = False) -> None:
+        self._hooks.rebalance_began(fresh)
+
+    def rebalance_ended(self) -> Optional[Rebalance]:
+        return self._hooks.rebalance_ended()
 
     def suspend(self) -> None:
         self._connected = False
