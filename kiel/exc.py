@@ -409,6 +409,22 @@ UnsupportedApiVersionError = _register(35, "UnsupportedApiVersionError", "The br
 SaslAuthenticationFailedError = _register(58, "SaslAuthenticationFailedError", "SASL authentication failed: a wrong user name or password.", also=AuthenticationError)
 
 
+# The idempotent producer's codes (KIP-98, KIP-360, KIP-588). The producer
+# acts on them itself (see kiel.producer.idempotence): 46 is a delivery, 45,
+# 47, 59 and 90 renew its producer id or epoch and send again; a record
+# fails with one of them only when renewing failed for good.
+ClusterAuthorizationFailedError = _register(31, "ClusterAuthorizationFailedError", "The client is not authorized for a cluster operation (an idempotent producer needs IDEMPOTENT_WRITE on brokers before Kafka 2.8).")
+OutOfOrderSequenceNumberError = _register(45, "OutOfOrderSequenceNumberError", "The broker received a batch whose sequence number leaves a gap after the last one it wrote for this producer and partition: nothing was written.")
+DuplicateSequenceNumberError = _register(46, "DuplicateSequenceNumberError", "The broker already wrote a batch with this sequence number (a retry of a batch whose answer was lost): nothing was written again.")
+InvalidProducerEpochError = _register(47, "InvalidProducerEpochError", "The producer's epoch is older than the broker's for its producer id.")
+InvalidTxnStateError = _register(48, "InvalidTxnStateError", "The transactional operation is not valid in the transaction's state.")
+InvalidProducerIdMappingError = _register(49, "InvalidProducerIdMappingError", "The producer id does not belong to the transactional id.")
+ConcurrentTransactionsError = _register(51, "ConcurrentTransactionsError", "The transaction coordinator is completing another transaction of this producer.", retriable=True)
+TransactionalIdAuthorizationFailedError = _register(53, "TransactionalIdAuthorizationFailedError", "The client is not authorized to use the transactional id.")
+UnknownProducerIdError = _register(59, "UnknownProducerIdError", "The broker no longer knows the producer id (its state expired, or the log was truncated): nothing was written.")
+ProducerFencedError = _register(90, "ProducerFencedError", "A newer producer with the same producer id or transactional id has fenced this one (KIP-588).")
+
+
 def for_code(code: int) -> Optional[type[BrokerError]]:
     """Map a Kafka error code to its exception class.
 

@@ -69,10 +69,14 @@ class ProducerBatch:
         done: it was completed (acknowledged or failed for good).
         unanswered: attempts sent whose answer never came (timed out, cut,
             cancelled): while above 0 the broker may have written the batch.
+        producer_id, producer_epoch, base_sequence: the idempotent
+            producer's numbering of the batch (-1 each until it is given
+            one: see :mod:`kiel.producer.idempotence`); a retry keeps them.
     """
 
     __slots__ = ("tp", "values", "keys", "extras", "payloads", "bare", "size", "created", "wall",
-                 "failures", "seq", "done", "unanswered", "_data", "_format")
+                 "failures", "seq", "done", "unanswered", "producer_id", "producer_epoch",
+                 "base_sequence", "_data", "_format")
 
     def __init__(self, tp: TopicPartition, created: float, seq: int) -> None:
         self.tp = tp
@@ -93,6 +97,7 @@ class ProducerBatch:
         self.seq = seq
         self.done = False
         self.unanswered = 0
+        self.producer_id = self.producer_epoch = self.base_sequence = -1
         self._data: Optional[bytes] = None
         self._format = -1
 
@@ -104,6 +109,14 @@ class ProducerBatch:
     def _pairs(self) -> Iterator[tuple[Optional[bytes], Optional[bytes]]]:
         keys = self.keys
         return zip(repeat(None) if keys is None else keys, self.values)
+
+    def number(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Give the batch its idempotent numbering (or take it away with -1,
+        -1, -1): its bytes are encoded again with it."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self._data = None
 
     def encode(self, codec: Optional[Codec], record_batch: bool = False,
                codec_id: int = 0, compresslevel: Optional[int] = None) -> bytes:
@@ -148,7 +161,10 @@ class ProducerBatch:
         return data
 
     def _record_batch(self, codec_id: int, compresslevel: Optional[int]) -> bytes:
-        builder = RecordBatchBuilder(codec_id, compresslevel=compresslevel)
+        builder = RecordBatchBuilder(codec_id, compresslevel=compresslevel,
+                                     producer_id=self.producer_id,
+                                     producer_epoch=self.producer_epoch,
+                                     base_sequence=self.base_sequence)
         append = builder.append
         wall = self.wall
         extras = self.extras
@@ -164,15 +180,24 @@ class ProducerBatch:
 
 class PartitionQueue:
     """One partition's batches: the one being filled, closed ones waiting to
-    go (retries at the front), and whether a request is in flight."""
+    go (retries at the front), and how many of its requests are in flight."""
 
-    __slots__ = ("tp", "open", "ready", "in_flight", "retry_at", "stale")
+    __slots__ = ("tp", "open", "ready", "in_flight", "retry_at", "stale", "held",
+                 "next_sequence", "unacked")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
         self.open: Optional[ProducerBatch] = None
         self.ready: collections.deque[ProducerBatch] = collections.deque()
-        self.in_flight = False
+        #: requests carrying batches of this partition, out and unsettled
+        self.in_flight = 0
+        #: a batch was put back for a retry: nothing more goes until every
+        #: request of the partition in flight has settled (order kept)
+        self.held = False
+        #: the idempotent producer's next sequence number for the partition
+        self.next_sequence = 0
+        #: batches numbered and not completed, in sequence order
+        self.unacked: collections.deque[ProducerBatch] = collections.deque()
         #: no send before this time (a retry's backoff)
         self.retry_at = 0.0
         #: no send until the metadata refresh under way ends
@@ -204,6 +229,11 @@ class RecordAccumulator:
         linger: seconds a batch that is not full may wait for more records.
         max_request_size: bytes of one partition's batches taken together.
         max_pending_bytes: the back-pressure limit :meth:`has_room` applies.
+        max_in_flight: requests of one partition in flight at once. With 1
+            a request carries as many of the partition's closed batches as
+            fit in ``max_request_size``; with more (and with ``one_batch``),
+            one batch each, as Produce v3+ requires of an idempotent producer.
+        one_batch: one batch of a partition per request.
         codec: the compression codec message sets are encoded with, or ``None``.
         clock: the current time in seconds, read when a batch opens.
         codec_id: the codec id record batches are compressed with.
@@ -221,8 +251,12 @@ class RecordAccumulator:
         clock: Callable[[], float],
         codec_id: int = 0,
         compresslevel: Optional[int] = None,
+        max_in_flight: int = 1,
+        one_batch: bool = False,
     ) -> None:
         self.batch_size = batch_size
+        self.max_in_flight = max_in_flight
+        self.one_batch = one_batch or max_in_flight > 1
         self.codec_id = codec_id
         self.compresslevel = compresslevel
         self.linger = linger
@@ -248,6 +282,10 @@ class RecordAccumulator:
         if queue is None:
             queue = self._queues[tp] = PartitionQueue(tp)
         return queue
+
+    def queues(self) -> list[PartitionQueue]:
+        """Every partition's queue made so far."""
+        return list(self._queues.values())
 
     def has_room(self, size: int) -> bool:
         """Whether ``size`` more bytes fit under ``max_pending_bytes`` (a
@@ -369,8 +407,9 @@ class RecordAccumulator:
     ) -> Drained:
         """Close the batches that are due and take what can be sent now.
 
-        A partition is skipped while a request of it is in flight, during
-        its backoff and while it waits for fresh metadata. Its open batch
+        A partition is skipped while ``max_in_flight`` requests of it are in
+        flight (or any, after a batch of it was put back for a retry),
+        during its backoff and while it waits for fresh metadata. Its open batch
         closes when ``linger`` has passed (or always with ``force``, during
         a flush, or once closed); its closed batches are taken, the first
         always, then more while they fit in ``max_request_size``.
@@ -389,8 +428,9 @@ class RecordAccumulator:
         ready: dict[int, list[Taken]] = {}
         unroutable: list[Taken] = []
         next_due: Optional[float] = None
+        limit = self.max_in_flight
         for queue in list(self._active):
-            if queue.in_flight or queue.stale:
+            if queue.in_flight >= limit or queue.stale or (queue.held and queue.in_flight):
                 continue
             if queue.retry_at > now + CLOCK_SLACK:
                 next_due = _earliest(next_due, queue.retry_at)
@@ -413,13 +453,15 @@ class RecordAccumulator:
                 if stuck:
                     unroutable.append((queue, stuck))
                 continue
-            taken = self._take(queue)
-            if not taken:  # only finished batches were waiting
-                if queue.open is None:
-                    self._active.discard(queue)
-                continue
-            queue.in_flight = True
-            ready.setdefault(leader, []).append((queue, taken))
+            queue.held = False
+            while queue.in_flight < limit:
+                taken = self._take(queue)
+                if not taken:  # only finished batches were waiting
+                    break
+                queue.in_flight += 1
+                ready.setdefault(leader, []).append((queue, taken))
+            if not queue.ready and queue.open is None and not queue.in_flight:
+                self._active.discard(queue)
         return Drained(ready, unroutable, next_due)
 
     def _take(self, queue: PartitionQueue) -> list[ProducerBatch]:
@@ -436,7 +478,7 @@ class RecordAccumulator:
         while batches:
             batch = batches[0]
             if not batch.done:
-                if taken and total + batch.size > self.max_request_size:
+                if taken and (self.one_batch or total + batch.size > self.max_request_size):
                     break
                 taken.append(batch)
                 total += batch.size
@@ -453,7 +495,17 @@ class RecordAccumulator:
         live = [batch for batch in batches if not batch.done]
         if not live:
             return
-        queue.ready.extendleft(reversed(live))
+        ready = queue.ready
+        if ready and ready[0].seq < live[-1].seq:
+            # Several requests of the partition were out: a batch put back
+            # earlier may be younger than these. Creation order is the
+            # order the partition's records were produced in.
+            merged = sorted([*live, *ready], key=_creation)
+            ready.clear()
+            ready.extend(merged)
+        else:
+            ready.extendleft(reversed(live))
+        queue.held = True
         queue.retry_at = retry_at
         self._active.add(queue)
 
@@ -471,8 +523,11 @@ class RecordAccumulator:
         del self._unfinished[batch]
         self.pending_bytes -= batch.size
         queue = self._queues.get(batch.tp)
-        if queue is not None and queue.open is batch:
-            queue.open = None  # a finished batch takes no more records
+        if queue is not None:
+            if queue.open is batch:
+                queue.open = None  # a finished batch takes no more records
+            if batch.base_sequence >= 0 and batch in queue.unacked:
+                queue.unacked.remove(batch)
         payloads = batch.payloads
         batch.payloads = []
         batch.values = []
@@ -521,6 +576,10 @@ class RecordAccumulator:
     def pending_records(self) -> int:
         """Records appended and not yet completed."""
         return sum(len(batch.payloads) for batch in self._unfinished)
+
+
+def _creation(batch: ProducerBatch) -> int:
+    return batch.seq
 
 
 def _earliest(current: Optional[float], candidate: float) -> float:

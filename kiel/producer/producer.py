@@ -22,6 +22,7 @@ from a ``tornado.gen.coroutine``, gathered or given callbacks.
 
 import asyncio
 import datetime
+import logging
 import warnings
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
@@ -46,6 +47,7 @@ from kiel.exc import (
 from kiel.metrics import ProducerMetrics
 from kiel.producer.accumulator import RecordAccumulator
 from kiel.producer.admission import Admission, PreparedRecord
+from kiel.producer.idempotence import MAX_IN_FLIGHT, Idempotence
 from kiel.producer.outcomes import FlushResult, Outcomes
 from kiel.producer.partitioners import Partitioner
 from kiel.producer.routing import Router, TopicRoute
@@ -58,6 +60,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["Producer", "compression_id"]
+
+log = logging.getLogger(__name__)
 
 _Future = asyncio.Future
 _Headers = Optional[Iterable[tuple[str, Optional[bytes]]]]
@@ -140,6 +144,23 @@ class Producer(Client):
         retries: how many times a batch is retried after a retriable error
             (leader moved, connection lost, timeout...) before its records
             fail with that error.
+        idempotent: ``None`` (the default): idempotent where the broker
+            serves InitProducerId (Kafka 2.4+, Tansu) and
+            ``required_acks=-1``; off on a Kafka 0.8 broker, and off (said
+            once at INFO) when ``required_acks`` is 0 or 1 or
+            ``max_batches_in_flight`` is above 5. ``True``: idempotent or
+            an error (a :class:`~kiel.exc.ConfigError` here with other acks
+            or more than 5 batches in flight, an
+            :class:`~kiel.exc.UnsupportedFeatureError` from :meth:`connect`
+            on a broker without InitProducerId). ``False``: off. An
+            idempotent producer numbers its batches so that a batch sent
+            again after a lost answer is not written twice: see
+            :doc:`/guides/producer` ("Delivery guarantees").
+        max_batches_in_flight: batches of one partition sent and not yet
+            answered, at most: default 5 when idempotent (one batch per
+            partition per request, order kept over retries), else 1 (one
+            request per partition in flight, carrying as many of its batches
+            as fit in ``max_request_size``).
         ssl_context: an ``ssl.SSLContext`` for TLS (``ssl_options``: its
             deprecated name).
         sasl_mechanism, sasl_username, sasl_password: SASL authentication
@@ -169,11 +190,15 @@ class Producer(Client):
         key_maker: Optional[Callable[[Any], Any]] = None,
         serializer: Optional[Callable[[Any], bytes]] = None,
         key_serializer: Optional[Callable[[Any], bytes]] = None,
+        idempotent: Optional[bool] = None,
+        max_batches_in_flight: Optional[int] = None,
         **client_options: "Unpack[ClientOptions]",
     ) -> None:
         super().__init__(brokers, **client_options)
         request_timeout = self.cluster.request_timeout
         self.required_acks = _check_acks(required_acks)
+        self._idempotence, self.max_batches_in_flight, self._plain_in_flight = _check_idempotence(
+            idempotent, self.required_acks, max_batches_in_flight)
         self.ack_timeout = _check_ack_timeout(ack_timeout, required_acks, request_timeout)
         self.batch_size = _positive_int("batch_size", batch_size)
         self.max_request_size = _positive_int("max_request_size", max_request_size)
@@ -217,6 +242,8 @@ class Producer(Client):
             clock=lambda: asyncio.get_running_loop().time(),
             codec_id=self.codec_id,
             compresslevel=self.gzip_level if self.codec_id == codecs.GZIP else None,
+            max_in_flight=self.max_batches_in_flight,
+            one_batch=self._idempotence is not None,
         )
         self._router = Router(self.cluster, accumulator, partitioner)
         self.partitioner: Partitioner = self._router.partitioner
@@ -232,6 +259,8 @@ class Producer(Client):
             closed=lambda: self.closed,
             tasks=self._tasks,
             outcomes=self._outcomes,
+            idempotence=self._idempotence,
+            in_flight_without=self._plain_in_flight,
         )
         self._admission = Admission(
             cluster=self.cluster,
@@ -247,6 +276,41 @@ class Producer(Client):
 
     # ------------------------------------------------------------------
     # public API
+
+    async def connect(self) -> None:
+        """Load cluster metadata from the bootstrap brokers and, unless
+        idempotence is off, get the producer id and epoch (InitProducerId).
+
+        Raises:
+            NoBrokersError: no bootstrap broker answered within the retries.
+            UnsupportedFeatureError: ``idempotent=True`` and the broker does
+                not serve InitProducerId (a Kafka 0.8 broker).
+            BrokerError: the broker refused InitProducerId (e.g.
+                :class:`~kiel.exc.ClusterAuthorizationFailedError`).
+        """
+        await super().connect()
+        idem = self._idempotence
+        if idem is not None and not idem.ready:
+            await self._sender.identity()
+
+    @property
+    def idempotent(self) -> Optional[bool]:
+        """Whether the producer numbers its batches: ``None`` until a broker
+        was asked (by :meth:`connect` or the first batch)."""
+        idem = self._idempotence
+        return False if idem is None else idem.enabled
+
+    @property
+    def producer_id(self) -> int:
+        """The idempotent producer's id, -1 before it has one (or when off)."""
+        idem = self._idempotence
+        return -1 if idem is None else idem.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        """The idempotent producer's epoch, -1 before it has one (or when off)."""
+        idem = self._idempotence
+        return -1 if idem is None else idem.producer_epoch
 
     @property
     def pending_bytes(self) -> int:
@@ -955,6 +1019,56 @@ def _make_codec(codec_id: int, gzip_level: int) -> Optional[codecs.Codec]:
     if codec_id != codecs.NONE:
         return codecs.get_codec(codec_id)
     return None
+
+
+def _check_idempotence(idempotent: Optional[bool], required_acks: int,
+                       max_batches_in_flight: Optional[int]
+                       ) -> tuple[Optional[Idempotence], int, int]:
+    """Java 3.x's rules: idempotent by default where it can be, off (said
+    once) where the application asked for what it cannot give, an error
+    where the application asked for both.
+
+    Returns:
+        the idempotence state (``None``: off), the batches in flight per
+        partition, and that number when idempotence turns out off at connect
+        (a Kafka 0.8 broker).
+
+    Raises:
+        ConfigError: a bad value, or ``idempotent=True`` with acks other
+            than -1 or more than 5 batches in flight.
+    """
+    if idempotent not in (None, True, False):
+        raise ConfigError(f"idempotent must be None, True or False, got {idempotent!r}")
+    if max_batches_in_flight is not None:
+        max_batches_in_flight = _options.integer(
+            "max_batches_in_flight", max_batches_in_flight, at_least=1)
+    if idempotent is True:
+        if required_acks != -1:
+            raise ConfigError(
+                f"idempotent=True needs required_acks=-1 (every in-sync replica), "
+                f"got required_acks={required_acks}: a batch only one replica has may be "
+                "lost, and its retry written as new")
+        if max_batches_in_flight is not None and max_batches_in_flight > MAX_IN_FLIGHT:
+            raise ConfigError(
+                f"idempotent=True allows at most {MAX_IN_FLIGHT} batches in flight per "
+                f"partition (the broker remembers the last {MAX_IN_FLIGHT}), got "
+                f"max_batches_in_flight={max_batches_in_flight}")
+    if idempotent is None:
+        why = None
+        if required_acks != -1:
+            why = f"required_acks={required_acks} (it needs -1)"
+        elif max_batches_in_flight is not None and max_batches_in_flight > MAX_IN_FLIGHT:
+            why = f"max_batches_in_flight={max_batches_in_flight} (it allows {MAX_IN_FLIGHT})"
+        if why is not None:
+            log.info("producer: idempotence is off because of %s; a batch retried after a "
+                     "lost answer may be written twice", why)
+            idempotent = False
+    if idempotent is False:
+        plain = 1 if max_batches_in_flight is None else max_batches_in_flight
+        return None, plain, plain
+    in_flight = MAX_IN_FLIGHT if max_batches_in_flight is None else max_batches_in_flight
+    plain = 1 if max_batches_in_flight is None else max_batches_in_flight
+    return Idempotence(required=idempotent is True), in_flight, plain
 
 
 def _check_acks(required_acks: int) -> int:
