@@ -178,3 +178,63 @@ def test_the_same_cuts_without_idempotence_write_duplicates(proxied_tansu: Any) 
     assert stats["cut"] >= 10, stats
     assert producer.idempotent is False
     assert verdict["duplicates"] > 0, (verdict, stats)
+
+
+def rewrite_run(proxied_tansu: Tuple[TansuBroker, Any], code: int, count: int = 1500,
+                **options: Any) -> Tuple[int, Dict[str, int], Dict[str, int], Producer]:
+    broker, proxy = proxied_tansu
+    topic = broker.create_topic(unique("idem-rewrite"), PARTITIONS)
+    # A few answers into the run, three of them: each a success the
+    # broker wrote, answered as ``code``.
+    proxy.rewrite_produce_error(code, every=7, times=3)
+    failed, producer = run(produce_all(broker.bootstrap, topic, count, **options))
+    proxy.rewrite_produce_error(code, every=0)
+    stats = proxy.kafka_stats()
+    log = confluent_read(broker.bootstrap, topic, count, idle=2.0)
+    return failed, judge(log, count), stats, producer
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", [45, 59, 47])
+def test_a_refused_numbering_renews_the_producer_id_and_loses_nothing(
+        proxied_tansu: Any, code: int) -> None:
+    """OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH:
+    the producer renews its identity (Tansu refuses the KIP-360 bump: a new
+    producer id) and sends again; nothing fails, nothing is missing. The
+    broker did write the batches whose answers were rewritten, so those (and
+    only as many records as they held) are in the log twice."""
+    failed, verdict, stats, producer = rewrite_run(proxied_tansu, code)
+    assert stats["rewritten"] == 3, stats
+    assert failed == 0
+    assert verdict["missing"] == 0 and verdict["unknown"] == 0, verdict
+    idem = producer._idempotence
+    assert idem is not None and idem.renewals == 3
+    # 1 KiB batches of ~20-byte records hold at most ~60 records each.
+    assert verdict["duplicates"] <= 3 * 60, verdict
+
+
+@pytest.mark.slow
+def test_without_idempotence_the_same_answers_fail_records(proxied_tansu: Any) -> None:
+    """The test above, idempotence off: the rewritten answers fail records."""
+    failed, verdict, stats, _ = rewrite_run(proxied_tansu, 45, idempotent=False)
+    assert stats["rewritten"] >= 1, stats  # fewer, larger requests without idempotence
+    assert failed > 0
+
+
+@pytest.mark.slow
+def test_a_duplicate_sequence_answer_is_a_delivery_without_an_offset(proxied_tansu: Any) -> None:
+    """46: the broker wrote the batch before; its records resolve with offset -1."""
+    broker, proxy = proxied_tansu
+    topic = broker.create_topic(unique("idem-dup"), 1)
+
+    async def main() -> List[Any]:
+        async with Producer(broker.bootstrap) as producer:
+            await producer.produce(topic, b"first")
+            proxy.rewrite_produce_error(46, every=1, times=1)
+            second = await producer.produce(topic, b"second")
+            third = await producer.produce(topic, b"third")
+            return [second, third]
+
+    second, third = run(main())
+    assert (second.offset, third.offset) == (-1, 2)
+    assert confluent_read(broker.bootstrap, topic, 3, idle=1.0) == [b"first", b"second", b"third"]

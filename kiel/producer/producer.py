@@ -100,7 +100,8 @@ class Producer(Client):
         gzip_level: deflate level for gzip, 1 to 9 (default 6: several
             times faster than 9 for output a few percent larger).
         batch_size: a partition's batch closes when its records reach this
-            many bytes (a larger record travels alone).
+            many bytes (a larger record travels alone); at most
+            ``max_request_size``.
         linger: seconds a batch that is not full may wait for more records.
             0 (the default) sends on the next IOLoop iteration, which still
             batches everything produced in the same callback and everything
@@ -109,7 +110,9 @@ class Producer(Client):
             :class:`DeprecationWarning`; giving both is a
             :class:`~kiel.exc.ConfigError`).
         max_request_size: largest sum of batches sent for one partition in one
-            request (several closed batches of a partition go together).
+            request (several closed batches of a partition go together); at
+            least ``max_message_size``, and below 2 GiB (a frame's size is an
+            int32).
         max_message_size: a record whose encoded message (key + value +
             :data:`~kiel.protocol.messages.MESSAGE_OVERHEAD` bytes) is larger
             is refused by :meth:`produce`; match the broker's
@@ -118,7 +121,8 @@ class Producer(Client):
             or waiting for its topic's metadata) and that is not yet
             acknowledged or failed, at most: past it :meth:`produce` raises
             :class:`~kiel.exc.BufferFullError` and :meth:`enqueue` waits
-            for room.
+            for room. At least one record
+            (:data:`~kiel.protocol.messages.MESSAGE_OVERHEAD` bytes).
         buffer_timeout: seconds :meth:`enqueue` may wait for room before it
             raises :class:`~kiel.exc.BufferFullError`; ``None`` waits as
             long as it takes.
@@ -204,6 +208,8 @@ class Producer(Client):
         self.max_request_size = _positive_int("max_request_size", max_request_size)
         self.max_message_size = _positive_int("max_message_size", max_message_size)
         self.max_pending_bytes = _positive_int("max_pending_bytes", max_pending_bytes)
+        _check_sizes(self.batch_size, self.max_request_size, self.max_message_size,
+                     self.max_pending_bytes)
         self.linger = _linger_seconds(linger, linger_ms)
         self.buffer_timeout = _options.optional(_options.real, "buffer_timeout", buffer_timeout,
                                                at_least=0)
@@ -1037,7 +1043,7 @@ def _check_idempotence(idempotent: Optional[bool], required_acks: int,
         ConfigError: a bad value, or ``idempotent=True`` with acks other
             than -1 or more than 5 batches in flight.
     """
-    if idempotent not in (None, True, False):
+    if idempotent is not None and type(idempotent) is not bool:
         raise ConfigError(f"idempotent must be None, True or False, got {idempotent!r}")
     if max_batches_in_flight is not None:
         max_batches_in_flight = _options.integer(
@@ -1089,6 +1095,40 @@ def _check_ack_timeout(ack_timeout: Optional[float], required_acks: int,
             f"({request_timeout}s): the broker may take that long to answer"
         )
     return ack_timeout
+
+
+#: The largest request a Kafka frame can carry (its size is an int32), less
+#: room for the request's header and per-partition fields.
+MAX_REQUEST_SIZE = 2**31 - 1 - 64 * 1024
+
+
+def _check_sizes(batch_size: int, max_request_size: int, max_message_size: int,
+                 max_pending_bytes: int) -> None:
+    """Size settings that could never work together.
+
+    Raises:
+        ConfigError: a request larger than a frame can carry, a record
+            ``max_message_size`` allows that no request could carry, a
+            batch larger than any request, or a buffer smaller than one
+            record.
+    """
+    if max_request_size > MAX_REQUEST_SIZE:
+        raise ConfigError(
+            f"max_request_size={max_request_size} is larger than any Kafka request can be "
+            f"({MAX_REQUEST_SIZE} bytes: a frame's size is an int32)")
+    if max_request_size < max_message_size:
+        raise ConfigError(
+            f"max_request_size={max_request_size} is smaller than max_message_size="
+            f"{max_message_size}: a record produce() accepts could never be sent "
+            "(lower max_message_size too)")
+    if batch_size > max_request_size:
+        raise ConfigError(
+            f"batch_size={batch_size} is larger than max_request_size={max_request_size}: "
+            "a full batch could not go in any request")
+    if max_pending_bytes < MESSAGE_OVERHEAD:
+        raise ConfigError(
+            f"max_pending_bytes={max_pending_bytes} is below one record (the smallest takes "
+            f"{MESSAGE_OVERHEAD} bytes)")
 
 
 def _positive_int(name: str, value: int) -> int:
