@@ -1,0 +1,124 @@
+"""The idempotent producer's pure parts: several batches of a partition in
+flight, their order over retries, and their numbering (no broker, a fake
+clock). The behaviour against a broker is in test_idempotent_producer.py."""
+import struct
+
+from kiel.producer.accumulator import RecordAccumulator
+from kiel.producer.idempotence import SEQUENCE_LIMIT, Idempotence
+from kiel.producer.sender import _requests
+from kiel.protocol.messages import MESSAGE_OVERHEAD
+from kiel.protocol.record_batch import BatchHeader
+from kiel.structs import TopicPartition
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+ONE = MESSAGE_OVERHEAD + 1  # a batch per one-byte record
+
+
+def make(**options) -> RecordAccumulator:
+    settings = dict(batch_size=ONE, linger=0.0, max_request_size=10**6,
+                    max_pending_bytes=10**6, codec=None, clock=lambda: 100.0,
+                    max_in_flight=5)
+    settings.update(options)
+    return RecordAccumulator(**settings)
+
+
+def add(acc: RecordAccumulator, tp: TopicPartition, value: bytes) -> None:
+    acc.append(acc.queue(tp), None, value, MESSAGE_OVERHEAD + len(value), None)
+
+
+def taken(drained, leader=1):
+    return [(queue.tp, [b.values[0] for b in batches])
+            for queue, batches in drained.ready.get(leader, [])]
+
+
+def test_up_to_five_requests_of_a_partition_one_batch_each() -> None:
+    acc = make()
+    for i in range(7):
+        add(acc, T0, b"%d" % i)
+    first = acc.drain(100, lambda tp: 1, force=True)
+    assert taken(first) == [(T0, [b"%d" % i]) for i in range(5)]
+    assert acc.queue(T0).in_flight == 5
+    assert acc.drain(100, lambda tp: 1).ready == {}  # five out: the rest waits
+    queue = acc.queue(T0)
+    queue.in_flight -= 1
+    acc.complete(first.ready[1][0][1][0])
+    assert taken(acc.drain(100, lambda tp: 1)) == [(T0, [b"5"])]
+
+
+def test_batches_put_back_go_again_in_produce_order_once_the_partition_settled() -> None:
+    acc = make()
+    for i in range(4):
+        add(acc, T0, b"%d" % i)
+    drained = acc.drain(100, lambda tp: 1, force=True)
+    queue = acc.queue(T0)
+    batches = [batches[0] for _, batches in drained.ready[1]]
+    # The answers fail out of order: the third, then the second.
+    queue.in_flight -= 1
+    acc.requeue(queue, [batches[2]], 100)
+    queue.in_flight -= 1
+    acc.requeue(queue, [batches[1]], 100)
+    assert [b.values[0] for b in queue.ready] == [b"1", b"2"]
+    # Held: the first and the fourth are still out.
+    assert acc.drain(100, lambda tp: 1).ready == {}
+    queue.in_flight -= 1
+    acc.complete(batches[0])
+    assert acc.drain(100, lambda tp: 1).ready == {}
+    queue.in_flight -= 1
+    acc.requeue(queue, [batches[3]], 100)
+    assert taken(acc.drain(100, lambda tp: 1)) == [(T0, [b"1"]), (T0, [b"2"]), (T0, [b"3"])]
+
+
+def test_batches_are_numbered_per_partition_and_keep_their_numbers() -> None:
+    acc = make(batch_size=3 * ONE)
+    idem = Idempotence(required=False)
+    idem.enabled, idem.producer_id, idem.producer_epoch = True, 42, 7
+    for i in range(5):
+        add(acc, T0, b"%d" % i)
+        add(acc, T1, b"%d" % i)
+    q0, q1 = acc.queue(T0), acc.queue(T1)
+    drained = acc.drain(100, lambda tp: 1, force=True)
+    for queue, batches in drained.ready[1]:
+        for batch in batches:
+            idem.number(queue, batch)
+    b0 = [batches[0] for queue, batches in drained.ready[1] if queue is q0]
+    assert [(b.base_sequence, len(b.values)) for b in b0] == [(0, 3), (3, 2)]
+    assert q0.next_sequence == 5 and q1.next_sequence == 5
+    assert list(q0.unacked) == b0
+    assert not idem.earlier_unacked(q0, b0[0]) and idem.earlier_unacked(q0, b0[1])
+    idem.number(q0, b0[0])  # a retry: same numbers
+    assert b0[0].base_sequence == 0 and q0.next_sequence == 5
+    header = BatchHeader._make(struct.unpack_from(">qiibIhiqqqhii", b0[1].encode(None, True)))
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (42, 7, 3)
+    acc.complete(b0[0])
+    assert list(q0.unacked) == [b0[1]]
+    # A new identity: numbered again from 0.
+    idem.producer_id = 43
+    q0.next_sequence = 0
+    q0.unacked.clear()
+    idem.number(q0, b0[1])
+    assert (b0[1].producer_id, b0[1].base_sequence) == (43, 0)
+
+
+def test_sequences_wrap_past_the_largest_int32() -> None:
+    acc = make(batch_size=2 * ONE)
+    idem = Idempotence(required=False)
+    idem.enabled, idem.producer_id, idem.producer_epoch = True, 1, 0
+    queue = acc.queue(T0)
+    queue.next_sequence = SEQUENCE_LIMIT - 1
+    add(acc, T0, b"a")
+    add(acc, T0, b"b")
+    [(_, [batch])] = acc.drain(100, lambda tp: 1, force=True).ready[1]
+    idem.number(queue, batch)
+    assert batch.base_sequence == SEQUENCE_LIMIT - 1 and queue.next_sequence == 1
+
+
+def test_a_request_carries_a_partition_once_in_rounds() -> None:
+    acc = make()
+    for i in range(3):
+        add(acc, T0, b"a%d" % i)
+    add(acc, T1, b"b0")
+    items = acc.drain(100, lambda tp: 1, force=True).ready[1]
+    chunks = [[(q.tp, batches[0].values[0]) for q, batches in chunk]
+              for chunk in _requests(items, 10**6)]
+    assert chunks == [[(T0, b"a0"), (T1, b"b0")], [(T0, b"a1")], [(T0, b"a2")]]
