@@ -186,7 +186,7 @@ def rewrite_run(proxied_tansu: Tuple[TansuBroker, Any], code: int, count: int = 
     topic = broker.create_topic(unique("idem-rewrite"), PARTITIONS)
     # A few answers into the run, three of them: each a success the
     # broker wrote, answered as ``code``.
-    proxy.rewrite_produce_error(code, every=7, times=3)
+    proxy.rewrite_produce_error(code, every=3, times=3)
     failed, producer = run(produce_all(broker.bootstrap, topic, count, **options))
     proxy.rewrite_produce_error(code, every=0)
     stats = proxy.kafka_stats()
@@ -209,8 +209,8 @@ def test_a_refused_numbering_renews_the_producer_id_and_loses_nothing(
     assert verdict["missing"] == 0 and verdict["unknown"] == 0, verdict
     idem = producer._idempotence
     assert idem is not None and idem.renewals == 3
-    # 1 KiB batches of ~20-byte records hold at most ~60 records each.
-    assert verdict["duplicates"] <= 3 * 60, verdict
+    # A rewritten batch holds at most a wave's records (waves are awaited).
+    assert verdict["duplicates"] <= 3 * WAVE, verdict
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ from kiel.producer.accumulator import RecordAccumulator
 from kiel.producer.idempotence import SEQUENCE_LIMIT, Idempotence
 from kiel.producer.sender import _requests
 from kiel.protocol.messages import MESSAGE_OVERHEAD
-from kiel.protocol.record_batch import BatchHeader
+from kiel.protocol.record_batch import BatchHeader, decode_record_batches
 from kiel.structs import TopicPartition
 
 T0 = TopicPartition("t", 0)
@@ -34,25 +34,46 @@ def taken(drained, leader=1):
 
 def test_up_to_five_requests_of_a_partition_one_batch_each() -> None:
     acc = make()
-    for i in range(7):
-        add(acc, T0, b"%d" % i)
-    first = acc.drain(100, lambda tp: 1, force=True)
-    assert taken(first) == [(T0, [b"%d" % i]) for i in range(5)]
-    assert acc.queue(T0).in_flight == 5
-    assert acc.drain(100, lambda tp: 1).ready == {}  # five out: the rest waits
     queue = acc.queue(T0)
+    sent = []
+    for i in range(6):
+        add(acc, T0, b"%d" % i)
+        sent.append(taken(acc.drain(100, lambda tp: 1, force=True)))
+    assert sent == [[(T0, [b"%d" % i])] for i in range(5)] + [[]]  # the sixth waits
+    assert queue.in_flight == 5
     queue.in_flight -= 1
-    acc.complete(first.ready[1][0][1][0])
     assert taken(acc.drain(100, lambda tp: 1)) == [(T0, [b"5"])]
+
+
+def test_batches_that_waited_go_as_one_batch_their_times_kept() -> None:
+    clock = [100.0]
+    acc = make(clock=lambda: clock[0])
+    for i in range(4):
+        add(acc, T0, b"%d" % i)
+    acc.append(acc.queue(T0), b"key", b"4", MESSAGE_OVERHEAD + 4, "payload",
+               timestamp=1234, headers=(("h", b"v"),))
+    batches = list(acc.queue(T0).ready) + [acc.queue(T0).open]
+    for n, batch in enumerate(batches):
+        batch.wall = 1000 + 10 * (n // 2)  # pairs of batches opened in the same ms
+    [(queue, [joined])] = acc.drain(100, lambda tp: 1, force=True).ready[1]
+    assert joined.values == [b"0", b"1", b"2", b"3", b"4"]
+    assert joined.keys == [None, None, None, None, b"key"]
+    assert joined.payloads == [None, None, None, None, "payload"]
+    assert all(b.done for b in batches[1:]) and acc.pending_records == 5
+    records = decode_record_batches(joined.encode(None, True)).records
+    assert [r.timestamp for r in records] == [1000, 1000, 1010, 1010, 1234]
+    assert records[4].headers == (("h", b"v"),) and records[4].key == b"key"
+    assert acc.complete(joined) == joined.payloads or acc.pending_bytes == 0
 
 
 def test_batches_put_back_go_again_in_produce_order_once_the_partition_settled() -> None:
     acc = make()
+    queue = acc.queue(T0)
+    batches = []
     for i in range(4):
         add(acc, T0, b"%d" % i)
-    drained = acc.drain(100, lambda tp: 1, force=True)
-    queue = acc.queue(T0)
-    batches = [batches[0] for _, batches in drained.ready[1]]
+        [(_, [batch])] = acc.drain(100, lambda tp: 1, force=True).ready[1]
+        batches.append(batch)
     # The answers fail out of order: the third, then the second.
     queue.in_flight -= 1
     acc.requeue(queue, [batches[2]], 100)
@@ -66,11 +87,12 @@ def test_batches_put_back_go_again_in_produce_order_once_the_partition_settled()
     assert acc.drain(100, lambda tp: 1).ready == {}
     queue.in_flight -= 1
     acc.requeue(queue, [batches[3]], 100)
+    # Sent before: each goes again alone, with its own numbers.
     assert taken(acc.drain(100, lambda tp: 1)) == [(T0, [b"1"]), (T0, [b"2"]), (T0, [b"3"])]
 
 
 def test_batches_are_numbered_per_partition_and_keep_their_numbers() -> None:
-    acc = make(batch_size=3 * ONE)
+    acc = make(batch_size=3 * ONE, max_request_size=3 * ONE)  # too small to join batches
     idem = Idempotence(required=False)
     idem.enabled, idem.producer_id, idem.producer_epoch = True, 42, 7
     for i in range(5):
@@ -114,7 +136,7 @@ def test_sequences_wrap_past_the_largest_int32() -> None:
 
 
 def test_a_request_carries_a_partition_once_in_rounds() -> None:
-    acc = make()
+    acc = make(max_request_size=ONE)  # too small to join batches
     for i in range(3):
         add(acc, T0, b"a%d" % i)
     add(acc, T1, b"b0")

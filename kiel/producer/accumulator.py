@@ -72,11 +72,15 @@ class ProducerBatch:
         producer_id, producer_epoch, base_sequence: the idempotent
             producer's numbering of the batch (-1 each until it is given
             one: see :mod:`kiel.producer.idempotence`); a retry keeps them.
+        attempts: times it was taken for a request.
+        walls: ``None``, or ``[(first index, wall)]`` when batches that
+            opened at different times were joined (:meth:`absorb`): each
+            segment's records keep their own batch's CreateTime.
     """
 
     __slots__ = ("tp", "values", "keys", "extras", "payloads", "bare", "size", "created", "wall",
                  "failures", "seq", "done", "unanswered", "producer_id", "producer_epoch",
-                 "base_sequence", "_data", "_format")
+                 "base_sequence", "attempts", "walls", "_data", "_format")
 
     def __init__(self, tp: TopicPartition, created: float, seq: int) -> None:
         self.tp = tp
@@ -98,6 +102,8 @@ class ProducerBatch:
         self.done = False
         self.unanswered = 0
         self.producer_id = self.producer_epoch = self.base_sequence = -1
+        self.attempts = 0
+        self.walls: Optional[list[tuple[int, int]]] = None
         self._data: Optional[bytes] = None
         self._format = -1
 
@@ -109,6 +115,43 @@ class ProducerBatch:
     def _pairs(self) -> Iterator[tuple[Optional[bytes], Optional[bytes]]]:
         keys = self.keys
         return zip(repeat(None) if keys is None else keys, self.values)
+
+    def absorb(self, other: "ProducerBatch") -> None:
+        """Append the records of ``other`` (a later batch of the same
+        partition, never sent) to this one, which was never sent either.
+
+        Strategy: one batch per partition per request is what Produce v3+
+        carries for an idempotent producer; batches that closed while the
+        partition had its requests out go as one, as large as a request
+        allows, instead of one small request each.
+        """
+        n = len(self.values)
+        last = self.walls[-1][1] if self.walls else self.wall
+        if other.wall != last:
+            if self.walls is None:
+                self.walls = [(0, self.wall)]
+            self.walls.append((n, other.wall))
+        if other.keys is not None or self.keys is not None:
+            if self.keys is None:
+                self.keys = [None] * n
+            self.keys.extend(other.keys if other.keys is not None
+                             else repeat(None, len(other.values)))
+        if other.extras:
+            if self.extras is None:
+                self.extras = {}
+            for index, extra in other.extras.items():
+                self.extras[n + index] = extra
+        self.values.extend(other.values)
+        self.payloads.extend(other.payloads)
+        self.bare += other.bare
+        self.size += other.size
+        self._data = None
+
+    def _wall_of(self, index: int) -> int:
+        walls = self.walls
+        if walls is None:
+            return self.wall
+        return walls[bisect_right(walls, (index, 2**63)) - 1][1]
 
     def number(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
         """Give the batch its idempotent numbering (or take it away with -1,
@@ -168,12 +211,21 @@ class ProducerBatch:
         append = builder.append
         wall = self.wall
         extras = self.extras
+        walls = self.walls
         if not extras:
-            builder.extend(self._pairs(), timestamp=wall)
+            if walls is None:
+                builder.extend(self._pairs(), timestamp=wall)
+            else:
+                pairs = list(self._pairs())
+                bounds = [start for start, _ in walls[1:]] + [len(pairs)]
+                for (start, segment_wall), end in zip(walls, bounds):
+                    builder.extend(pairs[start:end], timestamp=segment_wall)
             return builder.build()
         for index, (key, value) in enumerate(self._pairs()):
             timestamp, headers = extras.get(index, (None, ()))
-            append(key, value, timestamp=wall if timestamp is None else timestamp,
+            append(key, value,
+                   timestamp=(wall if walls is None else self._wall_of(index))
+                   if timestamp is None else timestamp,
                    headers=headers)
         return builder.build()
 
@@ -483,7 +535,28 @@ class RecordAccumulator:
                 taken.append(batch)
                 total += batch.size
             batches.popleft()
+        if self.one_batch and taken and taken[0].attempts == 0:
+            self._coalesce(taken[0], batches)
+        for batch in taken:
+            batch.attempts += 1
         return taken
+
+    def _coalesce(self, first: ProducerBatch, batches: "collections.deque[ProducerBatch]"
+                  ) -> None:
+        """Join to ``first`` the batches after it that were never sent, while
+        they fit in ``max_request_size`` (see :meth:`ProducerBatch.absorb`)."""
+        while batches:
+            batch = batches[0]
+            if not batch.done:
+                if batch.attempts or first.size + batch.size > self.max_request_size:
+                    return
+                first.absorb(batch)
+                # Its records now belong to ``first``: it is finished
+                # without settling anything (complete() returns nothing).
+                batch.done = True
+                batch.payloads = []
+                del self._unfinished[batch]
+            batches.popleft()
 
     # ------------------------------------------------------------------
     # settling
