@@ -4,7 +4,7 @@ Tansu advertises a fault proxy made with ``kafka=True``, so every connection
 goes through it; the proxy drops the connection right after the broker's
 answer to every Nth Produce request (the broker wrote the batch, the answer
 never arrives), or rewrites an answer's error code. Keyed records over
-several partitions, read back by confluent-kafka and by kiel: 0 failed, 0
+several partitions, read back by confluent-kafka, kafka-python and kiel: 0 failed, 0
 duplicates, 0 missing, order per key. The same run with
 ``idempotent=False`` finds duplicates: the test can fail.
 """
@@ -96,6 +96,25 @@ def confluent_read(bootstrap: str, topic: str, at_least: int, idle: float = 3.0)
     return [value for p in sorted(got) for _, value in sorted(got[p])]
 
 
+def kafka_python_read(bootstrap: str, topic: str, idle: float = 3.0) -> List[bytes]:
+    """The same with kafka-python, until ``idle`` seconds bring nothing new."""
+    import kafka
+
+    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                   consumer_timeout_ms=int(idle * 1000))
+    got: Dict[int, List[Tuple[int, bytes]]] = {}
+    try:
+        partitions = [kafka.TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(partitions)
+        for tp in partitions:
+            consumer.seek(tp, 0)
+        for message in consumer:
+            got.setdefault(message.partition, []).append((message.offset, message.value))
+    finally:
+        consumer.close()
+    return [value for p in sorted(got) for _, value in sorted(got[p])]
+
+
 async def kiel_read(bootstrap: str, topic: str, at_least: int, idle_rounds: int = 10
                     ) -> List[bytes]:
     """The same with kiel's SingleConsumer."""
@@ -162,7 +181,9 @@ def test_cuts_after_the_broker_wrote_leave_no_duplicate(proxied_tansu: Any) -> N
     assert failed == 0
     assert verdict == CLEAN, (verdict, stats)
     broker, _ = proxied_tansu
-    assert judge(run(kiel_read(broker.bootstrap, topic_of(producer), count)), count) == CLEAN
+    topic = topic_of(producer)
+    assert judge(run(kiel_read(broker.bootstrap, topic, count)), count) == CLEAN
+    assert judge(kafka_python_read(broker.bootstrap, topic), count) == CLEAN
 
 
 def topic_of(producer: Producer) -> str:

@@ -98,6 +98,7 @@ def test_on_kafka_0_8_idempotence_is_off_without_a_word(
     async def main() -> Any:
         async with Producer(kafka_cluster.bootstrap) as p:
             assert p.idempotent is False and p.producer_id == -1
+            assert p.max_batches_in_flight == 1  # as before idempotence existed
             return await p.produce(topic, b"plain", key=b"k")
 
     with caplog.at_level(logging.INFO, logger="kiel.producer"):

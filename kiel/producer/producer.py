@@ -201,8 +201,9 @@ class Producer(Client):
         super().__init__(brokers, **client_options)
         request_timeout = self.cluster.request_timeout
         self.required_acks = _check_acks(required_acks)
-        self._idempotence, self.max_batches_in_flight, self._plain_in_flight = _check_idempotence(
+        self._idempotence, in_flight, self._plain_in_flight = _check_idempotence(
             idempotent, self.required_acks, max_batches_in_flight)
+        self._in_flight = in_flight
         self.ack_timeout = _check_ack_timeout(ack_timeout, required_acks, request_timeout)
         self.batch_size = _positive_int("batch_size", batch_size)
         self.max_request_size = _positive_int("max_request_size", max_request_size)
@@ -248,7 +249,7 @@ class Producer(Client):
             clock=lambda: asyncio.get_running_loop().time(),
             codec_id=self.codec_id,
             compresslevel=self.gzip_level if self.codec_id == codecs.GZIP else None,
-            max_in_flight=self.max_batches_in_flight,
+            max_in_flight=self._in_flight,
             one_batch=self._idempotence is not None,
         )
         self._router = Router(self.cluster, accumulator, partitioner)
@@ -298,6 +299,12 @@ class Producer(Client):
         idem = self._idempotence
         if idem is not None and not idem.ready:
             await self._sender.identity()
+
+    @property
+    def max_batches_in_flight(self) -> int:
+        """Batches of one partition in flight at most: 5 by default while
+        idempotence is on or undecided, 1 once it is off (unless set)."""
+        return self._accumulator.max_in_flight
 
     @property
     def idempotent(self) -> Optional[bool]:
