@@ -259,3 +259,44 @@ def test_a_duplicate_sequence_answer_is_a_delivery_without_an_offset(proxied_tan
     second, third = run(main())
     assert (second.offset, third.offset) == (-1, 2)
     assert confluent_read(broker.bootstrap, topic, 3, idle=1.0) == [b"first", b"second", b"third"]
+
+
+def confluent_produce(bootstrap: str, topic: str, count: int) -> int:
+    """librdkafka's idempotent producer, the same records in the same waves;
+    returns how many failed."""
+    errors: List[Any] = []
+
+    def report(error: Any, _message: Any) -> None:
+        if error is not None:
+            errors.append(error)
+
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 0,
+        "batch.size": 1024, "log_level": 3})
+    pairs = records(count)
+    for start in range(0, count, WAVE):
+        for key, value in pairs[start:start + WAVE]:
+            producer.produce(topic, value, key=key, on_delivery=report)
+        assert producer.flush(60) == 0
+    return len(errors)
+
+
+@pytest.mark.slow
+def test_kiels_default_producer_beside_librdkafkas_idempotent_one(proxied_tansu: Any) -> None:
+    """The issue's acceptance run: kiel's default Producer and confluent-kafka
+    with enable.idempotence, the same records through the same cuts."""
+    broker, proxy = proxied_tansu
+    count = 3000
+    verdicts = {}
+    for client in ("kiel", "confluent"):
+        topic = broker.create_topic(unique(f"side-{client}"), PARTITIONS)
+        before = proxy.kafka_stats()["cut"]
+        proxy.cut_after_produce(4)
+        if client == "kiel":
+            failed, _ = run(produce_all(broker.bootstrap, topic, count))
+        else:
+            failed = confluent_produce(broker.bootstrap, topic, count)
+        proxy.cut_after_produce(0)
+        assert proxy.kafka_stats()["cut"] - before >= 5
+        verdicts[client] = (failed, judge(confluent_read(broker.bootstrap, topic, count), count))
+    assert verdicts == {"kiel": (0, CLEAN), "confluent": (0, CLEAN)}

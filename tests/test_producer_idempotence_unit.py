@@ -141,6 +141,77 @@ def test_a_request_carries_a_partition_once_in_rounds() -> None:
         add(acc, T0, b"a%d" % i)
     add(acc, T1, b"b0")
     items = acc.drain(100, lambda tp: 1, force=True).ready[1]
-    chunks = [[(q.tp, batches[0].values[0]) for q, batches in chunk]
+    # Partitions come in any order (the accumulator keeps a set of them).
+    chunks = [sorted((q.tp, batches[0].values[0]) for q, batches in chunk)
               for chunk in _requests(items, 10**6)]
     assert chunks == [[(T0, b"a0"), (T1, b"b0")], [(T0, b"a1")], [(T0, b"a2")]]
+
+
+class Answers:
+    """Stands in for the cluster's ``send_any``: records each InitProducerId
+    request (built for the given versions) and answers from a list."""
+
+    def __init__(self, versions: dict, *answers: tuple) -> None:
+        from kiel.protocol.versions import Versions
+
+        self.versions = Versions(versions, "ApiVersions")
+        self.answers = list(answers)
+        self.requests: list = []
+
+    async def send_any(self, build, timeout=None):
+        from kiel.protocol.init_producer_id import InitProducerIdResponseV2
+
+        self.requests.append(build(self.versions))
+        return InitProducerIdResponseV2(0, *self.answers.pop(0))
+
+
+def acquire(idem: Idempotence, answers: Answers) -> None:
+    import asyncio
+
+    asyncio.run(idem.acquire(answers, 1.0))  # type: ignore[arg-type]
+
+
+def test_a_renewal_bumps_the_epoch_where_the_broker_allows_it() -> None:
+    idem = Idempotence(required=False)
+    answers = Answers({22: 4}, (0, 7, 0), (0, 7, 1))
+    acquire(idem, answers)
+    assert (idem.enabled, idem.producer_id, idem.producer_epoch) == (True, 7, 0)
+    first = answers.requests[0]
+    assert (first.transactional_id, first.producer_id, first.producer_epoch) == (None, -1, -1)
+    idem.renew = True
+    acquire(idem, answers)
+    bump = answers.requests[1]
+    assert (bump.producer_id, bump.producer_epoch) == (7, 0)  # KIP-360: the current ones
+    assert (idem.producer_id, idem.producer_epoch, idem.renew, idem.renewals) == (7, 1, False, 1)
+
+
+def test_a_refused_bump_takes_a_new_producer_id() -> None:
+    idem = Idempotence(required=False)
+    answers = Answers({22: 5}, (0, 7, 0), (-1, -1, -1), (0, 8, 0))
+    acquire(idem, answers)
+    acquire(idem, answers)
+    assert [(r.producer_id, r.producer_epoch) for r in answers.requests] == [
+        (-1, -1), (7, 0), (-1, -1)]
+    assert (idem.producer_id, idem.producer_epoch, idem.renewals) == (8, 0, 1)
+
+
+def test_v2_cannot_bump_and_asks_for_a_new_id() -> None:
+    idem = Idempotence(required=False)
+    answers = Answers({22: 2}, (0, 7, 0), (0, 9, 0))
+    acquire(idem, answers)
+    acquire(idem, answers)
+    assert not hasattr(answers.requests[1], "producer_id") and idem.producer_id == 9
+
+
+def test_without_init_producer_id_idempotence_is_off_or_an_error() -> None:
+    import pytest
+
+    from kiel.exc import ClusterAuthorizationFailedError, UnsupportedFeatureError
+
+    idem = Idempotence(required=False)
+    acquire(idem, Answers({0: 3}))
+    assert idem.enabled is False and idem.ready
+    with pytest.raises(UnsupportedFeatureError, match="idempotent=True"):
+        acquire(Idempotence(required=True), Answers({0: 3}))
+    with pytest.raises(ClusterAuthorizationFailedError):
+        acquire(Idempotence(required=False), Answers({22: 4}, (31, -1, -1)))
