@@ -380,7 +380,9 @@ class Producer(Client):
         itself slow down instead.
 
         Records of one partition are written in the order :meth:`produce`
-        was called, retries included.
+        was called, retries included (unless idempotence is off and
+        ``max_batches_in_flight`` is above 1); an idempotent producer writes
+        each once, however often its batch was sent.
 
         Args:
             topic: the topic.
@@ -400,7 +402,10 @@ class Producer(Client):
 
         Returns:
             a future of :class:`~kiel.structs.RecordMetadata` ``(topic,
-            partition, offset)``; ``offset`` is -1 with ``required_acks=0``.
+            partition, offset)``; ``offset`` is -1 with ``required_acks=0``,
+            and when an idempotent producer's retry was answered
+            DUPLICATE_SEQUENCE_NUMBER (the broker wrote the record before
+            and does not say where: Tansu).
             The future fails with the typed error that stopped the record: a
             :class:`~kiel.exc.BrokerError` subclass (e.g.
             ``MessageSizeTooLargeError``, ``NotLeaderForPartitionError`` once
