@@ -244,22 +244,50 @@ def test_without_idempotence_the_same_answers_fail_records(proxied_tansu: Any) -
 
 @pytest.mark.slow
 def test_a_duplicate_sequence_answer_is_a_delivery_without_an_offset(proxied_tansu: Any) -> None:
-    """46: the broker wrote the batch before; its records resolve with offset -1."""
+    """46 to a retry of a batch whose answer was lost: the broker wrote it
+    before; its records resolve with offset -1 (Tansu does not say where)."""
     broker, proxy = proxied_tansu
     topic = broker.create_topic(unique("idem-dup"), 1)
 
     async def main() -> List[Any]:
-        async with Producer(broker.bootstrap) as producer:
+        async with Producer(broker.bootstrap, retry_backoff=0.01) as producer:
             await producer.produce(topic, b"first")
-            proxy.rewrite_produce_error(46, every=1, times=1)
+            proxy.cut_after_produce(1, times=1)
             second = await producer.produce(topic, b"second")
             third = await producer.produce(topic, b"third")
+            idem = producer._idempotence
+            assert idem is not None and idem.renewals == 0
             return [second, third]
 
     second, third = run(main())
+    assert proxy.kafka_stats()["cut"] == 1
     assert (second.offset, third.offset) == (-1, 2)
     assert confluent_read(broker.bootstrap, topic, 3, idle=1.0) == [b"first", b"second", b"third"]
 
+
+@pytest.mark.slow
+def test_a_duplicate_answer_to_a_first_attempt_is_not_trusted(proxied_tansu: Any) -> None:
+    """46 to a batch's first attempt: nothing of this producer's can have
+    written it (a broker that gave the same producer id to another producer
+    answers so): a refused numbering, not a delivery. The producer renews its
+    id and sends again; the record is not lost (the proxy lied: the broker
+    had written it, so it is there twice)."""
+    broker, proxy = proxied_tansu
+    topic = broker.create_topic(unique("idem-dup-first"), 1)
+
+    async def main() -> Any:
+        async with Producer(broker.bootstrap, retry_backoff=0.01) as producer:
+            await producer.produce(topic, b"first")
+            proxy.rewrite_produce_error(46, every=1, times=1)
+            second = await producer.produce(topic, b"second")
+            idem = producer._idempotence
+            assert idem is not None and idem.renewals == 1
+            return second
+
+    second = run(main())
+    assert second.offset == 2
+    assert confluent_read(broker.bootstrap, topic, 3, idle=1.0) == [
+        b"first", b"second", b"second"]
 
 def confluent_produce(bootstrap: str, topic: str, count: int) -> int:
     """librdkafka's idempotent producer, the same records in the same waves;

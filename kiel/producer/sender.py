@@ -432,7 +432,12 @@ class Sender:
 
         46 (duplicate sequence): the broker wrote the batch before (an
         earlier attempt's answer was lost): a delivery whose offset the
-        broker does not say (-1). 45 (out of order) while an earlier batch
+        broker does not say (-1). Only when an earlier attempt went
+        unanswered, though: otherwise nothing of ours can have written it,
+        and the broker must have given our producer id to another producer
+        too (Tansu with memory storage, restarted, numbers ids from 1
+        again), so the answer is a refused numbering like the ones below,
+        not a delivery. 45 (out of order) while an earlier batch
         of the partition is unacknowledged: that batch is retried first,
         this one after it (no retry counted). 45 otherwise, 47, 59, 90: the
         broker refused the identity or the numbering: the producer renews
@@ -441,7 +446,7 @@ class Sender:
         idem = self.idempotence
         assert idem is not None
         code = getattr(error, "errno", 0)
-        if code == DUPLICATE_SEQUENCE:
+        if code == DUPLICATE_SEQUENCE and any(batch.unanswered for batch in batches):
             self._complete(queue, batches, -1)
             return
         count_error(self.errors, error)
