@@ -215,3 +215,33 @@ def test_without_init_producer_id_idempotence_is_off_or_an_error() -> None:
         acquire(Idempotence(required=True), Answers({0: 3}))
     with pytest.raises(ClusterAuthorizationFailedError):
         acquire(Idempotence(required=False), Answers({22: 4}, (31, -1, -1)))
+
+
+def test_a_numbered_batch_is_kafka_pythons_byte_for_byte() -> None:
+    """kafka-python 3 builds record batches from Kafka's definitions: the
+    same records with the same producer id, epoch and base sequence give the
+    same bytes (CRC included), but for the partition leader epoch, which a
+    producer leaves to the broker: kiel writes -1 as the Java client does,
+    kafka-python 0."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    acc = make(batch_size=10**6)
+    queue = acc.queue(T0)
+    pairs = ((b"k0", b"v0"), (None, b"v1"), (b"k2", None))
+    for key, value in pairs:
+        acc.append(queue, key, value, MESSAGE_OVERHEAD + 4, None)
+    [(queue, [batch])] = acc.drain(100, lambda tp: 1, force=True).ready[1]
+    batch.wall = 1700000000000
+    idem = Idempotence(required=True)
+    idem.enabled, idem.producer_id, idem.producer_epoch = True, 42, 7
+    queue.next_sequence = 3
+    idem.number(queue, batch)
+    ours = bytearray(batch.encode(None, True))
+    theirs = DefaultRecordBatchBuilder(
+        magic=2, compression_type=0, is_transactional=False, producer_id=42,
+        producer_epoch=7, base_sequence=3, batch_size=10**6)
+    for offset, (key, value) in enumerate(pairs):
+        theirs.append(offset, timestamp=1700000000000, key=key, value=value, headers=[])
+    assert struct.unpack_from(">i", ours, 12) == (-1,)
+    struct.pack_into(">i", ours, 12, 0)  # the partition leader epoch, outside the CRC
+    assert bytes(ours) == bytes(theirs.build())
