@@ -30,6 +30,13 @@ versions (kiel and librdkafka write record batches), aiokafka (which cannot
 talk to 0.8) joins with ``send()`` per message and one wait for them all,
 and the broker's CPU over each run is printed.
 
+With ``--idempotence`` (meant with ``--broker tansu``) every record is
+acknowledged by all in-sync replicas (acks=-1/all) and each client runs
+twice per round, without and with idempotence (kiel's ``idempotent=False``
+and ``True``, librdkafka's ``enable.idempotence``; rows ``name`` and
+``name+idem``): what idempotence costs each. kafka-python and aiokafka are
+left out of these rows.
+
 With ``--keys K`` every record has a key, the K keys ``user-000000``... in
 turn (the same list for every client, made before the clock starts): the
 default partitioner of each client hashes them with murmur2 (kiel-many
@@ -42,6 +49,7 @@ or errors out is reported and skipped)::
                                                  [--clients kiel,kafka-python,confluent]
                                                  [--wait-messages N] [--profile]
                                                  [--broker tansu] [--repeat R] [--keys K]
+                                                 [--idempotence]
 """
 import argparse
 import asyncio
@@ -68,13 +76,17 @@ MODERN = False
 KEYS: Optional[List[bytes]] = None
 PARTITIONS = 3
 YIELD_EVERY = 1000
+#: acks of every client: 1, or -1 (all) with --idempotence.
+ACKS = 1
+#: Whether this run's clients produce idempotently (--idempotence rows).
+IDEMPOTENT = False
 
 
 def bench_kiel(bootstrap: str, topic: str, n: int, compression: Optional[str],
                profile: bool) -> float:
     async def main() -> float:
-        producer = Producer(bootstrap, required_acks=1, compression=compression,
-                            linger=0.005)
+        producer = Producer(bootstrap, required_acks=ACKS, compression=compression,
+                            linger=0.005, idempotent=IDEMPOTENT)
         await producer.connect()
         await producer.produce(topic, b"warm-up")
         enqueue = producer.enqueue
@@ -123,8 +135,8 @@ def bench_kiel_many(bootstrap: str, topic: str, n: int, compression: Optional[st
     ``YIELD_EVERY`` values at a time (no future per record; it waits for
     room when the buffer is full), then ``flush()``, whose report is checked."""
     async def main() -> float:
-        producer = Producer(bootstrap, required_acks=1, compression=compression,
-                            linger=0.005)
+        producer = Producer(bootstrap, required_acks=ACKS, compression=compression,
+                            linger=0.005, idempotent=IDEMPOTENT)
         await producer.connect()
         await producer.produce(topic, b"warm-up")
         await producer.flush()
@@ -267,7 +279,8 @@ def bench_confluent(bootstrap: str, topic: str, n: int, compression: Optional[st
 
     config = {
         "bootstrap.servers": bootstrap,
-        "acks": 1,
+        "acks": "all" if ACKS == -1 else ACKS,
+        "enable.idempotence": IDEMPOTENT,
         "linger.ms": 5,
         "compression.codec": compression or "none",
         "queue.buffering.max.messages": 1000000,
@@ -350,10 +363,18 @@ def main() -> None:
                         help="records for the gather vs flush() row (0: skip it)")
     parser.add_argument("--keys", type=int, default=0,
                         help="keyed records: this many distinct keys, in turn (0: unkeyed)")
+    parser.add_argument("--idempotence", action="store_true",
+                        help="acks=all, each client without and with idempotence")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    global MODERN, KEYS
+    global MODERN, KEYS, ACKS, IDEMPOTENT
     MODERN = args.broker == "tansu"
+    modes = [False]
+    if args.idempotence:
+        ACKS = -1
+        modes = [False, True]
+        if args.clients is None:
+            args.clients = "kiel,kiel-many,confluent"
     if args.keys > 0:
         pool = [b"user-%06d" % k for k in range(args.keys)]
         KEYS = [pool[i % args.keys] for i in range(args.messages)]
@@ -363,7 +384,7 @@ def main() -> None:
     where = ("Tansu (one broker)" if MODERN
              else "embedded 0.8.2 cluster (3 brokers) in a subprocess")
     keyed = f", keys: {args.keys:,} distinct" if args.keys > 0 else ", unkeyed"
-    print(f"{n:,} messages of {len(VALUE)} bytes{keyed}, acks=1, "
+    print(f"{n:,} messages of {len(VALUE)} bytes{keyed}, acks={ACKS}, "
           f"compression={args.compression}, {PARTITIONS} partitions, {where}")
     results: Dict[str, float] = {}
     if MODERN:
@@ -375,12 +396,14 @@ def main() -> None:
     with backend as cluster:
         # Rounds interleave the clients; the best round of each counts.
         for _ in range(args.repeat):
-            for name in args.clients.split(","):
-                bench = CLIENTS.get(name.strip())
+            for client, mode in [(c, m) for c in args.clients.split(",") for m in modes]:
+                IDEMPOTENT = mode
+                name = client.strip() + ("+idem" if mode else "")
+                bench = CLIENTS.get(client.strip())
                 if bench is None:
                     print(f"  {name}: unknown client")
                     continue
-                topic = f"bench-{name.strip()}-{uuid.uuid4().hex[:6]}"
+                topic = f"bench-{client.strip()}-{uuid.uuid4().hex[:6]}"
                 cluster.create_topic(topic, PARTITIONS)
                 cpu = time.process_time()
                 broker_pid = cluster.pid if MODERN else None
@@ -404,11 +427,16 @@ def main() -> None:
             wait_row(cluster, args.wait_messages)
     if args.repeat > 1:
         print(f"  (ratios: the best of {args.repeat} rounds of each client)")
-    for ours in ("kiel", "kiel-many"):
+    for ours in ("kiel", "kiel-many", "kiel+idem", "kiel-many+idem"):
         if ours in results:
             for name, rate in results.items():
-                if not name.startswith("kiel"):
+                if not name.startswith("kiel") and name.endswith("+idem") == ours.endswith(
+                        "+idem"):
                     print(f"  {ours} / {name}: {results[ours] / rate:.2f}x")
+    for name in results:
+        if name + "+idem" in results:
+            cost = 100 * (1 - results[name + "+idem"] / results[name])
+            print(f"  idempotence costs {name} {cost:.0f}% of its rate")
 
 
 if __name__ == "__main__":

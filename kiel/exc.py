@@ -424,7 +424,7 @@ SaslAuthenticationFailedError = _register(58, "SaslAuthenticationFailedError", "
 # The administration APIs' codes (kiel.admin.Admin: CreateTopics,
 # CreatePartitions, configs, DeleteRecords, DeleteGroups, OffsetDelete). The
 # broker's own message, when it sends one, is the error's message.
-ClusterAuthorizationFailedError = _register(31, "ClusterAuthorizationFailedError", "The client is not authorized for this cluster operation: ask for the cluster's ACLs (ALTER or DESCRIBE on the cluster).")
+ClusterAuthorizationFailedError = _register(31, "ClusterAuthorizationFailedError", "The client is not authorized for this cluster operation: ask for the cluster's ACLs (ALTER or DESCRIBE on the cluster; an idempotent producer needs IDEMPOTENT_WRITE on brokers before Kafka 2.8).")
 InvalidTimestampError = _register(32, "InvalidTimestampError", "The timestamp is outside the range the broker accepts.")
 TopicAlreadyExistsError = _register(36, "TopicAlreadyExistsError", "A topic of that name exists already.")
 InvalidPartitionsError = _register(37, "InvalidPartitionsError", "The number of partitions is invalid: zero or negative, or not more than the topic has.")
@@ -436,6 +436,21 @@ InvalidRequestError = _register(42, "InvalidRequestError", "The broker found the
 PolicyViolationError = _register(44, "PolicyViolationError", "The broker's create-topic or alter-config policy refused the request.")
 OffsetNotAvailableError = _register(78, "OffsetNotAvailableError", "The leader cannot answer the offset yet (its high watermark is catching up after an election).", retriable=True)
 GroupSubscribedToTopicError = _register(86, "GroupSubscribedToTopicError", "The group's live members consume the topic: its committed offsets cannot be deleted.", also=GroupError)
+
+# The idempotent producer's codes (KIP-98, KIP-360, KIP-588). The producer
+# acts on them itself (see kiel.producer.idempotence): 46 is a delivery, 45,
+# 47, 59 and 90 renew its producer id or epoch and send again; a record
+# fails with one of them only when renewing failed for good.
+OutOfOrderSequenceNumberError = _register(45, "OutOfOrderSequenceNumberError", "The broker received a batch whose sequence number leaves a gap after the last one it wrote for this producer and partition: nothing was written.")
+DuplicateSequenceNumberError = _register(46, "DuplicateSequenceNumberError", "The broker already wrote a batch with this sequence number (a retry of a batch whose answer was lost): nothing was written again.")
+InvalidProducerEpochError = _register(47, "InvalidProducerEpochError", "The producer's epoch is older than the broker's for its producer id.")
+InvalidTxnStateError = _register(48, "InvalidTxnStateError", "The transactional operation is not valid in the transaction's state.")
+InvalidProducerIdMappingError = _register(49, "InvalidProducerIdMappingError", "The producer id does not belong to the transactional id.")
+ConcurrentTransactionsError = _register(51, "ConcurrentTransactionsError", "The transaction coordinator is completing another transaction of this producer.", retriable=True)
+TransactionalIdAuthorizationFailedError = _register(53, "TransactionalIdAuthorizationFailedError", "The client is not authorized to use the transactional id.")
+UnknownProducerIdError = _register(59, "UnknownProducerIdError", "The broker no longer knows the producer id (its state expired, or the log was truncated): nothing was written.")
+ProducerFencedError = _register(90, "ProducerFencedError", "A newer producer with the same producer id or transactional id has fenced this one (KIP-588).")
+
 
 def for_code(code: int) -> Optional[type[BrokerError]]:
     """Map a Kafka error code to its exception class.

@@ -69,10 +69,18 @@ class ProducerBatch:
         done: it was completed (acknowledged or failed for good).
         unanswered: attempts sent whose answer never came (timed out, cut,
             cancelled): while above 0 the broker may have written the batch.
+        producer_id, producer_epoch, base_sequence: the idempotent
+            producer's numbering of the batch (-1 each until it is given
+            one: see :mod:`kiel.producer.idempotence`); a retry keeps them.
+        attempts: times it was taken for a request.
+        walls: ``None``, or ``[(first index, wall)]`` when batches that
+            opened at different times were joined (:meth:`absorb`): each
+            segment's records keep their own batch's CreateTime.
     """
 
     __slots__ = ("tp", "values", "keys", "extras", "payloads", "bare", "size", "created", "wall",
-                 "failures", "seq", "done", "unanswered", "_data", "_format")
+                 "failures", "seq", "done", "unanswered", "producer_id", "producer_epoch",
+                 "base_sequence", "attempts", "walls", "_data", "_format")
 
     def __init__(self, tp: TopicPartition, created: float, seq: int) -> None:
         self.tp = tp
@@ -93,6 +101,9 @@ class ProducerBatch:
         self.seq = seq
         self.done = False
         self.unanswered = 0
+        self.producer_id = self.producer_epoch = self.base_sequence = -1
+        self.attempts = 0
+        self.walls: Optional[list[tuple[int, int]]] = None
         self._data: Optional[bytes] = None
         self._format = -1
 
@@ -104,6 +115,51 @@ class ProducerBatch:
     def _pairs(self) -> Iterator[tuple[Optional[bytes], Optional[bytes]]]:
         keys = self.keys
         return zip(repeat(None) if keys is None else keys, self.values)
+
+    def absorb(self, other: "ProducerBatch") -> None:
+        """Append the records of ``other`` (a later batch of the same
+        partition, never sent) to this one, which was never sent either.
+
+        Strategy: one batch per partition per request is what Produce v3+
+        carries for an idempotent producer; batches that closed while the
+        partition had its requests out go as one, as large as a request
+        allows, instead of one small request each.
+        """
+        n = len(self.values)
+        last = self.walls[-1][1] if self.walls else self.wall
+        if other.wall != last:
+            if self.walls is None:
+                self.walls = [(0, self.wall)]
+            self.walls.append((n, other.wall))
+        if other.keys is not None or self.keys is not None:
+            if self.keys is None:
+                self.keys = [None] * n
+            self.keys.extend(other.keys if other.keys is not None
+                             else repeat(None, len(other.values)))
+        if other.extras:
+            if self.extras is None:
+                self.extras = {}
+            for index, extra in other.extras.items():
+                self.extras[n + index] = extra
+        self.values.extend(other.values)
+        self.payloads.extend(other.payloads)
+        self.bare += other.bare
+        self.size += other.size
+        self._data = None
+
+    def _wall_of(self, index: int) -> int:
+        walls = self.walls
+        if walls is None:
+            return self.wall
+        return walls[bisect_right(walls, (index, 2**63)) - 1][1]
+
+    def number(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Give the batch its idempotent numbering (or take it away with -1,
+        -1, -1): its bytes are encoded again with it."""
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self._data = None
 
     def encode(self, codec: Optional[Codec], record_batch: bool = False,
                codec_id: int = 0, compresslevel: Optional[int] = None) -> bytes:
@@ -148,31 +204,52 @@ class ProducerBatch:
         return data
 
     def _record_batch(self, codec_id: int, compresslevel: Optional[int]) -> bytes:
-        builder = RecordBatchBuilder(codec_id, compresslevel=compresslevel)
+        builder = RecordBatchBuilder(codec_id, compresslevel=compresslevel,
+                                     producer_id=self.producer_id,
+                                     producer_epoch=self.producer_epoch,
+                                     base_sequence=self.base_sequence)
         append = builder.append
         wall = self.wall
         extras = self.extras
+        walls = self.walls
         if not extras:
-            builder.extend(self._pairs(), timestamp=wall)
+            if walls is None:
+                builder.extend(self._pairs(), timestamp=wall)
+            else:
+                pairs = list(self._pairs())
+                bounds = [start for start, _ in walls[1:]] + [len(pairs)]
+                for (start, segment_wall), end in zip(walls, bounds):
+                    builder.extend(pairs[start:end], timestamp=segment_wall)
             return builder.build()
         for index, (key, value) in enumerate(self._pairs()):
             timestamp, headers = extras.get(index, (None, ()))
-            append(key, value, timestamp=wall if timestamp is None else timestamp,
+            append(key, value,
+                   timestamp=(wall if walls is None else self._wall_of(index))
+                   if timestamp is None else timestamp,
                    headers=headers)
         return builder.build()
 
 
 class PartitionQueue:
     """One partition's batches: the one being filled, closed ones waiting to
-    go (retries at the front), and whether a request is in flight."""
+    go (retries at the front), and how many of its requests are in flight."""
 
-    __slots__ = ("tp", "open", "ready", "in_flight", "retry_at", "stale")
+    __slots__ = ("tp", "open", "ready", "in_flight", "retry_at", "stale", "held",
+                 "next_sequence", "unacked")
 
     def __init__(self, tp: TopicPartition) -> None:
         self.tp = tp
         self.open: Optional[ProducerBatch] = None
         self.ready: collections.deque[ProducerBatch] = collections.deque()
-        self.in_flight = False
+        #: requests carrying batches of this partition, out and unsettled
+        self.in_flight = 0
+        #: a batch was put back for a retry: nothing more goes until every
+        #: request of the partition in flight has settled (order kept)
+        self.held = False
+        #: the idempotent producer's next sequence number for the partition
+        self.next_sequence = 0
+        #: batches numbered and not completed, in sequence order
+        self.unacked: collections.deque[ProducerBatch] = collections.deque()
         #: no send before this time (a retry's backoff)
         self.retry_at = 0.0
         #: no send until the metadata refresh under way ends
@@ -204,6 +281,11 @@ class RecordAccumulator:
         linger: seconds a batch that is not full may wait for more records.
         max_request_size: bytes of one partition's batches taken together.
         max_pending_bytes: the back-pressure limit :meth:`has_room` applies.
+        max_in_flight: requests of one partition in flight at once. With 1
+            a request carries as many of the partition's closed batches as
+            fit in ``max_request_size``; with more (and with ``one_batch``),
+            one batch each, as Produce v3+ requires of an idempotent producer.
+        one_batch: one batch of a partition per request.
         codec: the compression codec message sets are encoded with, or ``None``.
         clock: the current time in seconds, read when a batch opens.
         codec_id: the codec id record batches are compressed with.
@@ -221,8 +303,12 @@ class RecordAccumulator:
         clock: Callable[[], float],
         codec_id: int = 0,
         compresslevel: Optional[int] = None,
+        max_in_flight: int = 1,
+        one_batch: bool = False,
     ) -> None:
         self.batch_size = batch_size
+        self.max_in_flight = max_in_flight
+        self.one_batch = one_batch or max_in_flight > 1
         self.codec_id = codec_id
         self.compresslevel = compresslevel
         self.linger = linger
@@ -248,6 +334,10 @@ class RecordAccumulator:
         if queue is None:
             queue = self._queues[tp] = PartitionQueue(tp)
         return queue
+
+    def queues(self) -> list[PartitionQueue]:
+        """Every partition's queue made so far."""
+        return list(self._queues.values())
 
     def has_room(self, size: int) -> bool:
         """Whether ``size`` more bytes fit under ``max_pending_bytes`` (a
@@ -369,8 +459,9 @@ class RecordAccumulator:
     ) -> Drained:
         """Close the batches that are due and take what can be sent now.
 
-        A partition is skipped while a request of it is in flight, during
-        its backoff and while it waits for fresh metadata. Its open batch
+        A partition is skipped while ``max_in_flight`` requests of it are in
+        flight (or any, after a batch of it was put back for a retry),
+        during its backoff and while it waits for fresh metadata. Its open batch
         closes when ``linger`` has passed (or always with ``force``, during
         a flush, or once closed); its closed batches are taken, the first
         always, then more while they fit in ``max_request_size``.
@@ -389,8 +480,9 @@ class RecordAccumulator:
         ready: dict[int, list[Taken]] = {}
         unroutable: list[Taken] = []
         next_due: Optional[float] = None
+        limit = self.max_in_flight
         for queue in list(self._active):
-            if queue.in_flight or queue.stale:
+            if queue.in_flight >= limit or queue.stale or (queue.held and queue.in_flight):
                 continue
             if queue.retry_at > now + CLOCK_SLACK:
                 next_due = _earliest(next_due, queue.retry_at)
@@ -413,13 +505,15 @@ class RecordAccumulator:
                 if stuck:
                     unroutable.append((queue, stuck))
                 continue
-            taken = self._take(queue)
-            if not taken:  # only finished batches were waiting
-                if queue.open is None:
-                    self._active.discard(queue)
-                continue
-            queue.in_flight = True
-            ready.setdefault(leader, []).append((queue, taken))
+            queue.held = False
+            while queue.in_flight < limit:
+                taken = self._take(queue)
+                if not taken:  # only finished batches were waiting
+                    break
+                queue.in_flight += 1
+                ready.setdefault(leader, []).append((queue, taken))
+            if not queue.ready and queue.open is None and not queue.in_flight:
+                self._active.discard(queue)
         return Drained(ready, unroutable, next_due)
 
     def _take(self, queue: PartitionQueue) -> list[ProducerBatch]:
@@ -436,12 +530,33 @@ class RecordAccumulator:
         while batches:
             batch = batches[0]
             if not batch.done:
-                if taken and total + batch.size > self.max_request_size:
+                if taken and (self.one_batch or total + batch.size > self.max_request_size):
                     break
                 taken.append(batch)
                 total += batch.size
             batches.popleft()
+        if self.one_batch and taken and taken[0].attempts == 0:
+            self._coalesce(taken[0], batches)
+        for batch in taken:
+            batch.attempts += 1
         return taken
+
+    def _coalesce(self, first: ProducerBatch, batches: "collections.deque[ProducerBatch]"
+                  ) -> None:
+        """Join to ``first`` the batches after it that were never sent, while
+        they fit in ``max_request_size`` (see :meth:`ProducerBatch.absorb`)."""
+        while batches:
+            batch = batches[0]
+            if not batch.done:
+                if batch.attempts or first.size + batch.size > self.max_request_size:
+                    return
+                first.absorb(batch)
+                # Its records now belong to ``first``: it is finished
+                # without settling anything (complete() returns nothing).
+                batch.done = True
+                batch.payloads = []
+                del self._unfinished[batch]
+            batches.popleft()
 
     # ------------------------------------------------------------------
     # settling
@@ -453,7 +568,17 @@ class RecordAccumulator:
         live = [batch for batch in batches if not batch.done]
         if not live:
             return
-        queue.ready.extendleft(reversed(live))
+        ready = queue.ready
+        if ready and ready[0].seq < live[-1].seq:
+            # Several requests of the partition were out: a batch put back
+            # earlier may be younger than these. Creation order is the
+            # order the partition's records were produced in.
+            merged = sorted([*live, *ready], key=_creation)
+            ready.clear()
+            ready.extend(merged)
+        else:
+            ready.extendleft(reversed(live))
+        queue.held = True
         queue.retry_at = retry_at
         self._active.add(queue)
 
@@ -471,8 +596,11 @@ class RecordAccumulator:
         del self._unfinished[batch]
         self.pending_bytes -= batch.size
         queue = self._queues.get(batch.tp)
-        if queue is not None and queue.open is batch:
-            queue.open = None  # a finished batch takes no more records
+        if queue is not None:
+            if queue.open is batch:
+                queue.open = None  # a finished batch takes no more records
+            if batch.base_sequence >= 0 and batch in queue.unacked:
+                queue.unacked.remove(batch)
         payloads = batch.payloads
         batch.payloads = []
         batch.values = []
@@ -521,6 +649,10 @@ class RecordAccumulator:
     def pending_records(self) -> int:
         """Records appended and not yet completed."""
         return sum(len(batch.payloads) for batch in self._unfinished)
+
+
+def _creation(batch: ProducerBatch) -> int:
+    return batch.seq
 
 
 def _earliest(current: Optional[float], candidate: float) -> float:

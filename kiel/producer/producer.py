@@ -22,6 +22,8 @@ from a ``tornado.gen.coroutine``, gathered or given callbacks.
 
 import asyncio
 import datetime
+import logging
+import warnings
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
@@ -45,6 +47,7 @@ from kiel.exc import (
 from kiel.metrics import ProducerMetrics
 from kiel.producer.accumulator import RecordAccumulator
 from kiel.producer.admission import Admission, PreparedRecord
+from kiel.producer.idempotence import MAX_IN_FLIGHT, Idempotence
 from kiel.producer.outcomes import FlushResult, Outcomes
 from kiel.producer.partitioners import Partitioner
 from kiel.producer.routing import Router, TopicRoute
@@ -57,6 +60,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["Producer", "compression_id"]
+
+log = logging.getLogger(__name__)
 
 _Future = asyncio.Future
 _Headers = Optional[Iterable[tuple[str, Optional[bytes]]]]
@@ -95,7 +100,8 @@ class Producer(Client):
         gzip_level: deflate level for gzip, 1 to 9 (default 6: several
             times faster than 9 for output a few percent larger).
         batch_size: a partition's batch closes when its records reach this
-            many bytes (a larger record travels alone).
+            many bytes (a larger record travels alone); at most
+            ``max_request_size``.
         linger: seconds a batch that is not full may wait for more records.
             0 (the default) sends on the next IOLoop iteration, which still
             batches everything produced in the same callback and everything
@@ -104,7 +110,9 @@ class Producer(Client):
             :class:`DeprecationWarning`; giving both is a
             :class:`~kiel.exc.ConfigError`).
         max_request_size: largest sum of batches sent for one partition in one
-            request (several closed batches of a partition go together).
+            request (several closed batches of a partition go together); at
+            least ``max_message_size``, and below 2 GiB (a frame's size is an
+            int32).
         max_message_size: a record whose encoded message (key + value +
             :data:`~kiel.protocol.messages.MESSAGE_OVERHEAD` bytes) is larger
             is refused by :meth:`produce`; match the broker's
@@ -113,7 +121,8 @@ class Producer(Client):
             or waiting for its topic's metadata) and that is not yet
             acknowledged or failed, at most: past it :meth:`produce` raises
             :class:`~kiel.exc.BufferFullError` and :meth:`enqueue` waits
-            for room.
+            for room. At least one record
+            (:data:`~kiel.protocol.messages.MESSAGE_OVERHEAD` bytes).
         buffer_timeout: seconds :meth:`enqueue` may wait for room before it
             raises :class:`~kiel.exc.BufferFullError`; ``None`` waits as
             long as it takes.
@@ -145,6 +154,23 @@ class Producer(Client):
         retries: how many times a batch is retried after a retriable error
             (leader moved, connection lost, timeout...) before its records
             fail with that error.
+        idempotent: ``None`` (the default): idempotent where the broker
+            serves InitProducerId (Kafka 2.4+, Tansu) and
+            ``required_acks=-1``; off on a Kafka 0.8 broker, and off (said
+            once at INFO) when ``required_acks`` is 0 or 1 or
+            ``max_batches_in_flight`` is above 5. ``True``: idempotent or
+            an error (a :class:`~kiel.exc.ConfigError` here with other acks
+            or more than 5 batches in flight, an
+            :class:`~kiel.exc.UnsupportedFeatureError` from :meth:`connect`
+            on a broker without InitProducerId). ``False``: off. An
+            idempotent producer numbers its batches so that a batch sent
+            again after a lost answer is not written twice: see
+            :doc:`/guides/producer` ("Delivery guarantees").
+        max_batches_in_flight: batches of one partition sent and not yet
+            answered, at most: default 5 when idempotent (one batch per
+            partition per request, order kept over retries), else 1 (one
+            request per partition in flight, carrying as many of its batches
+            as fit in ``max_request_size``).
         ssl_context: an ``ssl.SSLContext`` for TLS (``ssl_options``: its
             deprecated name).
         sasl_mechanism, sasl_username, sasl_password: SASL authentication
@@ -176,6 +202,8 @@ class Producer(Client):
         serializer: Optional[Callable[[Any], bytes]] = None,
         key_serializer: Optional[Callable[[Any], bytes]] = None,
         allow_auto_create_topics: bool = True,
+        idempotent: Optional[bool] = None,
+        max_batches_in_flight: Optional[int] = None,
         **client_options: "Unpack[ClientOptions]",
     ) -> None:
         super().__init__(brokers, **client_options)
@@ -183,11 +211,16 @@ class Producer(Client):
                                                         allow_auto_create_topics)
         request_timeout = self.cluster.request_timeout
         self.required_acks = _check_acks(required_acks)
+        self._idempotence, in_flight, self._plain_in_flight = _check_idempotence(
+            idempotent, self.required_acks, max_batches_in_flight)
+        self._in_flight = in_flight
         self.ack_timeout = _check_ack_timeout(ack_timeout, required_acks, request_timeout)
         self.batch_size = _positive_int("batch_size", batch_size)
         self.max_request_size = _positive_int("max_request_size", max_request_size)
         self.max_message_size = _positive_int("max_message_size", max_message_size)
         self.max_pending_bytes = _positive_int("max_pending_bytes", max_pending_bytes)
+        _check_sizes(self.batch_size, self.max_request_size, self.max_message_size,
+                     self.max_pending_bytes)
         self.linger = _linger_seconds(linger, linger_ms)
         self.buffer_timeout = _options.optional(_options.real, "buffer_timeout", buffer_timeout,
                                                at_least=0)
@@ -226,6 +259,8 @@ class Producer(Client):
             clock=lambda: asyncio.get_running_loop().time(),
             codec_id=self.codec_id,
             compresslevel=self.gzip_level if self.codec_id == codecs.GZIP else None,
+            max_in_flight=self._in_flight,
+            one_batch=self._idempotence is not None,
         )
         self._router = Router(self.cluster, accumulator, partitioner)
         self.partitioner: Partitioner = self._router.partitioner
@@ -241,6 +276,8 @@ class Producer(Client):
             closed=lambda: self.closed,
             tasks=self._tasks,
             outcomes=self._outcomes,
+            idempotence=self._idempotence,
+            in_flight_without=self._plain_in_flight,
         )
         self._admission = Admission(
             cluster=self.cluster,
@@ -256,6 +293,47 @@ class Producer(Client):
 
     # ------------------------------------------------------------------
     # public API
+
+    async def connect(self) -> None:
+        """Load cluster metadata from the bootstrap brokers and, unless
+        idempotence is off, get the producer id and epoch (InitProducerId).
+
+        Raises:
+            NoBrokersError: no bootstrap broker answered within the retries.
+            UnsupportedFeatureError: ``idempotent=True`` and the broker does
+                not serve InitProducerId (a Kafka 0.8 broker).
+            BrokerError: the broker refused InitProducerId (e.g.
+                :class:`~kiel.exc.ClusterAuthorizationFailedError`).
+        """
+        await super().connect()
+        idem = self._idempotence
+        if idem is not None and not idem.ready:
+            await self._sender.identity()
+
+    @property
+    def max_batches_in_flight(self) -> int:
+        """Batches of one partition in flight at most: 5 by default while
+        idempotence is on or undecided, 1 once it is off (unless set)."""
+        return self._accumulator.max_in_flight
+
+    @property
+    def idempotent(self) -> Optional[bool]:
+        """Whether the producer numbers its batches: ``None`` until a broker
+        was asked (by :meth:`connect` or the first batch)."""
+        idem = self._idempotence
+        return False if idem is None else idem.enabled
+
+    @property
+    def producer_id(self) -> int:
+        """The idempotent producer's id, -1 before it has one (or when off)."""
+        idem = self._idempotence
+        return -1 if idem is None else idem.producer_id
+
+    @property
+    def producer_epoch(self) -> int:
+        """The idempotent producer's epoch, -1 before it has one (or when off)."""
+        idem = self._idempotence
+        return -1 if idem is None else idem.producer_epoch
 
     @property
     def pending_bytes(self) -> int:
@@ -312,7 +390,9 @@ class Producer(Client):
         itself slow down instead.
 
         Records of one partition are written in the order :meth:`produce`
-        was called, retries included.
+        was called, retries included (unless idempotence is off and
+        ``max_batches_in_flight`` is above 1); an idempotent producer writes
+        each once, however often its batch was sent.
 
         Args:
             topic: the topic.
@@ -332,7 +412,10 @@ class Producer(Client):
 
         Returns:
             a future of :class:`~kiel.structs.RecordMetadata` ``(topic,
-            partition, offset)``; ``offset`` is -1 with ``required_acks=0``.
+            partition, offset)``; ``offset`` is -1 with ``required_acks=0``,
+            and when an idempotent producer's retry was answered
+            DUPLICATE_SEQUENCE_NUMBER (the broker wrote the record before
+            and does not say where: Tansu).
             The future fails with the typed error that stopped the record: a
             :class:`~kiel.exc.BrokerError` subclass (e.g.
             ``MessageSizeTooLargeError``, ``NotLeaderForPartitionError`` once
@@ -969,6 +1052,56 @@ def _make_codec(codec_id: int, gzip_level: int) -> Optional[codecs.Codec]:
     return None
 
 
+def _check_idempotence(idempotent: Optional[bool], required_acks: int,
+                       max_batches_in_flight: Optional[int]
+                       ) -> tuple[Optional[Idempotence], int, int]:
+    """Java 3.x's rules: idempotent by default where it can be, off (said
+    once) where the application asked for what it cannot give, an error
+    where the application asked for both.
+
+    Returns:
+        the idempotence state (``None``: off), the batches in flight per
+        partition, and that number when idempotence turns out off at connect
+        (a Kafka 0.8 broker).
+
+    Raises:
+        ConfigError: a bad value, or ``idempotent=True`` with acks other
+            than -1 or more than 5 batches in flight.
+    """
+    if idempotent is not None and type(idempotent) is not bool:
+        raise ConfigError(f"idempotent must be None, True or False, got {idempotent!r}")
+    if max_batches_in_flight is not None:
+        max_batches_in_flight = _options.integer(
+            "max_batches_in_flight", max_batches_in_flight, at_least=1)
+    if idempotent is True:
+        if required_acks != -1:
+            raise ConfigError(
+                f"idempotent=True needs required_acks=-1 (every in-sync replica), "
+                f"got required_acks={required_acks}: a batch only one replica has may be "
+                "lost, and its retry written as new")
+        if max_batches_in_flight is not None and max_batches_in_flight > MAX_IN_FLIGHT:
+            raise ConfigError(
+                f"idempotent=True allows at most {MAX_IN_FLIGHT} batches in flight per "
+                f"partition (the broker remembers the last {MAX_IN_FLIGHT}), got "
+                f"max_batches_in_flight={max_batches_in_flight}")
+    if idempotent is None:
+        why = None
+        if required_acks != -1:
+            why = f"required_acks={required_acks} (it needs -1)"
+        elif max_batches_in_flight is not None and max_batches_in_flight > MAX_IN_FLIGHT:
+            why = f"max_batches_in_flight={max_batches_in_flight} (it allows {MAX_IN_FLIGHT})"
+        if why is not None:
+            log.info("producer: idempotence is off because of %s; a batch retried after a "
+                     "lost answer may be written twice", why)
+            idempotent = False
+    if idempotent is False:
+        plain = 1 if max_batches_in_flight is None else max_batches_in_flight
+        return None, plain, plain
+    in_flight = MAX_IN_FLIGHT if max_batches_in_flight is None else max_batches_in_flight
+    plain = 1 if max_batches_in_flight is None else max_batches_in_flight
+    return Idempotence(required=idempotent is True), in_flight, plain
+
+
 def _check_acks(required_acks: int) -> int:
     if required_acks not in (-1, 0, 1) or isinstance(required_acks, bool):
         raise ConfigError(f"required_acks must be -1, 0 or 1, got {required_acks!r}")
@@ -987,6 +1120,40 @@ def _check_ack_timeout(ack_timeout: Optional[float], required_acks: int,
             f"({request_timeout}s): the broker may take that long to answer"
         )
     return ack_timeout
+
+
+#: The largest request a Kafka frame can carry (its size is an int32), less
+#: room for the request's header and per-partition fields.
+MAX_REQUEST_SIZE = 2**31 - 1 - 64 * 1024
+
+
+def _check_sizes(batch_size: int, max_request_size: int, max_message_size: int,
+                 max_pending_bytes: int) -> None:
+    """Size settings that could never work together.
+
+    Raises:
+        ConfigError: a request larger than a frame can carry, a record
+            ``max_message_size`` allows that no request could carry, a
+            batch larger than any request, or a buffer smaller than one
+            record.
+    """
+    if max_request_size > MAX_REQUEST_SIZE:
+        raise ConfigError(
+            f"max_request_size={max_request_size} is larger than any Kafka request can be "
+            f"({MAX_REQUEST_SIZE} bytes: a frame's size is an int32)")
+    if max_request_size < max_message_size:
+        raise ConfigError(
+            f"max_request_size={max_request_size} is smaller than max_message_size="
+            f"{max_message_size}: a record produce() accepts could never be sent "
+            "(lower max_message_size too)")
+    if batch_size > max_request_size:
+        raise ConfigError(
+            f"batch_size={batch_size} is larger than max_request_size={max_request_size}: "
+            "a full batch could not go in any request")
+    if max_pending_bytes < MESSAGE_OVERHEAD:
+        raise ConfigError(
+            f"max_pending_bytes={max_pending_bytes} is below one record (the smallest takes "
+            f"{MESSAGE_OVERHEAD} bytes)")
 
 
 def _positive_int(name: str, value: int) -> int:

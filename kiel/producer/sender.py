@@ -41,6 +41,12 @@ from kiel.exc import (
 )
 from kiel.metrics import count_error
 from kiel.producer.accumulator import PartitionQueue, ProducerBatch, RecordAccumulator, Taken
+from kiel.producer.idempotence import (
+    DUPLICATE_SEQUENCE,
+    OUT_OF_ORDER_SEQUENCE,
+    RENEW_CODES,
+    Idempotence,
+)
 from kiel.producer.outcomes import Outcomes, in_chunks
 from kiel.protocol import (
     ProducePartitionData,
@@ -77,6 +83,10 @@ class Sender:
         closed: whether the producer is closing (retries stop).
         tasks: where requests and metadata refreshes run.
         outcomes: counts delivered records and fails futures.
+        idempotence: the idempotent producer's state, or ``None`` when it
+            is off (``idempotent=False``, or acks other than -1).
+        in_flight_without: batches in flight per partition if idempotence
+            turns out off (the broker does not serve InitProducerId).
     """
 
     def __init__(
@@ -92,8 +102,16 @@ class Sender:
         closed: Callable[[], bool],
         tasks: Tasks,
         outcomes: Outcomes,
+        idempotence: Optional[Idempotence] = None,
+        in_flight_without: int = 1,
     ) -> None:
         self._cluster = cluster
+        self.idempotence = idempotence
+        #: Produce requests out and unsettled (an identity is renewed only
+        #: when none is: their answers come under the old one).
+        self._requests_out = 0
+        self._identity: Optional[asyncio.Task[None]] = None
+        self._in_flight_without = in_flight_without
         self._outcomes = outcomes
         self._accumulator = accumulator
         self._required_acks = required_acks
@@ -164,19 +182,108 @@ class Sender:
         """Send everything sendable, one request per leader (or more, split
         at ``max_request_size``)."""
         self._drain_handle = None
+        idem = self.idempotence
+        if idem is not None and not idem.ready:
+            # Nothing goes before the producer has its identity; a renewal
+            # waits until every request out has settled.
+            if self._requests_out == 0 and self._pending():
+                self.identity()
+            return
         force, self._force = self._force, False
         accumulator = self._accumulator
         drained = accumulator.drain(asyncio.get_running_loop().time(), self._leader_of, force)
         for queue, batches in drained.unroutable:
             self._retry_or_fail(queue, batches, self._unroutable_error(queue.tp))
+        numbered = idem is not None and idem.enabled
         for leader, items in drained.ready.items():
+            if numbered:
+                assert idem is not None
+                # In the order taken: a partition's batches are numbered in
+                # the order they were produced (its requests go in that order).
+                for queue, batches in items:
+                    for batch in batches:
+                        idem.number(queue, batch)
             for chunk in _requests(items, accumulator.max_request_size):
+                self._requests_out += 1
                 self._tasks.spawn(self._send(leader, chunk), "produce")
         if drained.next_due is not None:
             self.wake_at(drained.next_due)
         cluster = self._cluster
         if cluster.metadata_age > cluster.metadata_max_age:
             self.refresh_metadata()
+
+    def _pending(self) -> bool:
+        return self._accumulator.oldest_unfinished() is not None
+
+    # ------------------------------------------------------------------
+    # the idempotent producer's identity
+
+    def identity(self) -> "asyncio.Task[None]":
+        """Get (or renew) the producer id and epoch, unless under way.
+
+        Returns:
+            the task doing it (done at once when idempotence is off).
+        """
+        task = self._identity
+        if task is None:
+            task = self._identity = self._tasks.spawn(self._acquire(), "producer-id",
+                                                      quiet=(KielError,))
+        return task
+
+    async def _acquire(self) -> None:
+        """Get the identity, retrying with backoff; once retries run out,
+        fail the records waiting (not silent) and raise."""
+        idem = self.idempotence
+        assert idem is not None
+        backoff = self._cluster.backoff
+        failures = 0
+        renewing = idem.producer_id >= 0
+        try:
+            while True:
+                try:
+                    await idem.acquire(self._cluster, self._request_timeout)
+                    break
+                except KielError as e:
+                    failures += 1
+                    if (not e.retriable or self._closed() or backoff.retries is not None
+                            and failures > backoff.retries):
+                        log.warning("producer: no producer id: %s", e)
+                        self._fail(self._accumulator.unfinished(), e)
+                        raise
+                    await asyncio.sleep(backoff.delay(failures))
+            if renewing and idem.enabled:
+                self._renumber()
+            elif not idem.enabled:
+                # A broker without InitProducerId (Kafka 0.8): batches go
+                # as they would without idempotence.
+                accumulator = self._accumulator
+                accumulator.max_in_flight = self._in_flight_without
+                accumulator.one_batch = self._in_flight_without > 1
+        finally:
+            self._identity = None
+            self.wake()
+
+    def _renumber(self) -> None:
+        """After a renewal: every partition starts again at sequence 0; the
+        batches not acknowledged are numbered again when they go, except
+        those an unanswered attempt may have written (they fail with
+        :class:`~kiel.exc.DeliveryUnknownError`: sent again under a new
+        identity, the broker could not tell them from new records)."""
+        maybe_written = []
+        for queue in self._accumulator.queues():
+            queue.next_sequence = 0
+            queue.unacked.clear()
+        for batch in self._accumulator.unfinished():
+            if batch.base_sequence < 0:
+                continue
+            if batch.unanswered:
+                maybe_written.append(batch)
+            else:
+                batch.number(-1, -1, -1)
+        if maybe_written:
+            self._fail(maybe_written, KielError(
+                "the producer renewed its producer id or epoch, and the broker could not "
+                "match a batch sent again under the new one with the earlier attempt"))
 
     def _leader_of(self, tp: TopicPartition) -> Optional[int]:
         try:
@@ -209,12 +316,19 @@ class Sender:
         # stop() must not report as "not sent".
         sent: list[ProducerBatch] = []
         try:
+            await self._send_and_settle(leader, chunk, sent)
+        finally:
+            self._requests_out -= 1
+        self.wake()
+
+    async def _send_and_settle(self, leader: int, chunk: list[Taken],
+                               sent: list[ProducerBatch]) -> None:
+        try:
             version = (await self._cluster.versions(leader)).of(PRODUCE)
             request, chunk = self._request(chunk, version)
             if not chunk:  # every partition failed to encode (and was failed)
-                self.wake()
                 return
-            sent = [batch for _, batches in chunk for batch in batches]
+            sent.extend(batch for _, batches in chunk for batch in batches)
             for batch in sent:
                 batch.unanswered += 1
             response = await self._cluster.send(leader, request, timeout=self._request_timeout)
@@ -222,18 +336,17 @@ class Sender:
             if _never_written(e):
                 _answered(sent)
             for queue, batches in chunk:
-                queue.in_flight = False
+                queue.in_flight -= 1
                 self._retry_or_fail(queue, batches, copy_error(e, broker_id=leader))
         except Exception as e:  # a bug: fail the records loudly rather than strand them
             log.exception("producer: unexpected error sending to broker %s", leader)
             for queue, batches in chunk:
                 count_error(self.errors, e)
-                queue.in_flight = False
+                queue.in_flight -= 1
                 self._fail(batches, e)
         else:
             _answered(sent)
             self._settle(leader, chunk, response)
-        self.wake()
 
     def _request(self, chunk: list[Taken], version: int) -> tuple[Any, list[Taken]]:
         """The ProduceRequest for ``chunk`` in the leader's ``version``.
@@ -256,7 +369,7 @@ class Sender:
                 parts = [batch.encode(codec, batches_v2, accumulator.codec_id,
                                       accumulator.compresslevel) for batch in batches]
             except KielError as e:
-                queue.in_flight = False
+                queue.in_flight -= 1
                 count_error(self.errors, e)
                 self._fail(batches, e.with_context(topic=queue.tp.topic,
                                                    partition=queue.tp.partition))
@@ -279,7 +392,7 @@ class Sender:
         """Each partition's answer: its offset, or its error code as a class."""
         if response is None:  # required_acks=0: written, nothing more to learn
             for queue, batches in chunk:
-                queue.in_flight = False
+                queue.in_flight -= 1
                 self._complete(queue, batches, -1)
             return
         results = {
@@ -287,8 +400,9 @@ class Sender:
             for topic in response.topics
             for p in topic.partitions
         }
+        idem = self.idempotence
         for queue, batches in chunk:
-            queue.in_flight = False
+            queue.in_flight -= 1
             tp = queue.tp
             result = results.get(tp)
             if result is None:
@@ -303,10 +417,52 @@ class Sender:
             error_class = for_code(code)
             if error_class is None:
                 self._complete(queue, batches, offset)
+            elif idem is not None and idem.enabled and batches[0].base_sequence >= 0 and (
+                    code == DUPLICATE_SEQUENCE or code in RENEW_CODES):
+                self._numbering_refused(queue, batches, error_class(
+                    errno=code, topic=tp.topic, partition=tp.partition, broker_id=leader))
             else:
                 self._retry_or_fail(queue, batches, error_class(
                     errno=code, topic=tp.topic, partition=tp.partition, broker_id=leader
                 ))
+
+    def _numbering_refused(self, queue: PartitionQueue, batches: list[ProducerBatch],
+                           error: KielError) -> None:
+        """An idempotent producer's answers about its numbering.
+
+        46 (duplicate sequence): the broker wrote the batch before (an
+        earlier attempt's answer was lost): a delivery whose offset the
+        broker does not say (-1). Only when an earlier attempt went
+        unanswered, though: otherwise nothing of ours can have written it,
+        and the broker must have given our producer id to another producer
+        too (Tansu with memory storage, restarted, numbers ids from 1
+        again), so the answer is a refused numbering like the ones below,
+        not a delivery. 45 (out of order) while an earlier batch
+        of the partition is unacknowledged: that batch is retried first,
+        this one after it (no retry counted). 45 otherwise, 47, 59, 90: the
+        broker refused the identity or the numbering: the producer renews
+        its identity once every request out has settled, then sends again.
+        """
+        idem = self.idempotence
+        assert idem is not None
+        code = getattr(error, "errno", 0)
+        if code == DUPLICATE_SEQUENCE and any(batch.unanswered for batch in batches):
+            self._complete(queue, batches, -1)
+            return
+        count_error(self.errors, error)
+        if code == OUT_OF_ORDER_SEQUENCE and idem.earlier_unacked(queue, batches[0]):
+            if not self._closed():
+                retry_at = asyncio.get_running_loop().time()
+                self._accumulator.requeue(queue, batches, retry_at)
+                self.wake()
+                return
+            self._fail(batches, error)
+            return
+        if not idem.renew:
+            log.info("producer: %s refused producer id %d epoch %d (%s): renewing it",
+                     queue.tp, idem.producer_id, idem.producer_epoch, type(error).__name__)
+        idem.renew = True
+        self._retry_or_fail(queue, batches, error, retriable=True, counted=True)
 
     # ------------------------------------------------------------------
     # settling batches
@@ -369,12 +525,18 @@ class Sender:
         self._settled()
 
     def _retry_or_fail(self, queue: PartitionQueue, batches: list[ProducerBatch],
-                       error: KielError) -> None:
+                       error: KielError, retriable: bool = False, counted: bool = False) -> None:
         """Put retriable batches back at the front of their partition (order
-        kept) after a backoff; fail the others, and those out of retries."""
+        kept) after a backoff; fail the others, and those out of retries.
+
+        Args:
+            retriable: retry even if ``error`` is not retriable in general.
+            counted: ``error`` was counted in the metrics already.
+        """
         error.with_context(topic=queue.tp.topic, partition=queue.tp.partition)
-        count_error(self.errors, error)
-        if not error.retriable or self._closed():
+        if not counted:
+            count_error(self.errors, error)
+        if not (retriable or error.retriable) or self._closed():
             self._fail(batches, error)
             return
         backoff = self._cluster.backoff
@@ -504,15 +666,28 @@ def _never_written(error: KielError) -> bool:
 
 def _requests(items: list[Taken], max_request_size: int) -> Iterator[list[Taken]]:
     """Split a leader's partitions into requests of at most
-    ``max_request_size`` bytes (each partition's share is already bounded)."""
+    ``max_request_size`` bytes (each partition's share is already bounded),
+    a partition at most once per request (a partition taken several times,
+    several requests in flight, goes in as many requests, in order)."""
     chunk: list[Taken] = []
     chunk_size = 0
+    in_chunk: set[int] = set()
+    if len({id(queue) for queue, _ in items}) < len(items):
+        # Rounds: each partition's first batch, then each one's second...
+        takes: dict[int, int] = {}
+        rounds = []
+        for item in items:
+            index = takes[id(item[0])] = takes.get(id(item[0]), -1) + 1
+            rounds.append((index, item))
+        items = [item for _, item in sorted(rounds, key=lambda pair: pair[0])]
     for item in items:
         item_size = sum(batch.size for batch in item[1])
-        if chunk and chunk_size + item_size > max_request_size:
+        if chunk and (chunk_size + item_size > max_request_size or id(item[0]) in in_chunk):
             yield chunk
             chunk, chunk_size = [], 0
+            in_chunk = set()
         chunk.append(item)
+        in_chunk.add(id(item[0]))
         chunk_size += item_size
     if chunk:
         yield chunk

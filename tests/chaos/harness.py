@@ -861,7 +861,12 @@ class Runner:
         for p, end in self._pad_ends.items():
             ends[p] = max(ends.get(p, 0), end)
         self._pad_ends = {}
-        producer = Producer(self.backend.bootstrap, linger=0.005)
+        # Not idempotent: the restarted Tansu (memory storage) numbers
+        # producer ids from 1 again, so an idempotent pad producer could get
+        # the load producer's id, and the load producer's retry of a batch
+        # in flight at the restart would then be answered "duplicate"
+        # against the pad's sequence numbers instead of UNKNOWN_PRODUCER_ID.
+        producer = Producer(self.backend.bootstrap, linger=0.005, idempotent=False)
         await asyncio.wait_for(producer.connect(), 30.0)
         try:
             for p in range(self.schedule.partitions):

@@ -11,6 +11,7 @@ from typing import Optional
 
 from kiel._aio import Tasks
 from kiel.exc import HarnessError
+from kiel.testing.faults.frames import KafkaRules, _Rule
 from kiel.testing.faults.pipe import Link
 from kiel.testing.faults.sockets import wait_ready
 from kiel.testing.faults.state import Counters, Faults, ProxyStats
@@ -35,7 +36,9 @@ class ProxyCore:
     """
 
     def __init__(self, target: tuple[str, int], port: int, max_held: int,
-                 connect_timeout: float, stop_timeout: float) -> None:
+                 connect_timeout: float, stop_timeout: float, kafka: bool = False) -> None:
+        #: The Kafka frame rules (a proxy made with ``kafka=True``), else ``None``.
+        self.kafka = KafkaRules() if kafka else None
         self.target = target
         self.port = port
         self.max_held = max_held
@@ -109,7 +112,7 @@ class ProxyCore:
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.counters.accepted += 1
         link = Link(client, self.target, self.faults, self.counters, self.max_held,
-                    self.connect_timeout)
+                    self.connect_timeout, self.kafka)
         self._links[link] = self._tasks.spawn(self._carry(link), "link")
 
     async def _carry(self, link: Link) -> None:
@@ -121,6 +124,21 @@ class ProxyCore:
             self._links.pop(link, None)
 
     # -- faults ------------------------------------------------------------------
+
+    async def kafka_rule(self, which: str, every: int, times: Optional[int],
+                         code: int = 0) -> None:
+        """Set (``every`` > 0) or clear (0) the ``"cut"`` or ``"rewrite"`` Produce rule."""
+        assert self.kafka is not None
+        rule = _Rule(every, times, code) if every else None
+        if which == "cut":
+            self.kafka.cut_rule = rule
+        else:
+            self.kafka.rewrite_rule = rule
+
+    async def kafka_counts(self) -> dict[str, int]:
+        """The Kafka frame rules' counters."""
+        assert self.kafka is not None
+        return self.kafka.counts()
 
     async def cut(self) -> int:
         """Reset every connection now (both sides get an RST); returns how many."""

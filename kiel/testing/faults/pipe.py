@@ -13,9 +13,11 @@ import errno
 import logging
 import socket
 from collections import deque
+from collections.abc import Callable
 from typing import Optional
 
 from kiel._aio import Tasks, Wakeup, within
+from kiel.testing.faults.frames import FrameWatch, KafkaRules
 from kiel.testing.faults.sockets import peer_gave_up, reset, wait_ready
 from kiel.testing.faults.state import Counters, Faults
 
@@ -39,10 +41,15 @@ class Pipe:
         faults: the proxy's faults.
         counters: the proxy's counters.
         max_held: bytes held at most; reading stops at this bound.
+        transform: what the bytes read become before they are queued, and
+            whether the link is to be reset after them (a Kafka frame rule:
+            see :mod:`~kiel.testing.faults.frames`).
     """
 
     def __init__(self, direction: str, source: socket.socket, sink: socket.socket,
-                 faults: Faults, counters: Counters, max_held: int) -> None:
+                 faults: Faults, counters: Counters, max_held: int,
+                 transform: Optional[Callable[[bytes], tuple[bytes, bool]]] = None) -> None:
+        self.transform = transform
         self.direction, self.source, self.sink = direction, source, sink
         self.faults, self.counters, self.max_held = faults, counters, max_held
         self.held = 0
@@ -69,6 +76,20 @@ class Pipe:
                     self.source, min(_CHUNK, self.max_held - self.held))
             except OSError:  # reset by the peer: passed on once the queue before it has gone
                 data = _RESET
+            if data and self.transform is not None:
+                data, reset_after = self.transform(data)
+                if reset_after:
+                    # A frame rule: what came before passes, then the reset.
+                    if data:
+                        self._hold(len(data))
+                        self._queue.append((loop.time() + self.faults.delays[self.direction],
+                                            data))
+                    self._queue.append((loop.time() + self.faults.delays[self.direction],
+                                        _RESET))
+                    self._data.fire()
+                    return True
+                if not data:
+                    continue  # a partial frame, held by the transform
             if data:
                 self._hold(len(data))
             self._queue.append((loop.time() + self.faults.delays[self.direction], data))
@@ -138,7 +159,9 @@ class Link:
     """
 
     def __init__(self, client: socket.socket, target: tuple[str, int], faults: Faults,
-                 counters: Counters, max_held: int, connect_timeout: float) -> None:
+                 counters: Counters, max_held: int, connect_timeout: float,
+                 kafka: Optional[KafkaRules] = None) -> None:
+        self.kafka = kafka
         self.client = client
         self.target = target
         self.faults = faults
@@ -190,11 +213,12 @@ class Link:
         self.upstream = await self._connect()
         if self.upstream is None:
             return False
+        watch = None if self.kafka is None else FrameWatch(self.kafka)
         self.pipes = [
             Pipe("upstream", self.client, self.upstream, self.faults, self.counters,
-                 self.max_held),
+                 self.max_held, None if watch is None else watch.upstream),
             Pipe("downstream", self.upstream, self.client, self.faults, self.counters,
-                 self.max_held),
+                 self.max_held, None if watch is None else watch.downstream),
         ]
         pending = {self._tasks.spawn(step(), f"{pipe.direction}-{step.__name__}")
                    for pipe in self.pipes for step in (pipe.read, pipe.write)}

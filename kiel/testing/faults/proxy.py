@@ -82,6 +82,10 @@ class FaultProxy:
       where they stood, as after a partition that healed before TCP gave up.
     * :meth:`delay` adds latency to every chunk.
     * :meth:`stall` holds one direction's bytes until :meth:`unstall`.
+    * With ``kafka=True``, rules that read Kafka frames:
+      :meth:`cut_after_produce` (the broker wrote the batch, its answer
+      never arrives) and :meth:`rewrite_produce_error` (see
+      :mod:`~kiel.testing.faults.frames`).
 
     Held bytes stay in bounded queues: a direction stops reading its source
     once ``max_held`` bytes wait, so the sender's socket buffers fill and it
@@ -94,6 +98,8 @@ class FaultProxy:
         connect_timeout: seconds to connect to the target; a client whose
             target does not answer (or refuses) is reset.
         timeout: seconds a control call or ``stop()`` waits at most.
+        kafka: read the Kafka frames that pass (each connection's bytes go
+            on in whole frames), for the Produce rules.
 
     Raises:
         ConfigError: bad target or options.
@@ -101,7 +107,8 @@ class FaultProxy:
 
     def __init__(self, target: Target, *, listen_port: int = 0,
                  max_held: int = DEFAULT_MAX_HELD, connect_timeout: float = 5.0,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, kafka: bool = False) -> None:
+        self.kafka = bool(kafka)
         self.target = parse_target(target)
         if max_held < 1:
             raise ConfigError(f"max_held must be at least 1 byte, not {max_held}")
@@ -144,7 +151,7 @@ class FaultProxy:
         # The core's own waits (acceptor, then links) take at most half the
         # bound of the call that runs them.
         core = ProxyCore(self.target, self.port, self.max_held, self.connect_timeout,
-                         stop_timeout=self._loop.timeout / 4)
+                         stop_timeout=self._loop.timeout / 4, kafka=self.kafka)
         self._loop.start()
         try:
             self._loop.call(core.listen())
@@ -256,6 +263,73 @@ class FaultProxy:
             HarnessError: the proxy is not running.
         """
         self._loop.call(self._running_core().heal())
+
+    # -- Kafka frame rules (kafka=True) --------------------------------------------
+
+    def cut_after_produce(self, every: int, times: Optional[int] = None) -> None:
+        """Reset the connection right after the broker's answer to every
+        ``every``-th Produce request, dropping that answer: the broker wrote
+        the batch, the client never hears of it.
+
+        Counted over every connection of the proxy, from now on. Produce
+        requests with ``acks=0`` get no answer and do not count.
+
+        Args:
+            every: the period (1: after every answer); 0 clears the rule.
+            times: cut at most this many times (``None``: no limit).
+
+        Raises:
+            ConfigError: a bad ``every`` or ``times``.
+            HarnessError: the proxy is not running or was not made with
+                ``kafka=True``.
+        """
+        self._kafka_rule("cut", every, times)
+
+    def rewrite_produce_error(self, code: int, every: int = 1,
+                              times: Optional[int] = 1) -> None:
+        """Replace each partition's error code in the broker's answer to
+        every ``every``-th Produce request with ``code`` (and its base
+        offset with -1). What the broker wrote stays written.
+
+        Args:
+            code: the Kafka error code to answer (e.g. 45, 59, 47).
+            every: the period (1: every answer); 0 clears the rule.
+            times: rewrite at most this many answers (``None``: no limit).
+
+        Raises:
+            ConfigError: a bad ``code``, ``every`` or ``times``.
+            HarnessError: the proxy is not running or was not made with
+                ``kafka=True``.
+        """
+        if type(code) is not int or not -(2**15) <= code < 2**15:
+            raise ConfigError(f"code must be an int16 Kafka error code, not {code!r}")
+        self._kafka_rule("rewrite", every, times, code)
+
+    def kafka_stats(self) -> dict[str, int]:
+        """What the Kafka frame rules saw and did: ``produce_answers``,
+        ``cut``, ``rewritten``.
+
+        Raises:
+            HarnessError: the proxy is not running or was not made with
+                ``kafka=True``.
+        """
+        core = self._kafka_core()
+        counts: dict[str, int] = self._loop.call(core.kafka_counts())
+        return counts
+
+    def _kafka_rule(self, which: str, every: int, times: Optional[int], code: int = 0) -> None:
+        if type(every) is not int or every < 0:
+            raise ConfigError(f"every must be an int >= 0, not {every!r}")
+        if times is not None and (type(times) is not int or times < 1):
+            raise ConfigError(f"times must be None or an int >= 1, not {times!r}")
+        core = self._kafka_core()
+        self._loop.call(core.kafka_rule(which, every, times, code))
+
+    def _kafka_core(self) -> ProxyCore:
+        core = self._running_core()
+        if core.kafka is None:
+            raise HarnessError("the Kafka frame rules need a proxy made with kafka=True")
+        return core
 
     def stats(self) -> ProxyStats:
         """The counters (connections accepted and cut, bytes each way) and faults now.
