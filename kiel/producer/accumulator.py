@@ -121,7 +121,7 @@ class ProducerBatch:
         partition, never sent) to this one, which was never sent either.
 
         Strategy: one batch per partition per request is what Produce v3+
-        carries for an idempotent producer; batches that closed while the
+        carries (Apache Kafka refuses more); batches that closed while the
         partition had its requests out go as one, as large as a request
         allows, instead of one small request each.
         """
@@ -281,11 +281,12 @@ class RecordAccumulator:
         linger: seconds a batch that is not full may wait for more records.
         max_request_size: bytes of one partition's batches taken together.
         max_pending_bytes: the back-pressure limit :meth:`has_room` applies.
-        max_in_flight: requests of one partition in flight at once. With 1
-            a request carries as many of the partition's closed batches as
-            fit in ``max_request_size``; with more (and with ``one_batch``),
-            one batch each, as Produce v3+ requires of an idempotent producer.
-        one_batch: one batch of a partition per request.
+        max_in_flight: requests of one partition in flight at once.
+        one_batch: one batch of a partition per request, the closed ones
+            never sent joined into it while they fit in ``max_request_size``
+            (what Produce v3+ requires: one record batch per partition);
+            without it (message sets only), a request carries as many of the
+            partition's closed batches as fit.
         codec: the compression codec message sets are encoded with, or ``None``.
         clock: the current time in seconds, read when a batch opens.
         codec_id: the codec id record batches are compressed with.

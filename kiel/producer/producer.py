@@ -23,7 +23,6 @@ from a ``tornado.gen.coroutine``, gathered or given callbacks.
 import asyncio
 import datetime
 import logging
-import warnings
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate
@@ -260,7 +259,10 @@ class Producer(Client):
             codec_id=self.codec_id,
             compresslevel=self.gzip_level if self.codec_id == codecs.GZIP else None,
             max_in_flight=self._in_flight,
-            one_batch=self._idempotence is not None,
+            # Produce v3+ carries one record batch per partition (Apache
+            # Kafka and noida-db refuse more): closed batches of a partition
+            # go joined into one, with or without idempotence.
+            one_batch=True,
         )
         self._router = Router(self.cluster, accumulator, partitioner)
         self.partitioner: Partitioner = self._router.partitioner

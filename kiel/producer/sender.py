@@ -256,9 +256,7 @@ class Sender:
             elif not idem.enabled:
                 # A broker without InitProducerId (Kafka 0.8): batches go
                 # as they would without idempotence.
-                accumulator = self._accumulator
-                accumulator.max_in_flight = self._in_flight_without
-                accumulator.one_batch = self._in_flight_without > 1
+                self._accumulator.max_in_flight = self._in_flight_without
         finally:
             self._identity = None
             self.wake()
@@ -610,13 +608,28 @@ class Sender:
                 handle.cancel()
         self._timer = self._drain_handle = None
 
-        def fail(batch: ProducerBatch) -> int:
+        # Record by record, not batch by batch: a batch of a partition's
+        # joined batches (one record batch per request) may hold tens of
+        # thousands of small records, and each chunk must stay a chunk.
+        accumulator = self._accumulator
+        records: list[tuple[Any, BaseException, str, int]] = []
+        for batch in accumulator.unfinished():
             topic, partition = batch.tp
-            count = len(batch.payloads)
-            self._fail([batch], copy_error(error, topic=topic, partition=partition))
-            return count
+            reason: BaseException = copy_error(error, topic=topic, partition=partition)
+            if batch.unanswered:
+                reason = delivery_unknown(reason, topic, partition)
+            records.extend((future, reason, topic, partition)
+                           for future in accumulator.complete(batch))
+        fail = self._outcomes.fail
 
-        await in_chunks(self._accumulator.unfinished(), fail)
+        def settle(record: tuple[Any, BaseException, str, int]) -> int:
+            fail(*record)
+            return 1
+
+        try:
+            await in_chunks(records, settle)
+        finally:
+            self._settled()
 
 
 def delivery_unknown(error: BaseException, topic: str, partition: int) -> DeliveryUnknownError:
