@@ -9,68 +9,26 @@ one of kiel's numbered batches twice, and the producer's run (with a renewal
 of its identity forced half-way) by reading the log back with confluent-kafka.
 """
 import asyncio
-import importlib.util
-import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
-from typing import Any, Iterator, List, Tuple
+from typing import Any, List, Tuple
 
 import confluent_kafka.admin
 import pytest
 
 from kiel import Producer
-from kiel.exc import HarnessError
 from kiel.producer.accumulator import RecordAccumulator
 from kiel.producer.idempotence import Idempotence
 from kiel.protocol import ProducePartitionData, ProduceRequestV3, ProduceTopicData
 from kiel.protocol.messages import MESSAGE_OVERHEAD
 from kiel.structs import TopicPartition
-from kiel.testing.process import free_ports
 from tests.conftest import run, unique
 from tests.test_idempotent_producer import CLEAN, PARTITIONS, confluent_read, judge, records
 
 
-@pytest.fixture(scope="module")
-def noida() -> Iterator[str]:
-    """A noida-db serving Kafka only, on a free port, data in a temporary
-    directory; its bootstrap address. Fails (never skips) without the binary."""
-    spec = importlib.util.find_spec("noida_db")
-    if spec is None or spec.origin is None:
-        raise HarnessError("noida-db is not installed (pip install noida-db)")
-    # The wheel's static binary, beside its package's __init__.
-    binary = os.path.join(os.path.dirname(spec.origin), "noida-db")
-    (port,) = free_ports(1)
-    data = tempfile.mkdtemp(prefix="kiel-noida-")
-    log = open(os.path.join(data, "noida.log"), "wb")
-    process = subprocess.Popen(
-        [binary, "start", "--only", "kafka", "--kafka-port", str(port), "--data-dir", data],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise HarnessError(f"noida-db exited with {process.returncode}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise HarnessError("noida-db did not listen within 30 s") from None
-                time.sleep(0.1)
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-        log.close()
-        shutil.rmtree(data, ignore_errors=True)
+@pytest.fixture
+def noida(noida_broker: Any) -> str:
+    """The bootstrap address of kiel.testing's noida-db (the ``noida_broker``
+    fixture: shared by this module's tests, which use unique topics)."""
+    return noida_broker.bootstrap
 
 
 def create_topic(bootstrap: str, partitions: int) -> str:
