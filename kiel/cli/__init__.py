@@ -49,7 +49,7 @@ from kiel.cli.admin import (
     group_delete,
     group_offsets_delete,
     offsets,
-    records,
+    records_delete,
     topics_admin,
 )
 from kiel.cli.allocate import allocate, load_allocator
@@ -100,7 +100,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "consume": lambda run: consume(args, sys.stdout.buffer, sys.stderr, run),
         "topics": lambda run: topics_admin(args, sys.stdout, sys.stderr),
         "configs": lambda run: configs(args, sys.stdout, sys.stderr),
-        "records": lambda run: records(args, sys.stdout, sys.stderr),
+        "records": lambda run: records_delete(args, sys.stdout, sys.stderr),
         "offsets": lambda run: offsets(args, sys.stdout, sys.stderr),
         "group": lambda run: (
             group_delete(args, sys.stdout, sys.stderr) if args.group_command == "delete"

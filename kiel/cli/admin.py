@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - kiel.admin loads kazoo: imported where u
     from kiel.structs import TopicPartition
 
 __all__ = ["TOPIC_VERBS", "configs", "group_delete", "group_offsets_delete", "offsets",
-           "records", "topics_admin"]
+           "records_delete", "topics_admin"]
 
 #: The first word of ``kiel topics`` that makes it an admin verb (any
 #: other word is a topic to describe, as before).
@@ -253,7 +253,8 @@ def _config_text(changes: Mapping[str, Optional[str]]) -> str:
 async def _describe(admin: "Admin", args: argparse.Namespace, names: Sequence[str], out: Any,
                     err: Any) -> int:
     """kafka-topics.sh --describe's lines: Topic, PartitionCount,
-    ReplicationFactor, Configs (the topic's own, not the defaults); then per
+    ReplicationFactor, Configs (the topic's overrides: source
+    DYNAMIC_TOPIC_CONFIG, as kafka-topics.sh shows them); then per
     partition Partition, Leader, Replicas, Isr (and the offsets it holds)."""
     from kiel.admin import ConfigResource, describe_topics
     from kiel.exc import UnsupportedFeatureError
@@ -270,7 +271,7 @@ async def _describe(admin: "Admin", args: argparse.Namespace, names: Sequence[st
         entries = configs.get(ConfigResource("topic", topic.topic))
         own = {} if entries is None or isinstance(entries, KielError) else {
             n: e.value for n, e in sorted(entries.items())
-            if e.source in ("DYNAMIC_TOPIC_CONFIG", "UNKNOWN") or e.source.isdigit()}
+            if e.source == "DYNAMIC_TOPIC_CONFIG"}
         factor = max((len(p.replicas) for p in topic.partitions), default=0)
         docs.append({"topic": topic.topic, "partition_count": len(topic.partitions),
                      "replication_factor": factor, "configs": own,
@@ -438,9 +439,10 @@ async def group_offsets_delete(args: argparse.Namespace, out: Any, err: Any) -> 
 # records and offsets
 
 
-async def records(args: argparse.Namespace, out: Any, err: Any) -> int:
+async def records_delete(args: argparse.Namespace, out: Any, err: Any) -> int:
     """``kiel records delete TOPIC[:P,P]... --before OFFSET|end [--execute]``."""
     from kiel.admin import HIGH_WATERMARK
+    from kiel.structs import TopicPartition
 
     if args.before in ("end", "latest", "-1"):
         before = HIGH_WATERMARK
@@ -453,23 +455,30 @@ async def records(args: argparse.Namespace, out: Any, err: Any) -> int:
             raise ConfigError(f"--before takes an offset >= 0 or 'end'; got {args.before!r}")
     async with _admin(args, "records delete") as admin:
         tps = await _partitions(admin, args.partitions, "TOPIC")
+        # Strategy: the plan comes first, dry run or not, so --execute does
+        # what the dry run showed: a partition whose --before is past its
+        # high watermark is refused here (as the broker would refuse it,
+        # OffsetOutOfRange) and never sent; the others go ahead.
+        earliest = await admin.list_offsets(dict.fromkeys(tps, "earliest"))
+        latest = await admin.list_offsets(dict.fromkeys(tps, "latest"))
+        status = _report(earliest, err, _tp_name) | _report(latest, err, _tp_name)
+        rows: list[Sequence[Any]] = []
+        sendable: list[TopicPartition] = []
+        for tp in tps:
+            low, high = earliest[tp], latest[tp]
+            if isinstance(low, KielError) or isinstance(high, KielError):
+                continue
+            new = high.offset if before == HIGH_WATERMARK else before
+            if high.offset is not None and new is not None and new > high.offset:
+                status = 1
+                err.write(f"{_tp_name(tp)}: OffsetOutOfRangeError: --before {new} is past "
+                          f"the high watermark {high.offset}; nothing deleted there\n")
+                continue
+            sendable.append(tp)
+            rows.append((tp.topic, tp.partition, low.offset, high.offset, new,
+                         None if new is None or low.offset is None
+                         else max(0, new - low.offset)))
         if not args.execute:
-            earliest = await admin.list_offsets(dict.fromkeys(tps, "earliest"))
-            latest = await admin.list_offsets(dict.fromkeys(tps, "latest"))
-            status = _report(earliest, err, _tp_name) | _report(latest, err, _tp_name)
-            rows: list[Sequence[Any]] = []
-            for tp in tps:
-                low, high = earliest[tp], latest[tp]
-                if isinstance(low, KielError) or isinstance(high, KielError):
-                    continue
-                new = high.offset if before == HIGH_WATERMARK else before
-                if high.offset is not None and new is not None and new > high.offset:
-                    status = 1
-                    err.write(f"{_tp_name(tp)}: OffsetOutOfRangeError: --before {new} is past "
-                              f"the high watermark {high.offset}\n")
-                rows.append((tp.topic, tp.partition, low.offset, high.offset, new,
-                             None if new is None or low.offset is None
-                             else max(0, new - low.offset)))
             if args.json:
                 out.write(json.dumps({"execute": False, "partitions": [
                     {"topic": r[0], "partition": r[1], "earliest": r[2], "highwater": r[3],
@@ -479,15 +488,17 @@ async def records(args: argparse.Namespace, out: Any, err: Any) -> int:
                                    "NEW-EARLIEST", "DELETED")] + rows))
             err.write(DRY_RUN.format(what="these records"))
             return status
-        results = await admin.delete_records(dict.fromkeys(tps, before))
+        results = await admin.delete_records(dict.fromkeys(sendable, before)) \
+            if sendable else {}
         if args.json:
             out.write(json.dumps({"execute": True, "partitions": [
                 {"topic": tp.topic, "partition": tp.partition,
                  **(_error_doc(v) or {"low_watermark": v})} for tp, v in results.items()]}) + "\n")
         else:
             out.write(_table([("TOPIC", "PARTITION", "LOW-WATERMARK")] + [
-                (tp.topic, tp.partition, v) for tp, v in results.ok.items()]))
-        return _report(results, err, _tp_name)
+                (tp.topic, tp.partition, v) for tp, v in results.items()
+                if not isinstance(v, KielError)]))
+        return status | _report(results, err, _tp_name)
 
 
 def _offset_spec(text: str) -> Any:
