@@ -302,3 +302,40 @@ def test_offsets_by_time_earliest_latest_match_confluent_on_noida(noida_broker: 
     assert latest == [topic, "0", "5", "-"]
     bad = kiel("-b", bs, "offsets", topic, "--time", "yesterday")
     assert bad.returncode == 1 and b"--time takes" in bad.stderr
+
+
+def test_group_offsets_delete_on_noida_and_tansu(noida_broker: Any, tansu_broker: Any) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    bs = noida_broker.bootstrap
+    topic = _noida_topic(bs, 3)
+    group = unique("goffdel")
+
+    async def commit() -> None:
+        async with Admin(bs) as admin:
+            committed = await admin.alter_group_offsets(group, {TopicPartition(topic, 0): 2})
+            committed.raise_for_errors()
+
+    run(commit())
+
+    def ck_committed() -> int:
+        code_, answer = outcome(peer(bs).list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group, [CkTopicPartition(topic, 0)])])[group])
+        assert code_ == 0, answer
+        return int(answer.topic_partitions[0].offset)
+
+    dry = ok(kiel("-b", bs, "group", "offsets", "delete", group, "--topic", topic))
+    assert [line.split() for line in dry.stdout.decode().splitlines()] == [
+        ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET"], [group, topic, "0", "2"]]
+    assert b"dry run" in dry.stderr and ck_committed() == 2
+    done = ok(kiel("-b", bs, "group", "offsets", "delete", group, "--topic", f"{topic}:0",
+                   "--execute"))
+    assert done.stdout.decode() == f"Deleted the offset of group {group} on {topic}:0.\n"
+    assert ck_committed() == -1001  # confluent's OFFSET_INVALID: none committed
+
+    # Tansu 0.6 serves no OffsetDelete: exit 1, naming the API and the broker.
+    tansu_topic = tansu_broker.create_topic(unique("goffdel"))
+    refused = kiel("-b", tansu_broker.bootstrap, "group", "offsets", "delete", group,
+                   "--topic", tansu_topic, "--execute")
+    assert refused.returncode == 1
+    assert b"OffsetDelete" in refused.stderr and b"broker" in refused.stderr
