@@ -339,3 +339,26 @@ def test_group_offsets_delete_on_noida_and_tansu(noida_broker: Any, tansu_broker
                    "--topic", tansu_topic, "--execute")
     assert refused.returncode == 1
     assert b"OffsetDelete" in refused.stderr and b"broker" in refused.stderr
+
+
+def test_configs_on_noida_broker_configs_and_unknown_names(noida_broker: Any) -> None:
+    bs = noida_broker.bootstrap
+    ck = peer(bs)
+    broker = str(next(iter(ck.list_topics(timeout=30).brokers)))
+    resource = ConfigResource(ResourceType.BROKER, broker)
+    code_, theirs = outcome(ck.describe_configs([resource])[resource])
+    assert code_ == 0, theirs
+    ours = json.loads(ok(kiel("-b", bs, "configs", "describe", "--broker", broker, "--all",
+                              "--json")).stdout)
+    assert ours["kind"] == "broker" and ours["name"] == broker and ours["configs"]
+    assert {c["name"]: c["value"] for c in ours["configs"]} == {
+        n: e.value for n, e in theirs.items()}
+    # an unknown config name: the broker's InvalidConfiguration (40), that resource, exit 1
+    topic = _noida_topic(bs, 0)
+    bad = kiel("-b", bs, "configs", "alter", "--topic", topic, "--set", "no.such.config=1",
+               "--json")
+    assert bad.returncode == 1
+    assert json.loads(bad.stdout)["errno"] == 40
+    assert f"topic {topic}: InvalidConfigurationError".encode() in bad.stderr
+    bad = kiel("-b", bs, "topics", "create", unique("ndbad"), "--config", "no.such.config=1")
+    assert bad.returncode == 1 and b"InvalidConfigurationError" in bad.stderr

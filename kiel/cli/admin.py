@@ -170,9 +170,9 @@ async def _create(admin: "Admin", args: argparse.Namespace, names: Sequence[str]
                   -1 if args.replication_factor is None else args.replication_factor,
                   configs) for n in names], validate_only=args.validate_only)
     if args.json:
-        out.write(json.dumps([_error_doc(v) and {"topic": t, **(_error_doc(v) or {})} or {
-            "topic": t, "partitions": v.partitions, "replication_factor": v.replication_factor,
-            "validate_only": args.validate_only} for t, v in results.items()]) + "\n")
+        out.write(json.dumps([{"topic": t, **(_error_doc(v) or {
+            "partitions": v.partitions, "replication_factor": v.replication_factor,
+            "validate_only": args.validate_only})} for t, v in results.items()]) + "\n")
     else:
         done = "Validated" if args.validate_only else "Created"
         for topic in results.ok:
