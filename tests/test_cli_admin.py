@@ -9,6 +9,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec, ResourceType
@@ -362,3 +363,39 @@ def test_configs_on_noida_broker_configs_and_unknown_names(noida_broker: Any) ->
     assert f"topic {topic}: InvalidConfigurationError".encode() in bad.stderr
     bad = kiel("-b", bs, "topics", "create", unique("ndbad"), "--config", "no.such.config=1")
     assert bad.returncode == 1 and b"InvalidConfigurationError" in bad.stderr
+
+
+# ----------------------------------------------------------------------
+# Kafka 0.8.2 (embedded): no admin APIs; describe still works
+
+
+@pytest.mark.zookeeper
+def test_on_a_0_8_cluster_the_admin_verbs_name_the_missing_api(
+        kafka_cluster: Any, topic_factory: Any) -> None:
+    bs = kafka_cluster.bootstrap
+    topic = topic_factory(partitions=2)
+    for argv, api in [(("topics", "create", unique("old")), b"CreateTopics"),
+                      (("topics", "delete", topic, "--execute"), b"DeleteTopics"),
+                      (("configs", "alter", "--topic", topic, "--set", "retention.ms=1"),
+                       b"IncrementalAlterConfigs"),
+                      (("offsets", topic), b"ListOffsets")]:
+        result = kiel("-b", bs, *argv)
+        assert result.returncode == 1, (argv, result.stdout)
+        assert api in result.stderr and b"broker" in result.stderr, (argv, result.stderr)
+    # describe: the partitions as ever, no Configs (0.8 keeps them in ZooKeeper)
+    lines = ok(kiel("-b", bs, "topics", "describe", topic)).stdout.decode().splitlines()
+    replicas = [dict(c.split(": ", 1) for c in line.strip().split("\t"))["Replicas"]
+                for line in lines[1:]]
+    assert len(replicas) == 2
+    factor = max(len(r.split(",")) for r in replicas)
+    assert lines[0].split("\t")[1:] == ["PartitionCount: 2", f"ReplicationFactor: {factor}",
+                                        "Configs: "]
+    assert topic in _topics_of(bs)
+
+
+def _topics_of(bootstrap: str) -> set:
+    async def listed() -> set:
+        async with Admin(bootstrap) as admin:
+            return set(await admin.cluster.all_topics())
+
+    return run(listed())
