@@ -58,7 +58,8 @@ def global_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS",
         help="one deadline for waiting on the brokers and ZooKeeper: the whole command "
-        "for topics and group; for consume and produce, how long the cluster may stay "
+        "for topics, configs, records, offsets and group; for consume and produce, how "
+        "long the cluster may stay "
         f"silent while the command waits on it (default {DEFAULTS['timeout']:g})")
     common.add_argument("-v", "--verbose", action="count",
                         help="log to standard error: -v information (kazoo's too), -vv debug")
