@@ -1693,7 +1693,8 @@ class Admin(Client):
                     p, -1, times[TopicPartition(t, p)]) for p in ps])
                  for t, ps in _by_topic(group).items()])
             try:
-                response = await self._send(leader, LIST_OFFSETS_KEY, _fixed(request))
+                response = await self._send(leader, LIST_OFFSETS_KEY,
+                                            self._v7(request, leader))
             except (KielConnectionError, RequestTimeoutError, NoBrokersError) as e:
                 results.update(dict.fromkeys(group, e))
                 continue
@@ -1707,6 +1708,26 @@ class Admin(Client):
                             None if p.offset < 0 else p.offset, p.timestamp, p.leader_epoch)
             self._left_out(group, results, "ListOffsets", leader)
         return Results((tp, results[tp]) for tp in tps)
+
+    def _v7(self, request: Any, broker: int) -> Callable[[int], Any]:
+        """The ListOffsets v7 builder for :meth:`_send`: kiel's clients speak
+        older ListOffsets versions too, so a broker that serves only those
+        (Kafka 0.8: v0) negotiates one; sending v7 there would only get the
+        connection closed.
+
+        Raises (when called):
+            UnsupportedFeatureError: the broker's version is below 7.
+        """
+        def build(version: int) -> Any:
+            if version < 7:
+                info = self.cluster.brokers.get(broker)
+                where = f"{info.host}:{info.port}" if info else "?"
+                raise UnsupportedFeatureError(
+                    f"ListOffsets: Admin speaks version 7 (Kafka 3.0+), the broker serves "
+                    f"up to {version} (broker {broker} at {where})", api="ListOffsets",
+                    broker_id=broker)
+            return request
+        return build
 
     # -- the cluster ---------------------------------------------------------
 

@@ -5,6 +5,15 @@
     kiel -b localhost:9092 produce TOPIC [-K :] < lines
     kiel -b localhost:9092 consume TOPIC [--from beginning|-3] [-c 100] [-K :] [--json|-f FMT]
     kiel -b localhost:9092 topics [TOPIC ...]
+    kiel -b localhost:9092 topics create T --partitions 6 --config retention.ms=60000
+    kiel -b localhost:9092 topics alter T --partitions 12 --delete-config retention.ms
+    kiel -b localhost:9092 topics describe T
+    kiel -b localhost:9092 topics delete T [--execute]
+    kiel -b localhost:9092 configs describe|alter --topic T|--broker 1 [--set K=V] [--delete K]
+    kiel -b localhost:9092 records delete T[:0,1] --before OFFSET|end [--execute]
+    kiel -b localhost:9092 offsets T[:0,1] [--time earliest|latest|max_timestamp|ISO|MS]
+    kiel -b localhost:9092 group delete GROUP [--execute]
+    kiel -b localhost:9092 group offsets delete GROUP --topic T[:0,1] [--execute]
     kiel -b localhost:9092 group list
     kiel -b localhost:9092 group describe GROUP
     kiel -b localhost:9092 group reset GROUP --topic T[:0,1] --to-earliest [--execute]
@@ -26,7 +35,8 @@ when kiel raised one of its errors (the message goes to standard error;
 One module per part: :mod:`kiel.cli.options` (parsing, and what the options
 mean), :mod:`kiel.cli.run` (the deadline, Ctrl-C, logging),
 :mod:`kiel.cli.records` (produce, consume), :mod:`kiel.cli.groups` (topics,
-groups), :mod:`kiel.cli.allocate`.
+groups), :mod:`kiel.cli.admin` (the admin verbs over :class:`kiel.admin.Admin`),
+:mod:`kiel.cli.allocate`.
 """
 
 import asyncio
@@ -34,6 +44,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
 
+from kiel.cli.admin import (
+    configs,
+    group_delete,
+    group_offsets_delete,
+    offsets,
+    records_delete,
+    topics_admin,
+)
 from kiel.cli.allocate import allocate, load_allocator
 from kiel.cli.groups import group, topics
 from kiel.cli.options import KEY_PASSWORD_VARIABLE, PASSWORD_VARIABLE, parse
@@ -80,8 +98,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     commands: dict[str, Callable[[Run], Any]] = {
         "produce": lambda run: produce(args, sys.stdin.buffer, sys.stderr, run),
         "consume": lambda run: consume(args, sys.stdout.buffer, sys.stderr, run),
-        "topics": lambda run: topics(args, sys.stdout),
-        "group": lambda run: group(args, sys.stdout, sys.stderr),
+        "topics": lambda run: topics_admin(args, sys.stdout, sys.stderr),
+        "configs": lambda run: configs(args, sys.stdout, sys.stderr),
+        "records": lambda run: records_delete(args, sys.stdout, sys.stderr),
+        "offsets": lambda run: offsets(args, sys.stdout, sys.stderr),
+        "group": lambda run: (
+            group_delete(args, sys.stdout, sys.stderr) if args.group_command == "delete"
+            else group_offsets_delete(args, sys.stdout, sys.stderr)
+            if args.group_command == "offsets" else group(args, sys.stdout, sys.stderr)),
     }
     try:
         if args.command == "allocate":

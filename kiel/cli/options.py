@@ -58,7 +58,8 @@ def global_options() -> argparse.ArgumentParser:
     common.add_argument(
         "--timeout", type=_seconds, metavar="SECONDS",
         help="one deadline for waiting on the brokers and ZooKeeper: the whole command "
-        "for topics and group; for consume and produce, how long the cluster may stay "
+        "for topics, configs, records, offsets and group; for consume and produce, how "
+        "long the cluster may stay "
         f"silent while the command waits on it (default {DEFAULTS['timeout']:g})")
     common.add_argument("-v", "--verbose", action="count",
                         help="log to standard error: -v information (kazoo's too), -vv debug")
@@ -91,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_produce(add)
     _add_consume(add)
     _add_topics(add)
+    _add_configs(add, common)
+    _add_records(add, common)
+    _add_offsets(add)
     _add_group(add, common)
     _add_allocate(add)
     return parser
@@ -153,9 +157,81 @@ def _add_consume(add: Callable[..., argparse.ArgumentParser]) -> None:
 
 
 def _add_topics(add: Callable[..., argparse.ArgumentParser]) -> None:
-    topics = add("topics", help="list topics, or describe the ones named (never creating one)")
-    topics.add_argument("topics", nargs="*")
+    # Strategy: one parser, the verb as the first positional, so that
+    # `kiel topics T ...` (describe, as before) keeps working beside
+    # `kiel topics create T ...`; kiel.cli.admin refuses an option that
+    # is not its verb's.
+    topics = add(
+        "topics", help="list topics, describe the ones named, or "
+        "create|delete|alter|describe TOPIC...",
+        usage="kiel topics [TOPIC ...] | kiel topics {create,delete,alter,describe} TOPIC ...",
+        description="With no verb: list topics, or describe the named ones (never creating "
+        "one). create: --partitions, --replication-factor (default: the broker's), --config "
+        "NAME=VALUE, --validate-only. alter: --partitions (the new total), --config, "
+        "--delete-config NAME, --validate-only. delete: a dry run unless --execute. "
+        "describe: kafka-topics.sh --describe's lines.",
+    )
+    topics.add_argument("topics", nargs="*", metavar="[VERB] TOPIC")
     topics.add_argument("--json", action="store_true")
+    topics.add_argument("--partitions", type=int, metavar="N",
+                        help="create: the partition count; alter: the new total")
+    topics.add_argument("--replication-factor", type=int, metavar="N", help="create only")
+    topics.add_argument("--config", action="append", metavar="NAME=VALUE",
+                        help="create, alter: a topic config (repeatable)")
+    topics.add_argument("--delete-config", action="append", metavar="NAME",
+                        help="alter: back to the default (repeatable)")
+    topics.add_argument("--validate-only", action="store_true",
+                        help="create, alter: the broker checks, changes nothing")
+    topics.add_argument("--execute", action="store_true",
+                        help="delete: delete (without it, a dry run)")
+
+
+def _add_configs(add: Callable[..., argparse.ArgumentParser],
+                 common: argparse.ArgumentParser) -> None:
+    configs = add("configs", help="describe or alter a topic's or a broker's configs")
+    actions = configs.add_subparsers(dest="configs_command", required=True, metavar="ACTION")
+    for action in ("describe", "alter"):
+        parser = actions.add_parser(action, parents=[common], help=(
+            "the configs set (--all: every one)" if action == "describe" else
+            "set or delete configs (IncrementalAlterConfigs)"))
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--topic", metavar="TOPIC")
+        which.add_argument("--broker", metavar="ID",
+                           help="a broker id ('' : the default of every broker)")
+        parser.add_argument("--json", action="store_true")
+        if action == "describe":
+            parser.add_argument("--all", action="store_true",
+                                help="the defaults too, not only what was set")
+        else:
+            parser.add_argument("--set", action="append", metavar="NAME=VALUE")
+            parser.add_argument("--delete", action="append", metavar="NAME",
+                                help="back to the default")
+            parser.add_argument("--validate-only", action="store_true",
+                                help="the broker checks, changes nothing")
+
+
+def _add_records(add: Callable[..., argparse.ArgumentParser],
+                 common: argparse.ArgumentParser) -> None:
+    records = add("records", help="delete records before an offset")
+    actions = records.add_subparsers(dest="records_command", required=True, metavar="ACTION")
+    delete = actions.add_parser(
+        "delete", parents=[common], help="delete every record before an offset "
+        "(a dry run unless --execute)")
+    delete.add_argument("partitions", nargs="+", metavar="TOPIC[:P,P...]")
+    delete.add_argument("--before", required=True, metavar="OFFSET|end",
+                        help="the new earliest offset; end: the high watermark")
+    delete.add_argument("--execute", action="store_true", help="delete (without it, a dry run)")
+    delete.add_argument("--json", action="store_true")
+
+
+def _add_offsets(add: Callable[..., argparse.ArgumentParser]) -> None:
+    offsets = add("offsets", help="offsets by time, or earliest/latest (ListOffsets)")
+    offsets.add_argument("partitions", nargs="+", metavar="TOPIC[:P,P...]")
+    offsets.add_argument(
+        "--time", default="latest", metavar="SPEC",
+        help="earliest, latest (default), max_timestamp, milliseconds since the epoch, or "
+        "an ISO date/time (UTC unless it says): the first offset at or after it")
+    offsets.add_argument("--json", action="store_true")
 
 
 def _add_group(add: Callable[..., argparse.ArgumentParser],
@@ -202,6 +278,23 @@ def _add_group(add: Callable[..., argparse.ArgumentParser],
         action="store_true",
         help="with -z only: even while members are alive (they may overwrite)",
     )
+    delete = group_add(
+        "delete", help="delete groups without live members (a dry run unless --execute)")
+    delete.add_argument("groups", nargs="+", metavar="GROUP")
+    delete.add_argument("--execute", action="store_true", help="delete (without it, a dry run)")
+    delete.add_argument("--json", action="store_true")
+    offsets = group_add("offsets", help="a group's committed offsets: delete")
+    offsets_actions = offsets.add_subparsers(dest="offsets_command", required=True,
+                                             metavar="ACTION")
+    offsets_delete = offsets_actions.add_parser(
+        "delete", parents=[common], help="delete committed offsets (a dry run unless --execute)")
+    offsets_delete.add_argument("group")
+    offsets_delete.add_argument("--topic", action="append", required=True,
+                                metavar="TOPIC[:P,P...]",
+                                help="a topic, or some of its partitions (repeatable)")
+    offsets_delete.add_argument("--execute", action="store_true",
+                                help="delete (without it, a dry run)")
+    offsets_delete.add_argument("--json", action="store_true")
 
 
 def _add_allocate(add: Callable[..., argparse.ArgumentParser]) -> None:
