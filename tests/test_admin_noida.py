@@ -35,7 +35,10 @@ BASE = 1_700_000_000_000  # record timestamps, ms
 
 def _topic(bootstrap: str, partitions: int = 1) -> str:
     name = unique("nd")
-    code_, message = outcome(peer(bootstrap).create_topics([CkNewTopic(name, partitions, 1)])[name])
+    # Records are stamped in 2023 (BASE): without retention.ms=-1, noida-db's
+    # default retention may delete them within a second of their writing.
+    code_, message = outcome(peer(bootstrap).create_topics(
+        [CkNewTopic(name, partitions, 1, config={"retention.ms": "-1"})])[name])
     assert code_ == 0, message
     return name
 
