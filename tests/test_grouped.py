@@ -582,7 +582,7 @@ from kiel.consumer import GroupedConsumer
 
 async def main():
     bootstrap, group, zk, topic = sys.argv[1:5]
-    c = GroupedConsumer(bootstrap, group, zk, topics=[topic], member_id="child",
+    c = GroupedConsumer(bootstrap, group, zk_hosts=zk, topics=[topic], member_id="child",
                         zk_session_timeout=4.0, max_wait_time=0.2, commit_interval=0.5,
                         max_bytes=2048)
     await c.connect()
