@@ -560,6 +560,7 @@ class Fetcher:
                 partition=tp.partition,
                 offset=offset,
             )
+            st.mark()
             return False
         # Strategy: the broker does not say on which side the position fell,
         # so ask for the log end first. Past the end (a log truncated after
