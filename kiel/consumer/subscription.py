@@ -22,7 +22,7 @@ handed out, a bounded number at a time (see :mod:`kiel.consumer.decoder`).
 """
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Optional
 
 from kiel.consumer.positions import check_offset
@@ -259,6 +259,21 @@ class Subscription:
         #: round's reads follow what was answered, not every partition
         #: assigned (100,000 of them, say).
         self._marked: set[PartitionState] = set()
+        #: The assigned partitions by topic and partition id (for walks in order).
+        self._by_topic: dict[str, dict[int, PartitionState]] = {}
+        #: Bumped whenever a partition is assigned or unassigned.
+        self.version = 0
+        self._topics: tuple[int, list[str]] = (-1, [])
+        #: all_answered()'s latest walk: its ``wanted``, the versions it
+        #: saw, the states walked and how far they were all answered.
+        self._answered_walk: tuple[Any, tuple[int, int], list[PartitionState], int] = (
+            None, (-1, -1), [], 0)
+        #: Bumped by every seek (a partition awaiting its position gets one).
+        self._seeks = 0
+        #: The latest wanted(): its argument, the versions it saw, its answer.
+        self._wanted: tuple[
+            Any, tuple[int, int], set[TopicPartition], list[PartitionState]
+        ] = (None, (-1, -1), set(), [])
 
     # ------------------------------------------------------------------
     # moving partitions between states
@@ -276,10 +291,13 @@ class Subscription:
             check_offset(position, tp.topic, tp.partition)
         st = self._parts.get(tp)
         if st is None:
-            self._parts[tp] = PartitionState(tp, -1 if position is None else position,
-                                             self.fetch_size, self._marked)
+            st = self._parts[tp] = PartitionState(tp, -1 if position is None else position,
+                                                  self.fetch_size, self._marked)
+            self._by_topic.setdefault(tp.topic, {})[tp.partition] = st
+            self.version += 1
         elif position is not None:
             st.seek(position)
+            self._seeks += 1
         else:
             return
         self._on_change()
@@ -288,6 +306,11 @@ class Subscription:
         """Forget ``tp`` and its undelivered records (no-op if not assigned)."""
         st = self._parts.pop(tp, None)
         if st is not None:
+            by_partition = self._by_topic[tp.topic]
+            del by_partition[tp.partition]
+            if not by_partition:
+                del self._by_topic[tp.topic]
+            self.version += 1
             self._drop(st)
             self._on_change()
 
@@ -300,6 +323,7 @@ class Subscription:
         """
         check_offset(offset, tp.topic, tp.partition)
         self.state(tp).seek(offset)
+        self._seeks += 1
         self._on_change()
 
     def pause(self, tp: TopicPartition) -> None:
@@ -317,6 +341,7 @@ class Subscription:
             UnknownPartitionError: ``tp`` is not assigned.
         """
         self._move(tp, Status.PAUSED, Status.FETCHING)
+        self._seeks += 1  # fetched again: all_answered() looks at it again
         self._on_change()
 
     def _move(self, tp: TopicPartition, old: Status, new: Status) -> None:
@@ -401,16 +426,26 @@ class Subscription:
     # one fetch round (the fetcher's side)
 
     def wanted(self, partitions: Optional[Iterable[TopicPartition]]) -> set[TopicPartition]:
-        """The partitions of ``partitions`` (default: all) that have a position."""
-        parts = self._parts
-        if partitions is None:
-            return {tp for tp, st in parts.items() if st.status is not Status.AWAITING_RESET}
-        return {
-            tp for tp in partitions
-            if tp in parts and parts[tp].status is not Status.AWAITING_RESET
-        }
+        """The partitions of ``partitions`` (default: all) that have a position.
 
-    def _holding(self, wanted: Optional[Iterable[TopicPartition]] = None) -> list[PartitionState]:
+        The answer is shared with the next calls for the same ``partitions``
+        object while nothing is assigned, unassigned or sought: do not
+        change it (a fetch round asks for it several times; with 100,000
+        partitions it is worth keeping).
+        """
+        stamp = (self.version, self._seeks)
+        memo_of, memo_stamp, memo, _states = self._wanted
+        if memo_of is partitions and memo_stamp == stamp:
+            return memo
+        for _step in self.wanted_steps(partitions):
+            pass
+        return self._wanted[2]
+
+    def by_topic(self) -> dict[str, dict[int, PartitionState]]:
+        """The assigned partitions' states by topic and partition id (do not change it)."""
+        return self._by_topic
+
+    def holding(self, wanted: Optional[Iterable[TopicPartition]] = None) -> list[PartitionState]:
         """The marked partitions (of ``wanted``, if given) that still hold
         something, sorted; those that hold nothing any more are unmarked."""
         marked = self._marked
@@ -421,6 +456,32 @@ class Subscription:
         if not isinstance(wanted, (set, frozenset, dict)):
             wanted = set(wanted)
         return sorted((st for st in marked if st.tp in wanted), key=_tp)
+
+    def wanted_steps(self, partitions: Optional[Iterable[TopicPartition]]) -> Iterator[None]:
+        """:meth:`wanted`, worked out a step at a time: the caller may do
+        something else (give the loop a turn) at each step; when it is
+        through, :meth:`wanted` answers for ``partitions`` at once.
+        Nothing is kept if the subscription changed meanwhile."""
+        stamp = (self.version, self._seeks)
+        memo_of, memo_stamp, _memo, _states = self._wanted
+        if memo_of is partitions and memo_stamp == stamp:
+            return
+        parts = self._parts
+        awaiting = Status.AWAITING_RESET
+        wanted: set[TopicPartition] = set()
+        states: list[PartitionState] = []
+        for i, tp in enumerate(parts if partitions is None else partitions):
+            st = parts.get(tp)
+            if st is not None and st.status is not awaiting and tp not in wanted:
+                wanted.add(tp)
+                states.append(st)
+            if not i % 1024:
+                yield
+        # Kept only if nothing changed meanwhile (always, without yields).
+        if (self.version, self._seeks) == stamp:
+            self._wanted = (partitions, stamp, wanted, states)
+        else:
+            self._wanted = (None, (-1, -1), wanted, states)
 
     def drain(self, wanted: Iterable[TopicPartition], max_records: Optional[int] = None) -> Batches:
         """Hand out the buffered records of the fetching partitions of ``wanted``.
@@ -439,7 +500,7 @@ class Subscription:
         # its first record, and a buffered partition is not fetched again
         # (PartitionState.current), so nothing more is held per partition.
         left = max_records
-        for st in self._holding(wanted):
+        for st in self.holding(wanted):
             tp = st.tp
             if not st.buffer or st.status is not fetching:
                 continue
@@ -461,7 +522,7 @@ class Subscription:
         decoded record left, in order: what to decode before handing out."""
         fetching = Status.FETCHING
         return [
-            st for st in self._holding(wanted)
+            st for st in self.holding(wanted)
             if st.raw is not None and not st.buffer and st.status is fetching
         ]
 
@@ -473,7 +534,7 @@ class Subscription:
         other partitions' answers would then never be decoded).
         """
         fetching = Status.FETCHING
-        return sum(len(st.buffer) for st in self._holding(wanted) if st.status is fetching)
+        return sum(len(st.buffer) for st in self.holding(wanted) if st.status is fetching)
 
     def held(self) -> tuple[int, int]:
         """What the consumer holds: ``(raw bytes, decoded records)``, all partitions.
@@ -483,7 +544,7 @@ class Subscription:
         slice at a time from those bytes).
         """
         raw = records = 0
-        for st in self._holding():
+        for st in self.holding():
             if st.raw is not None:
                 raw += st.raw_bytes()
             records += len(st.buffer)
@@ -493,31 +554,49 @@ class Subscription:
         """Bytes of the decompressed wrappers open in the raw answers (counted
         in :meth:`held`'s raw bytes too): at most one per partition."""
         return sum(
-            len(st.inner.data) for st in self._holding()
+            len(st.inner.data) for st in self.holding()
             if st.raw is not None and st.inner is not None
         )
 
     def take_error(self, wanted: Iterable[TopicPartition]) -> Optional[KielError]:
         """Take the first kept error of a partition of ``wanted`` that is not paused."""
-        for st in self._holding(wanted):
+        for st in self.holding(wanted):
             if st.error is not None and st.status is not Status.PAUSED:
                 error, st.error = st.error, None
+                self._seeks += 1  # all_answered() looks at it again
                 return error
         return None
 
     def all_answered(self, wanted: Iterable[TopicPartition]) -> bool:
         """Whether every fetchable partition of ``wanted`` got an answer at its position."""
-        parts = self._parts
-        return all(
-            st.answered or st.status is Status.PAUSED or st.error is not None
-            for st in (parts[tp] for tp in wanted)
-        )
+        # Strategy: a walk goes on from where the previous one for the same
+        # ``wanted`` stopped: the partitions before it were answered, and
+        # stay so until a seek, a resume, an error taken or an assignment
+        # (which start the walk over). A round then looks at the partitions
+        # answered since, not at every wanted one (100,000, say).
+        stamp = (self.version, self._seeks)
+        of, seen, states, index = self._answered_walk
+        if of is not wanted or seen != stamp:
+            parts = self._parts
+            # The states of wanted(), listed as it worked it out.
+            states = self._wanted[3] if wanted is self._wanted[2] else [
+                parts[tp] for tp in wanted]
+            index = 0
+        paused = Status.PAUSED
+        count = len(states)
+        while index < count:
+            st = states[index]
+            if not (st.answered or st.status is paused or st.error is not None):
+                break
+            index += 1
+        self._answered_walk = (wanted, stamp, states, index)
+        return index == count
 
     def retry_delay(self, wanted: Iterable[TopicPartition], now: float) -> Optional[float]:
         """Seconds until a partition of ``wanted`` may be fetched again (``None``: none waits)."""
         waits = [
             st.retry_at
-            for st in self._holding(wanted)
+            for st in self.holding(wanted)
             if st.retry_at > now
             and st.status is Status.FETCHING
             and not st.in_flight
@@ -529,4 +608,6 @@ class Subscription:
 
     def topics(self) -> list[str]:
         """The topics of the assigned partitions, sorted."""
-        return sorted({tp.topic for tp in self._parts})
+        if self._topics[0] != self.version:
+            self._topics = (self.version, sorted(self._by_topic))
+        return list(self._topics[1])
