@@ -417,7 +417,6 @@ class Fetcher:
         held, _records = self.subscription.held()
         in_flight = sum(self._asked.values())
         room = self.max_prefetch_bytes - held - in_flight
-        alone = not (held or in_flight)
         # Strategy: a leader left out by the prefetch bound goes first next
         # time, and nobody overtakes it meanwhile: otherwise the leaders
         # whose long polls keep coming back empty would take the room for
@@ -430,7 +429,9 @@ class Fetcher:
         for i, leader in enumerate(ready):
             # The prefetch bound: fetching pauses while the answers held and
             # asked for fill it; with nothing held one partition always goes.
-            asked, found = self._within_frame(leader, wanted, now, room, alone)
+            asked, found = self._within_frame(
+                leader, wanted, now, room, alone=not (held or in_flight)
+            )
             if not found:
                 continue  # nothing of this leader's to fetch now
             if not asked:
