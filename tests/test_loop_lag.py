@@ -391,8 +391,8 @@ def test_a_consumer_of_a_topic_of_100k_partitions_starts_without_holding_the_loo
 ):
     """A SingleConsumer starting a topic of 100,000 partitions: the metadata,
     the offsets (ListOffsets) and the subscription's state of every partition
-    (issue 35: 1.5 s in one step). The fetch rounds that follow are not
-    measured here (each walks every assigned partition)."""
+    (issue 35: 1.5 s in one step). The fetch rounds that follow: see
+    test_fetch_rounds_of_a_topic_of_100k_partitions_never_hold_the_loop."""
     from tests.metadata_peer import MetadataPeer
 
     body: List[bytes] = []
