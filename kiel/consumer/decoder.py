@@ -179,6 +179,7 @@ class Decoder:
         if data:
             st.raw, st.raw_pos, st.raw_batches = data, 0, record_batches
             st.inner = None
+            st.mark()
         else:
             st.drop_raw()
             st.failures = 0

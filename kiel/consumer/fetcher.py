@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from kiel._aio import Tasks, Wakeup
+from kiel._aio import Tasks, Turns, Wakeup
 from kiel.cluster import Cluster
 from kiel.consumer.decoder import DECODE_RECORDS, Decoder
 from kiel.consumer.health import Health
@@ -48,8 +48,6 @@ from kiel.exc import (
     LeaderNotAvailableError,
     OffsetOutOfRangeError,
     ProtocolError,
-    UnknownPartitionError,
-    UnknownTopicError,
     for_code,
 )
 from kiel.metrics import count_error
@@ -141,6 +139,12 @@ class Fetcher:
         self._changed = changed
         self._tasks = Tasks("kiel-fetcher")
         self._inflight: dict[int, asyncio.Task[set[TopicPartition]]] = {}
+        #: The assigned partitions by leader, in order, and each one's
+        #: leader; those without one (see :meth:`_plan_fetches`).
+        self._plan: dict[int, list[PartitionState]] = {}
+        self._leader_of: dict[TopicPartition, int] = {}
+        self._leaderless: list[PartitionState] = []
+        self._plan_key: Optional[tuple[Any, ...]] = None
         #: Per leader, where the next request starts taking partitions.
         self._turns: dict[int, int] = {}
         #: Per leader in flight, the fetch sizes its request asked for.
@@ -225,6 +229,11 @@ class Fetcher:
         # what becomes of them is for a later call.
         give_up = deadline + ANSWER_GRACE
         subscription = self.subscription
+        # The partitions wanted, worked out in slices (100,000 of them, say):
+        # the round's reads of them below find them ready.
+        turns = Turns()
+        for _step in subscription.wanted_steps(partitions):
+            await turns.give()
         while True:
             out = await self._round(partitions, max_records)
             if out:
@@ -270,6 +279,7 @@ class Fetcher:
     ) -> Batches:
         """Decode what is about to be handed out, then :meth:`_collect` it."""
         await self._decode_wanted(partitions, max_records)
+        await self._plan_fetches()
         return self._collect(self.subscription.wanted(partitions), max_records)
 
     async def _decode_wanted(
@@ -327,9 +337,83 @@ class Fetcher:
                 raise error
         return out
 
+    async def _plan_fetches(self) -> None:
+        """Keep :attr:`_plan` (the assigned partitions by leader, in order)
+        up to the subscription and the metadata.
+
+        Strategy: the walk over every assigned partition (100,000, say)
+        happens only when an assignment or the metadata changed, a slice
+        at a time (:class:`kiel._aio.Turns`); a fetch round then walks only
+        the partitions it asks for (see :meth:`_within_frame`).
+        """
+        cluster = self.cluster
+        subscription = self.subscription
+        while True:
+            key = self._plan_key_now()
+            if self._plan_key is not None and _same_key(self._plan_key, key):
+                return
+            plan: dict[int, list[PartitionState]] = {}
+            leader_of: dict[TopicPartition, int] = {}
+            leaderless: list[PartitionState] = []
+            turns = Turns()
+            by_topic = subscription.by_topic()
+            brokers = cluster.brokers
+            for topic in sorted(by_topic):
+                parts = by_topic[topic]
+                infos = cluster.partitions.get(topic) or {}
+                for i, partition in enumerate(sorted(parts)):
+                    st = parts[partition]
+                    info = infos.get(partition)
+                    leader = -1 if info is None else info.leader
+                    if leader < 0 or leader not in brokers:
+                        leaderless.append(st)
+                    else:
+                        plan.setdefault(leader, []).append(st)
+                    leader_of[st.tp] = leader
+                    if not i % 256:
+                        await turns.give()
+                if by_topic is not subscription.by_topic():
+                    break
+            if _same_key(key, self._plan_key_now()):
+                self._plan, self._leader_of, self._leaderless = plan, leader_of, leaderless
+                self._plan_key = key
+                return
+            # Changed while it was walked: walk again.
+
+    def _plan_key_now(self) -> tuple[Any, ...]:
+        """What :attr:`_plan` depends on: the assignment's version, the
+        brokers and each topic's partitions (the cluster replaces these
+        objects on every metadata refresh)."""
+        cluster = self.cluster
+        return (
+            self.subscription.version, cluster.brokers,
+            *(cluster.partitions.get(topic) for topic in self.subscription.topics()),
+        )
+
     def _kick(self, wanted: set[TopicPartition]) -> None:
         """Send a fetch to every leader that has fetchable wanted partitions and none in flight."""
-        by_leader = self._fetchable(wanted, time.monotonic())
+        now = time.monotonic()
+        fetching = Status.FETCHING
+        busy: set[int] = set(self._inflight)
+        leader_of = self._leader_of
+        for st in self.subscription.holding(wanted):
+            if st.status is fetching and not st.in_flight and st.error is None and (
+                st.buffer or st.raw is not None
+            ):
+                # Its leader's partitions are fetched together, once drained.
+                busy.add(leader_of.get(st.tp, -1))
+        for st in self._leaderless:
+            if st.tp in wanted and _fetchable(st, now):
+                tp = st.tp
+                self._failed(
+                    st,
+                    LeaderNotAvailableError(
+                        "the partition has no leader in the metadata",
+                        topic=tp.topic,
+                        partition=tp.partition,
+                    ),
+                    now,
+                )
         held, _records = self.subscription.held()
         in_flight = sum(self._asked.values())
         room = self.max_prefetch_bytes - held - in_flight
@@ -341,13 +425,15 @@ class Fetcher:
         def turn(leader: int) -> tuple[int, int]:
             return (waiting.index(leader) if leader in waiting else len(waiting), leader)
 
-        ready = sorted(by_leader, key=turn)
+        ready = sorted((leader for leader in self._plan if leader not in busy), key=turn)
         for i, leader in enumerate(ready):
             # The prefetch bound: fetching pauses while the answers held and
             # asked for fill it; with nothing held one partition always goes.
-            asked = self._within_frame(
-                leader, by_leader[leader], room, alone=not (held or in_flight)
+            asked, found = self._within_frame(
+                leader, wanted, now, room, alone=not (held or in_flight)
             )
+            if not found:
+                continue  # nothing of this leader's to fetch now
             if not asked:
                 waiting.extend(left for left in ready[i:] if left not in waiting)
                 break
@@ -356,44 +442,6 @@ class Fetcher:
             asked_bytes = self._send(leader, asked)
             room -= asked_bytes
             in_flight += asked_bytes
-
-    def _fetchable(
-        self, wanted: set[TopicPartition], now: float
-    ) -> dict[int, list[PartitionState]]:
-        """The partitions of ``wanted`` to fetch now, by leader; leaders with a
-        request in flight or records still to drain are left out, and a
-        partition without a known leader counts a failure instead."""
-        by_leader: dict[int, list[PartitionState]] = {}
-        busy: set[int] = set(self._inflight)
-        cluster = self.cluster
-        state = self.subscription.state
-        fetching = Status.FETCHING
-        for tp in wanted:
-            st = state(tp)
-            if st.status is not fetching or st.in_flight or st.error is not None:
-                continue
-            try:
-                leader = cluster.leader(tp.topic, tp.partition)
-            except (UnknownTopicError, UnknownPartitionError):
-                leader = -1
-            if st.buffer or st.raw is not None:
-                busy.add(leader)  # fetch the leader's partitions together, once drained
-                continue
-            if st.retry_at > now:
-                continue
-            if leader < 0 or leader not in cluster.brokers:
-                self._failed(
-                    st,
-                    LeaderNotAvailableError(
-                        "the partition has no leader in the metadata",
-                        topic=tp.topic,
-                        partition=tp.partition,
-                    ),
-                    now,
-                )
-                continue
-            by_leader.setdefault(leader, []).append(st)
-        return {leader: states for leader, states in by_leader.items() if leader not in busy}
 
     def _send(self, leader: int, asked: list[_Asked]) -> int:
         """Start the request for ``asked`` to ``leader``; returns the bytes it asks for."""
@@ -407,34 +455,51 @@ class Fetcher:
         return asked_bytes
 
     def _within_frame(
-        self, leader: int, states: list[PartitionState], room: int, alone: bool
-    ) -> list[_Asked]:
-        """The partitions of ``states`` whose answers fit one frame, and ``room``, together.
+        self, leader: int, wanted: set[TopicPartition], now: float, room: int, alone: bool
+    ) -> tuple[list[_Asked], bool]:
+        """The fetchable partitions of ``wanted`` led by ``leader`` whose
+        answers fit one frame, and ``room``, together; and whether it has
+        any fetchable partition at all.
 
         Strategy: a broker answers each partition with up to its fetch size,
         so the sizes asked (plus headers) must fit the connection's frame
         cap or the whole answer is refused; they must also fit ``room``, what
         is left of the prefetch bound. The first partition goes whatever its
         size when the consumer holds and awaits nothing else (``alone``).
-        The partitions are taken in order from a point that turns with every
-        request, so the ones left out go first next time and every partition
-        is fetched in turn.
+        The leader's partitions (in order, :attr:`_plan`) are taken from
+        where its previous request stopped, so the ones left out go first
+        next time and every partition is fetched in turn; the walk stops
+        when the frame is full, so a round's work follows what it asks for.
         """
-        states.sort(key=lambda st: st.tp)
-        turn = self._turns.get(leader, 0) % len(states)
-        ordered = states[turn:] + states[:turn]
+        states = self._plan[leader]
+        count = len(states)
+        start = self._turns.get(leader, 0) % count
         frame_room = self.cluster.max_frame_size - FETCH_ANSWER_OVERHEAD
+        infos = self.cluster.partitions
         asked: list[_Asked] = []
-        for st in ordered:
-            cost = st.fetch_size + PARTITION_ANSWER_OVERHEAD + len(st.tp.topic)
+        found = False
+        last = start
+        for k in range(count):
+            index = (start + k) % count
+            st = states[index]
+            tp = st.tp
+            if tp not in wanted or not _fetchable(st, now):
+                continue
+            info = (infos.get(tp.topic) or {}).get(tp.partition)
+            if info is None or info.leader != leader:
+                self._plan_key = None  # the metadata moved it: plan again next round
+                continue
+            found = True
+            cost = st.fetch_size + PARTITION_ANSWER_OVERHEAD + len(tp.topic)
             if (asked or not alone) and (cost > frame_room or st.fetch_size > room):
                 break
             frame_room -= cost
             room -= st.fetch_size
             asked.append((st, st.position, st.epoch, st.fetch_size))
+            last = index
         if asked:
-            self._turns[leader] = turn + len(asked)
-        return asked
+            self._turns[leader] = last + 1
+        return asked, found
 
     def _fetch_done(self, leader: int, task: "asyncio.Task[set[TopicPartition]]") -> None:
         if self._inflight.get(leader) is task:
@@ -560,6 +625,7 @@ class Fetcher:
                 partition=tp.partition,
                 offset=offset,
             )
+            st.mark()
             return False
         # Strategy: the broker does not say on which side the position fell,
         # so ask for the log end first. Past the end (a log truncated after
@@ -640,6 +706,21 @@ class Fetcher:
         if pending:
             await asyncio.wait(pending, timeout=timeout)
         await self._tasks.cancel(timeout)
+
+
+def _fetchable(st: PartitionState, now: float) -> bool:
+    """Whether ``st`` may be fetched now: fetching, nothing in flight, held
+    or kept for it, and no retry pending."""
+    return (
+        st.status is Status.FETCHING and not st.in_flight and st.error is None
+        and not st.buffer and st.raw is None and st.retry_at <= now
+    )
+
+
+def _same_key(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """Whether two :meth:`Fetcher._plan_key_now` keys are the same (their
+    objects by identity)."""
+    return len(a) == len(b) and a[0] == b[0] and all(x is y for x, y in zip(a[1:], b[1:]))
 
 
 def _copy(error: KielError) -> KielError:

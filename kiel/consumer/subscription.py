@@ -22,7 +22,7 @@ handed out, a bounded number at a time (see :mod:`kiel.consumer.decoder`).
 """
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Optional
 
 from kiel.consumer.positions import check_offset
@@ -31,6 +31,10 @@ from kiel.retry import Backoff
 from kiel.structs import Record, TopicPartition
 
 __all__ = ["PartitionState", "Status", "Subscription"]
+
+
+def _tp(st: "PartitionState") -> TopicPartition:
+    return st.tp
 
 #: Records as the fetcher hands them out, per partition.
 Batches = dict[TopicPartition, list[Record]]
@@ -66,8 +70,8 @@ class PartitionState:
         "position",
         "highwater",
         "fetch_size",
-        "buffer",
-        "raw",
+        "_buffer",
+        "_raw",
         "raw_pos",
         "raw_batches",
         "inner",
@@ -75,15 +79,21 @@ class PartitionState:
         "inner_index",
         "next_offset",
         "epoch",
-        "error",
+        "_error",
         "failures",
         "retry_at",
         "in_flight",
         "answered",
+        "marks",
     )
 
-    def __init__(self, tp: TopicPartition, position: int, fetch_size: int) -> None:
+    def __init__(
+        self, tp: TopicPartition, position: int, fetch_size: int,
+        marks: Optional[set["PartitionState"]] = None,
+    ) -> None:
         self.tp = tp
+        #: The subscription's partitions that may hold something (see :meth:`mark`).
+        self.marks = marks
         self.status = Status.FETCHING if position >= 0 else Status.AWAITING_RESET
         #: The offset of the next record to hand out (-1: not known yet).
         self.position = position
@@ -91,11 +101,11 @@ class PartitionState:
         self.highwater: Optional[int] = None
         self.fetch_size = fetch_size
         #: Decoded records not handed out yet, and the offset that follows them.
-        self.buffer: list[Record] = []
+        self._buffer: list[Record] = []
         self.next_offset = position
         #: The fetched message set still to decode (``None``: none), and
         #: where in it decoding goes on.
-        self.raw: Optional[bytes] = None
+        self._raw: Optional[bytes] = None
         self.raw_pos = 0
         #: ``raw`` holds record batches (a Fetch v4 answer), not message sets.
         self.raw_batches = False
@@ -110,7 +120,7 @@ class PartitionState:
         #: Bumped on every seek: an answer for an older epoch is dropped.
         self.epoch = 0
         #: An error to raise to the application (then cleared).
-        self.error: Optional[KielError] = None
+        self._error: Optional[KielError] = None
         #: Consecutive retriable failures, and when the next fetch may go.
         self.failures = 0
         self.retry_at = 0.0
@@ -118,6 +128,55 @@ class PartitionState:
         self.in_flight = False
         #: A broker answered for the current position (reset by seeks).
         self.answered = False
+
+    def mark(self) -> None:
+        """Note that this partition now holds something besides its position:
+        a raw answer, records, an error or a retry. The subscription's
+        per-round reads walk the marked partitions only, not every one assigned."""
+        if self.marks is not None:
+            self.marks.add(self)
+
+    # Whatever gives the partition something to hold marks it, whoever sets it.
+
+    @property
+    def buffer(self) -> list[Record]:
+        """Decoded records not handed out yet."""
+        return self._buffer
+
+    @buffer.setter
+    def buffer(self, records: list[Record]) -> None:
+        self._buffer = records
+        if records:
+            self.mark()
+
+    @property
+    def raw(self) -> Optional[bytes]:
+        """The fetched message set still to decode (``None``: none)."""
+        return self._raw
+
+    @raw.setter
+    def raw(self, data: Optional[bytes]) -> None:
+        self._raw = data
+        if data is not None:
+            self.mark()
+
+    @property
+    def error(self) -> Optional[KielError]:
+        """An error to raise to the application (then cleared)."""
+        return self._error
+
+    @error.setter
+    def error(self, error: Optional[KielError]) -> None:
+        self._error = error
+        if error is not None:
+            self.mark()
+
+    def holds(self) -> bool:
+        """Whether this partition holds a raw answer, records, an error or a retry."""
+        return (
+            self.raw is not None or bool(self.buffer) or self.error is not None
+            or self.failures > 0
+        ) and self.status is not Status.UNASSIGNED
 
     def current(self, offset: int, epoch: int) -> bool:
         """Whether an answer for ``offset`` asked at ``epoch`` may still land here."""
@@ -173,6 +232,7 @@ class PartitionState:
         """
         tp = self.tp
         error.with_context(topic=tp.topic, partition=tp.partition, offset=self.position)
+        self.mark()
         if not error.retriable:
             self.error = error
             return False
@@ -194,6 +254,26 @@ class Subscription:
         self.fetch_size = fetch_size
         self._on_change = on_change
         self._parts: dict[TopicPartition, PartitionState] = {}
+        #: Strategy: the partitions that may hold a raw answer, records, an
+        #: error or a retry (PartitionState.mark; pruned as they empty), so a
+        #: round's reads follow what was answered, not every partition
+        #: assigned (100,000 of them, say).
+        self._marked: set[PartitionState] = set()
+        #: The assigned partitions by topic and partition id (for walks in order).
+        self._by_topic: dict[str, dict[int, PartitionState]] = {}
+        #: Bumped whenever a partition is assigned or unassigned.
+        self.version = 0
+        self._topics: tuple[int, list[str]] = (-1, [])
+        #: all_answered()'s latest walk: its ``wanted``, the versions it
+        #: saw, the states walked and how far they were all answered.
+        self._answered_walk: tuple[Any, tuple[int, int], list[PartitionState], int] = (
+            None, (-1, -1), [], 0)
+        #: Bumped by every seek (a partition awaiting its position gets one).
+        self._seeks = 0
+        #: The latest wanted(): its argument, the versions it saw, its answer.
+        self._wanted: tuple[
+            Any, tuple[int, int], set[TopicPartition], list[PartitionState]
+        ] = (None, (-1, -1), set(), [])
 
     # ------------------------------------------------------------------
     # moving partitions between states
@@ -211,10 +291,13 @@ class Subscription:
             check_offset(position, tp.topic, tp.partition)
         st = self._parts.get(tp)
         if st is None:
-            self._parts[tp] = PartitionState(tp, -1 if position is None else position,
-                                             self.fetch_size)
+            st = self._parts[tp] = PartitionState(tp, -1 if position is None else position,
+                                                  self.fetch_size, self._marked)
+            self._by_topic.setdefault(tp.topic, {})[tp.partition] = st
+            self.version += 1
         elif position is not None:
             st.seek(position)
+            self._seeks += 1
         else:
             return
         self._on_change()
@@ -223,6 +306,11 @@ class Subscription:
         """Forget ``tp`` and its undelivered records (no-op if not assigned)."""
         st = self._parts.pop(tp, None)
         if st is not None:
+            by_partition = self._by_topic[tp.topic]
+            del by_partition[tp.partition]
+            if not by_partition:
+                del self._by_topic[tp.topic]
+            self.version += 1
             self._drop(st)
             self._on_change()
 
@@ -235,6 +323,7 @@ class Subscription:
         """
         check_offset(offset, tp.topic, tp.partition)
         self.state(tp).seek(offset)
+        self._seeks += 1
         self._on_change()
 
     def pause(self, tp: TopicPartition) -> None:
@@ -252,6 +341,7 @@ class Subscription:
             UnknownPartitionError: ``tp`` is not assigned.
         """
         self._move(tp, Status.PAUSED, Status.FETCHING)
+        self._seeks += 1  # fetched again: all_answered() looks at it again
         self._on_change()
 
     def _move(self, tp: TopicPartition, old: Status, new: Status) -> None:
@@ -336,14 +426,62 @@ class Subscription:
     # one fetch round (the fetcher's side)
 
     def wanted(self, partitions: Optional[Iterable[TopicPartition]]) -> set[TopicPartition]:
-        """The partitions of ``partitions`` (default: all) that have a position."""
+        """The partitions of ``partitions`` (default: all) that have a position.
+
+        The answer is shared with the next calls for the same ``partitions``
+        object while nothing is assigned, unassigned or sought: do not
+        change it (a fetch round asks for it several times; with 100,000
+        partitions it is worth keeping).
+        """
+        stamp = (self.version, self._seeks)
+        memo_of, memo_stamp, memo, _states = self._wanted
+        if memo_of is partitions and memo_stamp == stamp:
+            return memo
+        for _step in self.wanted_steps(partitions):
+            pass
+        return self._wanted[2]
+
+    def by_topic(self) -> dict[str, dict[int, PartitionState]]:
+        """The assigned partitions' states by topic and partition id (do not change it)."""
+        return self._by_topic
+
+    def holding(self, wanted: Optional[Iterable[TopicPartition]] = None) -> list[PartitionState]:
+        """The marked partitions (of ``wanted``, if given) that still hold
+        something, sorted; those that hold nothing any more are unmarked."""
+        marked = self._marked
+        empty = [st for st in marked if not st.holds()]
+        marked.difference_update(empty)
+        if wanted is None:
+            return sorted(marked, key=_tp)
+        if not isinstance(wanted, (set, frozenset, dict)):
+            wanted = set(wanted)
+        return sorted((st for st in marked if st.tp in wanted), key=_tp)
+
+    def wanted_steps(self, partitions: Optional[Iterable[TopicPartition]]) -> Iterator[None]:
+        """:meth:`wanted`, worked out a step at a time: the caller may do
+        something else (give the loop a turn) at each step; when it is
+        through, :meth:`wanted` answers for ``partitions`` at once.
+        Nothing is kept if the subscription changed meanwhile."""
+        stamp = (self.version, self._seeks)
+        memo_of, memo_stamp, _memo, _states = self._wanted
+        if memo_of is partitions and memo_stamp == stamp:
+            return
         parts = self._parts
-        if partitions is None:
-            return {tp for tp, st in parts.items() if st.status is not Status.AWAITING_RESET}
-        return {
-            tp for tp in partitions
-            if tp in parts and parts[tp].status is not Status.AWAITING_RESET
-        }
+        awaiting = Status.AWAITING_RESET
+        wanted: set[TopicPartition] = set()
+        states: list[PartitionState] = []
+        for i, tp in enumerate(parts if partitions is None else partitions):
+            st = parts.get(tp)
+            if st is not None and st.status is not awaiting and tp not in wanted:
+                wanted.add(tp)
+                states.append(st)
+            if not i % 1024:
+                yield
+        # Kept only if nothing changed meanwhile (always, without yields).
+        if (self.version, self._seeks) == stamp:
+            self._wanted = (partitions, stamp, wanted, states)
+        else:
+            self._wanted = (None, (-1, -1), wanted, states)
 
     def drain(self, wanted: Iterable[TopicPartition], max_records: Optional[int] = None) -> Batches:
         """Hand out the buffered records of the fetching partitions of ``wanted``.
@@ -356,15 +494,14 @@ class Subscription:
             records per partition; each partition's position moves past them.
         """
         out: Batches = {}
-        parts = self._parts
         fetching = Status.FETCHING
         # Strategy: partitions in sorted order so a bounded hand-out is
         # deterministic; what does not fit stays buffered with the position at
         # its first record, and a buffered partition is not fetched again
         # (PartitionState.current), so nothing more is held per partition.
         left = max_records
-        for tp in sorted(wanted):
-            st = parts[tp]
+        for st in self.holding(wanted):
+            tp = st.tp
             if not st.buffer or st.status is not fetching:
                 continue
             if left is not None and left < len(st.buffer):
@@ -383,11 +520,10 @@ class Subscription:
     def to_decode(self, wanted: Iterable[TopicPartition]) -> list[PartitionState]:
         """The fetching partitions of ``wanted`` with a raw answer and no
         decoded record left, in order: what to decode before handing out."""
-        parts = self._parts
         fetching = Status.FETCHING
         return [
-            st for st in (parts.get(tp) for tp in sorted(wanted))
-            if st is not None and st.raw is not None and not st.buffer and st.status is fetching
+            st for st in self.holding(wanted)
+            if st.raw is not None and not st.buffer and st.status is fetching
         ]
 
     def buffered(self, wanted: Iterable[TopicPartition]) -> int:
@@ -397,13 +533,8 @@ class Subscription:
         be handed out, so they must not fill a round's decode budget (the
         other partitions' answers would then never be decoded).
         """
-        parts = self._parts
         fetching = Status.FETCHING
-        return sum(
-            len(st.buffer)
-            for st in (parts.get(tp) for tp in wanted)
-            if st is not None and st.status is fetching
-        )
+        return sum(len(st.buffer) for st in self.holding(wanted) if st.status is fetching)
 
     def held(self) -> tuple[int, int]:
         """What the consumer holds: ``(raw bytes, decoded records)``, all partitions.
@@ -413,7 +544,7 @@ class Subscription:
         slice at a time from those bytes).
         """
         raw = records = 0
-        for st in self._parts.values():
+        for st in self.holding():
             if st.raw is not None:
                 raw += st.raw_bytes()
             records += len(st.buffer)
@@ -423,32 +554,49 @@ class Subscription:
         """Bytes of the decompressed wrappers open in the raw answers (counted
         in :meth:`held`'s raw bytes too): at most one per partition."""
         return sum(
-            len(st.inner.data) for st in self._parts.values()
+            len(st.inner.data) for st in self.holding()
             if st.raw is not None and st.inner is not None
         )
 
     def take_error(self, wanted: Iterable[TopicPartition]) -> Optional[KielError]:
         """Take the first kept error of a partition of ``wanted`` that is not paused."""
-        for tp in sorted(wanted):
-            st = self._parts[tp]
+        for st in self.holding(wanted):
             if st.error is not None and st.status is not Status.PAUSED:
                 error, st.error = st.error, None
+                self._seeks += 1  # all_answered() looks at it again
                 return error
         return None
 
     def all_answered(self, wanted: Iterable[TopicPartition]) -> bool:
         """Whether every fetchable partition of ``wanted`` got an answer at its position."""
-        parts = self._parts
-        return all(
-            st.answered or st.status is Status.PAUSED or st.error is not None
-            for st in (parts[tp] for tp in wanted)
-        )
+        # Strategy: a walk goes on from where the previous one for the same
+        # ``wanted`` stopped: the partitions before it were answered, and
+        # stay so until a seek, a resume, an error taken or an assignment
+        # (which start the walk over). A round then looks at the partitions
+        # answered since, not at every wanted one (100,000, say).
+        stamp = (self.version, self._seeks)
+        of, seen, states, index = self._answered_walk
+        if of is not wanted or seen != stamp:
+            parts = self._parts
+            # The states of wanted(), listed as it worked it out.
+            states = self._wanted[3] if wanted is self._wanted[2] else [
+                parts[tp] for tp in wanted]
+            index = 0
+        paused = Status.PAUSED
+        count = len(states)
+        while index < count:
+            st = states[index]
+            if not (st.answered or st.status is paused or st.error is not None):
+                break
+            index += 1
+        self._answered_walk = (wanted, stamp, states, index)
+        return index == count
 
     def retry_delay(self, wanted: Iterable[TopicPartition], now: float) -> Optional[float]:
         """Seconds until a partition of ``wanted`` may be fetched again (``None``: none waits)."""
         waits = [
             st.retry_at
-            for st in (self._parts[tp] for tp in wanted)
+            for st in self.holding(wanted)
             if st.retry_at > now
             and st.status is Status.FETCHING
             and not st.in_flight
@@ -460,4 +608,6 @@ class Subscription:
 
     def topics(self) -> list[str]:
         """The topics of the assigned partitions, sorted."""
-        return sorted({tp.topic for tp in self._parts})
+        if self._topics[0] != self.version:
+            self._topics = (self.version, sorted(self._by_topic))
+        return list(self._topics[1])
