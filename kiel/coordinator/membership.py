@@ -517,12 +517,12 @@ class BrokerMembership:
         while True:
             if self._closing:
                 raise ClientClosedError("the member left while joining")
-            sent = _now()
             try:
                 return await self._join_and_sync()
             except RebalanceInProgressError as e:
-                # The coordinator counts this member in (else: UNKNOWN_MEMBER_ID).
-                self.session.answered(sent)
+                # The coordinator counts this member in (else: UNKNOWN_MEMBER_ID),
+                # and held the request until now (see Session.restarted).
+                self.session.restarted(_now())
                 log.debug("group %s: %s; joining again", self.context.group, type(e).__name__)
             except IllegalGenerationError as e:
                 log.debug("group %s: %s; joining again", self.context.group, type(e).__name__)
@@ -548,7 +548,6 @@ class BrokerMembership:
         protocols = [JoinGroupProtocol(a.name, self._subscription(a, topics))
                      for a in settings.assignors]
         for _ in range(2):
-            sent = _now()
             response = await self.requests.join(
                 self.member_id or "", protocols, settings.session_timeout,
                 settings.max_poll_interval,
@@ -560,7 +559,9 @@ class BrokerMembership:
         else:
             raise MemberIdRequiredError(api="JoinGroup", group=self.context.group,
                                         member=self.member_id)
-        self.session.answered(sent)
+        # A JoinGroup the coordinator held (until every member joined) kept
+        # this member alive: its session starts again from the answer.
+        self.session.restarted(_now())
         self.member_id = response.member_id
         self.generation = response.generation_id
         self.leader = response.leader
@@ -569,10 +570,11 @@ class BrokerMembership:
         if response.leader == response.member_id:
             assignments = await self._lead(response)
         self.state = "SYNCING"
-        sent = _now()
         data = await self.requests.sync(self.member_id, self.generation, assignments,
                                         settings.max_poll_interval)
-        self.session.answered(sent)
+        # Held until the leader synced (Tansu: up to 5 s; Apache Kafka: up to
+        # the rebalance timeout): the hold does not count against the session.
+        self.session.restarted(_now())
         self.last_heartbeat = time.time()
         offsets = self.context.offsets
         offsets.generation_id = self.generation

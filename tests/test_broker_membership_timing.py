@@ -1,0 +1,98 @@
+"""The broker membership's timings, judged by Tansu (issue 32's three faults).
+
+* A request the coordinator holds (a follower's SyncGroup until the leader
+  syncs) keeps the member alive: its session restarts when it is answered,
+  not when it was sent.
+* A member that leaves for ``max_poll_interval`` does not wait for the
+  batch that made it late: what the application still holds is lost.
+* ``max_poll_interval`` is judged whatever the member is doing, a
+  rebalance included.
+"""
+import asyncio
+from typing import Any, List, Optional, Tuple
+
+import pytest
+
+from kiel.coordinator.requests import GroupRequests
+from kiel.structs import TopicPartition as TP
+from tests.conftest import run, unique
+from tests.test_broker_groups import SETTLE, Loop, Recorder, member, partitions, produce, settled
+from tests.waiting import until
+
+
+class SlowRevoke(Recorder):
+    """A listener whose ``on_partitions_revoked`` takes ``seconds``."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    async def on_partitions_revoked(self, revoked: List[TP]) -> None:
+        await asyncio.sleep(self.seconds)
+        await super().on_partitions_revoked(revoked)
+
+
+class TimedSync:
+    """Notes how long each SyncGroup waited for its answer, by member id."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.waits: List[Tuple[str, float]] = []
+        sync = GroupRequests.sync
+
+        async def timed(requests: GroupRequests, member_id: str, *args: Any) -> Any:
+            loop = asyncio.get_running_loop()
+            sent = loop.time()
+            try:
+                return await sync(requests, member_id, *args)
+            finally:
+                self.waits.append((member_id, loop.time() - sent))
+
+        monkeypatch.setattr(GroupRequests, "sync", timed)
+
+    def longest(self, member_id: Optional[str]) -> float:
+        return max(w for m, w in self.waits if m == member_id)
+
+
+@pytest.mark.slow
+def test_a_held_sync_group_does_not_count_against_the_session(
+        tansu_broker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The leader's on_partitions_revoked takes 4 s, so its SyncGroup comes
+    # that much after the rebalance began; Tansu holds the new follower's
+    # SyncGroup meanwhile and answers it with the assignment 5.0 s after it
+    # was sent (of a session_timeout of 6 s; the first heartbeat comes one
+    # interval after connect() returns). The
+    # coordinator counts the follower in all along (a held request keeps a
+    # member alive): it must not call its fresh partitions lost.
+    topic = tansu_broker.create_topic(unique("heldsync"), 4)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 4)
+
+    timed = TimedSync(monkeypatch)
+
+    async def main() -> None:
+        values = await produce(bootstrap, topic, 200)
+        leader = await Loop(member(bootstrap, group, [topic], listener=SlowRevoke(4.0))).start()
+        await until(lambda: len(leader.values) == 200, timeout=SETTLE, what="the leader read all")
+        await produce(bootstrap, topic, 200, prefix="n")
+        listener = Recorder()
+        consumer = member(bootstrap, group, [topic], listener=listener)
+        follower = await Loop(consumer).start()
+        assert follower.assignment() and not consumer.metrics().leader
+        # The case this test is about: the SyncGroup was held most of the
+        # session (Tansu 0.6.0 holds one 5.0 s at most), and the first
+        # heartbeat comes one interval after connect() returns.
+        assert timed.longest(consumer.member_id) > 4.5, timed.waits
+        await settled([leader.assignment, follower.assignment], expected, "two members")
+        membership: Any = consumer.membership
+        rebalances = membership.rebalances
+        await asyncio.sleep(4.0)  # several heartbeats and session checks
+        assert [e for e in listener.events if e[0] == "lost"] == [], listener.events
+        assert membership.rebalances == rebalances
+        await until(lambda: len(leader.values) + len(follower.values) >= 400, timeout=SETTLE,
+                    what="every record read")
+        every = leader.values + follower.values
+        assert sorted(every) == sorted(values + [f"n{i}".encode() for i in range(200)])
+        await asyncio.gather(leader.stop(), follower.stop())
+
+    run(main(), timeout=240)
