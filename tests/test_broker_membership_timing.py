@@ -9,11 +9,13 @@
   rebalance included.
 """
 import asyncio
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Set, Tuple
 
 import pytest
 
+from kiel.consumer import GroupedConsumer
 from kiel.coordinator.requests import GroupRequests
+from kiel.exc import PollIntervalExceededError
 from kiel.structs import TopicPartition as TP
 from tests.conftest import run, unique
 from tests.test_broker_groups import SETTLE, Loop, Recorder, member, partitions, produce, settled
@@ -94,5 +96,64 @@ def test_a_held_sync_group_does_not_count_against_the_session(
         every = leader.values + follower.values
         assert sorted(every) == sorted(values + [f"n{i}".encode() for i in range(200)])
         await asyncio.gather(leader.stop(), follower.stop())
+
+    run(main(), timeout=240)
+
+
+class Stuck:
+    """An application that takes one batch and never finishes it (never asks again)."""
+
+    def __init__(self, consumer: GroupedConsumer) -> None:
+        self.consumer = consumer
+        self.batch: List[Any] = []
+        self.asked: Optional[float] = None
+
+    async def take_one_batch(self) -> Set[TP]:
+        while not self.batch:
+            self.batch = await self.consumer.consume()
+            self.asked = asyncio.get_running_loop().time()
+        return {TP(r.topic, r.partition) for r in self.batch}
+
+
+def _left(consumer: GroupedConsumer) -> bool:
+    return consumer.metrics().group_state == "LEFT" and not consumer.assignment()
+
+
+@pytest.mark.slow
+def test_leaving_for_max_poll_interval_does_not_wait_for_the_stuck_batch(
+        tansu_broker: Any) -> None:
+    # A hung handler: the member must leave after max_poll_interval, not
+    # after revoke_timeout (which waits for that very batch), and what the
+    # application still holds is lost (no commit), not revoked.
+    topic = tansu_broker.create_topic(unique("hung"), 4)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 4)
+
+    async def main() -> None:
+        # The other member joins first and leads (Tansu keeps a leader that left).
+        other = await Loop(member(bootstrap, group, [topic])).start()
+        listener = Recorder()
+        consumer = member(bootstrap, group, [topic], listener=listener, max_poll_interval=4.0,
+                          revoke_timeout=60.0)
+        await consumer.connect()
+        await settled([other.assignment, lambda: set(consumer.assignment())], expected,
+                      "two members")
+        await produce(bootstrap, topic, 200, prefix="n")  # for both members
+        stuck = Stuck(consumer)
+        held = await stuck.take_one_batch()
+        assert stuck.asked is not None
+        await until(lambda: _left(consumer), timeout=4.0 + 4.0,
+                    what="the stuck member left within max_poll_interval and a few ticks")
+        assert asyncio.get_running_loop().time() - stuck.asked < 4.0 + 4.0
+        # Promptly: one Tansu rebalance (5-8 s), not revoke_timeout.
+        await until(lambda: other.assignment() == expected, timeout=30.0,
+                    what="the other member has everything")
+        lost = {tp for what, tps in listener.events if what == "lost" for tp in tps}
+        revoked = {tp for what, tps in listener.events if what == "revoked" for tp in tps}
+        assert held <= lost and not held & revoked, (held, listener.events)
+        with pytest.raises(PollIntervalExceededError, match="max_poll_interval"):
+            await consumer.consume()
+        await asyncio.gather(other.stop(), consumer.close())
 
     run(main(), timeout=240)

@@ -47,8 +47,10 @@ INCONSISTENT_GROUP_PROTOCOL and GROUP_AUTHORIZATION_FAILED are fatal: the
 member stops and the consumer raises the typed error.
 
 An application that does not ask for records for ``max_poll_interval``
-makes the member leave on purpose (revoke and commit what it finished,
-LeaveGroup): the others take its partitions instead of waiting; its next
+makes the member leave on purpose (LeaveGroup): the others take its
+partitions instead of waiting. It does not wait for the batch the
+application is stuck on: what the application still holds is lost, the rest
+revoked and committed as usual. Its next
 ``consume()`` raises :class:`~kiel.exc.PollIntervalExceededError` and the
 member joins again.
 
@@ -340,6 +342,30 @@ class BrokerMembership:
         finally:
             self._moving = []
             self._revoking_since = None
+
+    async def _give_up_stuck(self) -> None:
+        """Give up what is owned without waiting for the application, which is stuck.
+
+        What the application still holds is what made it late: waiting for
+        it (``revoke_timeout``) would keep the partitions from the others
+        for the very reason this member leaves. Those are *lost* (no
+        commit; the next owner delivers them again); the rest are revoked
+        as usual (nothing to wait for: listener, commit).
+        """
+        held = self.hooks.in_hand(self.owned)
+        if held:
+            log.warning("group %s: member %s leaves with records of %s still in the "
+                        "application's hands: lost, not revoked (the next owner delivers "
+                        "them again)", self.context.group, self.member_id,
+                        describe_partitions(held))
+            gone = set(held)
+            self.owned = [tp for tp in self.owned if tp not in gone]
+            self._moving = held
+            try:
+                await self.hooks.lost(held)
+            finally:
+                self._moving = []
+        await self._give_up_owned()
 
     async def _hand_back(self) -> None:
         # What a cancelled rebalance was moving goes back too.
@@ -772,7 +798,7 @@ class BrokerMembership:
             group=self.context.group,
         )
         self.state = "REVOKING"
-        await self._give_up_owned()
+        await self._give_up_stuck()
         try:
             if self.member_id and self.settings.group_instance_id is None:
                 await self.requests.leave(self.member_id)
