@@ -157,3 +157,51 @@ def test_leaving_for_max_poll_interval_does_not_wait_for_the_stuck_batch(
         await asyncio.gather(other.stop(), consumer.close())
 
     run(main(), timeout=240)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("allocator", ["range", "cooperative-sticky"])
+def test_max_poll_interval_is_judged_during_a_rebalance(tansu_broker: Any, allocator: str) -> None:
+    # The application is stuck, holding records of every partition it owns,
+    # when a new member starts a rebalance that takes some of them: the
+    # revocation waits for the batch (revoke_timeout 60 s), and a
+    # cooperative member rejoins first, but past max_poll_interval the
+    # member leaves, and the application hears so.
+    topic = tansu_broker.create_topic(unique("stuckrebalance"), 4)
+    elsewhere = tansu_broker.create_topic(unique("elsewhere"), 1)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 4)
+    interval = 8.0
+
+    async def main() -> None:
+        # The leader reads another topic (Tansu keeps the first member as
+        # leader), so the stuck member owns every partition of this one and
+        # the next member necessarily takes some from it.
+        other = await Loop(member(bootstrap, group, [elsewhere], allocator=allocator)).start()
+        consumer = member(bootstrap, group, [topic], max_poll_interval=interval,
+                          revoke_timeout=60.0, allocator=allocator, auto_finish=False)
+        await consumer.connect()
+        assert set(consumer.assignment()) == expected
+        await produce(bootstrap, topic, 200)
+        held: Set[TP] = set()
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        while held != expected:  # auto_finish=False: every record taken stays held
+            held |= {TP(r.topic, r.partition) for r in await consumer.consume()}
+            asked = loop.time()
+        # Started aside: the test does not depend on when its connect() returns.
+        joining = asyncio.ensure_future(
+            Loop(member(bootstrap, group, [topic], allocator=allocator)).start())
+        await until(lambda: consumer.metrics().group_state != "STABLE", timeout=SETTLE,
+                    what="the stuck member in the rebalance")
+        await until(lambda: _left(consumer), timeout=interval + 6.0,
+                    what="the stuck member left within max_poll_interval and a few ticks")
+        assert loop.time() - asked < interval + 6.0
+        third = await joining
+        await settled([third.assignment], expected, "the new member has the topic")
+        with pytest.raises(PollIntervalExceededError, match="max_poll_interval"):
+            await consumer.consume()
+        await asyncio.gather(other.stop(), third.stop(), consumer.close())
+
+    run(main(), timeout=240)

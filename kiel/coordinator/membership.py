@@ -50,7 +50,9 @@ An application that does not ask for records for ``max_poll_interval``
 makes the member leave on purpose (LeaveGroup): the others take its
 partitions instead of waiting. It does not wait for the batch the
 application is stuck on: what the application still holds is lost, the rest
-revoked and committed as usual. Its next
+revoked and committed as usual. The interval is judged in a rebalance too
+(one waiting for the stuck application, or joining): the rebalance is
+stopped and the member leaves. Its next
 ``consume()`` raises :class:`~kiel.exc.PollIntervalExceededError` and the
 member joins again.
 
@@ -124,6 +126,9 @@ REJOIN_BACKOFF = Backoff(0.1, 5.0, retries=None)
 FATAL = (FencedInstanceIdError, InconsistentGroupProtocolError, GroupAuthorizationFailedError,
          InvalidSessionTimeoutError, InvalidGroupIdError, GroupMaxSizeReachedError,
          UnsupportedFeatureError)
+#: States in which the member is in its group (or getting into it): the
+#: application's max_poll_interval is judged in each.
+_IN_GROUP = ("STABLE", "REVOKING", "JOINING", "SYNCING")
 #: Internal topics a pattern never matches.
 _INTERNAL = ("__consumer_offsets", "__transaction_state")
 
@@ -202,6 +207,10 @@ class BrokerMembership:
         self._last_error: Optional[KielError] = None
         #: When the revocation under way began (``None``: none is).
         self._revoking_since: Optional[float] = None
+        #: The group task (rebalances), which leaving for max_poll_interval stops.
+        self._group_task: Optional[asyncio.Task[None]] = None
+        #: Leaving for max_poll_interval now.
+        self._leaving_for_poll = False
 
     # ------------------------------------------------------------------
     # Membership
@@ -283,7 +292,7 @@ class BrokerMembership:
         # The application could not ask for records while connect() joined:
         # its max_poll_interval starts now.
         self.session.poll(_now())
-        self._tasks.spawn(self._run(), "group")
+        self._group_task = self._tasks.spawn(self._run(), "group")
         self._tasks.spawn(self._heartbeats(), "heartbeats")
         self._tasks.spawn(self._watch_metadata(), "group metadata")
 
@@ -725,7 +734,11 @@ class BrokerMembership:
             due = next_beat - _now()
             await asyncio.sleep(tick if due <= 0 else min(tick, due))
             now = _now()
-            if self.state == "STABLE" and self.session.poll_overdue(now):
+            # Judged in a rebalance too: an application stuck when one began
+            # would otherwise keep it (and its partitions) waiting.
+            if (self.state in _IN_GROUP and not self._leaving_for_poll
+                    and self.session.poll_overdue(now)):
+                self._leaving_for_poll = True
                 self._tasks.spawn(self._leave_for_poll(), "leave for max_poll_interval")
                 continue
             if self.member_id is None or not (
@@ -784,8 +797,23 @@ class BrokerMembership:
             self.last_heartbeat = time.time()
 
     async def _leave_for_poll(self) -> None:
-        """The application went ``max_poll_interval`` without asking for records: leave."""
-        if self.state != "STABLE":
+        """The application went ``max_poll_interval`` without asking for records: leave.
+
+        A rebalance under way is stopped first (it may be waiting for the
+        very application that is stuck, or joining a generation this member
+        leaves); what it was moving is handed back here. The group task
+        starts again, idle: the member joins again when the application asks.
+        """
+        try:
+            await self._leave_for_poll_now()
+        finally:
+            self._leaving_for_poll = False
+            if not self._closing and (self._group_task is None or self._group_task.done()):
+                self._rejoin = False  # what was asked before it left is moot
+                self._group_task = self._tasks.spawn(self._run(), "group")
+
+    async def _leave_for_poll_now(self) -> None:
+        if self.state not in _IN_GROUP:
             return
         interval = self.settings.max_poll_interval
         log.warning("group %s: no records asked for in max_poll_interval=%ss; member %s "
@@ -797,6 +825,13 @@ class BrokerMembership:
             "now (raise max_poll_interval, or ask for records more often)",
             group=self.context.group,
         )
+        # What a rebalance was revoking or assigning is still this member's
+        # to hand back (the rebalance's own bookkeeping ends as it is stopped).
+        self.owned = sorted(set(self.owned) | set(self._moving))
+        group_task = self._group_task
+        if group_task is not None and not group_task.done():
+            group_task.cancel()
+            await asyncio.wait([group_task], timeout=self.settings.leave_timeout)
         self.state = "REVOKING"
         await self._give_up_stuck()
         try:
