@@ -161,6 +161,10 @@ class ConsumerHooks(PartitionHooks):
             for tp in tps:
                 commits.forget(tp)  # its revoking mark goes with it
 
+    def in_hand(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        state = self._state
+        return [tp for tp in partitions if tp in state and state[tp].in_hand]
+
     async def lost(self, partitions: Sequence[tuple[str, int]]) -> None:
         tps = _partitions(partitions)
         self._clock.stopped(time.monotonic(), tps, lost=True)

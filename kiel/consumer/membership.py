@@ -57,6 +57,15 @@ class PartitionHooks:
     async def lost(self, partitions: list[TopicPartition]) -> None:
         """Ownership gone without a hand-over (session lost, fenced): stop, listener, no commit."""
 
+    def in_hand(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Those of ``partitions`` the application still holds records of (unfinished).
+
+        A membership that must give partitions up without waiting for the
+        application (it left the group for ``max_poll_interval``) loses
+        these instead of revoking them.
+        """
+        return []
+
     def rebalance_began(self, fresh: bool = False) -> None:
         """A rebalance begins at this member (JoinGroup, a ZooKeeper reconcile pass).
 

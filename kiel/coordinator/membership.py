@@ -47,8 +47,12 @@ INCONSISTENT_GROUP_PROTOCOL and GROUP_AUTHORIZATION_FAILED are fatal: the
 member stops and the consumer raises the typed error.
 
 An application that does not ask for records for ``max_poll_interval``
-makes the member leave on purpose (revoke and commit what it finished,
-LeaveGroup): the others take its partitions instead of waiting; its next
+makes the member leave on purpose (LeaveGroup): the others take its
+partitions instead of waiting. It does not wait for the batch the
+application is stuck on: what the application still holds is lost, the rest
+revoked and committed as usual. The interval is judged in a rebalance too
+(one waiting for the stuck application, or joining): the rebalance is
+stopped and the member leaves. Its next
 ``consume()`` raises :class:`~kiel.exc.PollIntervalExceededError` and the
 member joins again.
 
@@ -122,6 +126,9 @@ REJOIN_BACKOFF = Backoff(0.1, 5.0, retries=None)
 FATAL = (FencedInstanceIdError, InconsistentGroupProtocolError, GroupAuthorizationFailedError,
          InvalidSessionTimeoutError, InvalidGroupIdError, GroupMaxSizeReachedError,
          UnsupportedFeatureError)
+#: States in which the member is in its group (or getting into it): the
+#: application's max_poll_interval is judged in each.
+_IN_GROUP = ("STABLE", "REVOKING", "JOINING", "SYNCING")
 #: Internal topics a pattern never matches.
 _INTERNAL = ("__consumer_offsets", "__transaction_state")
 
@@ -200,6 +207,10 @@ class BrokerMembership:
         self._last_error: Optional[KielError] = None
         #: When the revocation under way began (``None``: none is).
         self._revoking_since: Optional[float] = None
+        #: The group task (rebalances), which leaving for max_poll_interval stops.
+        self._group_task: Optional[asyncio.Task[None]] = None
+        #: Leaving for max_poll_interval now.
+        self._leaving_for_poll = False
 
     # ------------------------------------------------------------------
     # Membership
@@ -281,7 +292,7 @@ class BrokerMembership:
         # The application could not ask for records while connect() joined:
         # its max_poll_interval starts now.
         self.session.poll(_now())
-        self._tasks.spawn(self._run(), "group")
+        self._group_task = self._tasks.spawn(self._run(), "group")
         self._tasks.spawn(self._heartbeats(), "heartbeats")
         self._tasks.spawn(self._watch_metadata(), "group metadata")
 
@@ -340,6 +351,30 @@ class BrokerMembership:
         finally:
             self._moving = []
             self._revoking_since = None
+
+    async def _give_up_stuck(self) -> None:
+        """Give up what is owned without waiting for the application, which is stuck.
+
+        What the application still holds is what made it late: waiting for
+        it (``revoke_timeout``) would keep the partitions from the others
+        for the very reason this member leaves. Those are *lost* (no
+        commit; the next owner delivers them again); the rest are revoked
+        as usual (nothing to wait for: listener, commit).
+        """
+        held = self.hooks.in_hand(self.owned)
+        if held:
+            log.warning("group %s: member %s leaves with records of %s still in the "
+                        "application's hands: lost, not revoked (the next owner delivers "
+                        "them again)", self.context.group, self.member_id,
+                        describe_partitions(held))
+            gone = set(held)
+            self.owned = [tp for tp in self.owned if tp not in gone]
+            self._moving = held
+            try:
+                await self.hooks.lost(held)
+            finally:
+                self._moving = []
+        await self._give_up_owned()
 
     async def _hand_back(self) -> None:
         # What a cancelled rebalance was moving goes back too.
@@ -517,12 +552,12 @@ class BrokerMembership:
         while True:
             if self._closing:
                 raise ClientClosedError("the member left while joining")
-            sent = _now()
             try:
                 return await self._join_and_sync()
             except RebalanceInProgressError as e:
-                # The coordinator counts this member in (else: UNKNOWN_MEMBER_ID).
-                self.session.answered(sent)
+                # The coordinator counts this member in (else: UNKNOWN_MEMBER_ID),
+                # and held the request until now (see Session.restarted).
+                self.session.restarted(_now())
                 log.debug("group %s: %s; joining again", self.context.group, type(e).__name__)
             except IllegalGenerationError as e:
                 log.debug("group %s: %s; joining again", self.context.group, type(e).__name__)
@@ -548,7 +583,6 @@ class BrokerMembership:
         protocols = [JoinGroupProtocol(a.name, self._subscription(a, topics))
                      for a in settings.assignors]
         for _ in range(2):
-            sent = _now()
             response = await self.requests.join(
                 self.member_id or "", protocols, settings.session_timeout,
                 settings.max_poll_interval,
@@ -560,7 +594,9 @@ class BrokerMembership:
         else:
             raise MemberIdRequiredError(api="JoinGroup", group=self.context.group,
                                         member=self.member_id)
-        self.session.answered(sent)
+        # A JoinGroup the coordinator held (until every member joined) kept
+        # this member alive: its session starts again from the answer.
+        self.session.restarted(_now())
         self.member_id = response.member_id
         self.generation = response.generation_id
         self.leader = response.leader
@@ -569,10 +605,11 @@ class BrokerMembership:
         if response.leader == response.member_id:
             assignments = await self._lead(response)
         self.state = "SYNCING"
-        sent = _now()
         data = await self.requests.sync(self.member_id, self.generation, assignments,
                                         settings.max_poll_interval)
-        self.session.answered(sent)
+        # Held until the leader synced (Tansu: up to 5 s; Apache Kafka: up to
+        # the rebalance timeout): the hold does not count against the session.
+        self.session.restarted(_now())
         self.last_heartbeat = time.time()
         offsets = self.context.offsets
         offsets.generation_id = self.generation
@@ -697,7 +734,11 @@ class BrokerMembership:
             due = next_beat - _now()
             await asyncio.sleep(tick if due <= 0 else min(tick, due))
             now = _now()
-            if self.state == "STABLE" and self.session.poll_overdue(now):
+            # Judged in a rebalance too: an application stuck when one began
+            # would otherwise keep it (and its partitions) waiting.
+            if (self.state in _IN_GROUP and not self._leaving_for_poll
+                    and self.session.poll_overdue(now)):
+                self._leaving_for_poll = True
                 self._tasks.spawn(self._leave_for_poll(), "leave for max_poll_interval")
                 continue
             if self.member_id is None or not (
@@ -756,8 +797,23 @@ class BrokerMembership:
             self.last_heartbeat = time.time()
 
     async def _leave_for_poll(self) -> None:
-        """The application went ``max_poll_interval`` without asking for records: leave."""
-        if self.state != "STABLE":
+        """The application went ``max_poll_interval`` without asking for records: leave.
+
+        A rebalance under way is stopped first (it may be waiting for the
+        very application that is stuck, or joining a generation this member
+        leaves); what it was moving is handed back here. The group task
+        starts again, idle: the member joins again when the application asks.
+        """
+        try:
+            await self._leave_for_poll_now()
+        finally:
+            self._leaving_for_poll = False
+            if not self._closing and (self._group_task is None or self._group_task.done()):
+                self._rejoin = False  # what was asked before it left is moot
+                self._group_task = self._tasks.spawn(self._run(), "group")
+
+    async def _leave_for_poll_now(self) -> None:
+        if self.state not in _IN_GROUP:
             return
         interval = self.settings.max_poll_interval
         log.warning("group %s: no records asked for in max_poll_interval=%ss; member %s "
@@ -769,8 +825,15 @@ class BrokerMembership:
             "now (raise max_poll_interval, or ask for records more often)",
             group=self.context.group,
         )
+        # What a rebalance was revoking or assigning is still this member's
+        # to hand back (the rebalance's own bookkeeping ends as it is stopped).
+        self.owned = sorted(set(self.owned) | set(self._moving))
+        group_task = self._group_task
+        if group_task is not None and not group_task.done():
+            group_task.cancel()
+            await asyncio.wait([group_task], timeout=self.settings.leave_timeout)
         self.state = "REVOKING"
-        await self._give_up_owned()
+        await self._give_up_stuck()
         try:
             if self.member_id and self.settings.group_instance_id is None:
                 await self.requests.leave(self.member_id)

@@ -7,6 +7,14 @@ Pure bookkeeping on the loop's clock, so the rules are testable alone:
   (the coordinator got it no earlier), so this member's idea of the expiry
   is never later than the coordinator's: once it passes, another member may
   own these partitions, and they are lost, not revoked;
+* a JoinGroup or SyncGroup the coordinator *holds* (until every member
+  joined, until the leader synced: seconds, up to the rebalance timeout)
+  keeps the member alive meanwhile, and the coordinator starts its session
+  again when it answers: so the session restarts when the answer arrives,
+  not when the request was sent (dating it from the send would count the
+  hold against the session, and a member whose SyncGroup was held most of
+  it would call its fresh partitions lost before its first heartbeat). The
+  answer's transit is the only slack, as in the Java consumer;
 * an application that has not asked for records for ``max_poll_interval``
   is stuck or too slow: the member leaves on purpose, so the group moves
   on instead of waiting for it.
@@ -40,6 +48,11 @@ class Session:
         """The coordinator answered a request sent at ``sent`` as a live member's."""
         if self.heard is None or sent > self.heard:
             self.heard = sent
+
+    def restarted(self, now: float) -> None:
+        """The coordinator answered a JoinGroup or SyncGroup (which it may
+        have held) at ``now``: the session starts again from its answer."""
+        self.answered(now)
 
     def end(self) -> None:
         """No session any more (left, fenced, forgotten)."""
