@@ -168,9 +168,11 @@ class SingleConsumer(_BaseConsumer):
             return True
         if not follow:
             return False
+        known = self.cluster.partitions.get(topic, {})
+        if self._looked.get(topic) is known:
+            return False  # looked through since the metadata last changed
         is_assigned = self.subscription.is_assigned
-        return any(not is_assigned(TopicPartition(topic, p))
-                   for p in self.cluster.partitions.get(topic, {}))
+        return any(not is_assigned(TopicPartition(topic, p)) for p in known)
 
     async def _add_topic(self, topic: str, start: Start) -> None:
         if topic not in self._topics:
