@@ -97,6 +97,10 @@ def test_an_eager_rebalance_is_logged_and_its_pause_measured(tansu_broker: Any,
         # listener's revoke started until after its next assigned returned.
         gap = assigned[3] - revoked[2]
         assert gap >= REVOKE_SECONDS + ASSIGN_SECONDS, (listener.calls, first_assigned)
+        # The rebalance ends when the assignment is fetching, a moment after
+        # the assigned listener returned: read the metric once it is counted.
+        await until(lambda: a.consumer.metrics().rebalances >= 2,
+                    timeout=SETTLE, what="a's second rebalance counted")
         after = a.consumer.metrics()
         ids = a.consumer.member_id, b.consumer.member_id
         await asyncio.gather(a.stop(), b.stop())
