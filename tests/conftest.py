@@ -150,3 +150,18 @@ def kcat() -> str:
     if path is None:
         pytest.fail("kcat is not installed (apt-get install kcat)")
     return path
+
+
+@pytest.fixture
+def proxied_tansu(fault_proxy):
+    """Tansu behind a fault proxy: it advertises the proxy, so every
+    connection goes through it. Yields ``(broker, proxy)``."""
+    from kiel.testing.process import free_ports
+    from kiel.testing.tansu import TansuBroker
+
+    (port,) = free_ports(1)
+    proxy = fault_proxy(("127.0.0.1", port))
+    broker = TansuBroker(port=port, advertised_port=int(proxy.address.rsplit(":", 1)[1]))
+    broker.start()
+    yield broker, proxy
+    broker.close()

@@ -33,8 +33,6 @@ from kiel.exc import (
     UnsupportedFeatureError,
 )
 from kiel.structs import TopicPartition as TP
-from kiel.testing.process import free_ports
-from kiel.testing.tansu import TansuBroker
 from tests.conftest import run, unique
 from tests.waiting import until
 
@@ -507,17 +505,6 @@ def test_kiel_members_follow_another_clients_leader(
 
 # --------------------------------------------------------------------------
 # faults through the fault proxy in front of Tansu
-
-
-@pytest.fixture
-def proxied_tansu(fault_proxy: Any) -> Any:
-    """Tansu behind a fault proxy: it advertises the proxy, so every connection goes through it."""
-    (port,) = free_ports(1)
-    proxy = fault_proxy(("127.0.0.1", port))
-    broker = TansuBroker(port=port, advertised_port=int(proxy.address.rsplit(":", 1)[1]))
-    broker.start()
-    yield broker, proxy
-    broker.close()
 
 
 def _owners(loops: List[Loop]) -> List[Set[TP]]:

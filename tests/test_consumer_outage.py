@@ -32,8 +32,6 @@ from kiel.exc import (
     TopicAuthorizationFailedError,
 )
 from kiel.structs import TopicPartition
-from kiel.testing.process import free_ports
-from kiel.testing.tansu import TansuBroker
 from tests.conftest import run, unique
 from tests.waiting import until
 
@@ -97,17 +95,6 @@ def test_the_stall_clock_starts_when_there_is_something_to_fetch() -> None:
 
 # --------------------------------------------------------------------------
 # Tansu behind the fault proxy
-
-
-@pytest.fixture
-def proxied_tansu(fault_proxy: Any) -> Any:
-    """Tansu behind a fault proxy: it advertises the proxy, so every connection goes through it."""
-    (port,) = free_ports(1)
-    proxy = fault_proxy(("127.0.0.1", port))
-    broker = TansuBroker(port=port, advertised_port=int(proxy.address.rsplit(":", 1)[1]))
-    broker.start()
-    yield broker, proxy
-    broker.close()
 
 
 class Producing:
