@@ -1634,14 +1634,28 @@ class Admin(Client):
             if type(offset) is not int or offset < HIGH_WATERMARK:
                 raise ConfigError(f"{tp}: the offset to delete before must be an int >= 0 "
                                   f"(or -1: the high watermark), got {offset!r}")
-        results: Results[TopicPartition, int] = Results()
-        for leader, group in (await self._by_leader(tps, results, "DeleteRecords")).items():
-            request = admin_records.DeleteRecordsRequestV2(
+        return await self._at_leaders(
+            tps, "DeleteRecords", DELETE_RECORDS,
+            lambda group, _leader: _fixed(admin_records.DeleteRecordsRequestV2(
                 [admin_records.DeleteRecordsTopic(t, [admin_records.DeleteRecordsPartition(
                     p, before[TopicPartition(t, p)]) for p in ps])
-                 for t, ps in _by_topic(group).items()], self._timeout_ms)
+                 for t, ps in _by_topic(group).items()], self._timeout_ms)),
+            lambda p: p.low_watermark)
+
+    async def _at_leaders(self, tps: Sequence[TopicPartition], api: str, api_key: int,
+                          build: Callable[[list[TopicPartition], int], Callable[[int], Any]],
+                          value: Callable[[Any], Any]) -> "Results[TopicPartition, Any]":
+        """Send each leader one request for its partitions of ``tps``
+        (``build(partitions, leader)``) and map each partition's answer: its
+        error (as a class), or ``value(answer)``.
+
+        A leader that cannot be reached fails its partitions only; a
+        partition its leader's answer leaves out is a ProtocolError.
+        """
+        results: Results[TopicPartition, Any] = Results()
+        for leader, group in (await self._by_leader(tps, results, api)).items():
             try:
-                response = await self._send(leader, DELETE_RECORDS, _fixed(request))
+                response = await self._send(leader, api_key, build(group, leader))
             except (KielConnectionError, RequestTimeoutError, NoBrokersError) as e:
                 results.update(dict.fromkeys(group, e))
                 continue
@@ -1650,9 +1664,9 @@ class Admin(Client):
                     tp = TopicPartition(t.name, p.partition_index)
                     if tp in group:
                         results[tp] = _failure(
-                            p.error_code, None, api="DeleteRecords", topic=t.name,
-                            partition=p.partition_index) or p.low_watermark
-            self._left_out(group, results, "DeleteRecords", leader)
+                            p.error_code, None, api=api, topic=t.name,
+                            partition=p.partition_index) or value(p)
+            self._left_out(group, results, api, leader)
         return Results((tp, results[tp]) for tp in tps)
 
     @staticmethod
@@ -1685,29 +1699,15 @@ class Admin(Client):
         """
         tps = _partitions_of(specs)
         times = {tp: _timestamp(specs[tp], tp) for tp in tps}
-        results: Results[TopicPartition, ListedOffset] = Results()
-        for leader, group in (await self._by_leader(tps, results, "ListOffsets")).items():
-            request = admin_records.ListOffsetsRequestV7(
+        return await self._at_leaders(
+            tps, "ListOffsets", LIST_OFFSETS_KEY,
+            lambda group, leader: self._v7(admin_records.ListOffsetsRequestV7(
                 -1, 1 if read_committed else 0,
                 [admin_records.ListOffsetsTopic(t, [admin_records.ListOffsetsPartition(
                     p, -1, times[TopicPartition(t, p)]) for p in ps])
-                 for t, ps in _by_topic(group).items()])
-            try:
-                response = await self._send(leader, LIST_OFFSETS_KEY,
-                                            self._v7(request, leader))
-            except (KielConnectionError, RequestTimeoutError, NoBrokersError) as e:
-                results.update(dict.fromkeys(group, e))
-                continue
-            for t in response.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if tp in group:
-                        results[tp] = _failure(
-                            p.error_code, None, api="ListOffsets", topic=t.name,
-                            partition=p.partition_index) or ListedOffset(
-                            None if p.offset < 0 else p.offset, p.timestamp, p.leader_epoch)
-            self._left_out(group, results, "ListOffsets", leader)
-        return Results((tp, results[tp]) for tp in tps)
+                 for t, ps in _by_topic(group).items()]), leader),
+            lambda p: ListedOffset(None if p.offset < 0 else p.offset, p.timestamp,
+                                   p.leader_epoch))
 
     def _v7(self, request: Any, broker: int) -> Callable[[int], Any]:
         """The ListOffsets v7 builder for :meth:`_send`: kiel's clients speak
