@@ -34,13 +34,11 @@ from tests.test_broker_groups import (
     member,
     partitions,
     produce,
-    proxied_tansu,
     settled,
 )
 from tests.waiting import until
 
 pytestmark = pytest.mark.interop
-__all__ = ["proxied_tansu"]  # the fixture, used here
 
 STRATEGY = "cooperative-sticky"
 
