@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "BEGINNING": "kiel.consumer.positions",
     "END": "kiel.consumer.positions",
     "StartPosition": "kiel.consumer.positions",
+    "GroupMetadata": "kiel.structs",
     "Record": "kiel.structs",
     "RecordMetadata": "kiel.structs",
     "TopicPartition": "kiel.structs",
@@ -46,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from kiel.producer import Producer
     from kiel.producer.partitioners import Partitioner
     from kiel.serializers import Deserializer, Serializer
-    from kiel.structs import Record, RecordMetadata, TopicPartition
+    from kiel.structs import GroupMetadata, Record, RecordMetadata, TopicPartition
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

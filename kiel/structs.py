@@ -1,5 +1,5 @@
 """The shapes every layer shares: :class:`TopicPartition`, :class:`Record`,
-:class:`RecordMetadata`.
+:class:`RecordMetadata`, :class:`GroupMetadata`.
 
 Standard library only, so :mod:`kiel.protocol` can build these very objects
 while decoding (no copy between the wire and the application).
@@ -14,7 +14,16 @@ The ``"topic:partition"`` strings of the allocator plug-in interface
 import sys
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Optional, TypeVar
 
-__all__ = ["Header", "K", "RawRecord", "Record", "RecordMetadata", "TopicPartition", "V"]
+__all__ = [
+    "GroupMetadata",
+    "Header",
+    "K",
+    "RawRecord",
+    "Record",
+    "RecordMetadata",
+    "TopicPartition",
+    "V",
+]
 
 #: The type of a record's key once the consumer's key deserializer ran.
 K = TypeVar("K")
@@ -33,6 +42,24 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}:{self.partition}"
+
+
+class GroupMetadata(NamedTuple):
+    """Who consumed the offsets a transaction commits (KIP-447).
+
+    A transactional producer sends it with the offsets
+    (``send_offsets_to_transaction``) so the group coordinator can refuse the
+    commit of a member that is no longer in the group (a zombie). A broker
+    group's consumer gives its own (``GroupedConsumer.group_metadata()``);
+    partitions read outside a group protocol give the group id alone, with
+    generation -1, as Java's ``ConsumerGroupMetadata(groupId)`` does, and the
+    coordinator then checks nothing but the group id.
+    """
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: Optional[str] = None
 
 
 class RecordMetadata(NamedTuple):
