@@ -32,6 +32,7 @@ from kiel.exc import (
     PollIntervalExceededError,
     UnsupportedFeatureError,
 )
+from kiel.structs import GroupMetadata
 from kiel.structs import TopicPartition as TP
 from tests.conftest import run, unique
 from tests.waiting import until
@@ -151,6 +152,10 @@ def test_kiel_members_share_a_group_through_joins_a_leave_and_a_crash(tansu_brok
         assert (metrics.coordinator, metrics.group_state, metrics.leader) == (
             "brokers", "STABLE", True)
         assert metrics.generation >= 0 and metrics.member_id
+        # What a transactional producer sends with this member's offsets is
+        # the generation and member id its own commits carry (KIP-447).
+        assert a.consumer.group_metadata() == GroupMetadata(
+            group, metrics.generation, metrics.member_id, None)
 
         b = await Loop(member(bootstrap, group, [topic])).start()
         await settled([a.assignment, b.assignment], expected, "a joined by b")

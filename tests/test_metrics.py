@@ -22,7 +22,7 @@ from kiel.metrics import (
     samples,
 )
 from kiel.protocol.messages import encode_message_set
-from kiel.structs import TopicPartition
+from kiel.structs import GroupMetadata, TopicPartition
 from tests.conftest import run, unique
 from tests.test_consumer import consume_n, produce_raw, values
 
@@ -198,13 +198,17 @@ def test_injected_errors_show_up_by_type(kafka_cluster, topic_factory):
 def test_grouped_consumer_reports_rebalances_zookeeper_and_ownership(kafka_cluster, topic_factory):
     topic = topic_factory(partitions=4)
 
+    group = unique("metrics")
+
     async def main() -> Tuple[Any, GroupedConsumerMetrics]:
-        consumer = GroupedConsumer(kafka_cluster.bootstrap, unique("metrics"),
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group,
                                    zk_hosts=kafka_cluster.zookeeper, topics=[topic],
                                    max_wait_time=0.2)
         before = consumer.metrics()
         async with consumer:
             await consumer.consume()
+            # The broker knows no ZooKeeper generation: the group id alone.
+            assert consumer.group_metadata() == GroupMetadata(group, -1, "", None)
             return before, consumer.metrics()
 
     before, after = run(main())

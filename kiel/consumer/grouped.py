@@ -67,7 +67,7 @@ from kiel.exc import (
     UnknownTopicOrPartitionError,
 )
 from kiel.metrics import GroupedConsumerMetrics, RebalanceCounters
-from kiel.structs import TopicPartition
+from kiel.structs import GroupMetadata, TopicPartition
 
 __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 
@@ -316,6 +316,25 @@ class GroupedConsumer(_BaseConsumer):
             return self.membership.member_id
         member_id: Optional[str] = self.group_settings.member_id
         return member_id
+
+    def group_metadata(self) -> GroupMetadata:
+        """The group metadata a transactional producer sends with this member's offsets.
+
+        Pass it to ``Producer.send_offsets_to_transaction`` so the group
+        coordinator refuses the commit if this member has left the
+        generation its records came from (KIP-447: a zombie cannot commit).
+        It is what this member's own commits carry at the moment of the
+        call, so take it right before sending the offsets.
+
+        Returns:
+            on a broker group, the group id, generation, member id and
+            static instance id; on a ZooKeeper group (whose generations the
+            broker does not know), the group id alone with generation -1, as
+            Java's ``ConsumerGroupMetadata(groupId)``.
+        """
+        offsets = self._offsets
+        return GroupMetadata(self.group, offsets.generation_id, offsets.member_id,
+                             offsets.group_instance_id)
 
     @property
     def zk(self) -> Any:
