@@ -37,7 +37,7 @@ from kiel.protocol import (
 )
 from kiel.structs import TopicPartition
 from tests.conftest import run, unique
-from tests.test_group_protocol_tansu import join, sync
+from tests.support.group_requests import join, sync
 
 
 def kafka_python_member(member_id: str, instance: Any = None) -> DescribedMemberV4:

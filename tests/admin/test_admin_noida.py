@@ -27,8 +27,8 @@ from kiel.exc import (
     OffsetOutOfRangeError,
 )
 from kiel.structs import TopicPartition
-from tests.admin_peer import code, outcome, outcomes, peer
 from tests.conftest import run, unique
+from tests.support.admin_peer import code, outcome, outcomes, peer
 
 BASE = 1_700_000_000_000  # record timestamps, ms
 

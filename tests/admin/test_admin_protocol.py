@@ -19,8 +19,8 @@ from kiel.protocol import admin_configs as cf
 from kiel.protocol import admin_topics as tp
 from kiel.protocol.schema import encode
 from kiel.structs import TopicPartition
-from tests.admin_counterparts import ADMIN_FLEXIBLE
 from tests.conftest import run
+from tests.support.admin_counterparts import ADMIN_FLEXIBLE
 
 KP = {cls: (kp, version) for cls, kp, version in ADMIN_FLEXIBLE}
 

@@ -8,7 +8,7 @@ configs that were set, and deletes a group with live members; CreatePartitions
 and OffsetDelete it does not serve (an UnsupportedFeatureError naming the
 API and the broker, checked here), DeleteRecords and ListOffsets'
 MAX_TIMESTAMP break its connection (judged on noida-db:
-tests/test_admin_noida.py).
+tests/admin/test_admin_noida.py).
 """
 import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions
@@ -32,8 +32,8 @@ from kiel.exc import (
     UnsupportedFeatureError,
 )
 from kiel.structs import TopicPartition
-from tests.admin_peer import code, outcome, outcomes, peer
 from tests.conftest import run, unique
+from tests.support.admin_peer import code, outcome, outcomes, peer
 
 
 def test_create_topics_and_their_errors_match_confluent(tansu_broker) -> None:

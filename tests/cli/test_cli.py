@@ -20,23 +20,8 @@ from kiel.clients import GroupedConsumer
 from kiel.exc import NonEmptyGroupError
 from kiel.structs import TopicPartition
 from tests.conftest import unique
-from tests.waiting import until, wait_until
-
-
-def kiel(*args: str, input: bytes = b"", timeout: float = 120, env: Any = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "kiel.cli", *args],
-        input=input,
-        capture_output=True,
-        timeout=timeout,
-        env=env,
-    )
-
-
-def ok(result: Any) -> Any:
-    assert result.returncode == 0, result.stderr.decode()
-    return result
-
+from tests.support.cli import _table_at, _text_rows, kiel, ok
+from tests.support.waiting import until, wait_until
 
 # ----------------------------------------------------------------------
 # allocate: pure, no cluster
@@ -168,7 +153,7 @@ def test_topics_list_and_describe(kafka_cluster: Any, topic_factory: Any) -> Non
 @pytest.mark.zookeeper
 def test_unknown_topic_is_a_clear_error(kafka_cluster: Any) -> None:
     # the embedded cluster auto-creates topics named in a Metadata request,
-    # as 0.8 does: kiel never names one (tests/test_cli_behaviour.py checks
+    # as 0.8 does: kiel never names one (tests/cli/test_cli_behaviour.py checks
     # that it is not created)
     result = kiel("-b", kafka_cluster.bootstrap, "topics", "no-such-topic-" + uuid.uuid4().hex)
     assert result.returncode == 1 and b"unknown topic" in result.stderr, result.stderr
@@ -351,22 +336,6 @@ async def _consume(consumer: GroupedConsumer, count: int) -> int:
 
 def _describe(bootstrap: str, group: str) -> Dict[str, Any]:
     return json.loads(ok(kiel("-b", bootstrap, "group", "describe", group, "--json")).stdout)
-
-
-def _table_at(text: str, *header: str) -> int:
-    """The line index of the aligned table whose header starts with these words."""
-    lines = text.splitlines()
-    return next(i for i, line in enumerate(lines) if line.split()[:len(header)] == list(header))
-
-
-def _text_rows(text: str, *header: str) -> List[List[str]]:
-    """The rows of the aligned table whose header starts with these words."""
-    rows = []
-    for line in text.splitlines()[_table_at(text, *header) + 1:]:
-        if not line.strip():
-            break
-        rows.append(line.split())
-    return rows
 
 
 def test_broker_group_list_describe_reset_on_tansu(tansu_broker: Any) -> None:

@@ -17,9 +17,9 @@ from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec, Reso
 from kiel.admin import Admin
 from kiel.clients import GroupedConsumer
 from kiel.structs import TopicPartition
-from tests.admin_peer import outcome, outcomes, peer
 from tests.conftest import run, unique
-from tests.test_cli import kiel, ok
+from tests.support.admin_peer import outcome, outcomes, peer
+from tests.support.cli import kiel, ok
 
 BASE = 1_700_000_000_000  # record timestamps, ms
 
@@ -266,7 +266,7 @@ def test_records_delete_before_on_noida(noida_broker: Any) -> None:
     past = kiel("-b", bs, "records", "delete", topic, "--before", "99")
     assert past.returncode == 1 and b"past the high watermark 5" in past.stderr
     # refused before sending, --execute or not (the broker would answer
-    # OffsetOutOfRange, code 1: tests/test_admin_noida.py)
+    # OffsetOutOfRange, code 1: tests/admin/test_admin_noida.py)
     past = kiel("-b", bs, "records", "delete", topic, "--before", "99", "--execute")
     assert past.returncode == 1 and f"{topic}:0: OffsetOutOfRangeError".encode() in past.stderr
     assert earliest() == 3

@@ -2,7 +2,7 @@
 anywhere, ``--version``, exit codes, Ctrl-C, one ``--timeout`` deadline,
 no topic created by asking about it, kafka-consumer-groups.sh's reset
 options, ``--from -N``, kcat's ``-f`` and quiet logs. Each test runs the
-command as a subprocess (``python -m kiel.cli``, as tests/test_cli.py does)
+command as a subprocess (``python -m kiel.cli``, as tests/cli/test_cli.py does)
 against the embedded 0.8.2 cluster, real ZooKeeper or Tansu."""
 
 import asyncio
@@ -22,10 +22,10 @@ import pytest
 
 from kiel.client import Client
 from tests.conftest import unique
-from tests.test_cli import _table_at, _text_rows, kiel, ok
-from tests.waiting import wait_until
+from tests.support.cli import _table_at, _text_rows, kiel, ok
+from tests.support.waiting import wait_until
 
-GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "cli.rst"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "cli.rst"
 
 
 def _spawn(*args: str, stdin: Any = subprocess.DEVNULL) -> "subprocess.Popen[bytes]":

@@ -37,7 +37,7 @@ def _produce(bootstrap: str, topic: str, *prefix: str) -> "subprocess.Popen[byte
 def _interrupt(process: "subprocess.Popen[bytes]", after: float) -> "tuple[int, str]":
     """Ctrl-C after ``after`` seconds; the pipe stays open until the command
     exited (``communicate()`` would close it at once: an end of input that
-    ends the reader, which hid the race from tests/test_cli_behaviour.py's
+    ends the reader, which hid the race from tests/cli/test_cli_behaviour.py's
     Ctrl-C test most of the time)."""
     assert process.stdin is not None and process.stderr is not None
     time.sleep(after)

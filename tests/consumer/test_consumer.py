@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional
 
 import pytest
 from tornado import gen
@@ -42,48 +42,12 @@ from kiel.serializers import json_deserializer
 from kiel.structs import Record
 from kiel.testing.broker.rawclient import RawClient
 from tests.conftest import run
-from tests.waiting import until
+from tests.support.single_consumer import consume_n, consumer_for, produce_raw, values
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.zookeeper
 
 LEGACY = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.8.2.2"]
-
-
-def produce_raw(
-    cluster: Any,
-    topic: str,
-    partition: int,
-    messages: Sequence[Tuple[Optional[bytes], Optional[bytes]]],
-    codec: int = 0,
-    batch: int = 1000,
-) -> None:
-    """Append ``(key, value)`` pairs to one partition through its leader (blocking)."""
-    with RawClient(cluster.address(cluster.leader(topic, partition))) as client:
-        for i in range(0, len(messages), batch):
-            message_set = encode_message_set(messages[i : i + batch], codec)
-            response = client.request(
-                ProduceRequest(
-                    1,
-                    10000,
-                    [ProduceTopicData(topic, [ProducePartitionData(partition, message_set)])],
-                )
-            )
-            assert response.topics[0].partitions[0].error_code == 0
-
-
-def values(n: int, prefix: str = "m", start: int = 0) -> List[Tuple[None, bytes]]:
-    return [(None, f"{prefix}{i}".encode()) for i in range(start, start + n)]
-
-
-async def consume_n(
-    consumer: SingleConsumer, topics: Any, n: int, start: Any = BEGINNING, rounds: int = 1000
-) -> List[Record]:
-    got: List[Record] = []
-    for _ in range(rounds):
-        if len(got) >= n:
-            break
-        got.extend(await consumer.consume(topics, start=start))
-    return got
 
 
 def by_partition(records: List[Record]) -> Dict[int, List[Record]]:
@@ -91,11 +55,6 @@ def by_partition(records: List[Record]) -> Dict[int, List[Record]]:
     for r in records:
         out.setdefault(r.partition, []).append(r)
     return out
-
-
-def consumer_for(cluster: Any, **options: Any) -> SingleConsumer:
-    options.setdefault("max_wait_time", 0.2)
-    return SingleConsumer(cluster.bootstrap, **options)
 
 
 # --------------------------------------------------------------------------
@@ -967,7 +926,7 @@ def test_killed_connections_during_a_100k_consume(kafka_cluster, topic_factory):
 
 
 def test_the_example_runs():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run(
         [sys.executable, os.path.join(root, "examples", "consume.py")],
         capture_output=True,
@@ -983,7 +942,7 @@ def _guide_blocks():
     import re
     import textwrap
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "docs", "guides", "single_consumer.rst")) as f:
         text = f.read()
     return [

@@ -12,7 +12,7 @@ from kiel import GroupedConsumer, Producer
 from kiel.consumer import SingleConsumer
 from kiel.consumer.fetcher import ANSWER_GRACE
 from tests.conftest import run, unique
-from tests.test_broker_groups import produce
+from tests.support.broker_groups import produce
 
 MAX_WAIT = 0.5
 # Far above what the bound allows: a consume() that waits for the request's

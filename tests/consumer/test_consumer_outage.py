@@ -5,7 +5,7 @@ The documented consume loops (``docs/guides/grouped_consumer.rst``,
 outage: a 20 s blackout of the network (the fault proxy in front of Tansu),
 and a broker restart (the embedded 0.8.2 broker stopped and started on its
 port, its log kept; Tansu's port refusing for a while: Tansu's storage is in
-memory, so its own restart would forget the log, see tests/chaos). Each
+memory, so its own restart would forget the log, see tests/support/chaos). Each
 resumes soon after the broker is back, nothing acknowledged is lost, and the
 health rule says unhealthy during the outage and healthy after it.
 
@@ -33,7 +33,7 @@ from kiel.exc import (
 )
 from kiel.structs import TopicPartition
 from tests.conftest import run, unique
-from tests.waiting import until
+from tests.support.waiting import until
 
 #: How soon after the broker is back the loop must hand out records again:
 #: one retry backoff (max_backoff, 5 s) plus generous slack for a rejoin

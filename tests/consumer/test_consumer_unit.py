@@ -705,7 +705,7 @@ def test_importing_the_consumers_does_not_import_kazoo():
         "GroupedConsumer('127.0.0.1:1', 'g', zk_hosts='127.0.0.1:2181', topics=['t'])\n"
         "assert 'kazoo' in sys.modules\n"
     )
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60, cwd=root)
     assert result.returncode == 0, result.stderr
@@ -714,7 +714,8 @@ def test_importing_the_consumers_does_not_import_kazoo():
 def test_nothing_under_kiel_consumer_imports_kazoo_or_an_adapter():
     # The seam: the consumer depends on kiel.consumer.membership alone; the
     # ZooKeeper group is an adapter behind it (found by name when used).
-    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kiel")
+    root = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "kiel")
     offenders = []
     for dirpath, _, files in os.walk(os.path.join(root, "consumer")):
         for name in files:
@@ -771,7 +772,7 @@ def test_a_paused_partitions_records_do_not_starve_the_others():
     """Records kept for a paused partition cannot be handed out, so they do
     not count against a round's decode budget: with ``max_records=1`` and a
     paused partition holding more, another partition's raw answer was never
-    decoded and its records never came (found by tests/test_cli.py's
+    decoded and its records never came (found by tests/cli/test_cli.py's
     describe-vs-lag() test)."""
     subscription = Subscription(1 << 20)
     other = TopicPartition("t", 1)

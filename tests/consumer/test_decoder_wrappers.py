@@ -33,7 +33,7 @@ from kiel.protocol.messages import (
 from kiel.protocol.record_batch import RecordBatchBuilder, decode_record_batches
 from kiel.structs import TopicPartition
 from tests.conftest import run
-from tests.test_consumer import consumer_for, produce_raw
+from tests.support.single_consumer import consumer_for, produce_raw
 
 TP = TopicPartition("t", 0)
 VALUE = b"v" * 91
@@ -445,7 +445,7 @@ def test_record_offsets_that_do_not_increase_after_good_ones(codec):
     """Issue #23, defect 4: the records before the first bad offset are
     handed out (those of a good batch before it too); the error comes at
     the bad record, and the position never jumps."""
-    from tests.test_record_batch import batch_with_deltas
+    from tests.support.record_batch import batch_with_deltas
 
 
     good = gzip_batches(20, 20)  # offsets 0..19, in a batch of its own

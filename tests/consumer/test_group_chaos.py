@@ -1,6 +1,6 @@
 """A randomized fault suite for the grouped consumer: many seeded schedules, one checker.
 
-Each schedule (see :mod:`tests.chaos`) starts 3-5 member processes, each
+Each schedule (see :mod:`tests.support.chaos`) starts 3-5 member processes, each
 talking to ZooKeeper through its own fault proxies, produces numbered
 messages throughout, injects 2-4 random faults (cuts, blackouts shorter and
 longer than the session, forced expiry, a ZooKeeper restart longer than the
@@ -16,7 +16,7 @@ brokers coordinate, on Tansu (``generate_brokers``): 3-4 members, each
 behind its own fault proxy in front of the broker (which is the
 coordinator), producer traffic throughout, and 2-3 faults drawn from cuts,
 blackouts shorter and longer than the session, Tansu restarts (memory
-storage: it forgets everything, see :mod:`tests.chaos.checker`), SIGKILL
+storage: it forgets everything, see :mod:`tests.support.chaos.checker`), SIGKILL
 with a replacement, graceful leave and join, slow revocations and
 ``max_poll_interval`` expiries. Its checker swaps the owner-znode rule for
 two on the committed offsets (never back, never ahead of processing).
@@ -39,7 +39,7 @@ Environment:
 Every schedule prints its seed and description (live in a serial run); the
 totals (schedules, faults by kind, violations, convergence p50/max, close
 times) are printed in the run's summary, one set per mode, with every
-schedule's line when pytest-xdist ran them (see :mod:`tests.chaos.totals`).
+schedule's line when pytest-xdist ran them (see :mod:`tests.support.chaos.totals`).
 The run's header names the seed base (``KIEL_CHAOS_BASE``, drawn in
 tests/conftest.py so that every xdist worker collects the same seeds).
 
@@ -59,9 +59,10 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pytest
 
-from tests.chaos.checker import History, check, dump, load, stats
-from tests.chaos.harness import Backend, Runner, TansuBackend
-from tests.chaos.schedule import (
+from tests.conftest import run
+from tests.support.chaos.checker import History, check, dump, load, stats
+from tests.support.chaos.harness import Backend, Runner, TansuBackend
+from tests.support.chaos.schedule import (
     BROKER_KINDS,
     MAX_MEMBERS,
     MIN_MEMBERS,
@@ -70,8 +71,7 @@ from tests.chaos.schedule import (
     generate,
     generate_brokers,
 )
-from tests.chaos.totals import PROPERTY, record
-from tests.conftest import run
+from tests.support.chaos.totals import PROPERTY, record
 
 #: The brokers-mode seeds CI runs: together they inject every brokers-mode
 #: fault kind (checked below), in about four minutes.
@@ -123,7 +123,7 @@ def _writer(request: pytest.FixtureRequest) -> Any:
 
     A schedule's lines show live in a run without pytest-xdist (whose
     workers' output is not shown); the run's summary has them either way
-    (:mod:`tests.chaos.totals`).
+    (:mod:`tests.support.chaos.totals`).
     """
     reporter = request.config.pluginmanager.getplugin("terminalreporter")
     capture = request.config.pluginmanager.getplugin("capturemanager")

@@ -18,7 +18,7 @@ from kiel.consumer import GroupedConsumer
 from kiel.exc import ClientClosedError
 from kiel.structs import TopicPartition as TP
 from tests.conftest import run, unique
-from tests.waiting import until
+from tests.support.waiting import until
 
 PARTITIONS = 2
 COUNT = 120

@@ -16,27 +16,9 @@ from kiel.consumer import GroupedConsumer
 from kiel.exc import AllocationError, OffsetResetError, UnknownTopicOrPartitionError
 from kiel.structs import Record, TopicPartition
 from tests.conftest import run, unique
+from tests.support.grouped import drain, grouped, produce
 
 pytestmark = pytest.mark.zookeeper
-
-
-async def produce(cluster: Any, topic: str, values: List[bytes],
-                  partition: Optional[int] = None) -> None:
-    producer = Producer(cluster.bootstrap, linger=0.005)
-    await producer.connect()
-    try:
-        futures = [producer.produce(topic, v, partition=partition) for v in values]
-        await asyncio.gather(*futures)
-    finally:
-        await producer.close()
-
-
-def grouped(cluster: Any, group: str, topics: Any, **options: Any) -> GroupedConsumer:
-    options.setdefault("max_wait_time", 0.2)
-    options.setdefault("zk_session_timeout", 6.0)
-    options.setdefault("commit_interval", 1.0)
-    return GroupedConsumer(cluster.bootstrap, group, zk_hosts=cluster.zookeeper, topics=topics,
-                           **options)
 
 
 class LoopLag:
@@ -80,20 +62,6 @@ class Listener:
 
     def on_partitions_lost(self, tps: List[TopicPartition]) -> None:
         self.log.append((time.monotonic(), self.name, "lost", tps))
-
-
-async def drain(consumers: List[GroupedConsumer], want: int, seen: Dict[Tuple[str, int, int], int],
-                timeout: float = 30.0) -> None:
-    """Consume with every consumer concurrently until ``want`` distinct records were seen."""
-    deadline = time.monotonic() + timeout
-
-    async def one(c: GroupedConsumer) -> None:
-        while len(seen) < want and time.monotonic() < deadline:
-            for r in await c.consume():
-                key = (r.topic, r.partition, r.offset)
-                seen[key] = seen.get(key, 0) + 1
-
-    await asyncio.gather(*(one(c) for c in consumers))
 
 
 def test_commits_land_in_zookeeper_and_kafka_python_reads_them(kafka_cluster, topic_factory):
@@ -514,7 +482,7 @@ def test_example_runs() -> None:
     import subprocess
     import sys
 
-    example = os.path.join(os.path.dirname(__file__), "..", "examples", "grouped.py")
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "grouped.py")
     out = subprocess.run([sys.executable, example], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "processed 3000 of 3000 events, 0 twice" in out.stdout

@@ -8,8 +8,8 @@ from kiel.consumer import GroupedConsumer
 from kiel.exc import ConfigError, UnknownPartitionError
 from kiel.structs import Record, TopicPartition
 from tests.conftest import run, unique
-from tests.test_grouped import grouped, produce
-from tests.waiting import until
+from tests.support.grouped import grouped, produce
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.zookeeper
 

@@ -20,7 +20,7 @@ decoded a slice at a time); the raw bytes held stay under
 
 Run alone to see the figures::
 
-    .venv/bin/pytest tests/test_loop_lag.py -s
+    .venv/bin/pytest tests/consumer/test_loop_lag.py -s
 """
 import asyncio
 import gc
@@ -294,7 +294,7 @@ def test_a_metadata_answer_of_100k_partitions_never_holds_the_loop(record_proper
     from kiel.cluster import Cluster
     from kiel.protocol.metadata import BrokerMetadata, MetadataResponse
     from kiel.protocol.schema import encode
-    from tests.metadata_peer import MetadataPeer, topic
+    from tests.support.metadata_peer import MetadataPeer, topic
 
     big = topic("big", 100_000)
 
@@ -349,7 +349,7 @@ def big_topic_peer_answer(body: List[bytes]):
 def big_metadata(port: int) -> bytes:
     from kiel.protocol.metadata import BrokerMetadata, MetadataResponse
     from kiel.protocol.schema import encode
-    from tests.metadata_peer import topic
+    from tests.support.metadata_peer import topic
 
     return encode(MetadataResponse([BrokerMetadata(0, "127.0.0.1", port)],
                                    [topic("big", 100_000), topic("small", 3)]))
@@ -361,7 +361,7 @@ def test_a_producer_of_a_topic_of_100k_partitions_never_holds_the_loop(
     """The producer's route to a topic of 100,000 partitions (issue 35: 0.4 s
     in one step, a queue made for every partition at once)."""
     from kiel.producer import Producer
-    from tests.metadata_peer import MetadataPeer
+    from tests.support.metadata_peer import MetadataPeer
 
     body: List[bytes] = []
 
@@ -393,7 +393,7 @@ def test_a_consumer_of_a_topic_of_100k_partitions_starts_without_holding_the_loo
     the offsets (ListOffsets) and the subscription's state of every partition
     (issue 35: 1.5 s in one step). The fetch rounds that follow: see
     test_fetch_rounds_of_a_topic_of_100k_partitions_never_hold_the_loop."""
-    from tests.metadata_peer import MetadataPeer
+    from tests.support.metadata_peer import MetadataPeer
 
     body: List[bytes] = []
 
@@ -566,7 +566,7 @@ def test_fetch_rounds_of_a_topic_of_100k_partitions_never_hold_the_loop(
     what ``consume()`` awaits); ``consume()``'s own bookkeeping per call
     (the partitions of the topics named, the health's view of them) still
     walks every partition and is not measured here."""
-    from tests.metadata_peer import MetadataPeer
+    from tests.support.metadata_peer import MetadataPeer
 
     body: List[bytes] = []
     with_data = 300

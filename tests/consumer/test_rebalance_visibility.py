@@ -25,8 +25,8 @@ from kiel.consumer import ConsumerRebalanceListener, GroupedConsumer
 from kiel.metrics import Rebalance, RebalanceClock, describe_partitions
 from kiel.structs import TopicPartition as TP
 from tests.conftest import run, unique
-from tests.test_broker_groups import SETTLE, Loop, member, partitions, produce, settled
-from tests.waiting import until
+from tests.support.broker_groups import SETTLE, Loop, member, partitions, produce, settled
+from tests.support.waiting import until
 
 #: How long the slow listener's callbacks take.
 REVOKE_SECONDS = 1.0

@@ -23,7 +23,7 @@ from kiel import Producer
 from kiel.exc import KielError
 from kiel.structs import TopicPartition as TP
 from tests.conftest import run, unique
-from tests.test_broker_groups import (
+from tests.support.broker_groups import (
     SETTLE,
     ConfluentPeer,
     KafkaPythonPeer,
@@ -36,7 +36,7 @@ from tests.test_broker_groups import (
     produce,
     settled,
 )
-from tests.waiting import until
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.interop
 

@@ -18,8 +18,8 @@ from kiel.coordinator.requests import GroupRequests
 from kiel.exc import PollIntervalExceededError
 from kiel.structs import TopicPartition as TP
 from tests.conftest import run, unique
-from tests.test_broker_groups import SETTLE, Loop, Recorder, member, partitions, produce, settled
-from tests.waiting import until
+from tests.support.broker_groups import SETTLE, Loop, Recorder, member, partitions, produce, settled
+from tests.support.waiting import until
 
 
 class SlowRevoke(Recorder):

@@ -21,7 +21,7 @@ from kiel.protocol import ProducePartitionData, ProduceRequestV3, ProduceTopicDa
 from kiel.protocol.messages import MESSAGE_OVERHEAD
 from kiel.structs import TopicPartition
 from tests.conftest import run, unique
-from tests.test_idempotent_producer import CLEAN, PARTITIONS, confluent_read, judge, records
+from tests.support.idempotence import CLEAN, PARTITIONS, confluent_read, judge, records
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from kiel.producer import Producer, RecordMetadata
 from kiel.producer.partitioners import key_partition
 from kiel.serializers import json_deserializer, json_serializer
 from tests.conftest import run
+from tests.support.producer import read_back
 
 CODECS = [None, "gzip", "snappy"]
 
@@ -29,7 +30,7 @@ CODECS = [None, "gzip", "snappy"]
 @pytest.fixture(autouse=True)
 def _kafka_python_codecs(monkeypatch):
     """kafka-python reads snappy with cramjam standing in for python-snappy."""
-    from tests.test_compression import patch_kafka_codec
+    from tests.support.compression import patch_kafka_codec
 
     patch_kafka_codec(monkeypatch)
 KCAT_COMPAT = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.8.2.2"]
@@ -37,32 +38,6 @@ KCAT_COMPAT = ["-X", "api.version.request=false", "-X", "broker.version.fallback
 
 # --------------------------------------------------------------------------
 # helpers (also used by test_producer_faults.py)
-
-
-def read_back(bootstrap: str, topic: str, partition: int, count: int,
-              timeout: float = 30.0) -> List[Any]:
-    """The first ``count`` records of a partition, read with kafka-python (api 0.8.2)."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        api_version=(0, 8, 2),
-        enable_auto_commit=False,
-        fetch_max_bytes=8 * 1024 * 1024,
-        max_partition_fetch_bytes=4 * 1024 * 1024,
-    )
-    try:
-        tp = TopicPartition(topic, partition)
-        consumer.assign([tp])
-        consumer.seek_to_beginning(tp)
-        records: List[Any] = []
-        deadline = time.monotonic() + timeout
-        while len(records) < count and time.monotonic() < deadline:
-            for batch in consumer.poll(timeout_ms=200, max_records=100000).values():
-                records.extend(batch)
-        return records
-    finally:
-        consumer.close()
 
 
 def read_all(cluster: Any, topic: str) -> Dict[int, List[Any]]:

@@ -19,14 +19,9 @@ from kiel.exc import (
 )
 from kiel.producer import Producer, RecordMetadata
 from kiel.structs import TopicPartition
-from tests.conftest import unique
-from tests.test_producer import read_back, run
-from tests.waiting import until
-
-
-async def in_thread(func: Any, *args: Any) -> Any:
-    """Call a (blocking) harness method without blocking the client's loop."""
-    return await asyncio.get_running_loop().run_in_executor(None, func, *args)
+from tests.conftest import run, unique
+from tests.support.producer import in_thread, read_back
+from tests.support.waiting import until
 
 
 def check_acknowledged(cluster: Any, topic: str, acked: List[Tuple[RecordMetadata, bytes]]) -> None:

@@ -14,8 +14,8 @@ from kiel.exc import (
 )
 from kiel.producer import Producer
 from kiel.producer.partitioners import DefaultPartitioner
-from tests.test_producer import read_back, run
-from tests.test_producer_faults import in_thread
+from tests.conftest import run
+from tests.support.producer import in_thread, read_back
 
 
 def _partition_values(bootstrap: str, topic: str, partitions: int,

@@ -2,8 +2,8 @@
 and the legacy broker that does not know the API.
 
 Byte-for-byte conformance of every ApiVersions struct with kafka-python runs with
-the other APIs in tests/test_protocol_conformance.py (and the round-trip and
-hostile-bytes properties in tests/test_protocol_properties.py).
+the other APIs in tests/protocol/test_protocol_conformance.py (and the round-trip and
+hostile-bytes properties in tests/protocol/test_protocol_properties.py).
 """
 import re
 import struct

@@ -1,8 +1,8 @@
 """The embedded consumer protocol (kiel.protocol.consumer_protocol), pure logic:
 round trips per version, what a newer version or an empty assignment reads as,
 and hostile bytes that only ever raise kiel's ConsumerProtocolError. Byte
-conformance with kafka-python's encoders is in tests/test_protocol_conformance.py;
-Tansu carrying these bytes between members is in tests/test_group_protocol_tansu.py."""
+conformance with kafka-python's encoders is in tests/protocol/test_protocol_conformance.py;
+Tansu carrying these bytes between members is in tests/protocol/test_group_protocol_tansu.py."""
 import struct
 from typing import Any
 

@@ -16,13 +16,13 @@ ApiVersions v3 in the handshake, InitProducerId against Tansu.
 * The handshake asks ApiVersions v3; a broker that answers it with
   UNSUPPORTED_VERSION in v0's layout is asked again with the highest version
   it lists (v0 when it lists none, as before Kafka 2.4); a 0.8 broker still
-  closes the connection and gets the 0.8.2 versions (tests/test_broker.py and
-  tests/test_api_versions.py run that path against the embedded broker).
+  closes the connection and gets the 0.8.2 versions (tests/testing/test_embedded_broker.py and
+  tests/protocol/test_api_versions.py run that path against the embedded broker).
 * Tansu (a broker we did not write) answers kiel's ApiVersions v3 and
   InitProducerId over a real kiel connection with a producer id and epoch.
 
 Random and mutated frames of every registered API, the flexible ones
-included, are fed to the framing objects in tests/test_protocol_properties.py.
+included, are fed to the framing objects in tests/protocol/test_protocol_properties.py.
 """
 import asyncio
 import socket
@@ -34,12 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.api_header import RequestHeader as KpRequestHeader
 from kafka.protocol.api_header import ResponseHeader as KpResponseHeader
-from kafka.protocol.metadata.api_versions import ApiVersionsRequest as KpApiVersionsRequest
 from kafka.protocol.metadata.api_versions import ApiVersionsResponse as KpApiVersionsResponse
-from kafka.protocol.producer.transaction import InitProducerIdRequest as KpInitProducerIdRequest
-from kafka.protocol.producer.transaction import (
-    InitProducerIdResponse as KpInitProducerIdResponse,
-)
 from tornado.iostream import IOStream, StreamClosedError
 from tornado.tcpserver import TCPServer
 
@@ -103,27 +98,13 @@ from kiel.protocol.schema import (
 )
 from kiel.protocol.versions import INIT_PRODUCER_ID, negotiate
 from kiel.testing.tansu import TansuBroker
-from tests.admin_counterparts import ADMIN_FLEXIBLE, ADMIN_NESTED, ADMIN_SAMPLES
 from tests.conftest import run
-from tests.protocol_strategies import for_struct, for_wire_type
+from tests.support.admin_counterparts import ADMIN_NESTED, ADMIN_SAMPLES
+from tests.support.flexible_counterparts import FLEXIBLE_COUNTERPARTS
+from tests.support.protocol_strategies import for_struct, for_wire_type
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-#: kiel class -> (kafka-python's generated class, version): the judges of
-#: every flexible message (also used by tests/test_protocol_conformance.py).
-FLEXIBLE_COUNTERPARTS = [
-    (ApiVersionsRequestV3, KpApiVersionsRequest, 3),
-    (ApiVersionsResponseV3, KpApiVersionsResponse, 3),
-    (InitProducerIdRequestV2, KpInitProducerIdRequest, 2),
-    (InitProducerIdRequestV3, KpInitProducerIdRequest, 3),
-    (InitProducerIdRequestV4, KpInitProducerIdRequest, 4),
-    (InitProducerIdRequestV5, KpInitProducerIdRequest, 5),
-    (InitProducerIdResponseV2, KpInitProducerIdResponse, 2),
-    (InitProducerIdResponseV3, KpInitProducerIdResponse, 3),
-    (InitProducerIdResponseV4, KpInitProducerIdResponse, 4),
-    (InitProducerIdResponseV5, KpInitProducerIdResponse, 5),
-]
-FLEXIBLE_COUNTERPARTS += ADMIN_FLEXIBLE  # the admin client's (tests/admin_counterparts.py)
 KP = {cls: (kp, version) for cls, kp, version in FLEXIBLE_COUNTERPARTS}
 # kiel's nested struct -> the name of kafka-python's nested class.
 KP_NESTED = {ApiVersionRange: "ApiVersion", SupportedFeatureKey: "SupportedFeatureKey",

@@ -368,7 +368,7 @@ def test_buffered_counts_a_partial_frame() -> None:
 # The guide's examples are runnable, and run
 
 
-GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                      "docs", "guides", "protocol.rst")
 
 

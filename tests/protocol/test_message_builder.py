@@ -1,5 +1,5 @@
 """MessageSetBuilder, kiel's one message encoder: byte for byte what kiel
-wrote before it (tests/legacy_encoder.py) on random input, with every codec,
+wrote before it (tests/support/legacy_encoder.py) on random input, with every codec,
 however the messages are fed to it."""
 import pytest
 from hypothesis import given, settings
@@ -21,7 +21,7 @@ from kiel.protocol.messages import (
     encode_message_set,
     iter_message_boundaries,
 )
-from tests import legacy_encoder
+from tests.support import legacy_encoder
 
 CODECS = [CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4]
 maybe_bytes = st.none() | st.binary(max_size=300)

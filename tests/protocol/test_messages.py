@@ -19,7 +19,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kafka.record import legacy_records  # noqa: E402
-from kafka.record.legacy_records import LegacyRecordBatchBuilder  # noqa: E402
 from kafka.record.memory_records import MemoryRecords  # noqa: E402
 
 import kiel.compression
@@ -43,8 +42,8 @@ from kiel.protocol.messages import (
     find_position,
     iter_message_boundaries,
 )
+from tests.support.messages import GZIP, LZ4, NONE, SNAPPY, kp_encode
 
-NONE, GZIP, SNAPPY, LZ4 = 0, 1, 2, 3
 HYPO = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -60,16 +59,6 @@ def kafka_python_snappy(monkeypatch):
 
 # ---------------------------------------------------------------------------
 # Helpers
-
-
-def kp_encode(msgs, codec=NONE, magic=0, offsets=None, timestamps=None):
-    """kafka-python's LegacyRecordBatchBuilder output for (key, value) pairs."""
-    builder = LegacyRecordBatchBuilder(magic, codec, 1 << 30)
-    for i, (key, value) in enumerate(msgs):
-        offset = i if offsets is None else offsets[i]
-        ts = None if timestamps is None else timestamps[i]
-        assert builder.append(offset, ts, key, value) is not None
-    return bytes(builder.build())
 
 
 def kp_decode(data):
@@ -672,7 +661,7 @@ def test_boundaries_and_find_position():
 
 def test_message_sets_guide_examples_run():
     guide = os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
         "docs", "guides", "message_sets.rst",
     )
     with open(guide, encoding="utf-8") as f:

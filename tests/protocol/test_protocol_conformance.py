@@ -60,7 +60,7 @@ Note: kafka-python 3.0.12's ``KafkaProtocol`` only forgives the 0.8.2
 ``response_type is FindCoordinatorResponse`` -- but the registry hands it the
 versioned class (``FindCoordinatorResponse_v0``), so the check never matches
 and it raises ``CorrelationIdError``. kiel accepts the quirk (see
-tests/test_framing.py); here we only compare bytes and values.
+tests/protocol/test_framing.py); here we only compare bytes and values.
 """
 import struct
 import zlib
@@ -267,9 +267,9 @@ from kiel.protocol.sasl import (
     SaslHandshakeResponseV1,
 )
 from kiel.protocol.schema import StructType, decode, encode, struct_type
-from tests.admin_counterparts import ADMIN_CLASSIC
-from tests.protocol_strategies import ALL_APIS, for_struct
-from tests.test_flexible import FLEXIBLE_COUNTERPARTS
+from tests.support.admin_counterparts import ADMIN_CLASSIC
+from tests.support.flexible_counterparts import FLEXIBLE_COUNTERPARTS
+from tests.support.protocol_strategies import ALL_APIS, for_struct
 
 
 class KpListGroupsRequestV2(KpListGroupsRequest[2]):  # type: ignore[misc,valid-type]
@@ -349,12 +349,12 @@ KP_CLASS: Dict[type, Any] = {
 
 # Versions kafka-python's hand-written structs lack: its classes generated
 # from Kafka's JSON definitions judge them (see "DescribeGroups v4" below;
-# the flexible versions in tests/test_flexible.py).
+# the flexible versions in tests/protocol/test_flexible.py).
 KP_GENERATED: Dict[type, Tuple[Any, int]] = {
     DescribeGroupsRequestV4: (KpGenDescribeGroupsRequest, 4),
     DescribeGroupsResponseV4: (KpGenDescribeGroupsResponse, 4),
     **{cls: (kp, version) for cls, kp, version in FLEXIBLE_COUNTERPARTS},
-    # The admin client's classic OffsetDelete v0 (tests/admin_counterparts.py).
+    # The admin client's classic OffsetDelete v0 (tests/support/admin_counterparts.py).
     **{cls: (kp, version) for cls, kp, version in ADMIN_CLASSIC},
 }
 
@@ -624,7 +624,7 @@ def _samples() -> List[Tuple[str, Any]]:
             ApiVersionRange(I16[1], I16[0], I16[1]), ApiVersionRange(3, 0, 12)], I32[1])),
         ("api-versions-resp-v2", ApiVersionsResponseV2(0, [ApiVersionRange(2, 1, 9)], 0)),
         # The newer versions. Their record batches are opaque bytes here
-        # (tests/test_record_batch.py compares those with kafka-python).
+        # (tests/protocol/test_record_batch.py compares those with kafka-python).
         ("produce-v3", ProduceRequestV3(None, -1, 30000, [
             ProduceTopicData("t", [ProducePartitionData(0, ms["none"]),
                                    ProducePartitionData(I32[1], ms["empty"])])])),

@@ -1,6 +1,6 @@
 """Property tests of kiel.protocol: round trips, hostile bytes, bad values.
 
-Strategies come from the schemas themselves (tests/protocol_strategies.py),
+Strategies come from the schemas themselves (tests/support/protocol_strategies.py),
 so every struct of every registered API -- and any API added later -- is
 covered without touching this file.
 
@@ -51,7 +51,7 @@ from kiel.protocol.primitives import (
     String,
 )
 from kiel.protocol.schema import StructType, decode, encode, struct_type
-from tests.protocol_strategies import (
+from tests.support.protocol_strategies import (
     ALL_APIS,
     ALL_STRUCTS,
     field_name,

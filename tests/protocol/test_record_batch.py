@@ -73,11 +73,11 @@ from kiel.protocol.record_batch import (
     encode_record_batch,
 )
 from kiel.structs import Record
+from tests.support.record_batch import TS, _record, batch_with_deltas
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CODECS = [CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD]
 CODEC_IDS = ["none", "gzip", "snappy", "lz4", "zstd"]
-TS = 1_700_000_000_000
 
 Spec = Tuple[Optional[bytes], Optional[bytes], int, List[Tuple[str, Optional[bytes]]]]
 
@@ -578,11 +578,6 @@ def _one_record_batch(record_body: bytes, count: int = 1) -> bytes:
     return restamp(bytes(data))
 
 
-def _record(*fields: bytes) -> bytes:
-    body = b"".join(fields)
-    return encode_varint(len(body)) + body
-
-
 @pytest.mark.parametrize("body, error, match", [
     # attributes, timestamp delta, offset delta, key, value, header count
     (_record(b"\x00", b"\x00", b"\x00", encode_varint(-2), b"\x00", b"\x00"),
@@ -871,25 +866,6 @@ def test_both_decoders_take_the_parameters_declared_once() -> None:
 
 # --------------------------------------------------------------------------
 # Offsets inside a batch (issue #23, defect 4)
-
-
-def batch_with_deltas(deltas: List[int], last_delta: int, base_offset: int = 0,
-                      codec: int = CODEC_NONE) -> bytes:
-    """A batch whose records carry ``deltas`` as their offset deltas and
-    whose header says ``last_delta``, CRC valid: what a hostile or broken
-    broker may send."""
-    records = b"".join(
-        _record(b"\x00", b"\x00", encode_varint(delta), encode_varint(-1),
-                encode_varint(len(value)) + value, b"\x00")
-        for delta, value in ((d, b"v%d" % i) for i, d in enumerate(deltas))
-    )
-    if codec:
-        records = compression.get_codec(codec, **({"magic": 1} if codec == CODEC_LZ4 else {})
-                                        ).compress(records)
-    tail = struct.pack(">hiqqqhii", codec, last_delta, TS, TS, -1, -1, -1, len(deltas))
-    body = tail + records
-    head = struct.pack(">qiibI", base_offset, len(body) + 9, -1, 2, crc32c(body))
-    return head + body
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=CODEC_IDS)

@@ -5,7 +5,6 @@ One SparkSession for the module (UI off, 2 shuffle partitions). pyspark is a
 hard requirement here: without it this module fails to import (``pip install
 'kiel[spark]'``), it is never skipped.
 """
-import asyncio
 import collections
 import json
 import os
@@ -17,56 +16,17 @@ import time
 import pyarrow  # noqa: F401 -- fail loudly without the spark extra
 import pyspark  # noqa: F401
 import pytest
-from kazoo.client import KazooClient
-from pyspark.sql import SparkSession
 
 from kiel.exc import ConfigError, CorruptMessageError
-from kiel.producer import Producer
-from kiel.spark import HAS_READ_LIMITS, SCHEMA, DataLossError, KielDataSource
+from kiel.spark import HAS_READ_LIMITS, SCHEMA, DataLossError
 from kiel.spark.datasource import cap_offsets
 from kiel.spark.kafka import Range, read_range, split_ranges
 from kiel.spark.options import SinkOptions, SourceOptions
+from tests.support.spark import produce, zk_offsets
 
 pytestmark = [pytest.mark.zookeeper]
 
 LEGACY = ["-X", "api.version.request=false", "-X", "broker.version.fallback=0.8.2.2"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kiel-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(KielDataSource)
-    try:
-        yield session
-    finally:
-        session.stop()
-
-
-def produce(cluster, topic, n, prefix="m", keyed=True):
-    """Produce n records; return their (partition, offset, key, value)."""
-
-    async def run():
-        producer = Producer(cluster.bootstrap, linger=0.002)
-        await producer.connect()
-        keys = [f"{prefix}-k{i % 17}".encode() if keyed else None for i in range(n)]
-        values = [f"{prefix}-{i}".encode() for i in range(n)]
-        futures = [producer.produce(topic, v, key=k) for k, v in zip(keys, values)]
-        metas = await asyncio.gather(*futures)
-        await producer.close()
-        return [(m.partition, m.offset, k, v) for m, k, v in zip(metas, keys, values)]
-
-    return asyncio.run(run())
 
 
 def rows_of(df):
@@ -309,21 +269,6 @@ def test_streaming_fail_on_data_loss(spark, kafka_cluster, topic_factory, tmp_pa
 # streaming
 
 
-def zk_offsets(cluster, group, topic, partitions):
-    client = KazooClient(hosts=cluster.zookeeper, timeout=10.0)
-    client.start(timeout=15.0)
-    try:
-        out = {}
-        for p in partitions:
-            path = f"/consumers/{group}/offsets/{topic}/{p}"
-            if client.exists(path):
-                out[p] = int(client.get(path)[0].decode())
-        return out
-    finally:
-        client.stop()
-        client.close()
-
-
 @pytest.mark.slow
 def test_streaming_restart_exactly_once_and_group_commits(
         spark, kafka_cluster, topic_factory, tmp_path):
@@ -458,7 +403,7 @@ def test_stream_writer_copies_a_topic(spark, kafka_cluster, topic_factory, tmp_p
 
 @pytest.mark.slow
 def test_pageviews_example(spark, kafka_cluster, tmp_path):
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
     try:
         import spark_pageviews as example
     finally:

@@ -37,7 +37,7 @@ from kiel.spark.columns import (
     to_arrow,
 )
 from kiel.structs import Record
-from tests.test_messages import kp_encode
+from tests.support.messages import kp_encode
 
 TOPIC = "t"
 

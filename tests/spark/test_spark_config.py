@@ -22,10 +22,10 @@ from kiel.spark.datasource import (
     to_arrow,
 )
 from kiel.structs import Record
-from tests import security_fronts
 from tests.conftest import unique
-from tests.security_fronts import SaslFront, server_context
-from tests.test_spark import produce, spark, zk_offsets  # noqa: F401 -- spark: the fixture
+from tests.support import security_fronts
+from tests.support.security_fronts import SaslFront, server_context
+from tests.support.spark import produce, zk_offsets
 
 # The TLS and SASL test servers' fixtures (pytest finds them among the module's globals).
 certificates = security_fronts.certificates

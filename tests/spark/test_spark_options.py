@@ -29,7 +29,7 @@ from kiel.spark.options import (
     include_headers,
 )
 from kiel.spark.security import LOGIN_MODULES, TlsSettings
-from tests import security_fronts
+from tests.support import security_fronts
 
 certificates = security_fronts.certificates  # the fixture (a CA and a key, made with openssl)
 

@@ -24,7 +24,6 @@ from kiel.spark import kafka
 from kiel.spark.options import SourceOptions
 from kiel.structs import TopicPartition
 from tests.conftest import unique
-from tests.test_spark import spark  # noqa: F401 -- the fixture
 
 
 def write(bootstrap, topic, values, partition=None):

@@ -15,7 +15,7 @@ from kiel.spark import kafka, worker
 from kiel.spark.kafka import Range, _fetch_size, _grow, read_range
 from kiel.spark.options import SourceOptions
 from kiel.structs import TopicPartition
-from tests.test_spark import produce
+from tests.support.spark import produce
 
 pytestmark = [pytest.mark.zookeeper]
 

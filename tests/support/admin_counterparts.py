@@ -1,6 +1,6 @@
 """The admin client's messages and their judges: kafka-python 3's classes
-generated from Kafka's JSON definitions (tests/test_flexible.py compares
-every flexible one byte for byte, both ways; tests/test_admin_protocol.py
+generated from Kafka's JSON definitions (tests/protocol/test_flexible.py compares
+every flexible one byte for byte, both ways; tests/admin/test_admin_protocol.py
 the classic OffsetDelete v0 and what the flexible ones mean)."""
 from typing import Any
 
@@ -76,9 +76,9 @@ _CONFIG = cf.DescribeConfigsResourceResult(
     [cf.DescribeConfigsSynonym("retention.ms", "1000", 1),
      cf.DescribeConfigsSynonym("log.retention.ms", None, 5)], 5, "How long \u00e9")
 
-#: Sample values of every admin message (tests/test_flexible.py adds the
+#: Sample values of every admin message (tests/protocol/test_flexible.py adds the
 #: flexible ones to its own; random ones come from their declarations).
-#: No null arrays here: kiel decodes one as ``[]`` (tests/test_admin_protocol.py
+#: No null arrays here: kiel decodes one as ``[]`` (tests/admin/test_admin_protocol.py
 #: checks the nulls kiel sends: every config, the broker's assignment).
 ADMIN_SAMPLES: list[Any] = [
     tp.CreateTopicsRequestV5(

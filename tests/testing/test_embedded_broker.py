@@ -17,9 +17,6 @@ from kiel.exc import ConfigError, ConnectionClosedError, HarnessError
 from kiel.protocol import (
     EARLIEST,
     LATEST,
-    FetchPartitionData,
-    FetchRequest,
-    FetchTopicData,
     GroupCoordinatorRequest,
     ListOffsetsPartitionData,
     ListOffsetsRequest,
@@ -44,31 +41,15 @@ from kiel.protocol.messages import (
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.broker.rawclient import RawClient
 from kiel.testing.broker.state import assign_replicas, group_partition, java_string_hash
-from tests.waiting import wait_until
+from tests.support.raw_requests import fetch_request, only, produce_request
+from tests.support.waiting import wait_until
 
 # -- helpers ---------------------------------------------------------------------------
-
-
-def produce_request(topic, partition, values, acks=1, codec=0, timeout=1000):
-    message_set = encode_message_set([(None, v) for v in values], codec)
-    return ProduceRequest(acks, timeout, [
-        ProduceTopicData(topic, [ProducePartitionData(partition, message_set)])])
-
-
-def fetch_request(topic, partition, offset, max_bytes=1 << 20, max_wait=0, min_bytes=0):
-    return FetchRequest(-1, max_wait, min_bytes, [
-        FetchTopicData(topic, [FetchPartitionData(partition, offset, max_bytes)])])
 
 
 def list_offsets_request(topic, partition, timestamp, max_num=10, replica_id=-1):
     return ListOffsetsRequest(replica_id, [
         ListOffsetsTopicData(topic, [ListOffsetsPartitionData(partition, timestamp, max_num)])])
-
-
-def only(response):
-    """The single partition response of a one-topic, one-partition response."""
-    assert len(response.topics) == 1 and len(response.topics[0].partitions) == 1
-    return response.topics[0].partitions[0]
 
 
 def leader_client(cluster, topic, partition):

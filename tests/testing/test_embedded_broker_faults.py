@@ -9,8 +9,8 @@ from kiel.protocol.messages import CODEC_GZIP, decode_message_set
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.broker.rawclient import RawClient
 from tests.conftest import unique
-from tests.test_broker import fetch_request, only, produce_request
-from tests.waiting import wait_until
+from tests.support.raw_requests import fetch_request, only, produce_request
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,9 @@ from kiel.exc import ConfigError, HarnessError
 from kiel.protocol import MetadataRequest
 from kiel.testing.broker import ClusterProcess
 from kiel.testing.broker.rawclient import RawClient
-from tests.test_broker import fetch_request, only, produce_request
+from tests.support.raw_requests import fetch_request, only, produce_request
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def port_open(address):

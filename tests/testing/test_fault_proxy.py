@@ -26,9 +26,9 @@ from kiel.protocol import MetadataRequest
 from kiel.protocol.framing import ClientFraming
 from kiel.protocol.versions import LEGACY
 from kiel.testing.faults import FaultProxy
-from tests.test_broker import fetch_request, only
+from tests.support.raw_requests import fetch_request, only
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WAIT = 15.0  # seconds any wait in these tests may take at most
 
 

@@ -15,7 +15,7 @@ from kiel.exc import ConfigError, DeliveryUnknownError, HarnessError, NotLeaderF
 from kiel.testing.faults import FaultProxy
 from kiel.testing.faults.frames import FrameWatch, KafkaRules, _Rule
 from tests.conftest import run, unique
-from tests.test_idempotent_producer import confluent_read, proxied_tansu
+from tests.support.idempotence import confluent_read, proxied_tansu
 
 __all__ = ["proxied_tansu"]  # the fixture, used by name
 

@@ -56,7 +56,7 @@ from kiel.testing import process as process_module
 from kiel.testing.tansu import TansuBroker, api_versions, find_tansu
 from tests.conftest import unique
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TS = 1_700_000_000_000
 
 

@@ -26,11 +26,11 @@ from kiel.testing.zookeeper import (
     four_letter_word,
     zookeeper_classpath,
 )
-from tests.waiting import wait_until
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.zookeeper
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class StateLog:

@@ -27,8 +27,8 @@ from kiel.structs import TopicPartition
 from kiel.zookeeper.client import ZooKeeper
 from kiel.zookeeper.group import GroupMember
 from tests.conftest import run, unique
-from tests.test_group_member import RecordingHooks, Sessions, converge, member_tasks
-from tests.waiting import until
+from tests.support.waiting import until
+from tests.support.zookeeper_members import RecordingHooks, Sessions, converge, member_tasks
 
 pytestmark = pytest.mark.zookeeper
 
@@ -307,7 +307,7 @@ def test_a_commit_that_fails_on_revoke_is_said_and_the_next_owner_delivers_again
     retriable error: since issue 35 consume() rides it out rather than
     raise it and end the application's loop), and the next owner starts
     from the last commit that landed: duplicates, never loss."""
-    from tests.test_grouped import drain, produce
+    from tests.support.grouped import drain, produce
 
     topic = topic_factory(partitions=2)
     group = unique("g")

@@ -2,7 +2,7 @@
 attributes the member keeps in its view and hand-off.
 
 The parts' behaviour against ZooKeeper is tested with the member itself
-(tests/test_group_member.py, tests/test_group_faults.py).
+(tests/zookeeper/test_group_member.py, tests/zookeeper/test_group_faults.py).
 """
 
 import json

@@ -3,9 +3,9 @@
 The harness owns the member processes (each behind its own fault proxies),
 a producer in the test process, and a sampler (of the owner znodes in
 ZooKeeper, or of the group's committed offsets on Tansu); it injects the
-schedule's faults and fills a :class:`~tests.chaos.checker.History`. It
+schedule's faults and fills a :class:`~tests.support.chaos.checker.History`. It
 measures liveness and close itself (they need the clock while things
-happen) and leaves every other rule to :func:`tests.chaos.checker.check`.
+happen) and leaves every other rule to :func:`tests.support.chaos.checker.check`.
 
 Two backends:
 
@@ -16,7 +16,7 @@ Two backends:
   coordinator. Tansu advertises one address, so each member's proxy stands
   in front of the whole broker: the member bootstraps to its proxy and maps
   the advertised address to it in its own process (see
-  :mod:`tests.chaos.member`); the advertised address itself is a proxy the
+  :mod:`tests.support.chaos.member`); the advertised address itself is a proxy the
   producer and the commit sampler share. A cut or blackout on a member's
   proxy thus hits that member's heartbeats, joins, commits and fetches,
   and no other client's.
@@ -51,10 +51,10 @@ from kiel.testing.faults import FaultProxy
 from kiel.testing.process import free_ports
 from kiel.testing.tansu import TansuBroker
 from kiel.testing.zookeeper import ZooKeeperEnsemble
-from tests.chaos.checker import History
-from tests.chaos.schedule import MAX_MEMBERS, MIN_MEMBERS, Fault, Schedule
+from tests.support.chaos.checker import History
+from tests.support.chaos.schedule import MAX_MEMBERS, MIN_MEMBERS, Fault, Schedule
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 #: Seconds a member may take to join (connect() returned).
 JOIN_BOUND = 60.0
@@ -161,7 +161,7 @@ class TansuBackend:
 
     Tansu listens on a port of its own and advertises the shared proxy's
     (the producer and the commit sampler go through it, and every member
-    maps it to its own proxy, see :mod:`tests.chaos.member`). Storage is in
+    maps it to its own proxy, see :mod:`tests.support.chaos.member`). Storage is in
     memory: Tansu 0.6.0's build has no persistent engine but S3 and
     PostgreSQL (the latter not compiled in), so a restart forgets the log,
     the topic, the group and its offsets (see :meth:`Runner._restart_tansu`
@@ -281,7 +281,7 @@ class MemberProcess:
         self.stderr = open(os.path.join(self.runner.workdir, f"{self.member_id}.err"), "w+b")
         env = dict(os.environ, PYTHONPATH=ROOT)
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.chaos.member", json.dumps(config),
+            sys.executable, "-m", "tests.support.chaos.member", json.dumps(config),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=self.stderr, cwd=ROOT, env=env, limit=64 * 1024 * 1024,
         )

@@ -1,6 +1,6 @@
 """One group member, in a process of its own, reporting as JSON lines.
 
-Run as ``python -m tests.chaos.member '<json config>'`` from the repository
+Run as ``python -m tests.support.chaos.member '<json config>'`` from the repository
 root. The config says ``bootstrap``, ``group``, ``topic``, ``member_id``,
 ``zk_hosts`` (this member's fault proxies, chroot appended: every ZooKeeper
 byte of this member passes its own proxies), ``zk_direct`` (the servers

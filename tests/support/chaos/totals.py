@@ -12,7 +12,7 @@ whole run's either way.
 import statistics
 from typing import Any, Dict, List, Optional
 
-from tests.chaos.schedule import KINDS
+from tests.support.chaos.schedule import KINDS
 
 #: The user property that carries one schedule's record.
 PROPERTY = "kiel_chaos"
