@@ -3,7 +3,8 @@ Kafka source and sink (``kafka.*`` options, ``includeHeaders``, timestamp
 positions, ``minOffsetsPerTrigger``) run with only ``format("kiel")`` changed,
 on local[2] against the embedded 0.8.2 cluster (over TCP, real ZooKeeper).
 
-The SparkSession fixture and the helpers are test_spark.py's. pyspark is a
+The SparkSession fixture is tests/spark/conftest.py's, the helpers
+tests/support/spark.py's. pyspark is a
 hard requirement: without it this module fails to import, it is never skipped.
 """
 import collections

@@ -8,7 +8,7 @@ records of the last batch (issue 25: 20,004 rows of 21,000). These tests
 write many records per batch (the producer's linger), then read through
 Spark on local[2].
 
-The SparkSession fixture is test_spark.py's. pyspark and the Tansu wheel are
+The SparkSession fixture is tests/spark/conftest.py's. pyspark and the Tansu wheel are
 hard requirements: without them this module fails, it is never skipped.
 """
 import asyncio

@@ -20,7 +20,8 @@ from kiel.protocol import (
 from tests.support.admin_counterparts import ADMIN_FLEXIBLE
 
 #: kiel class -> (kafka-python's generated class, version): the judges of
-#: every flexible message (also used by tests/protocol/test_protocol_conformance.py).
+#: every flexible message (tests/protocol/test_flexible.py and
+#: tests/protocol/test_protocol_conformance.py).
 FLEXIBLE_COUNTERPARTS = [
     (ApiVersionsRequestV3, KpApiVersionsRequest, 3),
     (ApiVersionsResponseV3, KpApiVersionsResponse, 3),
