@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # default-jre-headless follows Debian's supported Java instead of pinning one.
 DEMO_DEBS := zookeeper default-jre-headless
 TEST_DEBS := $(DEMO_DEBS) kcat openssl
-DEMO_EXTRAS := snappy,spark
+DEMO_EXTRAS := snappy,spark,demo
 TEST_EXTRAS := test,snappy,spark,bench,docs,lint
 PYTEST_ARGS ?=
 # The suite mostly waits (on brokers, ZooKeeper, session timeouts), so it

@@ -867,3 +867,50 @@ def test_a_revocation_the_group_did_not_wait_for_is_a_loss(tansu_broker: Any) ->
         await asyncio.gather(loop.stop(), leader.stop(), c.stop())
 
     run(main(), timeout=240)
+
+
+
+def test_a_revocation_that_outlasts_the_rebalance_timeout_is_a_loss(tansu_broker: Any) -> None:
+    # The revocation's own bound, kept testable after issue 32's poll fix:
+    # an application that keeps asking for records (so max_poll_interval
+    # never expires) but holds records of the revoked partitions unfinished
+    # (auto_finish=False) for longer than the rebalance timeout it gave
+    # (max_poll_interval) less a heartbeat interval. The coordinator forms the
+    # next generation without the member by then (Tansu sooner), so when the
+    # records are finished at last the revocation must find it may no longer
+    # commit: lost (on_partitions_lost), not revoked, nothing committed.
+    topic = tansu_broker.create_topic(unique("latehands"), 4)
+    other = tansu_broker.create_topic(unique("other"), 1)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 4)
+
+    async def main() -> None:
+        leader = await Loop(member(bootstrap, group, [other])).start()
+        listener = TimedRecorder()
+        slow = member(bootstrap, group, [topic], listener=listener, max_poll_interval=6.0,
+                      revoke_timeout=60.0, auto_finish=False)
+        await slow.connect()
+        assert set(slow.assignment()) == expected and not slow.metrics().leader
+        await produce(bootstrap, topic, 200)
+        held: List[Any] = []
+        while not held:
+            held = await slow.consume()
+        c = await Loop(member(bootstrap, group, [topic])).start()
+        assert c.assignment() and c.assignment() <= expected
+        began = asyncio.get_running_loop().time()
+        # Past the rebalance timeout less a heartbeat (5 s), still asking.
+        while asyncio.get_running_loop().time() - began < 7.0:
+            assert await slow.consume() == []  # the revoked partitions are stopped
+            assert slow.metrics().group_state == "REVOKING" and len(listener.events) == 1
+        for record in held:
+            slow.task_done(record)
+        await until(lambda: len(listener.events) > 1, timeout=SETTLE,
+                    what="the slow member's revocation ended")
+        assert listener.events[1] == ("lost", sorted(expected)), listener.events
+        loop = Loop(slow)
+        loop.task = asyncio.ensure_future(loop._run())
+        await settled([c.assignment, loop.assignment], expected, "the slow member back")
+        await asyncio.gather(loop.stop(), leader.stop(), c.stop())
+
+    run(main(), timeout=240)
