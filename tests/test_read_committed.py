@@ -20,7 +20,7 @@ import kafka
 import pytest
 
 from kiel import GroupedConsumer, SingleConsumer
-from kiel.exc import ConfigError
+from kiel.exc import ConfigError, UnsupportedFeatureError
 from kiel.protocol.record_batch import (
     ABORT,
     CODEC_GZIP,
@@ -114,6 +114,30 @@ def test_isolation_level_is_checked_at_construction() -> None:
     consumer = GroupedConsumer("localhost:1", "g", topics="t", isolation_level="read_committed")
     assert consumer.isolation_level == "read_committed"
     assert consumer.fetcher.isolation_level == "read_committed"
+
+
+def test_read_committed_on_a_0_8_broker_is_a_typed_error_at_connect(
+        kafka_cluster_factory: Any) -> None:
+    cluster = kafka_cluster_factory(brokers=1, zookeeper=False)
+
+    async def main() -> List[str]:
+        said = []
+        for consumer in (
+            SingleConsumer(cluster.bootstrap, isolation_level="read_committed"),
+            GroupedConsumer(cluster.bootstrap, unique("rc-08"), topics="t",
+                            zk_hosts="127.0.0.1:1", isolation_level="read_committed"),
+        ):
+            with pytest.raises(UnsupportedFeatureError, match="read_committed") as raised:
+                await consumer.connect()
+            said.append(str(raised.value))
+            await consumer.close()
+        # read_uncommitted connects as ever.
+        async with SingleConsumer(cluster.bootstrap) as plain:
+            assert plain.isolation_level == "read_uncommitted"
+        return said
+
+    said = run(main())
+    assert all("Fetch v4" in s and "Kafka 0.11+" in s for s in said), said
 
 
 # ---------------------------------------------------------------------------

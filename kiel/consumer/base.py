@@ -43,8 +43,15 @@ from kiel.consumer.health import CLIENT, HEALTH_STALL, Health
 from kiel.consumer.offsets import list_offsets
 from kiel.consumer.positions import Start, lag_of, to_timestamp
 from kiel.consumer.subscription import Subscription
-from kiel.exc import ClientClosedError, ConfigError, KielError, RequestTimeoutError
+from kiel.exc import (
+    ClientClosedError,
+    ConfigError,
+    KielError,
+    RequestTimeoutError,
+    UnsupportedFeatureError,
+)
 from kiel.metrics import ConsumerMetrics
+from kiel.protocol.versions import FETCH
 from kiel.serializers import Deserializer
 from kiel.structs import Record, TopicPartition
 
@@ -314,6 +321,26 @@ class _BaseConsumer(Client):
             maxlen=MAX_PENDING_ERRORS
         )
         self._closing = False
+
+    async def connect(self) -> None:
+        """Load cluster metadata from the bootstrap brokers.
+
+        Raises:
+            NoBrokersError: no bootstrap broker answered.
+            NotKafkaError: a bootstrap address answered, but not as Kafka.
+            UnsupportedFeatureError: ``isolation_level="read_committed"``
+                and the broker speaks no Fetch v4 (Kafka 0.8 to 0.10 have
+                no transactions); the connections are closed.
+        """
+        await super().connect()
+        if self._read_committed:
+            fetch = self.cluster.highest_known(FETCH)
+            if fetch is not None and fetch < 4:
+                self.cluster.close()
+                raise UnsupportedFeatureError(
+                    "isolation_level='read_committed' needs a broker with transactions "
+                    f"(Fetch v4, Kafka 0.11+); this one speaks Fetch v{fetch}: use "
+                    "isolation_level='read_uncommitted'", api="Fetch")
 
     # ------------------------------------------------------------------
     # handing records out
