@@ -316,6 +316,45 @@ def test_interleaved_transactions_of_two_producers_one_aborts(noida: str) -> Non
     assert len(every) == 41 and not any(is_control(r.value) for r in every)
 
 
+def interleaved(bootstrap: str, topic: str, count: int = 20) -> List[bytes]:
+    """p and q write interleaved on partition 0; q aborts, p commits.
+    Returns what read_committed must read (p's records, in order)."""
+    p = confluent_txn(bootstrap)
+    q = confluent_txn(bootstrap)
+    p.begin_transaction()
+    q.begin_transaction()
+    for i in range(count):
+        p.produce(topic, f"p-{i}".encode(), partition=0)
+        p.flush(30)
+        q.produce(topic, f"q-{i}".encode(), partition=0)
+        q.flush(30)
+    q.abort_transaction(30)
+    p.commit_transaction(30)
+    return [f"p-{i}".encode() for i in range(count)]
+
+
+def test_cli_consume_isolation_read_committed(noida: str) -> None:
+    import subprocess
+    import sys
+
+    topic = create_topic(noida)
+    want = interleaved(noida, topic)
+
+    def kiel_cli(*args: str) -> Any:
+        return subprocess.run([sys.executable, "-m", "kiel.cli", "-b", noida, *args],
+                              capture_output=True, timeout=120)
+
+    committed = kiel_cli("consume", topic, "--isolation", "read_committed", "-e")
+    assert committed.returncode == 0, committed.stderr.decode()
+    assert committed.stdout.split(b"\n")[:-1] == want
+    assert b"consumed 20 messages" in committed.stderr
+    every = kiel_cli("consume", topic, "-e")
+    assert every.returncode == 0, every.stderr.decode()
+    assert len(every.stdout.split(b"\n")[:-1]) == 40
+    bad = kiel_cli("consume", topic, "--isolation", "serializable", "-e")
+    assert bad.returncode == 2 and b"--isolation" in bad.stderr
+
+
 def test_an_open_transaction_holds_read_committed_at_the_lso(noida: str) -> None:
     topic = create_topic(noida)
     writer = confluent_txn(noida)
