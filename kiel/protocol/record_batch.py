@@ -97,6 +97,7 @@ __all__ = [
     "Header",
     "RecordBatchBuilder",
     "decode_batch_slice",
+    "decode_committed",
     "decode_record_batches",
     "encode_record_batch",
     "open_record_batches",
@@ -765,6 +766,37 @@ def decode_record_batches(*args: Any, **kwargs: Any) -> BatchDecodeResult:
         ConfigError: ``buf`` is not bytes-like.
     """
     return _decode_batches(*decode_arguments(*args, **kwargs))
+
+
+def decode_committed(
+    buf: Buffer,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    aborted: AbortedFilter,
+    min_offset: Optional[int] = None,
+    max_decoded: int = log_format.DEFAULT_MAX_DECODED,
+) -> BatchDecodeResult:
+    """:func:`decode_record_batches` for a read_committed Fetch answer: the
+    batches of its aborted transactions skipped (see :class:`AbortedFilter`;
+    their offsets still count in ``next_offset``).
+
+    Args:
+        buf: as for :func:`decode_record_batches`.
+        topic: as for :func:`decode_record_batches`.
+        partition: as for :func:`decode_record_batches`.
+        aborted: the answer's filter (from its aborted-transactions list).
+        min_offset: as for :func:`decode_record_batches`.
+        max_decoded: as for :func:`decode_record_batches`.
+
+    Returns:
+        a :class:`BatchDecodeResult`.
+
+    Raises:
+        as :func:`decode_record_batches`.
+    """
+    return _decode_batches(buf, topic, partition, min_offset, True, max_decoded, False,
+                           None, aborted)
 
 
 def open_record_batches(
