@@ -727,8 +727,9 @@ def decode_record_batches(*args: Any, **kwargs: Any) -> BatchDecodeResult:
 
     Control batches are skipped (their markers are in
     :attr:`BatchDecodeResult.markers`); records of transactional batches are
-    returned whatever their transaction's outcome (``read_uncommitted``:
-    filtering aborted ones needs the Fetch response's aborted transactions).
+    returned whatever their transaction's outcome (``read_uncommitted``;
+    :func:`decode_committed` skips the aborted ones, from the Fetch
+    response's aborted transactions).
     A partial trailing batch (the broker cuts at ``max_bytes``) is dropped.
 
     Args:
