@@ -21,6 +21,13 @@ its result into the partition's
 :class:`~kiel.consumer.subscription.PartitionState`: the records to hand
 out and where the raw answer (and its open wrapper) goes on, or the error
 to raise. No I/O.
+
+read_committed: the fetcher hands over each answer's aborted transactions
+and last stable offset (:meth:`Decoder.committed`); the batches of aborted
+transactions are skipped as the answer is decoded
+(:class:`kiel.protocol.record_batch.AbortedFilter`, one per answer, kept
+across its slices) and nothing at or past the last stable offset is handed
+out.
 """
 
 import asyncio
