@@ -195,8 +195,10 @@ from kiel.protocol import (
     ListOffsetsPartitionResponseV1,
     ListOffsetsRequest,
     ListOffsetsRequestV1,
+    ListOffsetsRequestV2,
     ListOffsetsResponse,
     ListOffsetsResponseV1,
+    ListOffsetsResponseV2,
     ListOffsetsTopicData,
     ListOffsetsTopicDataV1,
     ListOffsetsTopicResponse,
@@ -309,6 +311,8 @@ KP_CLASS: Dict[type, Any] = {
     FetchResponseV4: KpFetchResponse[4],
     ListOffsetsRequestV1: KpListOffsetsRequest[1],
     ListOffsetsResponseV1: KpListOffsetsResponse[1],
+    ListOffsetsRequestV2: KpListOffsetsRequest[2],
+    ListOffsetsResponseV2: KpListOffsetsResponse[2],
     MetadataRequestV1: KpMetadataRequest[1],
     MetadataResponseV1: KpMetadataResponse[1],
     MetadataRequestV4: KpMetadataRequest[4],
@@ -652,6 +656,10 @@ def _samples() -> List[Tuple[str, Any]]:
             ListOffsetsPartitionResponseV1(0, 0, -1, 42),
             ListOffsetsPartitionResponseV1(1, 0, 1_700_000_000_123, 7),
             ListOffsetsPartitionResponseV1(2, 3, -1, -1)])])),
+        ("list-offsets-v2-committed", ListOffsetsRequestV2(-1, 1, [ListOffsetsTopicDataV1("t", [
+            ListOffsetsPartitionDataV1(0, LATEST)])])),
+        ("list-offsets-v2-resp", ListOffsetsResponseV2(I32[1], [ListOffsetsTopicResponseV1("t", [
+            ListOffsetsPartitionResponseV1(0, 0, -1, 42)])])),
         ("metadata-v1-some", MetadataRequestV1(["a", UNICODE])),
         ("metadata-v1-none", MetadataRequestV1([])),
         ("metadata-v1-resp", MetadataResponseV1(

@@ -31,7 +31,8 @@ from kiel.protocol.versions import (
 
 ALL_V0 = {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0, OFFSET_COMMIT: 0,
           OFFSET_FETCH: 0, GROUP_COORDINATOR: 0}
-MODERN = {PRODUCE: 3, FETCH: 4, LIST_OFFSETS: 1, METADATA: 4}
+#: ListOffsets v2 (isolation level, Kafka 0.11+): read_committed consumers.
+MODERN = {PRODUCE: 3, FETCH: 4, LIST_OFFSETS: 2, METADATA: 4}
 #: Offsets stored by the broker (0.9+): OffsetCommit v2 with OffsetFetch v1.
 BROKER_OFFSETS = {OFFSET_COMMIT: 2, OFFSET_FETCH: 1}
 #: What a broker-coordinated group needs (Kafka 2.4+, Tansu): the membership
@@ -52,7 +53,8 @@ def ranges(by_key: dict) -> dict:
 def test_kiel_implements_v0_of_everything_and_the_newer_versions() -> None:
     ours = supported()
     assert ours[PRODUCE] == (0, 3) and ours[FETCH] == (0, 4)
-    assert ours[LIST_OFFSETS] == (0, 1, 7) and ours[METADATA] == (0, 1, 4)  # v7: the admin's
+    # v2: read_committed consumers (isolation 1); v7: the admin's.
+    assert ours[LIST_OFFSETS] == (0, 1, 2, 7) and ours[METADATA] == (0, 1, 4)
     assert ours[OFFSET_COMMIT] == (0, 2, 7) and ours[OFFSET_FETCH] == (0, 1, 5)
     assert ours[GROUP_COORDINATOR] == (0, 1, 2)
     assert all(ours[key][0] == 0 for key in ALL_V0)

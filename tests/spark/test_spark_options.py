@@ -85,7 +85,7 @@ BY_DESIGN = [("kafka.security.protocol", "PLAINTEXT"), ("kafka.connections.max.i
 def test_the_tables_are_all_tested():
     # A kafka.* key added to a table needs a row here (and in the guide).
     tested = {k for k, *_ in SOURCE_KEYS + SINK_KEYS} | {k for k, _ in BY_DESIGN}
-    tested |= SECURITY_KEYS | {"kafka.isolation.level"}  # test_isolation_level_...
+    tested |= SECURITY_KEYS | {"kafka.isolation.level"}  # test_isolation_level_is_taken
     mapped = {n for table in (SOURCE_SETTINGS, SINK_SETTINGS) for s in table
               for n in s.names if n.startswith("kafka.")}
     assert mapped == tested
@@ -742,17 +742,18 @@ def test_keys_sparks_sink_refuses(key, value, reason):
         sink(**{key: value})
 
 
-def test_isolation_level_is_never_silently_uncommitted(caplog):
-    # read_uncommitted is what kiel does (and the Java client's default).
+def test_isolation_level_is_taken(caplog):
+    # read_uncommitted is the default (and the Java client's).
     with caplog.at_level(logging.WARNING, logger=LOGGER):
-        assert source(**{"kafka.isolation.level": "read_uncommitted"}).ignored == ()
+        options = source(**{"kafka.isolation.level": "read_uncommitted"})
+        assert options.ignored == () and options.read_committed is False
     assert not caplog.records
-    # read_committed would need aborted transactions filtered out: refused,
-    # never read uncommitted instead.
+    assert source().read_committed is False
+    # read_committed is honoured (issue 31), in every mode, any case.
     for streaming in (False, True, None):
-        with pytest.raises(ConfigError, match="kafka.isolation.level=read_committed"):
-            SourceOptions.parse({**BASE, "kafka.isolation.level": "READ_COMMITTED"},
-                                streaming=streaming)
+        parsed = SourceOptions.parse({**BASE, "kafka.isolation.level": "READ_COMMITTED"},
+                                     streaming=streaming)
+        assert parsed.read_committed is True
     with pytest.raises(ConfigError, match="kafka.isolation.level must be one of"):
         source(**{"kafka.isolation.level": "serializable"})
 
