@@ -44,7 +44,7 @@ from kiel.exc import (
     UnsupportedFeatureError,
 )
 from kiel.metrics import ProducerMetrics
-from kiel.producer.accumulator import RecordAccumulator
+from kiel.producer.accumulator import PartitionQueue, RecordAccumulator
 from kiel.producer.admission import Admission, PreparedRecord
 from kiel.producer.idempotence import MAX_IN_FLIGHT, Idempotence
 from kiel.producer.outcomes import FlushResult, Outcomes
@@ -460,6 +460,7 @@ class Producer(Client):
                 and not self._parked
                 and not self._closing
             ):
+                queue: Optional[PartitionQueue]
                 if key is None:
                     size = MESSAGE_OVERHEAD + len(value)
                     if partition is None:
