@@ -510,7 +510,16 @@ class Producer(Client):
             topic, value, key, partition, headers=headers, timestamp=timestamp))
 
     @parameters_of(produce)
-    async def enqueue(self, *args: Any, **kwargs: Any) -> "asyncio.Future[RecordMetadata]":
+    async def enqueue(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: Optional[int] = None,
+        *,
+        headers: Optional[Iterable[tuple[str, Optional[bytes]]]] = None,
+        timestamp: Optional[Union[int, datetime.datetime]] = None,
+    ) -> "asyncio.Future[RecordMetadata]":
         """Wait for room in the buffer, then :meth:`produce`.
 
         The back-pressured form for loops that produce many records::
@@ -544,11 +553,17 @@ class Producer(Client):
             # prepared and submitted. Without a serializer, key maker or
             # partitioner nothing of the application's runs there, so a
             # record refused for want of room is prepared again below.
+            # (Parameters written out, not *args: a tuple and a dict less
+            # per record.)
             try:
-                return self.produce(*args, **kwargs)
+                if headers is None and timestamp is None:
+                    return self.produce(topic, value, key, partition)
+                return self.produce(topic, value, key, partition, headers=headers,
+                                    timestamp=timestamp)
             except BufferFullError:
                 pass
-        record = self._prepare(*args, **kwargs)
+        record = self._prepare(topic, value, key, partition, headers=headers,
+                               timestamp=timestamp)
         if self._parked or not self._accumulator.has_room(record.size):
             await self._admission.wait_for_room(record.topic, record.size)
             if self._closing:
