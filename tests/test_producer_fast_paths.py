@@ -148,3 +148,40 @@ def test_produce_many_to_a_named_partition_keeps_order(kafka_cluster, topic_fact
     assert [m.value for m in got] == [b"first"] + values
     assert [m.key for m in got[1:]] == (keys or [None] * len(values))
     assert [kafka_cluster.offsets(topic, p)[1] for p in (0, 1)] == [0, 0]
+
+
+def test_an_enqueue_loop_with_room_gives_the_loop_turns(kafka_cluster, topic_factory):
+    # The producer guide's loop, `await producer.enqueue(...)` per record
+    # with no sleep(0) of its own: with room in the buffer enqueue() never
+    # waits, and it held the IOLoop until the buffer was full (no callback
+    # ran, no request went out). Now it gives a turn every ENQUEUE_TURN
+    # records, after queueing them.
+    from kiel.producer.producer import ENQUEUE_TURN
+
+    topic = topic_factory(partitions=2)
+    n = 5 * ENQUEUE_TURN
+
+    async def main() -> Any:
+        async with Producer(kafka_cluster.bootstrap, linger=0.001) as p:
+            await p.connect()
+            loop = asyncio.get_running_loop()
+            turns = []
+
+            def tick() -> None:
+                turns.append(p.pending_records)
+                handle[0] = loop.call_soon(tick)
+
+            handle = [loop.call_soon(tick)]
+            await asyncio.sleep(0)
+            turns.clear()
+            futures = [await p.enqueue(topic, b"v%d" % i, None, i % 2) for i in range(n)]
+            handle[0].cancel()
+            await asyncio.gather(*futures)
+            return turns, futures
+
+    turns, futures = run(main())
+    assert len(turns) >= n // ENQUEUE_TURN - 1
+    assert [f.result().partition for f in futures] == [i % 2 for i in range(n)]
+    for partition in (0, 1):
+        got = read_back(kafka_cluster.bootstrap, topic, partition, n // 2)
+        assert [m.value for m in got] == [b"v%d" % i for i in range(partition, n, 2)]

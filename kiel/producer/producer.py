@@ -63,6 +63,12 @@ __all__ = ["Producer", "compression_id"]
 log = logging.getLogger(__name__)
 
 _Future = asyncio.Future
+#: enqueue() gives the IOLoop a turn after this many records queued without
+#: waiting: a loop of ``await producer.enqueue(...)`` that never finds the
+#: buffer full would otherwise hold the loop until it does (32 MB of
+#: records, a few hundred milliseconds), and no request would go out
+#: meanwhile. A thousand records take a millisecond or two.
+ENQUEUE_TURN = 1000
 _Headers = Optional[Iterable[tuple[str, Optional[bytes]]]]
 _Timestamp = Optional[Union[int, datetime.datetime]]
 
@@ -243,6 +249,8 @@ class Producer(Client):
         self.codec = _make_codec(self.codec_id, self.gzip_level)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._closing = False
+        #: records enqueue() queued since it last gave the loop a turn
+        self._since_turn = 0
         self._wire(partitioner, request_timeout)
 
     def _wire(self, partitioner: Optional[Partitioner], request_timeout: float) -> None:
@@ -527,6 +535,12 @@ class Producer(Client):
             futures = [await producer.enqueue("events", v) for v in values]
             await producer.flush()
 
+        When there is room it queues the record at once, as :meth:`produce`
+        does, and every :data:`ENQUEUE_TURN` (1000) records so queued it
+        gives the IOLoop a turn, after queueing: such a loop leaves the
+        loop free to send the records and serve other work, without a
+        ``sleep(0)`` of its own.
+
         Args:
             topic: as for :meth:`produce`.
             value: as for :meth:`produce`.
@@ -557,11 +571,19 @@ class Producer(Client):
             # per record.)
             try:
                 if headers is None and timestamp is None:
-                    return self.produce(topic, value, key, partition)
-                return self.produce(topic, value, key, partition, headers=headers,
-                                    timestamp=timestamp)
+                    future = self.produce(topic, value, key, partition)
+                else:
+                    future = self.produce(topic, value, key, partition, headers=headers,
+                                          timestamp=timestamp)
             except BufferFullError:
                 pass
+            else:
+                self._since_turn += 1
+                if self._since_turn >= ENQUEUE_TURN:
+                    # The record is queued: the turn changes nothing of it.
+                    self._since_turn = 0
+                    await asyncio.sleep(0)
+                return future
         record = self._prepare(topic, value, key, partition, headers=headers,
                                timestamp=timestamp)
         if self._parked or not self._accumulator.has_room(record.size):
