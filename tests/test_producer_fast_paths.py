@@ -185,3 +185,31 @@ def test_an_enqueue_loop_with_room_gives_the_loop_turns(kafka_cluster, topic_fac
     for partition in (0, 1):
         got = read_back(kafka_cluster.bootstrap, topic, partition, n // 2)
         assert [m.value for m in got] == [b"v%d" % i for i in range(partition, n, 2)]
+
+
+def test_futures_nobody_holds_are_counted_and_those_with_callbacks_resolved(
+        kafka_cluster, topic_factory):
+    # The sender leaves unresolved the futures only their batch holds (the
+    # application dropped them: nothing can see them): they still count as
+    # delivered, and a dropped future with a done callback, or a kept one,
+    # is resolved with its offset.
+    topic = topic_factory(partitions=1)
+
+    async def main() -> Any:
+        async with Producer(kafka_cluster.bootstrap, linger=0.001) as p:
+            await p.connect()
+            seen: List[int] = []
+            for i in range(3000):
+                future = p.produce(topic, b"%d" % i)
+                if i % 1000 == 7:
+                    future.add_done_callback(lambda f: seen.append(f.result().offset))
+                del future
+            report = await p.flush()  # batches of futures nobody else holds
+            await asyncio.sleep(0)  # the callbacks' turn
+            kept = p.produce(topic, b"kept")
+            return seen, report, await kept
+
+    seen, report, meta = run(main())
+    assert (report.delivered, report.failed) == (3000, 0)
+    assert meta.offset == 3000
+    assert sorted(seen) == [7, 1007, 2007]
