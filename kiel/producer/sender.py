@@ -68,8 +68,10 @@ _new_metadata = tuple.__new__
 _set_result = asyncio.Future.set_result
 #: deque(iterator, 0) runs an iterator to its end, keeping nothing.
 _drain = collections.deque
-#: A reference count, where it tells who holds an object (CPython), else None.
-_refcount = sys.getrefcount if sys.implementation.name == "cpython" else None
+#: A reference count, where it tells who holds an object (CPython with its
+#: GIL: without it another thread may take a reference meanwhile), else None.
+_refcount = (sys.getrefcount if sys.implementation.name == "cpython"
+             and getattr(sys, "_is_gil_enabled", lambda: True)() else None)
 #: What getrefcount says of a future that only the batch's list holds (the
 #: list, and getrefcount's own argument).
 _UNHELD = 2
