@@ -14,7 +14,8 @@ from kiel.exc import BufferFullError, ConfigError, UnknownPartitionError
 from kiel.producer import Producer
 from kiel.producer.partitioners import key_partition, murmur2
 from kiel.producer.routing import KEY_CACHE_SIZE
-from tests.test_producer import read_back, run
+from tests.conftest import run
+from tests.support.producer import read_back
 
 
 def test_murmur2_equals_kafka_pythons_for_many_keys():
