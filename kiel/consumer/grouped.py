@@ -41,7 +41,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from re import Pattern
 from typing import (
     Any,
@@ -55,23 +55,35 @@ from kiel.consumer.commits import Commits
 from kiel.consumer.group_hooks import ConsumerHooks
 from kiel.consumer.group_state import GroupState
 from kiel.consumer.listener import ConsumerRebalanceListener, check_listener
-from kiel.consumer.membership import GroupContext, Membership, adapter
+from kiel.consumer.membership import (
+    GroupContext,
+    GroupCoordinator,
+    Membership,
+    adapter,
+    coordinator_from_keywords,
+    shim_keywords,
+)
 from kiel.consumer.offsets import GroupOffsets
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset
 from kiel.consumer.subscription import Status
 from kiel.consumer.task_hands import TaskHands
 from kiel.exc import (
+    ArgumentError,
     ConfigError,
     KielError,
     UnknownPartitionError,
     UnknownTopicOrPartitionError,
 )
-from kiel.metrics import GroupedConsumerMetrics, RebalanceCounters
+from kiel.metrics import GroupedConsumerMetrics, GroupMetrics, RebalanceCounters
 from kiel.structs import GroupMetadata, TopicPartition
 
 __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 
 log = logging.getLogger(__name__)
+
+#: kiel 1.x's coordinator keywords, which the shim still takes (see
+#: GroupedConsumer's docstring): named in the coordinators' registry.
+SHIM_KEYWORDS = tuple(shim_keywords())
 
 class GroupedConsumer(_BaseConsumer):
     """Consume topics as one member of a group: the brokers', or one kept in ZooKeeper.
@@ -228,50 +240,23 @@ class GroupedConsumer(_BaseConsumer):
         *,
         topics: Optional[Topics] = None,
         pattern: Union[str, Pattern[str], None] = None,
-        zk_hosts: Optional[str] = None,
-        allocator: Union[str, Callable[..., Any], Sequence[Any], None] = None,
+        coordinator: Optional[GroupCoordinator] = None,
         listener: Any = None,
         auto_finish: bool = True,
         commit_interval: Optional[float] = 5.0,
         commit_every: Optional[int] = None,
         commit_metadata: str = "",
-        zk_session_timeout: Optional[float] = None,
-        zk_chroot: Optional[str] = None,
-        zk_max_retry_delay: Optional[float] = None,
-        zk_connect_timeout: Optional[float] = None,
-        partitions_from: Optional[str] = None,
-        zk_auth: Optional[str] = None,
-        member_id: Optional[str] = None,
-        capacity: float = 1.0,
-        acquire_timeout: Optional[float] = None,
         revoke_timeout: float = 30.0,
-        join_timeout: float = 60.0,
-        leave_timeout: float = 10.0,
         listener_timeout: float = 30.0,
-        session_timeout: Optional[float] = None,
-        heartbeat_interval: Optional[float] = None,
-        max_poll_interval: Optional[float] = None,
-        group_instance_id: Optional[str] = None,
         **options: Any,
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
                              listener_timeout, auto_finish, commit_metadata, listener)
-        #: Which coordinator forms the group: ``"zookeeper"`` (``zk_hosts``
-        #: given) or ``"brokers"``.
-        self.coordinator = "zookeeper" if zk_hosts is not None else "brokers"
-        self._adapter = adapter(self.coordinator)
-        #: The membership's settings, checked once (see the adapter's settings
-        #: class): of the coordinators' own options only those given (the
-        #: others keep the adapter's defaults; the other adapter's are refused).
-        self.group_settings = self._adapter.settings_for(_given(
-            zk_hosts=zk_hosts, zk_session_timeout=zk_session_timeout, zk_chroot=zk_chroot,
-            zk_max_retry_delay=zk_max_retry_delay, zk_connect_timeout=zk_connect_timeout,
-            partitions_from=partitions_from, zk_auth=zk_auth, acquire_timeout=acquire_timeout,
-            session_timeout=session_timeout, heartbeat_interval=heartbeat_interval,
-            max_poll_interval=max_poll_interval, group_instance_id=group_instance_id,
-        ) | {"member_id": member_id, "capacity": capacity, "join_timeout": join_timeout,
-             "leave_timeout": leave_timeout, "allocator": allocator})
+        #: Who forms the group, with its settings: the ``coordinator`` given,
+        #: or the one kiel 1.x's keywords describe (the brokers' by default).
+        self.coordinator: GroupCoordinator = _coordinator(coordinator, options)
+        self._adapter = adapter(self.coordinator.kind)
         super().__init__(brokers, **options)
         self.group = group
         self.revoke_timeout = revoke_timeout
@@ -314,8 +299,13 @@ class GroupedConsumer(_BaseConsumer):
         """This member's id in the group (known once :meth:`connect` joined, unless set)."""
         if self.membership is not None:
             return self.membership.member_id
-        member_id: Optional[str] = self.group_settings.member_id
+        member_id: Optional[str] = self.coordinator.member_id
         return member_id
+
+    @property
+    def group_settings(self) -> GroupCoordinator:
+        """The coordinator object (its settings): :attr:`coordinator`'s earlier name."""
+        return self.coordinator
 
     def group_metadata(self) -> GroupMetadata:
         """The group metadata a transactional producer sends with this member's offsets.
@@ -362,25 +352,26 @@ class GroupedConsumer(_BaseConsumer):
             a :class:`~kiel.metrics.GroupedConsumerMetrics` snapshot.
         """
         rebalances = self.rebalances
-        group = dict(self.membership.metrics()) if self.membership is not None else {}
+        part = self.group_metrics()
         return GroupedConsumerMetrics(
             **self._metric_fields(),
+            **part.flat(),
             rebalances=rebalances.count,
             rebalance_seconds=rebalances.seconds,
             rebalance_seconds_last=rebalances.last,
             rebalance_seconds_max=rebalances.max,
-            zookeeper_state=group.get("zookeeper_state", (
-                "NOT_STARTED" if self.coordinator == "zookeeper" else "NOT_USED")),
             owned_partitions=len(self._state),
             commits=self.commits,
-            coordinator=self.coordinator,
-            group_state=group.get("group_state", group.get("zookeeper_state", "NOT_STARTED")),
             member_id=self.member_id,
-            generation=group.get("generation", -1),
-            leader=bool(group.get("leader", False)),
-            last_heartbeat=group.get("last_heartbeat"),
             group=self.group,
+            membership=part,
         )
+
+    def group_metrics(self) -> GroupMetrics:
+        """The group's state as its coordinator reports it (typed: its
+        coordinator's :class:`~kiel.metrics.GroupMetrics` subclass); also
+        ``metrics().membership``."""
+        return self.coordinator.metrics(self.membership)
 
     # ------------------------------------------------------------------
     # health
@@ -404,18 +395,17 @@ class GroupedConsumer(_BaseConsumer):
         limit = self._stall(stall)
         membership = self.membership
         silent: Optional[float] = None
-        group: dict[str, Any] = {}
+        part = self.group_metrics()
         if membership is not None:
-            group = dict(membership.metrics())
-            heard = group.get("last_heartbeat")
+            heard = part.last_heartbeat
             joined = self._joined_at
             if heard is None or (joined is not None and joined > heard):
                 heard = joined
-            if self.coordinator == "brokers" and heard is not None:
+            if part.heartbeats and heard is not None:
                 silent = time.time() - heard
             began = self.health.started_at()
             if began is not None and not self._to_fetch() and (
-                    group.get("zookeeper_state") == "CONNECTED"
+                    part.connected
                     or (silent is not None and silent < time.monotonic() - began)):
                 # Nothing to fetch, and the group's coordinator answered since
                 # the outage began: what it left behind (a commit that failed
@@ -428,7 +418,7 @@ class GroupedConsumer(_BaseConsumer):
             return "not connected to the group yet"
         if silent is not None and silent > limit:
             return (f"the group coordinator answered no heartbeat for {silent:.1f} s "
-                    f"(group state {group.get('group_state')})")
+                    f"(group state {part.state})")
         return None
 
     # ------------------------------------------------------------------
@@ -461,7 +451,7 @@ class GroupedConsumer(_BaseConsumer):
                 cluster=self.cluster, group=self.group, topics=self._wanted_topics,
                 hooks=self._ownership, offsets=self._offsets, tasks=self._tasks,
             ),
-            self.group_settings,
+            self.coordinator,
         )
         await membership.join()
         self._joined_at = time.time()
@@ -896,6 +886,11 @@ class GroupedConsumer(_BaseConsumer):
         await self._seek_all(topic, self._tps(topic, partition), start)
 
 
+# The shim's keywords are not in __init__'s signature (help() and Sphinx show
+# the coordinator object), but the constructor's check takes them.
+GroupedConsumer.__init__._kiel_shape.named.update(SHIM_KEYWORDS)  # type: ignore[attr-defined]
+
+
 def _topics_or_pattern(
     topics: Optional[Topics], pattern: Union[str, Pattern[str], None]
 ) -> Union[list[str], Pattern[str]]:
@@ -916,9 +911,31 @@ def _topics_or_pattern(
         raise ConfigError(f"bad topic pattern {pattern!r}: {e}") from e
 
 
-def _given(**options: Any) -> dict[str, Any]:
-    """The options that were given (not ``None``)."""
-    return {name: value for name, value in options.items() if value is not None}
+def _coordinator(coordinator: Optional[GroupCoordinator],
+                 options: dict[str, Any]) -> GroupCoordinator:
+    """The consumer's coordinator: ``coordinator``, or the one kiel 1.x's
+    keywords in ``options`` describe (taken out of ``options``).
+
+    Raises:
+        ArgumentError: both a coordinator object and old keywords.
+        ConfigError: a bad setting, a keyword of the other coordinator, or
+            a ``coordinator`` that is no coordinator object.
+    """
+    old = {name: options.pop(name) for name in SHIM_KEYWORDS if name in options}
+    # None means "not given", as it always did (zk_hosts=None: the brokers).
+    given = {name: value for name, value in old.items() if value is not None}
+    if coordinator is None:
+        return coordinator_from_keywords(given)
+    if not isinstance(coordinator, GroupCoordinator):
+        raise ConfigError(
+            f"coordinator must be a coordinator object such as BrokerGroup(...) or "
+            f"ZooKeeperGroup(hosts=...), not {type(coordinator).__name__}")
+    if given:
+        raise ArgumentError(
+            f"{', '.join(sorted(given))}: give the group's settings either to the coordinator "
+            f"object ({type(coordinator).__name__}(...)) or as the consumer's keywords of "
+            "kiel 1.x, not both")
+    return coordinator
 
 
 def _check_group_options(
