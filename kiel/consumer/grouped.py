@@ -1,10 +1,12 @@
 """GroupedConsumer: split a group's partitions among processes.
 
-Who forms the group is a :class:`~kiel.consumer.membership.Membership`
-adapter's job: ZooKeeper's, given ``zk_hosts`` (members, allocation and
-owner znodes in :mod:`kiel.zookeeper`, Kafka 0.8's way), else the brokers'
-group coordinator's (:mod:`kiel.coordinator`: JoinGroup, SyncGroup,
-Heartbeat, beside Java, librdkafka and other Python members); this module plugs the consumer's
+Who forms the group is the coordinator object the caller passes, and its
+:class:`~kiel.consumer.membership.Membership` adapter's job: ZooKeeper's,
+``coordinator=ZooKeeperGroup(hosts=...)`` (members, allocation and owner
+znodes in :mod:`kiel.zookeeper`, Kafka 0.8's way), else the brokers' group
+coordinator's, ``BrokerGroup(...)`` (:mod:`kiel.coordinator`: JoinGroup,
+SyncGroup, Heartbeat, beside Java, librdkafka and other Python members);
+this module plugs the consumer's
 fetching into it (:class:`~kiel.consumer.group_hooks.ConsumerHooks`, the
 membership's :class:`~kiel.consumer.membership.PartitionHooks`), keeps one
 :class:`~kiel.consumer.group_state.OwnedPartition` per owned partition, and
@@ -19,7 +21,7 @@ Example::
 
     async def work(brokers):
         # A current cluster: the brokers coordinate the group. On Kafka 0.8
-        # pass zk_hosts="zk1:2181,zk2:2181" to keep it in ZooKeeper.
+        # pass coordinator=ZooKeeperGroup(hosts="zk1:2181,zk2:2181").
         consumer = GroupedConsumer(brokers, "billing", topics=["invoices"])
         await consumer.connect()
         try:
@@ -85,15 +87,22 @@ log = logging.getLogger(__name__)
 #: GroupedConsumer's docstring): named in the coordinators' registry.
 SHIM_KEYWORDS = tuple(shim_keywords())
 
+
 class GroupedConsumer(_BaseConsumer):
     """Consume topics as one member of a group: the brokers', or one kept in ZooKeeper.
 
-    Without ``zk_hosts`` the brokers' group coordinator forms the group
-    (Kafka 2.4 and later, KRaft included), with members of any client;
-    with ``zk_hosts`` the group lives in ZooKeeper as Kafka 0.8's did. The
-    listener, the allocators and everything below work the same on both;
-    the options marked *ZooKeeper* or *brokers* are that coordinator's
-    alone (the other refuses them with :class:`~kiel.exc.ConfigError`).
+    Who forms the group is the ``coordinator`` object:
+    :class:`~kiel.coordinator.broker_group.BrokerGroup` (the default: the
+    brokers' group coordinator, Kafka 2.4 and later, KRaft included, with
+    members of any client) or
+    :class:`~kiel.zookeeper.group_coordinator.ZooKeeperGroup` (the group
+    lives in ZooKeeper as Kafka 0.8's did). Each holds its own settings; the
+    listener, the allocators and everything below work the same on both::
+
+        GroupedConsumer(brokers, "billing", topics=["invoices"],
+                        coordinator=BrokerGroup(session_timeout=10.0))
+        GroupedConsumer(brokers, "billing", topics=["invoices"],
+                        coordinator=ZooKeeperGroup(hosts="zk1:2181/kafka"))
 
     Args:
         brokers: bootstrap list, ``["host", "host:port", ...]`` or a
@@ -104,20 +113,12 @@ class GroupedConsumer(_BaseConsumer):
             full against every topic (``/brokers/topics`` in ZooKeeper, the
             brokers' metadata otherwise); new matching topics join as they
             appear.
-        zk_hosts: *ZooKeeper*: connection string ``"host:port,...[/chroot]"``
-            of the ensemble the brokers register in (the broker stores v0
-            offsets there too). ``None`` (default): the brokers coordinate.
-        allocator: ``"round_robin"`` (default), ``"range"``, ``"sticky"``,
-            ``"weighted"`` (by each member's ``capacity``, read from its
-            registration), another registered name, or a callable
-            ``(members, partitions) -> {member: {topic: [ids]}}`` (see the
-            allocators guide). Every member must use the same one. ``None``
-            means the coordinator's default. With the *brokers*: Kafka's
-            ``"range"`` and ``"roundrobin"`` (``"round_robin"`` too: Java's
-            order, so kiel shares groups with other clients), kiel's own as
-            ``kiel.<name>`` on the wire, or a preference list such as
-            ``["range", "roundrobin"]`` (the default) of which the
-            coordinator picks one every member offers.
+        coordinator: a :class:`~kiel.consumer.membership.GroupCoordinator`
+            (``BrokerGroup(...)``, ``ZooKeeperGroup(hosts=...)``) with the
+            group's settings: the allocator, ``member_id``, ``capacity``,
+            ``join_timeout``, ``leave_timeout`` and the coordinator's own
+            (see each class). ``None``: the one kiel 1.x's keywords below
+            describe, else ``BrokerGroup()``.
         listener: a :class:`ConsumerRebalanceListener`-like object (one with
             one or more of its callbacks; anything else is a
             :class:`~kiel.exc.ConfigError`), or None.
@@ -130,60 +131,12 @@ class GroupedConsumer(_BaseConsumer):
             (``None``: not by count).
         commit_metadata: the metadata string stored with each commit (a
             broker that finds it too large gets a retry without it).
-        session_timeout: *brokers*: seconds the coordinator waits for a
-            heartbeat before it drops the member (default 10; the broker's
-            ``group.min/max.session.timeout.ms`` bound it).
-        heartbeat_interval: *brokers*: seconds between heartbeats (default
-            3), sent on their own task whatever the application does.
-        max_poll_interval: *brokers*: seconds the application may go without
-            asking for records (default 300); past it the member leaves the
-            group on purpose (committing what was finished) and the next
-            :meth:`consume` raises :class:`~kiel.exc.PollIntervalExceededError`,
-            then joins again. Also bounds how long a rebalance waits for
-            the others.
-        group_instance_id: *brokers*: a static member's id (KIP-345): kept
-            across restarts, no LeaveGroup on close, so a restart within
-            ``session_timeout`` gets its partitions back without a rebalance.
-        zk_session_timeout: *ZooKeeper*: session timeout, seconds.
-        zk_chroot: optional chroot added to ``zk_hosts``.
-        zk_max_retry_delay: the longest pause, seconds, between attempts to
-            reconnect to ZooKeeper (exponential backoff up to it), so the
-            member is back soon after a long outage ends.
-        zk_connect_timeout: seconds :meth:`connect` waits for the first
-            ZooKeeper connection before it raises :class:`ZooKeeperError`
-            (the consumer can then be connected again, or closed).
-        partitions_from: where the members learn the topics' partition
-            counts: ``"zookeeper"`` (``/brokers/topics``, where 0.8 brokers
-            register), ``"metadata"`` (the brokers' metadata, read again every
-            ``metadata_max_age``: for a cluster whose brokers are not in
-            ``zk_hosts``, such as KRaft), or ``"auto"`` (default):
-            ZooKeeper when brokers are registered there, else the metadata.
-            Every member of a group must use the same source.
-        zk_auth: ``"user:password"``: digest-authenticate, and create this
-            group's znodes with ACLs that let only that identity change them
-            (anyone may read them, so 0.8 tools still see the group).
-        member_id: *ZooKeeper*: this member's id (default
-            ``<host>-<pid>-<random>``; the brokers give theirs, see
-            :attr:`member_id`).
-        capacity: advertised in the registration; the ``"weighted"``
-            allocator splits partitions in proportion to it.
-        acquire_timeout: seconds to wait for a previous owner to release a
-            partition before the allocation is recomputed.
         revoke_timeout: seconds a revocation waits for the application to
             finish the records it holds of a revoked partition; unfinished
             ones are then delivered again by the next owner.
-        join_timeout: seconds :meth:`connect` waits to register in the group
-            (a registration cut off by a lost ZooKeeper connection is tried
-            again meanwhile) and for the first allocation; in a ZooKeeper
-            group this includes waiting for live kiel 0.9 members of the
-            group to stop (see :doc:`/guides/migration`).
         listener_timeout: seconds an ``async`` listener callback may take;
             past it, it is cancelled, :class:`~kiel.exc.GroupError` is logged
             and raised by the next :meth:`consume`, and the hand-off goes on.
-        leave_timeout: seconds :meth:`close` gives the graceful leave
-            (revocation, commit, releasing the owner znodes, deregistering);
-            past it, or with ZooKeeper unreachable, the znodes go when the
-            session ends and the next owners deliver from the last commit.
         **options: the fetch options of
             :class:`~kiel.consumer.SingleConsumer` (``deserializer``,
             ``key_deserializer``, ``max_wait_time``, ``min_bytes``,
@@ -192,20 +145,33 @@ class GroupedConsumer(_BaseConsumer):
             where a partition with no committed offset starts:
             ``"earliest"`` (default), ``"latest"``, or ``"raise"``
             (:class:`~kiel.exc.OffsetResetError` from :meth:`consume`).
+            And kiel 1.x's coordinator keywords, a shim that builds the
+            coordinator object: ``zk_hosts`` (given: a ``ZooKeeperGroup``,
+            with ``zk_session_timeout``, ``zk_chroot``,
+            ``zk_max_retry_delay``, ``zk_connect_timeout``, ``zk_auth``,
+            ``partitions_from``, ``acquire_timeout``: its ``hosts``,
+            ``session_timeout``, ``chroot``, ``max_retry_delay``,
+            ``connect_timeout``, ``auth``, ``partitions_from``,
+            ``acquire_timeout``); without it a ``BrokerGroup``
+            (``session_timeout``, ``heartbeat_interval``,
+            ``max_poll_interval``, ``group_instance_id``); ``allocator``,
+            ``member_id``, ``capacity``, ``join_timeout``, ``leave_timeout``
+            for either. A keyword of the other coordinator is a
+            :class:`~kiel.exc.ConfigError`; any of them beside
+            ``coordinator=`` an :class:`~kiel.exc.ArgumentError`.
 
     Only ``brokers`` and ``group`` are taken by position; every other
     argument, ``topics`` and ``zk_hosts`` included, by name (kiel 0.9 took
     ``zk_hosts`` third: ``GroupedConsumer(brokers, group, ["svc"])`` is an
     :class:`~kiel.exc.ArgumentError` that says which name to write, never a
-    list of topics taken for ZooKeeper hosts). The coordinator's own
-    settings are named so that they can move, as they are, into a
-    coordinator object later.
+    list of topics taken for ZooKeeper hosts).
 
     Raises:
         ConfigError: a bad setting, or an option of another client (such
             as aiokafka's ``bootstrap_servers`` or ``group_id``), with kiel's
             spelling.
-        ArgumentError: a third argument given by position.
+        ArgumentError: a third argument given by position; a coordinator
+            object and kiel 1.x's coordinator keywords together.
     """
 
     #: :meth:`seek_to` the oldest offset the broker still holds.
