@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
 
 from kiel._options import real, text
 from kiel.allocators import Allocator, get_allocator, weighted
-from kiel.consumer.membership import GroupCoordinator, Membership
+from kiel.consumer.membership import SHARED_KEYWORDS, GroupCoordinator, Membership
 from kiel.exc import ConfigError
 from kiel.metrics import GroupMetrics, Sample
 
@@ -104,8 +104,7 @@ class ZooKeeperGroup(GroupCoordinator):
         Raises:
             ConfigError: a bad setting, or a broker group's keyword.
         """
-        foreign = sorted(set(options) - set(_KEYWORDS) - {
-            "allocator", "member_id", "capacity", "join_timeout", "leave_timeout"})
+        foreign = sorted(set(options) - set(_KEYWORDS) - set(SHARED_KEYWORDS))
         if foreign:
             raise ConfigError(f"{', '.join(foreign)}: {cls.FOREIGN}")
         return cls(**{_KEYWORDS.get(name, name): value for name, value in options.items()},
