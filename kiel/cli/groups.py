@@ -73,16 +73,17 @@ async def group(args: argparse.Namespace, out: Any, err: Any = None) -> int:
     coordinator = _coordinator(args)
     groups = admin.group_admin(coordinator, None, timeout=args.timeout)
     command = f"group {args.group_command}"
-    if not args.brokers and (args.group_command != "list" or groups.lists_from_brokers):
+    if args.group_command == "list" and not groups.lists_from_brokers:
+        # Listing a ZooKeeper group's names reads ZooKeeper alone (-b or not).
+        _write_groups(args, out, await groups.list_groups())
+        return 0
+    if not args.brokers:
         raise ConfigError(f"'{command}' needs -b/--brokers" + (
             "" if args.zookeeper else " (a group the brokers coordinate) or -z/--zookeeper "
             "(a ZooKeeper group)"))
     if args.group_command == "reset" and args.force and not groups.can_force:
         raise ConfigError("--force is for ZooKeeper groups (-z): a group's coordinator "
                           "refuses offsets from outside while the group has members")
-    if not args.brokers:  # listing a ZooKeeper group's names reads ZooKeeper alone
-        _write_groups(args, out, await groups.list_groups())
-        return 0
     async with Client(args.brokers, **client_options(args)) as client:
         groups = admin.group_admin(coordinator, client.cluster, timeout=args.timeout)
         try:
