@@ -332,3 +332,26 @@ async def until_resettable(groups: Any, group: str, topic: str) -> Any:
         except NonEmptyGroupError:
             await asyncio.sleep(0.5)
     raise AssertionError("the group never became resettable after its member left")
+
+
+@pytest.mark.zookeeper
+def test_listing_zookeeper_groups_reads_zookeeper_alone(kafka_cluster: Any,
+                                                         topic_factory: Any) -> None:
+    # kiel group list -z asks ZooKeeperGroup's admin, which lists from
+    # ZooKeeper only: unreachable brokers given with -b do not matter.
+    group = unique("zklist")
+
+    async def main() -> None:
+        consumer = GroupedConsumer(kafka_cluster.bootstrap, group,
+                                   topics=[topic_factory(partitions=1)], max_wait_time=0.2,
+                                   coordinator=ZooKeeperGroup(hosts=kafka_cluster.zookeeper))
+        async with consumer:
+            env = {**os.environ, "PYTHONPATH": REPO}
+            result = subprocess.run(
+                [sys.executable, "-m", "kiel.cli", "-b", "127.0.0.1:1", "-z",
+                 kafka_cluster.zookeeper, "--timeout", "20", "group", "list"],
+                capture_output=True, timeout=60, cwd=REPO, env=env)
+            assert result.returncode == 0, result.stderr
+            assert group.encode() in result.stdout.split()
+
+    run(main(), timeout=120)
