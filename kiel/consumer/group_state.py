@@ -210,5 +210,7 @@ class GroupState:
         """The owned partitions that ought to be fetched (not paused by the
         application: :attr:`PartitionState.should_fetch`), sorted."""
         parts = self._parts
+        # An owned record: should_fetch is "not paused" (read plainly: every
+        # consume() round asks).
         return [tp for tp in sorted(parts)
-                if (record := parts[tp].record) is None or record.should_fetch]
+                if (record := parts[tp].record) is None or not record.paused]

@@ -639,7 +639,9 @@ class Subscription:
         """The assigned partitions that ought to be fetched (not paused by the
         application: :attr:`PartitionState.should_fetch`), sorted."""
         parts = self._parts
-        return [tp for tp in self.assignment() if parts[tp].should_fetch]
+        # An assigned record is owned: should_fetch is "not paused" (read
+        # plainly: every consume() round asks, of 100,000 partitions, say).
+        return [tp for tp in self.assignment() if not parts[tp].paused]
 
     def lent(self) -> list[PartitionState]:
         """The records with a loan (see :meth:`PartitionState.lend`)."""
