@@ -208,9 +208,8 @@ class PartitionState:
             return Status.UNASSIGNED
         if self.position < 0:
             return Status.AWAITING_RESET
-        if self.paused or self.shared.suspended:
-            return Status.PAUSED
-        return Status.FETCHING
+        # Paused by the application or suspended: may_fetch says which is fetched.
+        return Status.FETCHING if self.may_fetch else Status.PAUSED
 
     @property
     def owned(self) -> bool:
