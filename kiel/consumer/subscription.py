@@ -426,7 +426,7 @@ class Subscription:
         self.version = 0
         self._topics: tuple[int, list[str]] = (-1, [])
         #: assignment()'s sorted partitions, at the version they were sorted.
-        self._sorted: tuple[int, list[TopicPartition]] = (-1, [])
+        self._sorted: tuple[int, list[TopicPartition], list[PartitionState]] = (-1, [], [])
         #: all_answered()'s latest walk: its ``wanted``, the versions it
         #: saw, the states walked and how far they were all answered.
         self._answered_walk: tuple[Any, tuple[int, int], list[PartitionState], int] = (
@@ -622,9 +622,15 @@ class Subscription:
         held the loop for tens of milliseconds, so the order is kept until
         a partition is assigned or unassigned.
         """
+        return list(self._in_order()[0])
+
+    def _in_order(self) -> tuple[list[TopicPartition], list[PartitionState]]:
+        """The assigned partitions sorted, and their records in the same order (kept)."""
         if self._sorted[0] != self.version:
-            self._sorted = (self.version, sorted(self._parts))
-        return list(self._sorted[1])
+            tps = sorted(self._parts)
+            parts = self._parts
+            self._sorted = (self.version, tps, [parts[tp] for tp in tps])
+        return self._sorted[1], self._sorted[2]
 
     def with_status(self, status: Status) -> list[TopicPartition]:
         """The partitions in ``status``, sorted."""
@@ -637,10 +643,9 @@ class Subscription:
     def to_fetch(self) -> list[TopicPartition]:
         """The assigned partitions that ought to be fetched (not paused by the
         application: :attr:`PartitionState.should_fetch`), sorted."""
-        parts = self._parts
         # An assigned record is owned: should_fetch is "not paused" (read
         # plainly: every consume() round asks, of 100,000 partitions, say).
-        return [tp for tp in self.assignment() if not parts[tp].paused]
+        return [st.tp for st in self._in_order()[1] if not st.paused]
 
     def lent(self) -> list[PartitionState]:
         """The records with a loan (see :meth:`PartitionState.lend`)."""
