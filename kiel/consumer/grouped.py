@@ -284,7 +284,8 @@ class GroupedConsumer(_BaseConsumer):
         #: The group membership (made by :meth:`connect`).
         self.membership: Optional[Membership] = None
         self._offsets = GroupOffsets(self.cluster, group)
-        #: One record per owned partition: in hand, revoking, paused, ownership.
+        #: The owned partitions: each ownership (in hand, revoking, last commit)
+        #: hangs off the partition's record in the subscription (pause, fetch state).
         self._state = GroupState(self.subscription)
         self._commits = Commits(
             self._offsets, self._state, self._tasks, self._errors, metadata=commit_metadata,
