@@ -47,7 +47,7 @@ from kiel.structs import Record, TopicPartition
 if TYPE_CHECKING:
     from kiel.consumer.group_state import OwnedPartition
 
-__all__ = ["Loan", "PartitionState", "Status", "Subscription"]
+__all__ = ["Loan", "PartitionState", "Shared", "Status", "Subscription"]
 
 
 def _tp(st: "PartitionState") -> TopicPartition:
