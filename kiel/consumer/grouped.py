@@ -235,8 +235,9 @@ class GroupedConsumer(_BaseConsumer):
         #: The group membership (made by :meth:`connect`).
         self.membership: Optional[Membership] = None
         self._offsets = GroupOffsets(self.cluster, group)
-        #: One record per owned partition: in hand, revoking, paused, ownership.
-        self._state = GroupState()
+        #: The owned partitions: each ownership (in hand, revoking, last commit)
+        #: hangs off the partition's record in the subscription (pause, fetch state).
+        self._state = GroupState(self.subscription)
         self._commits = Commits(
             self._offsets, self._state, self._tasks, self._errors, metadata=commit_metadata,
             every=commit_every, interval=self.commit_interval, may_commit=self._may_commit,
@@ -345,9 +346,7 @@ class GroupedConsumer(_BaseConsumer):
     def _to_fetch(self) -> list[TopicPartition]:
         """The owned partitions, except those the application paused (a ZooKeeper
         suspension pauses fetching too, and counts as a stall)."""
-        state = self._state
-        paused = set(state.paused())
-        return [tp for tp in sorted(state) if tp not in paused]
+        return self._state.to_fetch()
 
     def unhealthy(self, stall: Optional[float] = None) -> Optional[str]:
         """Why :meth:`healthy` is false (``None`` when healthy): the consumers'
@@ -698,13 +697,13 @@ class GroupedConsumer(_BaseConsumer):
         """
         (tp,) = self._tps(topic, partition)
         check_offset(offset, topic, partition)
-        self._loans.pop(tp, None)
         hands = self._state[tp]
+        if hands.record is not None:
+            hands.record.take_loan()
         if not hands.pending:
             hands.end = offset
+        # Fetched unless its record says otherwise (paused, suspended).
         self.subscription.assign(tp, offset)
-        if self._ownership.suspended or hands.paused:
-            self.subscription.pause(tp)
 
     def _tps(self, topic: str, partition: Optional[int]) -> list[TopicPartition]:
         state = self._state
@@ -816,7 +815,6 @@ class GroupedConsumer(_BaseConsumer):
             UnknownPartitionError: not owned.
         """
         for tp in self._tps(topic, partition):
-            self._state[tp].paused = True
             self.subscription.pause(tp)
 
     def resume(self, topic: str, partition: Optional[int] = None) -> None:
@@ -826,9 +824,7 @@ class GroupedConsumer(_BaseConsumer):
             UnknownPartitionError: not owned.
         """
         for tp in self._tps(topic, partition):
-            self._state[tp].paused = False
-            if not self._ownership.suspended:
-                self.subscription.resume(tp)
+            self.subscription.resume(tp)
 
     def paused(self) -> list[TopicPartition]:
         """The owned partitions the application paused, sorted."""
