@@ -50,7 +50,7 @@ from kiel.producer.idempotence import MAX_IN_FLIGHT, Idempotence
 from kiel.producer.outcomes import FlushResult, Outcomes
 from kiel.producer.partitioners import Partitioner
 from kiel.producer.routing import Router, TopicRoute
-from kiel.producer.sender import Sender
+from kiel.producer.sender import Sender, unheld
 from kiel.protocol.messages import MESSAGE_OVERHEAD
 from kiel.protocol.versions import PRODUCE
 from kiel.structs import Header, RecordMetadata
@@ -271,6 +271,9 @@ class Producer(Client):
             # Kafka and noida-db refuse more): closed batches of a partition
             # go joined into one, with or without idempotence.
             one_batch=True,
+            # Futures nobody holds, dropped when their batch closes: see
+            # RecordAccumulator._release.
+            unheld=unheld,
         )
         self._router = Router(self.cluster, accumulator, partitioner)
         self.partitioner: Partitioner = self._router.partitioner
