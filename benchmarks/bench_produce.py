@@ -604,7 +604,7 @@ def main() -> None:
             cost = 100 * (1 - results[name + "+idem"] / results[name])
             print(f"  idempotence costs {name} {cost:.0f}% of its rate")
     if args.memory:
-        memory_rows()
+        memory_rows(min(100_000, n))
 
 
 def memory_rows(n: int = 100_000) -> None:
