@@ -22,10 +22,12 @@ typed error.
 """
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import (
     Any,
     Optional,
+    Protocol,
     Union,
 )
 
@@ -77,6 +79,8 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "OFFSETS_LANE",
+    "CoordinatorLookup",
+    "Generation",
     "GroupOffsets",
     "commit_answers",
     "fetch_answers",
@@ -346,6 +350,60 @@ CommitResponse = Union[OffsetCommitResponse, OffsetCommitResponseV7]
 FetchResponse = Union[OffsetFetchResponse, OffsetFetchResponseV5]
 
 
+@dataclass(frozen=True)
+class Generation:
+    """Who commits: the generation and member a group's commits are made in.
+
+    A broker group's membership replaces its value after each SyncGroup
+    (and when it forgets its member id); :class:`GroupOffsets` reads the
+    current one as it builds each commit, so a commit never carries half
+    of one generation and half of another.
+
+    Attributes:
+        generation_id: the generation (-1: standalone, or no generation).
+        member_id: the member id the coordinator gave (``""``: none).
+        group_instance_id: a static member's instance id, else ``None``.
+        protocol: the assignor the coordinator chose (``None``: none).
+    """
+
+    generation_id: int = STANDALONE_GENERATION
+    member_id: str = ""
+    group_instance_id: Optional[str] = None
+    protocol: Optional[str] = None
+
+
+class CoordinatorLookup(Protocol):
+    """Where a group's coordinator is: one lookup and one cache per group.
+
+    A broker group's requests (:class:`kiel.coordinator.requests.GroupRequests`)
+    are one; :class:`GroupOffsets` keeps its own otherwise.
+    """
+
+    def find(self) -> Awaitable[int]:
+        """The coordinator's broker id (looked up when not known)."""
+
+    def forget(self) -> None:
+        """Look the coordinator up again at the next :meth:`find`."""
+
+
+class _AnyBrokerLookup:
+    """The lookup of a group without a membership of the brokers': the
+    coordinator, or any broker (a 0.8 broker serves v0 offsets from any)."""
+
+    def __init__(self, cluster: Cluster, group: str) -> None:
+        self.cluster = cluster
+        self.group = group
+        self.coordinator: Optional[int] = None
+
+    async def find(self) -> int:
+        if self.coordinator is None or self.coordinator not in self.cluster.brokers:
+            self.coordinator = await self.cluster.coordinator(self.group)
+        return self.coordinator
+
+    def forget(self) -> None:
+        self.coordinator = None
+
+
 class GroupOffsets:
     """Commit and fetch one group's offsets.
 
@@ -354,12 +412,13 @@ class GroupOffsets:
     itself; v0 on a 0.8 broker, which keeps them in its ZooKeeper
     (negotiation keeps both on one storage: see :mod:`kiel.protocol.versions`).
 
-    A member of a broker-coordinated group sets :attr:`generation_id` and
-    :attr:`member_id` (and :attr:`group_instance_id` when static) after each
-    join: commits carry them (v2+, the instance id from v7) and the
-    coordinator refuses one from a generation the group has left. The
-    defaults commit as a standalone member (the ZooKeeper group, a
-    single consumer): generation -1, no member id.
+    A member of a broker-coordinated group gives it (:meth:`coordinated_by`)
+    where to read its current :class:`Generation`: commits carry it (v2+,
+    the instance id from v7) and the coordinator refuses one from a
+    generation the group has left; and its coordinator lookup, so the
+    group's coordinator is looked up in one place. The defaults commit as a
+    standalone member (the ZooKeeper group, a single consumer): generation
+    -1, no member id.
 
     Args:
         cluster: the client's cluster (its backoff bounds the retries).
@@ -374,12 +433,10 @@ class GroupOffsets:
                  group_instance_id: Optional[str] = None) -> None:
         self.cluster = cluster
         self.group = group
-        #: The generation commits are made in (read when each request is built).
-        self.generation_id = generation_id
-        #: The member id commits are made as (``""``: standalone).
-        self.member_id = member_id
-        #: A static member's instance id (OffsetCommit v7), else ``None``.
-        self.group_instance_id = group_instance_id
+        fixed = Generation(generation_id, member_id, group_instance_id)
+        #: Reads the generation commits are made in (when each request is built).
+        self._generation: Callable[[], Generation] = lambda: fixed
+        self._lookup: CoordinatorLookup = _AnyBrokerLookup(cluster, group)
         #: The coordinator connection these requests use (see
         #: :meth:`kiel.cluster.Cluster.connection`): never the shared one,
         #: where a broker answers in order, so that a commit or an offset
@@ -387,17 +444,53 @@ class GroupOffsets:
         #: a slow one never holds the fetches up. A broker group's member
         #: sets its group lane instead.
         self.lane = OFFSETS_LANE
-        self._coordinator: Optional[int] = None
+
+    def coordinated_by(self, generation: Callable[[], Generation],
+                       lookup: Optional[CoordinatorLookup] = None,
+                       lane: Optional[str] = None) -> None:
+        """Commit as a member of a group the brokers coordinate.
+
+        Args:
+            generation: reads the member's current generation (at each commit).
+            lookup: the group's one coordinator lookup (its cache shared;
+                default: keep this one's).
+            lane: the coordinator connection of the group's requests
+                (default: keep this one's).
+        """
+        self._generation = generation
+        if lookup is not None:
+            self._lookup = lookup
+        if lane is not None:
+            self.lane = lane
+
+    @property
+    def generation(self) -> Generation:
+        """The generation commits are made in now."""
+        return self._generation()
+
+    @property
+    def generation_id(self) -> int:
+        """The generation commits are made in (-1: standalone)."""
+        return self._generation().generation_id
+
+    @property
+    def member_id(self) -> str:
+        """The member id commits are made as (``""``: standalone)."""
+        return self._generation().member_id
+
+    @property
+    def group_instance_id(self) -> Optional[str]:
+        """A static member's instance id (OffsetCommit v7), else ``None``."""
+        return self._generation().group_instance_id
 
     async def coordinator(self) -> int:
         """The broker id of the group's coordinator (looked up when unknown).
 
         Raises:
             NoBrokersError: no broker is known.
+            BrokerError: a broker group's strict lookup failed.
         """
-        if self._coordinator is None or self._coordinator not in self.cluster.brokers:
-            self._coordinator = await self.cluster.coordinator(self.group)
-        return self._coordinator
+        return await self._lookup.find()
 
     async def commit(self, offsets: Mapping[TopicPartition, int], metadata: str = "") -> None:
         """Commit ``offsets`` (the next offset to consume, per partition).
@@ -463,6 +556,7 @@ class GroupOffsets:
             v2 with the generation and member id; v0 with neither (a 0.8
             broker has no broker-side groups).
         """
+        who = self._generation()  # one generation's values, read once
         by_topic: dict[str, list[tuple[int, int]]] = {}
         for tp, offset in sorted(offsets.items()):
             by_topic.setdefault(tp.topic, []).append((tp.partition, offset))
@@ -472,15 +566,15 @@ class GroupOffsets:
                     OffsetCommitPartitionDataV7(p, o, NO_LEADER_EPOCH, metadata) for p, o in ps])
                 for topic, ps in by_topic.items()
             ]
-            return OffsetCommitRequestV7(self.group, self.generation_id, self.member_id,
-                                         self.group_instance_id, topics_v7)
+            return OffsetCommitRequestV7(self.group, who.generation_id, who.member_id,
+                                         who.group_instance_id, topics_v7)
         topics = [OffsetCommitTopicData(topic, [OffsetCommitPartitionData(p, o, metadata)
                                                 for p, o in ps])
                   for topic, ps in by_topic.items()]
         if version >= 2:
             # No instance id before v7: the generation and member id fence
             # the commit (a static member needs JoinGroup v5, so v7 too).
-            return OffsetCommitRequestV2(self.group, self.generation_id, self.member_id,
+            return OffsetCommitRequestV2(self.group, who.generation_id, who.member_id,
                                          DEFAULT_RETENTION, topics)
         return OffsetCommitRequest(self.group, topics)
 
@@ -542,7 +636,7 @@ class GroupOffsets:
         except KielError as e:
             if not e.retriable:
                 raise
-            self._coordinator = None
+            self._lookup.forget()
             return None, e
 
     def _retry_or_raise(self, errors: list[BrokerError]) -> Optional[KielError]:
@@ -556,7 +650,7 @@ class GroupOffsets:
         retry: Optional[KielError] = None
         for error in errors:
             if isinstance(error, _COORDINATOR_ERRORS):
-                self._coordinator = None
+                self._lookup.forget()
             elif not error.retriable:
                 raise error
             retry = error

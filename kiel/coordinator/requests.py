@@ -1,7 +1,8 @@
 """The group requests of one member, sent to its group's coordinator.
 
 :class:`GroupRequests` finds the coordinator (FindCoordinator, strictly:
-an error is an error, not "any broker will do" as for 0.8 offsets), sends
+an error is an error, not "any broker will do" as for 0.8 offsets: the
+group's one lookup, which its commits share too), sends
 JoinGroup v5, SyncGroup v3, Heartbeat v3 and LeaveGroup v3 to it, and turns
 an answer's error code into its typed error. A coordinator that moved,
 is not available or cannot be reached is forgotten, so the next request
@@ -91,6 +92,11 @@ class GroupRequests:
             ) from e
         return self.coordinator
 
+    def forget(self) -> None:
+        """Look the coordinator up again at the next request (a commit's
+        coordinator error says so too: the group's commits share this lookup)."""
+        self.coordinator = None
+
     async def _send(self, request: Any, api: str, timeout: Optional[float] = None,
                     answered: tuple[int, ...] = (), lane: str = LANE) -> Any:
         """Send ``request`` to the coordinator once; its error code raised typed.
@@ -112,7 +118,7 @@ class GroupRequests:
             response = await self.cluster.send(coordinator, request, timeout=timeout, lane=lane)
         except KielError as e:
             if e.retriable:
-                self.coordinator = None
+                self.forget()
             raise
         if response.error_code not in answered:
             self.check(response.error_code, api)
@@ -128,7 +134,7 @@ class GroupRequests:
         if cls is None:
             return
         if issubclass(cls, _MOVED):
-            self.coordinator = None
+            self.forget()
         raise cls(api=api, group=self.group, errno=code, member=member_id)
 
     async def join(

@@ -26,7 +26,7 @@ from kiel.consumer import BEGINNING, END, GroupedConsumer, SingleConsumer
 from kiel.consumer.commits import Held
 from kiel.consumer.decoder import Decoder
 from kiel.consumer.fetcher import Fetcher
-from kiel.consumer.offsets import GroupOffsets, commit_answers, fetch_answers
+from kiel.consumer.offsets import Generation, GroupOffsets, commit_answers, fetch_answers
 from kiel.consumer.positions import check_offset, lag_of, to_timestamp
 from kiel.consumer.subscription import PartitionState, Status, Subscription
 from kiel.exc import (
@@ -532,13 +532,13 @@ def test_commit_requests_in_each_negotiated_version():
     assert offsets.commit_request(7, wanted, "") == OffsetCommitRequestV7("g", -1, "", None, [
         OffsetCommitTopicDataV7("t", [OffsetCommitPartitionDataV7(0, 5, -1, "")]),
         OffsetCommitTopicDataV7("u", [OffsetCommitPartitionDataV7(1, 7, -1, "")])])
-    # A member of a broker-coordinated group: given at construction or set
-    # after each join, read when the request is built.
+    # A member of a broker-coordinated group: given at construction or read
+    # from its membership when the request is built.
     member = GroupOffsets(Cluster("127.0.0.1:1"), "g", generation_id=3, member_id="m-1",
                           group_instance_id="host-1")
     assert member.commit_request(7, {TP: 1}, "")[:4] == ("g", 3, "m-1", "host-1")
     assert member.commit_request(2, {TP: 1}, "")[:4] == ("g", 3, "m-1", -1)
-    member.generation_id, member.member_id, member.group_instance_id = 4, "m-2", None
+    member.coordinated_by(lambda: Generation(4, "m-2", None))  # a membership's, read each time
     assert member.commit_request(7, {TP: 1}, "")[:4] == ("g", 4, "m-2", None)
 
 
@@ -586,9 +586,9 @@ def test_a_group_wide_fetch_error_is_judged_and_the_offsets_not_trusted(error):
     assert [type(e) for e in errors] == [error]
     assert (errors[0].group, errors[0].api, errors[0].partition) == ("g", "OffsetFetch", None)
     offsets = GroupOffsets(Cluster("127.0.0.1:1"), "g")
-    offsets._coordinator = 1
+    offsets._lookup.coordinator = 1
     if error.retriable:
-        assert offsets._retry_or_raise(errors) is errors[0] and offsets._coordinator is None
+        assert offsets._retry_or_raise(errors) is errors[0] and offsets._lookup.coordinator is None
     else:
         with pytest.raises(error):
             offsets._retry_or_raise(errors)
@@ -596,12 +596,12 @@ def test_a_group_wide_fetch_error_is_judged_and_the_offsets_not_trusted(error):
 
 def test_coordinator_errors_are_retried_and_forget_the_coordinator():
     offsets = GroupOffsets(Cluster("127.0.0.1:1"), "g")
-    offsets._coordinator = 1
+    offsets._lookup.coordinator = 1
     error = NotCoordinatorForConsumerError(group="g")
-    assert offsets._retry_or_raise([error]) is error and offsets._coordinator is None
-    offsets._coordinator = 1
+    assert offsets._retry_or_raise([error]) is error and offsets._lookup.coordinator is None
+    offsets._lookup.coordinator = 1
     assert offsets._retry_or_raise([UnknownTopicOrPartitionError()]) is not None
-    assert offsets._coordinator == 1  # retriable, but the coordinator is fine
+    assert offsets._lookup.coordinator == 1  # retriable, but the coordinator is fine
     with pytest.raises(OffsetMetadataTooLargeError):
         offsets._retry_or_raise([OffsetMetadataTooLargeError()])
     assert offsets._retry_or_raise([]) is None

@@ -120,11 +120,12 @@ def test_one_member_through_every_group_api(tansu_broker: Any) -> None:
             offsets = GroupOffsets(cluster, group, generation_id=generation, member_id=member)
             await offsets.commit({tp: 5})
             assert await offsets.fetch([tp]) == {tp: 5}
-            offsets.generation_id = generation + 1
+            offsets = GroupOffsets(cluster, group, generation_id=generation + 1, member_id=member)
             with pytest.raises(IllegalGenerationError) as stale:
                 await offsets.commit({tp: 6})
             assert (stale.value.group, stale.value.partition) == (group, 0)
-            offsets.generation_id, offsets.member_id = generation, "somebody-else"
+            offsets = GroupOffsets(cluster, group, generation_id=generation,
+                                   member_id="somebody-else")
             with pytest.raises(UnknownMemberIdError):
                 await offsets.commit({tp: 6})
             assert await offsets.fetch([tp]) == {tp: 5}
