@@ -106,6 +106,7 @@ from kiel.testing.tansu import TansuBroker
 from tests.admin_counterparts import ADMIN_FLEXIBLE, ADMIN_NESTED, ADMIN_SAMPLES
 from tests.conftest import run
 from tests.protocol_strategies import for_struct, for_wire_type
+from tests.txn_counterparts import TXN_FLEXIBLE, TXN_NESTED, TXN_SAMPLES
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -124,10 +125,11 @@ FLEXIBLE_COUNTERPARTS = [
     (InitProducerIdResponseV5, KpInitProducerIdResponse, 5),
 ]
 FLEXIBLE_COUNTERPARTS += ADMIN_FLEXIBLE  # the admin client's (tests/admin_counterparts.py)
+FLEXIBLE_COUNTERPARTS += TXN_FLEXIBLE  # the transactional producer's (tests/txn_counterparts.py)
 KP = {cls: (kp, version) for cls, kp, version in FLEXIBLE_COUNTERPARTS}
 # kiel's nested struct -> the name of kafka-python's nested class.
 KP_NESTED = {ApiVersionRange: "ApiVersion", SupportedFeatureKey: "SupportedFeatureKey",
-             FinalizedFeatureKey: "FinalizedFeatureKey", **ADMIN_NESTED}
+             FinalizedFeatureKey: "FinalizedFeatureKey", **ADMIN_NESTED, **TXN_NESTED}
 
 
 def only_protocol_errors(fn: Any, *args: Any) -> Any:
@@ -439,6 +441,7 @@ SAMPLES = [
     InitProducerIdResponseV4(0, 90, 2**63 - 1, 2**15 - 1),
     InitProducerIdResponseV5(0, 0, 7, 1),
     *(v for v in ADMIN_SAMPLES if type(v) in KP),
+    *(v for v in TXN_SAMPLES if type(v) in KP),
 ]
 IDS = [f"{type(v).__name__}-{i}" for i, v in enumerate(SAMPLES)]
 
