@@ -15,7 +15,7 @@ import confluent_kafka
 import confluent_kafka.admin
 import pytest
 
-from kiel import Producer
+from kiel import GroupedConsumer, Producer
 from kiel.exc import (
     ProducerFencedError,
     TransactionAbortedError,
@@ -392,3 +392,62 @@ def test_confluent_fences_kiel_and_kiel_fences_confluent(broker: str, request: A
     assert error.code() in (confluent_kafka.KafkaError._FENCED,
                             confluent_kafka.KafkaError.PRODUCER_FENCED,
                             confluent_kafka.KafkaError.INVALID_PRODUCER_EPOCH), error
+
+
+# --------------------------------------------------------------------------
+# offsets with the transaction (KIP-447)
+
+
+@pytest.mark.parametrize("broker", ["tansu", "noida"])
+def test_offsets_sent_with_a_grouped_consumers_metadata_commit_with_it(
+        broker: str, request: Any) -> None:
+    bootstrap = request.getfixturevalue(f"{broker}_broker").bootstrap
+    source = create_topic(bootstrap, 2, prefix="txn-in")
+    sink = create_topic(bootstrap, 1, prefix="txn-out")
+    group = unique("g")
+
+    async def main() -> Dict[str, Any]:
+        async with Producer(bootstrap) as plain:
+            await asyncio.gather(*(plain.produce(source, b"in-%d" % i, partition=i % 2)
+                                   for i in range(20)))
+        consumer = GroupedConsumer(bootstrap, group, topics=[source], session_timeout=6.0,
+                                   heartbeat_interval=1.0, max_wait_time=0.2,
+                                   commit_interval=None, revoke_timeout=1.0)
+        await consumer.connect()
+        producer = Producer(bootstrap, transactional_id=unique("tid"))
+        await producer.connect()
+        try:
+            got: List[Any] = []
+            deadline = time.monotonic() + 60
+            while len(got) < 20 and time.monotonic() < deadline:
+                got.extend(await consumer.consume())
+            assert len(got) == 20
+            metadata = consumer.group_metadata()
+            assert metadata.generation_id >= 0 and metadata.member_id
+            # The first transaction aborts: its offsets do not count.
+            producer.begin_transaction()
+            producer.produce(sink, b"aborted")
+            await producer.send_offsets_to_transaction({(source, 0): 3, (source, 1): 4},
+                                                       metadata)
+            await producer.abort_transaction()
+            after_abort = [await consumer.committed(source, p) for p in (0, 1)]
+            # The second commits them, with the records.
+            async with producer.transaction():
+                for record in got:
+                    producer.produce(sink, record.value.upper())
+                await producer.send_offsets_to_transaction(
+                    {(source, 0): 10, (source, 1): 10}, consumer.group_metadata())
+            after_commit = [await consumer.committed(source, p) for p in (0, 1)]
+            # (A stale generation is not refused by either broker, which
+            # is why no test here claims KIP-447's zombie check.)
+        finally:
+            await producer.close()
+            await consumer.close()
+        return {"abort": after_abort, "commit": after_commit}
+
+    out = run(main(), timeout=180)
+    assert out["abort"] == [None, None]
+    assert out["commit"] == [10, 10]
+    if broker == "noida":
+        committed = confluent_read(bootstrap, sink, "read_committed", 20, partitions=1)
+        assert sorted(committed) == sorted(b"IN-%d" % i for i in range(20))
