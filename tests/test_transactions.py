@@ -451,3 +451,61 @@ def test_offsets_sent_with_a_grouped_consumers_metadata_commit_with_it(
     if broker == "noida":
         committed = confluent_read(bootstrap, sink, "read_committed", 20, partitions=1)
         assert sorted(committed) == sorted(b"IN-%d" % i for i in range(20))
+
+
+# --------------------------------------------------------------------------
+# a connection lost inside a request (Tansu behind the Kafka-frame proxy)
+
+
+@pytest.fixture
+def framed_tansu(fault_proxy: Any) -> Any:
+    """Tansu advertising a Kafka-frame-aware fault proxy (every connection
+    goes through it). Yields ``(broker, proxy)``."""
+    from kiel.testing.process import free_ports
+    from kiel.testing.tansu import TansuBroker
+
+    (port,) = free_ports(1)
+    proxy = fault_proxy(("127.0.0.1", port), kafka=True)
+    broker = TansuBroker(port=port, advertised_port=int(proxy.address.rsplit(":", 1)[1]))
+    broker.start()
+    yield broker, proxy
+    broker.close()
+
+
+@pytest.mark.parametrize("api_key, name", [(26, "EndTxn"), (24, "AddPartitionsToTxn")])
+def test_an_answer_lost_mid_request_is_retried_and_the_transaction_ends_right(
+        framed_tansu: Any, api_key: int, name: str) -> None:
+    broker, proxy = framed_tansu
+    bootstrap = proxy.address
+    topic = create_topic(bootstrap, 1)
+
+    async def main() -> Dict[str, Any]:
+        async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
+            # First a committed transaction whose answer to the request is
+            # lost once: the broker did it, the producer sends it again.
+            proxy.cut_after_answer(api_key, every=1, times=1)
+            producer.begin_transaction()
+            first = [producer.produce(topic, b"one-%d" % i) for i in range(10)]
+            await producer.commit_transaction()
+            assert proxy.kafka_stats()["cut"] == 1
+            # Then an aborted one, the answer lost again.
+            proxy.cut_after_answer(api_key, every=1, times=1)
+            producer.begin_transaction()
+            await asyncio.gather(*(producer.produce(topic, b"two-%d" % i) for i in range(10)))
+            await producer.abort_transaction()
+            cuts = proxy.kafka_stats()["cut"]  # counted since the proxy started
+            txn = producer._txn
+            assert txn is not None
+            return {"first": [f.result().offset for f in first], "cuts": cuts,
+                    "ended": (txn.committed, txn.aborted)}
+
+    out = run(main())
+    assert out["cuts"] == 2, out
+    assert out["ended"] == (1, 1)
+    assert all(offset >= 0 for offset in out["first"])
+    markers = control_batches(bootstrap, topic, 1)
+    assert (markers["commit"], markers["abort"]) == (1, 1), markers
+    values_read = confluent_read(bootstrap, topic, "read_uncommitted", 20, idle=1.0,
+                                 partitions=1)
+    assert sorted(values_read) == sorted([b"one-%d" % i for i in range(10)]
+                                         + [b"two-%d" % i for i in range(10)])
