@@ -58,7 +58,8 @@ def confluent_read(bootstrap: str, topic: str, isolation: str, at_least: int,
                 if count >= at_least and time.monotonic() - last > idle:
                     break
                 continue
-            got.setdefault(message.partition(), []).append((message.offset(), message.value()))
+            got.setdefault(message.partition() or 0, []).append(
+                (message.offset() or 0, message.value() or b""))
             count += 1
             last = time.monotonic()
     finally:
@@ -233,7 +234,8 @@ def test_calls_out_of_order_are_refused_and_nothing_is_sent(tansu_broker: Any) -
             with pytest.raises(ConfigError):
                 await producer.send_offsets_to_transaction({(topic, -1): 1}, GroupMetadata("g"))
             with pytest.raises(ConfigError):
-                await producer.send_offsets_to_transaction({(topic, 0): 1}, object())
+                await producer.send_offsets_to_transaction(
+                    {(topic, 0): 1}, object())  # type: ignore[arg-type]
             await producer.commit_transaction()  # empty: nothing to end on the broker
         finally:
             await producer.close()

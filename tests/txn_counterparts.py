@@ -29,7 +29,7 @@ TXN_CLASSIC = [
 
 #: kiel's nested structs -> kafka-python's nested class names (Kafka's
 #: definitions' names; kiel names them the same).
-TXN_NESTED = {cls: cls.__name__ for cls in (
+TXN_NESTED: dict[type, str] = {cls: cls.__name__ for cls in (
     tx.AddPartitionsToTxnTopic, tx.AddPartitionsToTxnTopicResult,
     tx.AddPartitionsToTxnPartitionResult, tx.TxnOffsetCommitRequestTopic,
     tx.TxnOffsetCommitRequestPartition, tx.TxnOffsetCommitResponseTopic,
