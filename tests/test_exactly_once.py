@@ -38,10 +38,13 @@ class Worker:
     """One member of the example in its own process."""
 
     def __init__(self, bootstrap: str, source: str, sink: str, group: str, name: str,
-                 logs: Any) -> None:
+                 logs: Any, confluent: bool = False) -> None:
         self.args = [sys.executable, EXAMPLE, "--bootstrap", bootstrap, "--input", source,
                      "--output", sink, "--group", group, "--transactional-id", name,
                      "--max-records", "25", "--pause", "0.05"]
+        if confluent:
+            self.args = [sys.executable, "-c", CONFLUENT_MEMBER, bootstrap, source, sink,
+                         group, name]
         self.name = name
         self.logs = logs
         self.process: Any = None
@@ -68,6 +71,46 @@ class Worker:
         return out
 
 
+#: A confluent-kafka member doing the example's work, as confluent's own
+#: docs write the loop: read_committed, transactions with the consumer's
+#: group metadata, a static member like the example's.
+CONFLUENT_MEMBER = r"""
+import signal, sys, time
+import confluent_kafka
+
+bootstrap, source, sink, group, name = sys.argv[1:6]
+stop = []
+signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+consumer = confluent_kafka.Consumer({
+    "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+    "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+    "group.instance.id": name, "session.timeout.ms": 6000,
+    "partition.assignment.strategy": "range"})
+producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": name})
+producer.init_transactions(30)
+consumer.subscribe([source])
+print(name + ": joined", flush=True)
+while not stop:
+    messages = [m for m in consumer.consume(25, 0.2) if not m.error()]
+    if not messages:
+        continue
+    producer.begin_transaction()
+    try:
+        for m in messages:
+            producer.produce(sink, b"out-" + m.value(), key=m.key())
+        time.sleep(0.05)
+        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                             consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+    except confluent_kafka.KafkaException:
+        producer.abort_transaction(30)
+        for tp in consumer.committed(consumer.assignment(), 30):
+            consumer.seek(confluent_kafka.TopicPartition(tp.topic, tp.partition,
+                                                         max(tp.offset, 0)))
+consumer.close()
+"""
+
+
 def read(bootstrap: str, topic: str, isolation: str, at_least: int, idle: float,
          deadline: float = 180.0) -> List[bytes]:
     consumer = confluent_kafka.Consumer({
@@ -92,11 +135,12 @@ def read(bootstrap: str, topic: str, isolation: str, at_least: int, idle: float,
     return got
 
 
-def committed_from_markers(bootstrap: str, topic: str) -> List[bytes]:
+def committed_from_markers(bootstrap: str, topic: str, committers: Any = None) -> List[bytes]:
     """The values a read_committed reader of Apache Kafka returns, worked out
     from the raw log: records of transactional batches count once their
     producer's next marker in the partition is a COMMIT, and never after an
-    ABORT; records of other batches count as they are."""
+    ABORT; records of other batches count as they are. The producer ids
+    that committed records are added to ``committers`` (a set) if given."""
     from bisect import bisect_right
 
     from kiel.client import Client
@@ -133,6 +177,8 @@ def committed_from_markers(bootstrap: str, topic: str) -> List[bytes]:
                         kept = pending.pop(pid, [])
                         if value == COMMIT:
                             out.extend(kept)
+                            if kept and committers is not None:
+                                committers.add(pid)
                         continue
                     batch = batches[bisect_right(starts, at) - 1]
                     if batch.is_transactional:
@@ -144,9 +190,10 @@ def committed_from_markers(bootstrap: str, topic: str) -> List[bytes]:
     return run(main())
 
 
-@pytest.mark.parametrize("broker", ["noida", "tansu"])
-def test_killed_and_restarted_members_write_every_input_once(broker: str, request: Any,
-                                                             tmp_path: Any) -> None:
+@pytest.mark.parametrize("broker, second", [("noida", "kiel"), ("tansu", "kiel"),
+                                            ("noida", "confluent")])
+def test_killed_and_restarted_members_write_every_input_once(
+        broker: str, second: str, request: Any, tmp_path: Any) -> None:
     bootstrap = request.getfixturevalue(f"{broker}_broker").bootstrap
     source, sink, group = unique("eo-in"), unique("eo-out"), unique("eo")
     admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
@@ -165,7 +212,8 @@ def test_killed_and_restarted_members_write_every_input_once(broker: str, reques
     run(produce())
     rng = random.Random()
     a = Worker(bootstrap, source, sink, group, unique("eo-a"), tmp_path)
-    b = Worker(bootstrap, source, sink, group, unique("eo-b"), tmp_path)
+    b = Worker(bootstrap, source, sink, group, unique(f"eo-{second}"), tmp_path,
+               confluent=second == "confluent")
     try:
         a.start()
         for step in range(4):
@@ -194,8 +242,13 @@ def test_killed_and_restarted_members_write_every_input_once(broker: str, reques
     else:
         final = read(bootstrap, sink, "read_committed", COUNT, idle=3.0, deadline=60.0)
         assert sorted(committed_from_markers(bootstrap, sink)) == sorted(final)
+    # Both members wrote (a transactional id keeps its producer id over restarts).
+    committers: set = set()
+    committed_from_markers(bootstrap, sink, committers)
+    assert len(committers) == 2, committers
     expected = sorted(b"out-" + value for value in inputs)
-    print(f"{broker}: kills: {a.name} {a.kills}, {b.name} {b.kills}; read committed "
+    print(f"{broker}, {second} second member: kills: {a.name} {a.kills}, {b.name} "
+          f"{b.kills}; read committed "
           f"{len(final)} of {COUNT} inputs, {len(set(final))} distinct; the log holds "
           f"{len(everything)} records ({len(everything) - COUNT} from aborted transactions)")
     assert (a.kills, b.kills) == (3, 1)
