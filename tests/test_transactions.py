@@ -511,3 +511,33 @@ def test_an_answer_lost_mid_request_is_retried_and_the_transaction_ends_right(
                                  partitions=1)
     assert sorted(values_read) == sorted([b"one-%d" % i for i in range(10)]
                                          + [b"two-%d" % i for i in range(10)])
+
+
+def test_an_abort_right_after_the_first_record_leaves_the_next_transaction_whole(
+        noida_broker: Any) -> None:
+    # The abort comes before the record went: it fails, typed, and the next
+    # transaction is whole. (Whether an AddPartitionsToTxn is still out at
+    # the abort depends on timing; here it is not: no ABORT marker.)
+    bootstrap = noida_broker.bootstrap
+    topic = create_topic(bootstrap, 1)
+
+    async def main() -> List[Any]:
+        outcomes = []
+        async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
+            for _ in range(3):
+                producer.begin_transaction()
+                record = producer.produce(topic, b"aborted")
+                await asyncio.sleep(0)  # the sender starts adding the partition
+                await producer.abort_transaction()
+                outcomes.append(type(record.exception()).__name__
+                                if record.exception() else "written, then aborted")
+                async with producer.transaction():
+                    producer.produce(topic, b"kept")
+        return outcomes
+
+    outcomes = run(main())
+    assert confluent_read(bootstrap, topic, "read_committed", 3, partitions=1) == [b"kept"] * 3
+    markers = control_batches(bootstrap, topic, 1)
+    print(outcomes, markers)
+    assert markers["commit"] == 3
+    assert outcomes == ["TransactionAbortedError"] * 3

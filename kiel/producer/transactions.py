@@ -648,6 +648,12 @@ class Transactions:
     async def _end(self, commit: bool) -> None:
         """EndTxn; the transaction is over when it succeeds (or when nothing
         of it reached the broker)."""
+        adding = self._adding
+        if adding is not None:
+            # An AddPartitionsToTxn still out belongs to this transaction:
+            # let it settle first, or its partitions would count as added
+            # to the next one.
+            await asyncio.wait([adding])
         if self.added or self._offsets_groups:
             idem = self._idem
             await self._call(
