@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # default-jre-headless follows Debian's supported Java instead of pinning one.
 DEMO_DEBS := zookeeper default-jre-headless
 TEST_DEBS := $(DEMO_DEBS) kcat openssl
-DEMO_EXTRAS := snappy,spark
+DEMO_EXTRAS := snappy,spark,demo
 TEST_EXTRAS := test,snappy,spark,bench,docs,lint
 PYTEST_ARGS ?=
 # The suite mostly waits (on brokers, ZooKeeper, session timeouts), so it
@@ -34,12 +34,14 @@ OLDEST_VENV ?= .venv-oldest
 # embedded 0.8.2 cluster and Tansu, ZooKeeper and broker groups, Spark, the
 # command, the testing harness), its quick tests only.
 OLDEST_TESTS ?= tests/test_public_api.py tests/test_packaging.py tests/test_aio.py \
-	tests/test_framing.py tests/test_messages.py tests/test_record_batch.py \
-	tests/test_compression.py tests/test_connection.py tests/test_producer.py \
-	tests/test_consumer.py tests/test_grouped.py tests/test_broker_groups.py \
-	tests/test_tansu.py tests/test_spark_columns.py tests/test_spark_tansu.py \
-	tests/test_cli.py tests/test_security.py tests/test_fault_proxy.py \
-	tests/test_zookeeper_launcher.py
+	tests/protocol/test_framing.py tests/protocol/test_messages.py \
+	tests/protocol/test_record_batch.py tests/compression/test_compression.py \
+	tests/test_connection.py tests/producer/test_producer.py \
+	tests/consumer/test_consumer.py tests/consumer/test_grouped.py \
+	tests/coordinator/test_groups.py tests/testing/test_tansu.py \
+	tests/spark/test_spark_columns.py tests/spark/test_spark_tansu.py tests/cli/test_cli.py \
+	tests/test_security.py tests/testing/test_fault_proxy.py \
+	tests/testing/test_zookeeper_launcher.py
 
 .PHONY: test test-oldest demo demo-deps test-deps venv-demo venv-test venv-oldest install-check \
 	lint types docs bench clean

@@ -7,7 +7,7 @@ transaction that also commits the input offsets they came from
 A crash at any point leaves either the whole transaction (output and
 offsets) or none of it: the next owner of a partition starts from the last
 committed offset, and a read_committed reader of the output sees each
-input's output once. ``tests/test_exactly_once.py`` kills members with
+input's output once. ``tests/producer/test_exactly_once.py`` kills members with
 SIGKILL at random points and checks that.
 
 Why it holds, step by step:

@@ -11,7 +11,10 @@
 
 Then three ``GroupedConsumer`` members split the topic through ZooKeeper,
 one leaves half-way, and the demo checks that no message was missed or
-processed twice. ``make demo`` then runs the Spark page-view pipeline
+processed twice. The second act (:mod:`kiel.demo_current`) runs on current
+brokers with no ZooKeeper: a broker-coordinated group shared with a
+confluent-kafka member, the idempotent producer, and a transaction committed
+and one aborted, read committed. ``make demo`` then runs the Spark page-view pipeline
 (``examples/spark_pageviews.py``). Each step prints what it did, and the
 demo exits non-zero if any check fails.
 """
@@ -224,6 +227,9 @@ def main() -> int:
                 data, _ = client.get(f"/brokers/topics/{TOPIC}")
                 print(f"/brokers/topics/{TOPIC}:", data.decode())
             step("tearing down")
+    from kiel import demo_current
+
+    ok = demo_current.run() and ok
     print("done" if ok else "FAILED")
     return 0 if ok else 1
 

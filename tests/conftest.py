@@ -69,7 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
     keep the order of the files under ``--dist loadfile``; import kiel whole
     (see :func:`import_kiel_now`).
 
-    tests/test_group_chaos.py names its tests after the seeds, and pytest-xdist
+    tests/consumer/test_group_chaos.py names its tests after the seeds, and pytest-xdist
     refuses a run whose workers collected different tests; the workers inherit
     this environment, so all of them see the one base drawn here.
     """
@@ -90,15 +90,15 @@ def pytest_configure(config: pytest.Config) -> None:
 #: minutes each under load), longest first. A file missing here is only
 #: handed out later, never skipped.
 LONG_FILES = (
-    "tests/test_group_chaos.py",
+    "tests/consumer/test_group_chaos.py",
     "tests/test_docs.py",
-    "tests/test_spark.py",
-    "tests/test_spark_config.py",
-    "tests/test_broker_cooperative.py",
-    "tests/test_broker_groups.py",
-    "tests/test_spark_tansu.py",
-    "tests/test_group_faults.py",
-    "tests/test_grouped.py",
+    "tests/spark/test_spark.py",
+    "tests/spark/test_spark_config.py",
+    "tests/coordinator/test_cooperative_groups.py",
+    "tests/coordinator/test_groups.py",
+    "tests/spark/test_spark_tansu.py",
+    "tests/zookeeper/test_group_faults.py",
+    "tests/consumer/test_grouped.py",
 )
 
 
@@ -128,7 +128,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     # The chaos suite's totals, summed from its tests' reports (which come
     # back from pytest-xdist's workers too).
-    from tests.chaos.totals import terminal_summary
+    from tests.support.chaos.totals import terminal_summary
 
     terminal_summary(terminalreporter)
 

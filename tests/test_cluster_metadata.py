@@ -1,7 +1,7 @@
 """Metadata answers a broken or hostile broker may send (issue #23, defect 5):
 bounded (``max_metadata_brokers``, ``max_metadata_partitions``), impossible
 ids refused with a typed error, the metadata known before kept. The answers
-come from a loopback peer over real TCP (tests/metadata_peer.py); the sliced
+come from a loopback peer over real TCP (tests/support/metadata_peer.py); the sliced
 decoder is checked against the eager one."""
 import pytest
 from hypothesis import given, settings
@@ -26,7 +26,7 @@ from kiel.protocol.metadata import (
 )
 from kiel.protocol.schema import decode, encode
 from tests.conftest import run
-from tests.metadata_peer import MetadataPeer, answer_with, topic
+from tests.support.metadata_peer import MetadataPeer, answer_with, topic
 
 
 def run_steps(steps):

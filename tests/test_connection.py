@@ -44,7 +44,7 @@ from kiel.protocol import (
 )
 from kiel.protocol.framing import ServerFraming
 from tests.conftest import run
-from tests.waiting import until
+from tests.support.waiting import until
 
 Handler = Callable[[Any, Any, IOStream], Any]
 

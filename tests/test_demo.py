@@ -11,4 +11,7 @@ def test_demo_runs_green() -> None:
     assert "every message exactly once: True" in result.stdout
     assert "each user's views in order: True" in result.stdout
     assert "0 missed, 0 twice" in result.stdout
+    # The current-broker act (kiel.demo_current): Tansu, then noida-db.
+    assert "every order exactly once: True" in result.stdout
+    assert "read_committed read exactly the committed transaction: True" in result.stdout
     assert "Future exception was never retrieved" not in result.stderr

@@ -11,7 +11,7 @@ and under ``TYPE_CHECKING`` (a dependency on another layer's shapes all the
 same). What is not an import statement is not seen: a module named in a
 string and imported with importlib, the way the consumer finds its
 coordinator adapters (the one inverted seam the doc states, which
-tests/test_consumer_unit.py checks from the consumer's side).
+tests/consumer/test_consumer_unit.py checks from the consumer's side).
 """
 
 import ast

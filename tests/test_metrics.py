@@ -24,7 +24,7 @@ from kiel.metrics import (
 from kiel.protocol.messages import encode_message_set
 from kiel.structs import GroupMetadata, TopicPartition
 from tests.conftest import run, unique
-from tests.test_consumer import consume_n, produce_raw, values
+from tests.support.single_consumer import consume_n, produce_raw, values
 
 pytestmark = pytest.mark.zookeeper
 

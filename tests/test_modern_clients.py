@@ -66,8 +66,8 @@ from kiel.protocol.versions import (
 )
 from kiel.structs import Record, TopicPartition
 from tests.conftest import run, unique
-from tests.test_consumer import consume_n
-from tests.waiting import until
+from tests.support.single_consumer import consume_n
+from tests.support.waiting import until
 
 LEGACY_V0 = {PRODUCE: 0, FETCH: 0, LIST_OFFSETS: 0, METADATA: 0}
 # ListOffsets v7 is the admin's (the consumers send v1 where it is 1 or more).

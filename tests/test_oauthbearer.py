@@ -1,7 +1,7 @@
 """SASL OAUTHBEARER (RFC 7628, KIP-255, extensions KIP-342) with a token provider.
 
 Tansu 0.6 has no OAUTHBEARER, so the judge is the SASL front of
-tests/security_fronts.py (a proxy before Tansu that terminates SASL and
+tests/support/security_fronts.py (a proxy before Tansu that terminates SASL and
 passes every other request on): its :class:`OAuthBearerServer` checks the
 client's message to the byte (``n,,\\x01auth=Bearer <token>``, extensions,
 ``\\x01\\x01``) and the unsecured JWT in it (``alg: none``, ``sub`` among
@@ -32,10 +32,10 @@ from kiel.sasl import (
     unsecured_jwt,
     unsecured_token_provider,
 )
-from tests import security_fronts
 from tests.conftest import run, unique
-from tests.security_fronts import OAuthBearerServer, SaslFront
-from tests.test_consumer import consume_n
+from tests.support import security_fronts
+from tests.support.security_fronts import OAuthBearerServer, SaslFront
+from tests.support.single_consumer import consume_n
 
 fronted_tansu = security_fronts.fronted_tansu
 

@@ -18,7 +18,7 @@ running it and reading its source:
   messages are taken up by Tansu's SCRAM server and that its refusal is a
   typed :class:`~kiel.exc.AuthenticationError`, not a hang.
 * **SASL success** is therefore tested against ``SaslFront``
-  (tests/security_fronts.py, shared with the Spark tests): a proxy
+  (tests/support/security_fronts.py, shared with the Spark tests): a proxy
   in front of Tansu that answers SaslHandshake and SaslAuthenticate itself,
   with the server side of RFC 5802 and RFC 4616 written here (pure logic),
   and passes every other request to Tansu once the client authenticated.
@@ -58,10 +58,10 @@ from kiel.protocol.sasl import (
 from kiel.sasl import PlainClient, ScramClient, sasl_credentials
 from kiel.testing.broker import EmbeddedCluster
 from kiel.testing.tansu import TansuBroker
-from tests import security_fronts
 from tests.conftest import run, unique
-from tests.security_fronts import SaslFront, ScramServer, client_context, server_context
-from tests.test_consumer import consume_n
+from tests.support import security_fronts
+from tests.support.security_fronts import SaslFront, ScramServer, client_context, server_context
+from tests.support.single_consumer import consume_n
 
 # The shared fixtures (pytest finds a module's fixtures among its globals).
 certificates = security_fronts.certificates
@@ -465,7 +465,7 @@ def test_the_kiel_command_with_tls_and_scram(certificates: Dict[str, Path],
     a wrong password exits 1 with the typed refusal, and no password is printed."""
     import os
 
-    from tests.test_cli import kiel, ok
+    from tests.support.cli import kiel, ok
 
     front = SaslFront(ssl_context=server_context(certificates), mechanisms=("SCRAM-SHA-512",),
                       users=USERS)

@@ -106,7 +106,7 @@ def test_the_kiel_command_over_tls(tls_cluster: EmbeddedCluster,
                                    certificate: tuple[str, str]) -> None:
     """``kiel --ca-file`` produces and consumes over TLS; without it (or with
     ``--tls`` and the system's CAs) the broker's certificate is refused."""
-    from tests.test_cli import kiel, ok
+    from tests.support.cli import kiel, ok
 
     bootstrap = tls_cluster.bootstrap
     ok(kiel("-b", bootstrap, "--ca-file", certificate[0], "produce", "secrets", "-p", "1",
@@ -121,7 +121,7 @@ def test_the_kiel_command_over_tls(tls_cluster: EmbeddedCluster,
 
 
 def test_the_kiel_command_checks_its_security_options(certificate: tuple[str, str]) -> None:
-    from tests.test_cli import kiel
+    from tests.support.cli import kiel
 
     missing = kiel("-b", "127.0.0.1:1", "--ca-file", "/nonexistent.pem", "topics")
     assert missing.returncode == 1 and b"cannot load the TLS files" in missing.stderr
@@ -136,7 +136,7 @@ def test_an_encrypted_client_key_never_prompts(certificate: tuple[str, str],
                                                tmp_path: Any) -> None:
     """``--key-file`` with an encrypted key: its password from
     $KIEL_SSL_KEY_PASSWORD; without it a typed error, never a terminal prompt."""
-    from tests.test_cli import kiel
+    from tests.support.cli import kiel
 
     cert, key = certificate
     encrypted = str(tmp_path / "encrypted.pem")

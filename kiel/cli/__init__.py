@@ -4,6 +4,7 @@
 
     kiel -b localhost:9092 produce TOPIC [-K :] < lines
     kiel -b localhost:9092 consume TOPIC [--from beginning|-3] [-c 100] [-K :] [--json|-f FMT]
+    kiel -b localhost:9092 consume TOPIC --isolation read_committed -e
     kiel -b localhost:9092 topics [TOPIC ...]
     kiel -b localhost:9092 topics create T --partitions 6 --config retention.ms=60000
     kiel -b localhost:9092 topics alter T --partitions 12 --delete-config retention.ms

@@ -154,6 +154,13 @@ def _add_consume(add: Callable[..., argparse.ArgumentParser]) -> None:
         default="error",
         help="with --json: what to do with keys/values that are not UTF-8 (default: error)",
     )
+    consume.add_argument(
+        "--isolation",
+        choices=["read_uncommitted", "read_committed"],
+        default="read_uncommitted",
+        help="read_committed: only committed transactions' records, up to the last stable "
+        "offset (--exit stops there); default read_uncommitted: every record",
+    )
 
 
 def _add_topics(add: Callable[..., argparse.ArgumentParser]) -> None:

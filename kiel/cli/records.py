@@ -379,6 +379,7 @@ async def consume(
         # A quiet topic's Fetch is answered after max_wait_time: well within
         # the deadline, so that a consumer following it is not ended.
         async with SingleConsumer(brokers, max_wait_time=min(1.0, args.timeout / 2),
+                                  isolation_level=args.isolation,
                                   **client_options(args)) as consumer:
             if run is not None:
                 run.deadline.watch(consumer, "Fetch")
@@ -411,6 +412,8 @@ async def consume(
 
 
 def _at_end(consumer: Any, topic: str, partitions: Iterable[int]) -> bool:
+    # The highwater is the last stable offset in read_committed: --exit
+    # stops where the committed records end for now.
     for p in partitions:
         highwater = consumer.highwater(topic, p)
         if highwater is None or consumer.position(topic, p) < highwater:

@@ -34,6 +34,7 @@ from kiel.consumer.decoder import Decoder
 from kiel.consumer.fetcher import (
     ANSWER_GRACE,
     FETCH_ANSWER_OVERHEAD,
+    ISOLATION_LEVELS,
     OFFSET_RESET_POLICIES,
     PARTITION_ANSWER_OVERHEAD,
     Fetcher,
@@ -42,8 +43,15 @@ from kiel.consumer.health import CLIENT, HEALTH_STALL, Health
 from kiel.consumer.offsets import list_offsets
 from kiel.consumer.positions import Start, lag_of, to_timestamp
 from kiel.consumer.subscription import Subscription
-from kiel.exc import ClientClosedError, ConfigError, KielError, RequestTimeoutError
+from kiel.exc import (
+    ClientClosedError,
+    ConfigError,
+    KielError,
+    RequestTimeoutError,
+    UnsupportedFeatureError,
+)
 from kiel.metrics import ConsumerMetrics
+from kiel.protocol.versions import FETCH
 from kiel.serializers import Deserializer
 from kiel.structs import Record, TopicPartition
 
@@ -86,6 +94,7 @@ MAX_WAIT_TIME = 60.0
 def _check_fetch_options(
     max_wait_time: Any, min_bytes: Any, max_bytes: Any, max_fetch_size: Any,
     offset_reset: Any, decode_budget: Any, deserializer: Any, key_deserializer: Any,
+    isolation_level: Any = "read_uncommitted",
 ) -> None:
     _options.real("max_wait_time", max_wait_time, at_least=0)
     if max_wait_time > MAX_WAIT_TIME:
@@ -106,6 +115,11 @@ def _check_fetch_options(
     if not isinstance(offset_reset, str) or offset_reset not in OFFSET_RESET_POLICIES:
         raise ConfigError(
             f"offset_reset must be one of {', '.join(OFFSET_RESET_POLICIES)}; got {offset_reset!r}"
+        )
+    if not isinstance(isolation_level, str) or isolation_level not in ISOLATION_LEVELS:
+        raise ConfigError(
+            f"isolation_level must be one of {', '.join(map(repr, ISOLATION_LEVELS))}; "
+            f"got {isolation_level!r}"
         )
     _options.real("decode_budget", decode_budget, at_least=0)
     for name, func in (("deserializer", deserializer), ("key_deserializer", key_deserializer)):
@@ -212,6 +226,13 @@ class _BaseConsumer(Client):
             fetching pauses while they are at the bound. One partition is
             always fetched when nothing is held, so a message up to
             ``max_fetch_size`` still gets through.
+        isolation_level: ``"read_uncommitted"`` (default, as every other
+            client's: every record, those of open and aborted transactions
+            too) or ``"read_committed"``: only records of committed
+            transactions (and those outside transactions), none past the
+            last stable offset, which :meth:`highwater` and the lag then
+            count to. Needs a broker with Fetch v4 (Kafka 0.11+): an older
+            one raises :class:`~kiel.exc.UnsupportedFeatureError`.
         **client_options: the :class:`~kiel.client.Client` settings
             (``client_id``, ``connect_timeout``, ``request_timeout``,
             ``retry_backoff``, ``max_backoff``, ``retries``, ...).
@@ -236,11 +257,12 @@ class _BaseConsumer(Client):
         max_records: Optional[int] = None,
         max_decoded: Optional[int] = None,
         max_prefetch_bytes: Optional[int] = None,
+        isolation_level: str = "read_uncommitted",
         **client_options: "Unpack[ClientOptions]",
     ) -> None:
         _check_fetch_options(
             max_wait_time, min_bytes, max_bytes, max_fetch_size, offset_reset, decode_budget,
-            deserializer, key_deserializer,
+            deserializer, key_deserializer, isolation_level,
         )
         check_max_records(max_records)
         super().__init__(brokers, **client_options)
@@ -282,7 +304,13 @@ class _BaseConsumer(Client):
             offset_reset=offset_reset,
             max_prefetch_bytes=prefetch_bytes_bound(max_bytes, max_prefetch_bytes),
             health=self.health,
+            isolation_level=isolation_level,
         )
+        #: ``"read_uncommitted"`` or ``"read_committed"``.
+        self.isolation_level = isolation_level
+        #: The end (:data:`END`, offset_reset ``"latest"``) is the last
+        #: stable offset, as ListOffsets with isolation 1 answers it.
+        self._read_committed = isolation_level == "read_committed"
         self._tasks = Tasks(f"kiel-{type(self).__name__}")
         #: Records lent to stream() loops and not yielded yet, per partition.
         self._loans: dict[TopicPartition, _Loan] = {}
@@ -293,6 +321,26 @@ class _BaseConsumer(Client):
             maxlen=MAX_PENDING_ERRORS
         )
         self._closing = False
+
+    async def connect(self) -> None:
+        """Load cluster metadata from the bootstrap brokers.
+
+        Raises:
+            NoBrokersError: no bootstrap broker answered.
+            NotKafkaError: a bootstrap address answered, but not as Kafka.
+            UnsupportedFeatureError: ``isolation_level="read_committed"``
+                and the broker speaks no Fetch v4 (Kafka 0.8 to 0.10 have
+                no transactions); the connections are closed.
+        """
+        await super().connect()
+        if self._read_committed:
+            fetch = self.cluster.highest_known(FETCH)
+            if fetch is not None and fetch < 4:
+                self.cluster.close()
+                raise UnsupportedFeatureError(
+                    "isolation_level='read_committed' needs a broker with transactions "
+                    f"(Fetch v4, Kafka 0.11+); this one speaks Fetch v{fetch}: use "
+                    "isolation_level='read_uncommitted'", api="Fetch")
 
     # ------------------------------------------------------------------
     # handing records out
@@ -417,7 +465,10 @@ class _BaseConsumer(Client):
 
     def highwater(self, topic: str, partition: int) -> Optional[int]:
         """A partition's high watermark (the offset the next message will get)
-        as of the latest fetch, or ``None`` before the first one.
+        as of the latest fetch, or ``None`` before the first one. With
+        ``isolation_level="read_committed"``, its last stable offset (the
+        first offset of a transaction still open, else the high watermark):
+        where this consumer's records end for now.
 
         Raises:
             UnknownTopicError, UnknownPartitionError: not consumed.
@@ -477,7 +528,8 @@ class _BaseConsumer(Client):
                 self.seek(tp.topic, tp.partition, start)
             return
         timestamp = to_timestamp(start)
-        offsets = await list_offsets(self.cluster, {tp: timestamp for tp in tps})
+        offsets = await list_offsets(self.cluster, {tp: timestamp for tp in tps},
+                                     read_committed=self._read_committed)
         for tp, offset in offsets.items():
             self.seek(tp.topic, tp.partition, offset)
 

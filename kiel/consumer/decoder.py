@@ -21,6 +21,13 @@ its result into the partition's
 :class:`~kiel.consumer.subscription.PartitionState`: the records to hand
 out and where the raw answer (and its open wrapper) goes on, or the error
 to raise. No I/O.
+
+read_committed: the fetcher hands over each answer's aborted transactions
+and last stable offset (:meth:`Decoder.committed`); the batches of aborted
+transactions are skipped as the answer is decoded
+(:class:`kiel.protocol.record_batch.AbortedFilter`, one per answer, kept
+across its slices) and nothing at or past the last stable offset is handed
+out.
 """
 
 import asyncio
@@ -43,7 +50,12 @@ from kiel.protocol.messages import (
     iter_message_boundaries,
     open_message_set,
 )
-from kiel.protocol.record_batch import OpenBatch, decode_batch_slice, open_record_batches
+from kiel.protocol.record_batch import (
+    AbortedFilter,
+    OpenBatch,
+    decode_batch_slice,
+    open_record_batches,
+)
 from kiel.serializers import Deserializer
 from kiel.structs import Record
 
@@ -165,6 +177,11 @@ class Decoder:
         # One decoder at a time: a loop iteration then runs at most one
         # decode budget, not one per leader answering at once.
         self._lock = asyncio.Lock()
+        #: read_committed: per partition, the raw answer (by id) that
+        #: :meth:`committed` was told about, its aborted-transactions filter
+        #: and its last stable offset (at most one entry per partition: a
+        #: new answer replaces it).
+        self._committed: dict[Any, tuple[int, AbortedFilter, Optional[int]]] = {}
 
     def resumed(self) -> None:
         """A task resumed by the network starts a new loop step (see :meth:`breathe`)."""
@@ -184,6 +201,38 @@ class Decoder:
             st.drop_raw()
             st.failures = 0
             st.answered = True
+
+    def committed(
+        self, st: PartitionState, aborted: list[Any], stable: Optional[int]
+    ) -> None:
+        """read_committed: the raw answer :meth:`received` just kept for
+        ``st`` comes with the Fetch answer's aborted transactions and last
+        stable offset.
+
+        Its batches of aborted transactions are dropped as it is decoded
+        (their offsets passed, so the position never stalls on them), and
+        no record at or past ``stable`` is handed out.
+
+        Args:
+            st: the partition.
+            aborted: the answer's ``(producer_id, first_offset)`` entries.
+            stable: its last stable offset (``None`` or negative: unknown).
+        """
+        raw = st.raw
+        if raw is None:
+            self._committed.pop(st.tp, None)
+            return
+        self._committed[st.tp] = (
+            id(raw), AbortedFilter((a[0], a[1]) for a in aborted),
+            stable if stable is not None and stable >= 0 else None,
+        )
+
+    def _read_committed(self, st: PartitionState) -> Optional[tuple[AbortedFilter, Optional[int]]]:
+        """The filter and last stable offset of ``st``'s raw answer, if read committed."""
+        entry = self._committed.get(st.tp)
+        if entry is None or st.raw is None or entry[0] != id(st.raw):
+            return None
+        return entry[1], entry[2]
 
     @property
     def peak_records(self) -> int:
@@ -230,6 +279,22 @@ class Decoder:
         if sliced is None:
             return  # sought or unassigned meanwhile: the raw answer is gone too
         records, next_offset, pos, needed, more = sliced
+        committed = self._read_committed(st)
+        stable = None if committed is None else committed[1]
+        if stable is not None and (
+            (records and records[-1].offset >= stable)
+            or (not records and next_offset is not None and next_offset > stable)
+        ):
+            # read_committed: nothing at or past the last stable offset goes
+            # out (brokers stop there; one that does not is not trusted past
+            # it). The rest is fetched again once the transactions before it end.
+            records, more = _below(records, stable), False
+            next_offset = None
+            if not records:
+                st.drop_raw()
+                st.failures = 0
+                st.answered = True
+                return
         beyond = past_highwater(records[-1].offset + 1 if records else next_offset,
                                 st.highwater, st.tp.topic, st.tp.partition)
         if beyond is not None:
@@ -458,6 +523,8 @@ class Decoder:
         """
         topic, partition = st.tp
         batches = st.raw_batches
+        committed = self._read_committed(st) if batches else None
+        aborted = None if committed is None else committed[0]
         pos, size = progress.pos, len(data)
         while True:
             end = min(size, pos + progress.chunk)
@@ -465,7 +532,7 @@ class Decoder:
             started = time.perf_counter()
             try:
                 result, too_large, first_size = self._decode_piece(
-                    piece, batches, topic, partition, offset)
+                    piece, batches, topic, partition, offset, aborted)
             except ProtocolError as e:
                 good = [] if batches else self._good_prefix(piece, topic, partition, offset)
                 if not self._cut_short(st, e, progress.records, good):
@@ -494,10 +561,12 @@ class Decoder:
         return result.records
 
     def _decode_piece(
-        self, piece: bytes, batches: bool, topic: str, partition: int, offset: int
+        self, piece: bytes, batches: bool, topic: str, partition: int, offset: int,
+        aborted: Optional[AbortedFilter] = None,
     ) -> tuple[Any, bool, Optional[int]]:
         """Decode one top-level slice, opening (not decoding) the first
-        compressed wrapper or record batch met.
+        compressed wrapper or record batch met; ``aborted`` (read_committed)
+        drops the batches of aborted transactions.
 
         Returns:
             ``(result, the first entry is larger than the piece, its size)``.
@@ -507,7 +576,7 @@ class Decoder:
             # batch opened like a wrapper.
             batch_result = open_record_batches(
                 piece, topic, partition, min_offset=offset, max_decoded=self.max_decoded,
-                inline_decoded=_INLINE_DECODED,
+                inline_decoded=_INLINE_DECODED, aborted=aborted,
             )
             return batch_result, batch_result.first_batch_too_large, batch_result.first_batch_size
         result = open_message_set(

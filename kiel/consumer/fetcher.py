@@ -48,6 +48,7 @@ from kiel.exc import (
     LeaderNotAvailableError,
     OffsetOutOfRangeError,
     ProtocolError,
+    UnsupportedFeatureError,
     for_code,
 )
 from kiel.metrics import count_error
@@ -58,17 +59,19 @@ from kiel.protocol import (
     FetchResponse,
     FetchTopicData,
 )
-from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
+from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_COMMITTED, READ_UNCOMMITTED
 from kiel.protocol.list_offsets import EARLIEST, LATEST
 from kiel.protocol.versions import FETCH
 from kiel.structs import TopicPartition
 
-__all__ = ["OFFSET_RESET_POLICIES", "Fetcher"]
+__all__ = ["ISOLATION_LEVELS", "OFFSET_RESET_POLICIES", "Fetcher"]
 
 log = logging.getLogger(__name__)
 
 #: Offset reset policies for a position the broker answers OffsetOutOfRange to.
 OFFSET_RESET_POLICIES = ("earliest", "latest", "raise")
+#: Isolation levels, as Kafka names them, and their Fetch field.
+ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 
 #: What one request asks for a partition: its state, and its position, epoch
 #: and fetch size when the request left.
@@ -108,6 +111,11 @@ class Fetcher:
             always fetched when nothing is held.
         health: where retriable failures and answers are noted (default: a
             new :class:`~kiel.consumer.health.Health`).
+        isolation_level: ``"read_uncommitted"`` (every record) or
+            ``"read_committed"``: Fetch with isolation 1, records of
+            aborted transactions dropped, nothing at or past the last stable
+            offset handed out, and the partitions' ``highwater`` (so the
+            lag) is the last stable offset.
     """
 
     def __init__(
@@ -123,8 +131,12 @@ class Fetcher:
         request_timeout: Optional[float] = None,
         max_prefetch_bytes: int = 64 * 1024 * 1024,
         health: Optional[Health] = None,
+        isolation_level: str = "read_uncommitted",
     ) -> None:
         self.cluster = cluster
+        #: ``"read_uncommitted"`` or ``"read_committed"``.
+        self.isolation_level = isolation_level
+        self._isolation = ISOLATION_LEVELS[isolation_level]
         #: Retriable failures and answers, for the consumer's health.
         self.health = Health() if health is None else health
         self.subscription = subscription
@@ -544,7 +556,18 @@ class Fetcher:
                 st.in_flight = False
 
     def _request(self, asked: list[_Asked], version: int) -> Any:
-        """The Fetch request for ``asked``: v0, or v4 (record batches) when the leader speaks it."""
+        """The Fetch request for ``asked``: v0, or v4 (record batches) when the leader speaks it.
+
+        Raises:
+            UnsupportedFeatureError: read_committed with a leader below
+                Fetch v4 (Kafka 0.8 to 0.10: no transactions).
+        """
+        if version < 4 and self._isolation == READ_COMMITTED:
+            raise UnsupportedFeatureError(
+                f"isolation_level='read_committed' needs Fetch v4 (Kafka 0.11+, transactions); "
+                f"this broker serves Fetch v{version}: use isolation_level='read_uncommitted'",
+                api="Fetch",
+            )
         by_topic: dict[str, list[FetchPartitionData]] = {}
         for st, offset, _epoch, size in asked:
             by_topic.setdefault(st.tp.topic, []).append(
@@ -558,7 +581,7 @@ class Fetcher:
             total = min(sum(size for _st, _offset, _epoch, size in asked), 2**31 - 1)
             return FetchRequestV4(
                 CONSUMER_REPLICA_ID, int(self.max_wait_time * 1000), self.min_bytes, total,
-                READ_UNCOMMITTED, topics,
+                self._isolation, topics,
             )
         return FetchRequest(
             CONSUMER_REPLICA_ID, int(self.max_wait_time * 1000), self.min_bytes, topics
@@ -572,6 +595,7 @@ class Fetcher:
         ``batches``: the answer is Fetch v4's (record batches, magic 2).
         """
         healthy: set[TopicPartition] = set()
+        committed = batches and self._isolation == READ_COMMITTED
         expected = {st.tp: (st, offset, epoch) for st, offset, epoch, _size in asked}
         resets: list[tuple[PartitionState, int, int]] = []
         for topic in response.topics:
@@ -587,6 +611,15 @@ class Fetcher:
                     st.highwater = part.high_watermark
                     self.bytes_in += len(part.message_set)
                     self.decoder.received(st, part.message_set, record_batches=batches)
+                    if committed:
+                        # read_committed: where this consumer's log ends is
+                        # the last stable offset (lag counts to it), and the
+                        # decoder drops the aborted transactions' batches.
+                        v4: Any = part  # a FetchPartitionResponseV4
+                        stable = v4.last_stable_offset
+                        if stable >= 0:
+                            st.highwater = min(stable, part.high_watermark)
+                        self.decoder.committed(st, v4.aborted_transactions, stable)
                     healthy.add(st.tp)
                     self.health.answered(st.tp)
                 elif error is OffsetOutOfRangeError:
@@ -633,7 +666,8 @@ class Fetcher:
         # whatever the policy. Below the end the records were deleted by
         # retention: the policy decides, and the loss is logged.
         try:
-            end = (await list_offsets(self.cluster, {tp: LATEST}))[tp]
+            end = (await list_offsets(
+                self.cluster, {tp: LATEST}, read_committed=self._isolation == READ_COMMITTED))[tp]
             new = end
             if offset < end and self.offset_reset == "earliest":
                 new = (await list_offsets(self.cluster, {tp: EARLIEST}))[tp]

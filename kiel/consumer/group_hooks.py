@@ -64,6 +64,8 @@ class HookedConsumer(Protocol):
     @property
     def offset_reset(self) -> str: ...
     @property
+    def isolation_level(self) -> str: ...
+    @property
     def rebalances(self) -> RebalanceCounters: ...
 
 
@@ -288,7 +290,9 @@ class ConsumerHooks(PartitionHooks):
         elif missing:
             when = EARLIEST if consumer.offset_reset == "earliest" else LATEST
             await cluster.maybe_refresh()
-            starts.update(await list_offsets(cluster, {tp: when for tp in missing}))
+            committed_only = consumer.isolation_level == "read_committed"
+            starts.update(await list_offsets(cluster, {tp: when for tp in missing},
+                                             read_committed=committed_only))
         return committed, starts
 
     async def _stored_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:

@@ -66,8 +66,8 @@ from kiel.protocol import (
     OffsetFetchResponseV5,
     OffsetFetchTopicData,
 )
-from kiel.protocol.fetch import CONSUMER_REPLICA_ID
-from kiel.protocol.list_offsets import EARLIEST, LATEST
+from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_COMMITTED
+from kiel.protocol.list_offsets import EARLIEST, LATEST, ListOffsetsRequestV2
 from kiel.protocol.offset_commit import DEFAULT_RETENTION, NO_LEADER_EPOCH, STANDALONE_GENERATION
 from kiel.protocol.versions import LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, Versions
 from kiel.retry import Attempt, attempts
@@ -112,7 +112,7 @@ _EVERY = 256
 
 
 async def list_offsets(
-    cluster: Cluster, timestamps: Mapping[TopicPartition, int]
+    cluster: Cluster, timestamps: Mapping[TopicPartition, int], *, read_committed: bool = False
 ) -> dict[TopicPartition, int]:
     """Resolve timestamps to offsets, one ListOffsets request per leader.
 
@@ -129,6 +129,8 @@ async def list_offsets(
     Args:
         cluster: the client's cluster.
         timestamps: ``EARLIEST``, ``LATEST`` or epoch milliseconds per partition.
+        read_committed: ``LATEST`` is the last stable offset (ListOffsets
+            v2+, isolation 1) where the leader speaks it.
 
     Returns:
         the offset per partition.
@@ -145,10 +147,10 @@ async def list_offsets(
     result: dict[TopicPartition, int] = {}
     turns = Turns()
     async for attempt in attempts(cluster.backoff):
-        found, fallback, errors = await _ask_leaders(cluster, remaining)
+        found, fallback, errors = await _ask_leaders(cluster, remaining, read_committed)
         if fallback:  # a time outside every record: ask at once for an end of the log
             remaining.update(fallback)
-            again, _, more = await _ask_leaders(cluster, fallback)
+            again, _, more = await _ask_leaders(cluster, fallback, read_committed)
             found.update(again)
             errors.extend(more)
         for i, (tp, offset) in enumerate(found.items()):
@@ -190,7 +192,8 @@ async def judge_round(
 _Found = tuple[dict[TopicPartition, Optional[int]], dict[TopicPartition, int], list[KielError]]
 
 
-async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int]) -> _Found:
+async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int],
+                       read_committed: bool = False) -> _Found:
     """One ListOffsets round: a request per leader, all at once.
 
     Returns:
@@ -210,7 +213,8 @@ async def _ask_leaders(cluster: Cluster, timestamps: Mapping[TopicPartition, int
         if not i % _EVERY:
             await turns.give()
     answers = await asyncio.gather(
-        *(_list_chunks(cluster, leader, tps, timestamps) for leader, tps in by_leader.items())
+        *(_list_chunks(cluster, leader, tps, timestamps, read_committed)
+          for leader, tps in by_leader.items())
     )
     found: dict[TopicPartition, Optional[int]] = {}
     fallback: dict[TopicPartition, int] = {}
@@ -226,6 +230,7 @@ async def _list_chunks(
     leader: int,
     tps: list[TopicPartition],
     timestamps: Mapping[TopicPartition, int],
+    read_committed: bool = False,
 ) -> _Found:
     """Ask ``leader`` about ``tps``, :data:`LIST_OFFSETS_CHUNK` at a time;
     a request that fails ends the leader's turn (the partitions left are
@@ -235,7 +240,7 @@ async def _list_chunks(
     errors: list[KielError] = []
     for start in range(0, len(tps), LIST_OFFSETS_CHUNK):
         offsets, ends, errs = await _list_from(
-            cluster, leader, tps[start:start + LIST_OFFSETS_CHUNK], timestamps)
+            cluster, leader, tps[start:start + LIST_OFFSETS_CHUNK], timestamps, read_committed)
         found.update(offsets)
         fallback.update(ends)
         errors.extend(errs)
@@ -245,13 +250,19 @@ async def _list_chunks(
 
 
 def _list_request(version: int, tps: list[TopicPartition],
-                  timestamps: Mapping[TopicPartition, int]) -> Any:
-    """The ListOffsets request for ``tps`` in ``version`` (0 or 1)."""
+                  timestamps: Mapping[TopicPartition, int], read_committed: bool = False) -> Any:
+    """The ListOffsets request for ``tps`` in ``version`` (0 or 1; v2 with
+    isolation 1 when ``read_committed`` and the leader speaks it)."""
     if version >= 1:
         by_topic_v1: dict[str, list[ListOffsetsPartitionDataV1]] = {}
         for tp in tps:
             by_topic_v1.setdefault(tp.topic, []).append(
                 ListOffsetsPartitionDataV1(tp.partition, timestamps[tp])
+            )
+        if read_committed and version >= 2:
+            return ListOffsetsRequestV2(
+                CONSUMER_REPLICA_ID, READ_COMMITTED,
+                [ListOffsetsTopicDataV1(t, ps) for t, ps in by_topic_v1.items()],
             )
         return ListOffsetsRequestV1(
             CONSUMER_REPLICA_ID, [ListOffsetsTopicDataV1(t, ps) for t, ps in by_topic_v1.items()]
@@ -271,13 +282,15 @@ async def _list_from(
     leader: int,
     tps: list[TopicPartition],
     timestamps: Mapping[TopicPartition, int],
+    read_committed: bool = False,
 ) -> _Found:
     found: dict[TopicPartition, Optional[int]] = {}
     fallback: dict[TopicPartition, int] = {}
     errors: list[KielError] = []
     try:
         version = (await cluster.versions(leader)).of(LIST_OFFSETS)
-        response: Any = await cluster.send(leader, _list_request(version, tps, timestamps))
+        response: Any = await cluster.send(
+            leader, _list_request(version, tps, timestamps, read_committed))
     except KielError as e:
         if not e.retriable:
             raise

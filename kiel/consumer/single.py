@@ -214,7 +214,7 @@ class SingleConsumer(_BaseConsumer):
                 tps[TopicPartition(topic, p)] = timestamp
                 if not i % 256:
                     await turns.give()
-            found = await list_offsets(self.cluster, tps)
+            found = await list_offsets(self.cluster, tps, read_committed=self._read_committed)
             offsets = {}
             for i, (tp, o) in enumerate(found.items()):
                 offsets[tp.partition] = o

@@ -13,6 +13,11 @@ One Fetch per leader asks for one byte at the offset before the ListOffsets
 answer (data the broker holds, so it answers at once; a 0.8 broker sends
 that byte, a current one its first batch). A partition that ListOffsets
 says is empty is not asked: its end is its start.
+
+For a read_committed reader the end is the last stable offset (the first
+offset of a transaction still open, else the high watermark): the probe
+asks with isolation 1, at each partition's earliest offset, and takes the
+answer's LSO.
 """
 
 import asyncio
@@ -28,7 +33,7 @@ from kiel.exc import (
     for_code,
 )
 from kiel.protocol import FetchPartitionData, FetchRequest, FetchRequestV4, FetchTopicData
-from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
+from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_COMMITTED, READ_UNCOMMITTED
 from kiel.protocol.versions import FETCH
 from kiel.retry import attempts
 from kiel.structs import TopicPartition
@@ -42,13 +47,19 @@ PROBE_WAIT_MS = 100
 
 
 async def served_ends(cluster: Cluster, earliest: Mapping[TopicPartition, int],
-                      listed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+                      listed: Mapping[TopicPartition, int], *,
+                      read_committed: bool = False) -> dict[TopicPartition, int]:
     """The end of each partition's log as its leader serves it.
 
     Args:
         cluster: the client's cluster.
         earliest: the ListOffsets EARLIEST answer per partition.
-        listed: the ListOffsets LATEST answer per partition.
+        listed: the ListOffsets LATEST answer per partition (read committed
+            when ``read_committed``).
+        read_committed: the end a read_committed consumer is served: the
+            probe asks with isolation 1 and takes the answer's last stable
+            offset (the first offset of a transaction still open, else the
+            high watermark).
 
     Returns:
         the high watermark per partition (``listed`` where the partition is
@@ -61,12 +72,20 @@ async def served_ends(cluster: Cluster, earliest: Mapping[TopicPartition, int],
             past the retries.
         KielError: a leader could not be reached within the retries.
     """
-    result = {tp: listed[tp] for tp in listed if listed[tp] <= earliest.get(tp, listed[tp])}
-    remaining = {tp: listed[tp] - 1 for tp in listed if tp not in result}
+    if read_committed:
+        # Strategy: a read_committed ListOffsets answer is no measure of
+        # where to probe (Tansu answers 0 while a transaction is open), so
+        # every partition is probed at its earliest offset, where the
+        # broker holds data or its log ends: the answer's LSO is the end.
+        result: dict[TopicPartition, int] = {}
+        remaining = {tp: earliest.get(tp, listed[tp]) for tp in listed}
+    else:
+        result = {tp: listed[tp] for tp in listed if listed[tp] <= earliest.get(tp, listed[tp])}
+        remaining = {tp: listed[tp] - 1 for tp in listed if tp not in result}
     async for attempt in attempts(cluster.backoff):
         if not remaining:
             break
-        errors = await _probe_round(cluster, remaining, listed, result)
+        errors = await _probe_round(cluster, remaining, listed, result, read_committed)
         if not remaining:
             break
         await judge_round(cluster, attempt, errors, "Fetch")
@@ -75,7 +94,8 @@ async def served_ends(cluster: Cluster, earliest: Mapping[TopicPartition, int],
 
 async def _probe_round(cluster: Cluster, remaining: dict[TopicPartition, int],
                        listed: Mapping[TopicPartition, int],
-                       result: dict[TopicPartition, int]) -> list[KielError]:
+                       result: dict[TopicPartition, int],
+                       read_committed: bool = False) -> list[KielError]:
     """One probe per leader, all at once; answered partitions leave ``remaining``
     for ``result``. Returns the errors met."""
     by_leader: dict[int, list[TopicPartition]] = {}
@@ -86,7 +106,8 @@ async def _probe_round(cluster: Cluster, remaining: dict[TopicPartition, int],
             errors.append(LeaderNotAvailableError(topic=tp.topic, partition=tp.partition))
         else:
             by_leader.setdefault(leader, []).append(tp)
-    answers = await asyncio.gather(*(_probe(cluster, leader, {tp: remaining[tp] for tp in tps})
+    answers = await asyncio.gather(*(_probe(cluster, leader, {tp: remaining[tp] for tp in tps},
+                                            read_committed)
                                      for leader, tps in by_leader.items()))
     for found, errs in answers:
         errors.extend(errs)
@@ -96,10 +117,12 @@ async def _probe_round(cluster: Cluster, remaining: dict[TopicPartition, int],
     return errors
 
 
-async def _probe(cluster: Cluster, leader: int, offsets: dict[TopicPartition, int]
+async def _probe(cluster: Cluster, leader: int, offsets: dict[TopicPartition, int],
+                 read_committed: bool = False
                  ) -> tuple[dict[TopicPartition, Any], list[KielError]]:
     """Ask ``leader`` for one byte at each offset; the high watermark of each
-    answer (None: out of range, keep the ListOffsets answer) and the errors."""
+    answer (read_committed: its last stable offset; None: out of range, keep
+    the ListOffsets answer) and the errors."""
     by_topic: dict[str, list[FetchPartitionData]] = {}
     for tp, offset in offsets.items():
         by_topic.setdefault(tp.topic, []).append(FetchPartitionData(tp.partition, offset, 1))
@@ -107,7 +130,8 @@ async def _probe(cluster: Cluster, leader: int, offsets: dict[TopicPartition, in
     try:
         version = (await cluster.versions(leader)).of(FETCH)
         request: Any = (
-            FetchRequestV4(CONSUMER_REPLICA_ID, PROBE_WAIT_MS, 1, 1, READ_UNCOMMITTED, topics)
+            FetchRequestV4(CONSUMER_REPLICA_ID, PROBE_WAIT_MS, 1, 1,
+                           READ_COMMITTED if read_committed else READ_UNCOMMITTED, topics)
             if version >= 4 else FetchRequest(CONSUMER_REPLICA_ID, PROBE_WAIT_MS, 1, topics)
         )
         response: Any = await cluster.send(
@@ -126,6 +150,9 @@ async def _probe(cluster: Cluster, leader: int, offsets: dict[TopicPartition, in
             error = for_code(part.error_code)
             if error is None:
                 found[tp] = part.high_watermark
+                stable = getattr(part, "last_stable_offset", -1)
+                if read_committed and stable >= 0:
+                    found[tp] = min(stable, part.high_watermark)
             elif error is OffsetOutOfRangeError:
                 found[tp] = None
             else:

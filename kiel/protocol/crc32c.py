@@ -2,7 +2,7 @@
 
 :func:`crc32c` uses the ``google-crc32c`` package, a dependency of kiel, when
 its C extension is importable, and a table-driven pure-Python implementation
-otherwise (:func:`crc32c_pure`); both give the same values (``tests/test_record_batch.py``
+otherwise (:func:`crc32c_pure`); both give the same values (``tests/protocol/test_record_batch.py``
 checks them against each other and against the RFC 3720 vectors).
 
 Why ``google-crc32c``: measured on this project's machine (Python 3.11, x86-64

@@ -22,6 +22,16 @@ Wire grammar (v1, Kafka 0.10.1+)::
       TopicResponse => TopicName(string) [PartitionResponse]
       PartitionResponse => Partition(int32) ErrorCode(int16) Timestamp(int64) Offset(int64)
 
+Wire grammar (v2, Kafka 0.11+)::
+
+    ListOffsetsRequest v2  => ReplicaId(int32) IsolationLevel(int8) [TopicData]   (TopicData as v1)
+    ListOffsetsResponse v2 => ThrottleTimeMs(int32) [TopicResponse]          (TopicResponse as v1)
+
+v2 adds the isolation level: with 1 (read committed, see
+:data:`kiel.protocol.fetch.READ_COMMITTED`) :data:`LATEST` is the last
+stable offset (the first offset of a transaction still open, else the high
+watermark), not the high watermark.
+
 v1 is exact: the answer is the first offset whose record timestamp is at or
 after ``timestamp`` (with that record's timestamp), or offset -1 when no
 record is that recent. For :data:`LATEST` and :data:`EARLIEST` the
@@ -30,7 +40,7 @@ timestamp answered is -1.
 from typing import Annotated, NamedTuple
 
 from kiel.protocol.api import Api, flexible_versions, register
-from kiel.protocol.primitives import Array, Int16, Int32, Int64, String
+from kiel.protocol.primitives import Array, Int8, Int16, Int32, Int64, String
 
 #: Kafka's ``"flexibleVersions": "6+"`` (v7, the admin client's, is in
 #: :mod:`kiel.protocol.admin_records`).
@@ -109,4 +119,20 @@ class ListOffsetsResponseV1(NamedTuple):
 
 LIST_OFFSETS_V1 = register(
     Api(2, 1, "ListOffsets", ListOffsetsRequestV1, ListOffsetsResponseV1)
+)
+
+
+class ListOffsetsRequestV2(NamedTuple):
+    replica_id: Annotated[int, Int32]
+    isolation_level: Annotated[int, Int8]
+    topics: Annotated[list[ListOffsetsTopicDataV1], Array(ListOffsetsTopicDataV1)]
+
+
+class ListOffsetsResponseV2(NamedTuple):
+    throttle_time_ms: Annotated[int, Int32]
+    topics: Annotated[list[ListOffsetsTopicResponseV1], Array(ListOffsetsTopicResponseV1)]
+
+
+LIST_OFFSETS_V2 = register(
+    Api(2, 2, "ListOffsets", ListOffsetsRequestV2, ListOffsetsResponseV2)
 )

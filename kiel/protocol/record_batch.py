@@ -80,6 +80,7 @@ from kiel.structs import Header, Record
 __all__ = [
     "ABORT",
     "COMMIT",
+    "AbortedFilter",
     "CODEC_NONE",
     "CODEC_GZIP",
     "CODEC_SNAPPY",
@@ -96,6 +97,7 @@ __all__ = [
     "Header",
     "RecordBatchBuilder",
     "decode_batch_slice",
+    "decode_committed",
     "decode_record_batches",
     "encode_record_batch",
     "open_record_batches",
@@ -188,6 +190,47 @@ class ControlMarker(NamedTuple):
     producer_epoch: int
     #: :data:`COMMIT` or :data:`ABORT` (other values are kept as they are).
     control_type: int
+
+
+class AbortedFilter:
+    """read_committed: which data batches of one Fetch answer belong to
+    aborted transactions, from the answer's aborted-transactions list.
+
+    Each entry ``(producer_id, first_offset)`` says that producer's
+    transaction that began at ``first_offset`` was aborted: its
+    transactional batches from there on are dropped until that producer's
+    ABORT marker (Kafka's rule, KIP-98). Batches must be shown in log
+    order, each once (:meth:`skips`, then :meth:`ended` for a marker).
+
+    Args:
+        aborted: the answer's ``(producer_id, first_offset)`` pairs, in any order.
+    """
+
+    __slots__ = ("_pending", "_open")
+
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        # Smallest first offset last: popped as batches reach it.
+        self._pending = sorted(((first, pid) for pid, first in aborted), reverse=True)
+        #: Producers whose aborted transaction is under way at this point of the log.
+        self._open: set[int] = set()
+
+    def skips(self, batch: "BatchHeader") -> bool:
+        """Whether ``batch``, the next in log order, is aborted data to drop."""
+        producer_id = batch.producer_id
+        if producer_id < 0:
+            return False  # neither idempotent nor transactional
+        pending = self._pending
+        last = batch.base_offset + batch.last_offset_delta
+        while pending and pending[-1][0] <= last:
+            self._open.add(pending.pop()[1])
+        attributes = batch.attributes
+        return (not attributes & _CONTROL_BIT and bool(attributes & _TRANSACTIONAL_BIT)
+                and producer_id in self._open)
+
+    def ended(self, marker: "ControlMarker") -> None:
+        """A marker met: an ABORT ends its producer's aborted transaction."""
+        if marker.control_type == ABORT:
+            self._open.discard(marker.producer_id)
 
 
 class OpenBatch:
@@ -338,6 +381,8 @@ class _Sink:
         #: With ``opening``: the most bytes a batch is decompressed to here;
         #: a larger one is opened pending (``None``: no limit).
         self.inline = inline
+        #: read_committed: drops the batches of aborted transactions (``None``: keep all).
+        self.aborted: Optional[AbortedFilter] = None
 
 
 def _read_headers(data: bytes, p: int, rend: int, offset: int) -> tuple[tuple[Header, ...], int]:
@@ -594,6 +639,11 @@ def _decode_batch(sink: _Sink, data: bytes, mv: memoryview, pos: int, bend: int)
             )
     if batch.last_offset_delta < 0:
         raise corrupt(f"last offset delta {batch.last_offset_delta} is negative", base_offset)
+    if sink.aborted is not None and sink.aborted.skips(batch):
+        # An aborted transaction's batch: never decompressed nor decoded,
+        # but its offsets are passed (the position moves past it).
+        sink.batches.append(batch)
+        return base_offset + batch.last_offset_delta + 1
     codec = batch.attributes & _CODEC_MASK
     start = pos + HEADER_SIZE
     before = len(sink.records)
@@ -652,9 +702,10 @@ def _add_marker(sink: _Sink, batch: BatchHeader, first: Record) -> None:
     if key is None or len(key) < _CONTROL_KEY.size:
         raise corrupt("control record without a version and type key", offset)
     _, control_type = _CONTROL_KEY.unpack_from(key)
-    sink.markers.append(
-        ControlMarker(offset, batch.producer_id, batch.producer_epoch, control_type)
-    )
+    marker = ControlMarker(offset, batch.producer_id, batch.producer_epoch, control_type)
+    sink.markers.append(marker)
+    if sink.aborted is not None:
+        sink.aborted.ended(marker)
 
 
 def _decode_legacy(sink: _Sink, data: bytes, pos: int, bend: int, magic: int) -> Optional[int]:
@@ -676,8 +727,9 @@ def decode_record_batches(*args: Any, **kwargs: Any) -> BatchDecodeResult:
 
     Control batches are skipped (their markers are in
     :attr:`BatchDecodeResult.markers`); records of transactional batches are
-    returned whatever their transaction's outcome (``read_uncommitted``:
-    filtering aborted ones needs the Fetch response's aborted transactions).
+    returned whatever their transaction's outcome (``read_uncommitted``;
+    :func:`decode_committed` skips the aborted ones, from the Fetch
+    response's aborted transactions).
     A partial trailing batch (the broker cuts at ``max_bytes``) is dropped.
 
     Args:
@@ -717,6 +769,37 @@ def decode_record_batches(*args: Any, **kwargs: Any) -> BatchDecodeResult:
     return _decode_batches(*decode_arguments(*args, **kwargs))
 
 
+def decode_committed(
+    buf: Buffer,
+    topic: str = "",
+    partition: int = -1,
+    *,
+    aborted: AbortedFilter,
+    min_offset: Optional[int] = None,
+    max_decoded: int = log_format.DEFAULT_MAX_DECODED,
+) -> BatchDecodeResult:
+    """:func:`decode_record_batches` for a read_committed Fetch answer: the
+    batches of its aborted transactions skipped (see :class:`AbortedFilter`;
+    their offsets still count in ``next_offset``).
+
+    Args:
+        buf: as for :func:`decode_record_batches`.
+        topic: as for :func:`decode_record_batches`.
+        partition: as for :func:`decode_record_batches`.
+        aborted: the answer's filter (from its aborted-transactions list).
+        min_offset: as for :func:`decode_record_batches`.
+        max_decoded: as for :func:`decode_record_batches`.
+
+    Returns:
+        a :class:`BatchDecodeResult`.
+
+    Raises:
+        as :func:`decode_record_batches`.
+    """
+    return _decode_batches(buf, topic, partition, min_offset, True, max_decoded, False,
+                           None, aborted)
+
+
 def open_record_batches(
     buf: Buffer,
     topic: str = "",
@@ -725,6 +808,7 @@ def open_record_batches(
     min_offset: Optional[int] = None,
     max_decoded: int = log_format.DEFAULT_MAX_DECODED,
     inline_decoded: int = 1024 * 1024,
+    aborted: Optional[AbortedFilter] = None,
 ) -> BatchDecodeResult:
     """:func:`decode_record_batches` with ``open_compressed``, for a caller
     that must not stall: a compressed batch is decompressed here only if it
@@ -742,6 +826,10 @@ def open_record_batches(
             may inflate to what is left of it).
         inline_decoded: the most bytes one batch is decompressed to here
             (work that stops at that bound: about a millisecond per MiB).
+        aborted: read_committed: the answer's :class:`AbortedFilter`, kept
+            by the caller across the calls that decode one answer. The
+            batches of aborted transactions are skipped (their offsets
+            still count in ``next_offset``). ``None``: every batch is read.
 
     Returns:
         a :class:`BatchDecodeResult`.
@@ -751,17 +839,19 @@ def open_record_batches(
         errors come from :meth:`OpenBatch.decompress`.
     """
     return _decode_batches(buf, topic, partition, min_offset, True, max_decoded, True,
-                           inline_decoded)
+                           inline_decoded, aborted)
 
 
 def _decode_batches(
     buf: Buffer, topic: str, partition: int, min_offset: Optional[int], check_crcs: bool,
     max_decoded: int, opening: bool, inline: Optional[int] = None,
+    aborted: Optional[AbortedFilter] = None,
 ) -> BatchDecodeResult:
     data = log_format.as_bytes(buf, "record batches")
     sink = _Sink(topic, partition, _NO_MIN_OFFSET if min_offset is None else min_offset,
                  bool(check_crcs), max_decoded, inline)
     sink.opening = opening
+    sink.aborted = aborted
     mv = memoryview(data)
     end = len(data)
     pos = 0

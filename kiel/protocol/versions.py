@@ -2,7 +2,8 @@
 
 kiel implements a few versions of each API (the registry in
 :mod:`kiel.protocol.api`): v0 of everything for Kafka 0.8, and for current
-brokers Produce v3 (record batches), Fetch v4, ListOffsets v1, Metadata v1
+brokers Produce v3 (record batches), Fetch v4, ListOffsets v1 and v2 (the
+isolation level, for read_committed), Metadata v1
 and v4 (v4 can ask a broker not to auto-create the topics it names),
 OffsetCommit v2 and v7, OffsetFetch v1 and v5, FindCoordinator v1 and v2,
 and the group coordinator's JoinGroup v5, Heartbeat v3, LeaveGroup v3,

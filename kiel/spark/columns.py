@@ -33,7 +33,7 @@ from kiel.protocol.crc32c import crc32c
 from kiel.protocol.log_format import DEFAULT_MAX_DECODED, LOG_OVERHEAD
 from kiel.protocol.messages import decode_message_set
 from kiel.protocol.primitives import decode_varint, decode_varlong
-from kiel.protocol.record_batch import decode_record_batches
+from kiel.protocol.record_batch import AbortedFilter, decode_committed, decode_record_batches
 from kiel.structs import Record
 
 __all__ = ["ARROW_HEADERS", "ARROW_SCHEMA", "ARROW_SCHEMA_WITH_HEADERS", "COALESCE_BYTES",
@@ -102,7 +102,8 @@ class Decoded(NamedTuple):
 
 def decode_answer(data: bytes, topic: str, partition: int, min_offset: int, end: int,
                   record_batches: bool, headers: bool,
-                  max_decoded: int = DEFAULT_MAX_DECODED) -> Decoded:
+                  max_decoded: int = DEFAULT_MAX_DECODED,
+                  aborted: Optional[AbortedFilter] = None) -> Decoded:
     """Decode one partition's fetch answer into Arrow batches of the range's rows.
 
     Args:
@@ -115,6 +116,8 @@ def decode_answer(data: bytes, topic: str, partition: int, min_offset: int, end:
         headers: add the ``headers`` column.
         max_decoded: the most bytes compressed wrappers or batches may
             decompress to, together.
+        aborted: read_committed, an answer (v4) that lists aborted
+            transactions: their batches are skipped, their offsets passed.
 
     Returns:
         a :class:`Decoded`.
@@ -125,7 +128,8 @@ def decode_answer(data: bytes, topic: str, partition: int, min_offset: int, end:
         ProtocolError: whatever else kiel's decoders find wrong.
     """
     if record_batches:
-        return _decode_batches(data, topic, partition, min_offset, end, headers, max_decoded)
+        return _decode_batches(data, topic, partition, min_offset, end, headers, max_decoded,
+                               aborted)
     pos, count, last = 0, 0, None
     plain: list[pa.RecordBatch] = []
     if _LITTLE_ENDIAN:
@@ -158,8 +162,19 @@ def decode_answer(data: bytes, topic: str, partition: int, min_offset: int, end:
 
 
 def _decode_batches(data: bytes, topic: str, partition: int, min_offset: int, end: int,
-                    headers: bool, max_decoded: int) -> Decoded:
+                    headers: bool, max_decoded: int,
+                    aborted: Optional[AbortedFilter] = None) -> Decoded:
     """:func:`decode_answer` of a Fetch v4 answer (record batches)."""
+    if aborted is not None:
+        # Strategy: an answer with aborted transactions goes whole to kiel's
+        # decoder, which skips their batches (the batch run knows nothing of
+        # producers); answers without any keep the batch run.
+        rest = decode_committed(data, topic, partition, aborted=aborted,
+                                min_offset=min_offset, max_decoded=max_decoded)
+        needed = (rest.first_batch_size or 0) if rest.first_batch_too_large else None
+        tail = _from_records(rest.records, rest.next_offset, rest.valid_bytes, needed, end,
+                             headers)
+        return Decoded(tail.batches, tail.rows, tail.next_offset, tail.valid_bytes, tail.needed)
     pos, count, next_offset, batches = _batch_run(data, topic, partition, min_offset, end,
                                                   headers)
     if pos >= len(data) or next_offset is not None and next_offset >= end:

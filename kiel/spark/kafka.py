@@ -40,10 +40,12 @@ from kiel.exc import (
     ProtocolError,
     UnknownPartitionError,
     UnknownTopicError,
+    UnsupportedFeatureError,
     for_code,
 )
 from kiel.protocol import FetchPartitionData, FetchRequest, FetchRequestV4, FetchTopicData
-from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_UNCOMMITTED
+from kiel.protocol.fetch import CONSUMER_REPLICA_ID, READ_COMMITTED, READ_UNCOMMITTED
+from kiel.protocol.record_batch import AbortedFilter
 from kiel.protocol.versions import FETCH
 from kiel.retry import attempts
 from kiel.spark import worker
@@ -68,6 +70,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 TP = tuple[str, int]
+#: One partition's Fetch answer: its high watermark, its bytes, whether they
+#: are record batches (v4), and read_committed, the filter of the aborted
+#: transactions it lists (``None``: none listed, or read_uncommitted).
+FetchAnswer = tuple[int, bytes, bool, Optional[AbortedFilter]]
 
 
 class DataLossError(KielError):
@@ -190,15 +196,18 @@ def discover(options: SourceOptions) -> list[TP]:
     return sorted(_run(options, lambda c: _discover(c, options)))
 
 
-async def _edges(client: Client, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
+async def _edges(client: Client, tps: Iterable[TP], read_committed: bool = False
+                 ) -> tuple[dict[TP, int], dict[TP, int]]:
     """The earliest offsets (ListOffsets) and the served ends (the Fetch high
-    watermark, :mod:`kiel.consumer.watermarks`) of partitions."""
+    watermark, :mod:`kiel.consumer.watermarks`; read_committed: the last
+    stable offset) of partitions."""
     wanted = [TopicPartition(t, p) for t, p in tps]
     if not wanted:
         return {}, {}
     earliest = await list_offsets(client.cluster, {tp: LIST_EARLIEST for tp in wanted})
-    listed = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted})
-    latest = await served_ends(client.cluster, earliest, listed)
+    listed = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted},
+                                read_committed=read_committed)
+    latest = await served_ends(client.cluster, earliest, listed, read_committed=read_committed)
     return (
         {(tp.topic, tp.partition): o for tp, o in earliest.items()},
         {(tp.topic, tp.partition): o for tp, o in latest.items()},
@@ -208,9 +217,10 @@ async def _edges(client: Client, tps: Iterable[TP]) -> tuple[dict[TP, int], dict
 def list_edges(options: SourceOptions, tps: Iterable[TP]) -> tuple[dict[TP, int], dict[TP, int]]:
     """The earliest offsets of partitions (ListOffsets) and where their logs
     end as the leaders serve them (the Fetch high watermark: some brokers
-    answer ListOffsets LATEST short, see :mod:`kiel.consumer.watermarks`)."""
+    answer ListOffsets LATEST short, see :mod:`kiel.consumer.watermarks`);
+    with ``kafka.isolation.level=read_committed``, the last stable offsets."""
     tps = list(tps)
-    return _run(options, lambda c: _edges(c, tps))
+    return _run(options, lambda c: _edges(c, tps, options.read_committed))
 
 
 def discover_with_edges(
@@ -220,7 +230,7 @@ def discover_with_edges(
 
     async def work(client: Client) -> tuple[list[TP], dict[TP, int], dict[TP, int]]:
         tps = sorted(await _discover(client, options))
-        earliest, latest = await _edges(client, tps)
+        earliest, latest = await _edges(client, tps, options.read_committed)
         return tps, earliest, latest
 
     return _run(options, work)
@@ -339,18 +349,19 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
         tp = TopicPartition(topic, partition)
         position, stalled, floor = start, 0, 0
         # The fetch at ``position`` when it went out before its turn, and its size.
-        ahead: Optional[asyncio.Future[tuple[int, bytes, bool]]] = None
+        ahead: Optional[asyncio.Future[FetchAnswer]] = None
         ahead_asked = 0
         try:
             while position < end:
-                fetch: Awaitable[tuple[int, bytes, bool]]
+                fetch: Awaitable[FetchAnswer]
                 if ahead is not None:
                     fetch, asked, ahead = ahead, ahead_asked, None
                 else:
                     asked = _fetch_size(options, topic, end - position, floor)
-                    fetch = fetch_partition(cluster, tp, position, asked, options.fetch_max_wait)
+                    fetch = fetch_partition(cluster, tp, position, asked, options.fetch_max_wait,
+                                            options.read_committed)
                 try:
-                    high_watermark, data, batches = clients.run(fetch)
+                    high_watermark, data, batches, aborted = clients.run(fetch)
                 except OffsetOutOfRangeError as e:
                     position = clients.run(_skip_lost(cluster, options, rng, position, e))
                     continue
@@ -369,14 +380,15 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
                             partition=partition, offset=position)
                     continue
                 stalled = 0
-                decoded = _decode(options, rng, position, high_watermark, data, batches)
+                decoded = _decode(options, rng, position, high_watermark, data, batches,
+                                  aborted)
                 if decoded.rows:
                     _BYTES_PER_RECORD[topic] = max(1, decoded.valid_bytes // decoded.rows)
                     following = decoded.next_offset
                     if following is not None and position < following < end:
                         ahead_asked = _fetch_size(options, topic, end - following, 0)
                         ahead = _send_ahead(clients, cluster, tp, following, ahead_asked,
-                                            options.fetch_max_wait)
+                                            options.fetch_max_wait, options.read_committed)
                     yield from decoded.batches
                 elif decoded.needed is not None:
                     floor = _grow(options, tp, position, asked, decoded.needed)
@@ -392,7 +404,7 @@ def read_range(options: SourceOptions, rng: Range) -> Iterator[pa.RecordBatch]:
 
 
 def _decode(options: SourceOptions, rng: Range, position: int, high_watermark: int,
-            data: bytes, batches: bool) -> Decoded:
+            data: bytes, batches: bool, aborted: Optional[AbortedFilter] = None) -> Decoded:
     """One answer at ``position`` as the range's Arrow batches, its offsets
     checked against the answer's high watermark (see
     :func:`kiel.consumer.decoder.past_highwater`: one corrupted past it would
@@ -404,7 +416,7 @@ def _decode(options: SourceOptions, rng: Range, position: int, high_watermark: i
     """
     topic, partition, _start, end = rng
     decoded = decode_answer(data, topic, partition, position, end, batches,
-                            options.include_headers)
+                            options.include_headers, aborted=aborted)
     beyond = past_highwater(decoded.next_offset, high_watermark, topic, partition)
     if beyond is not None:
         raise beyond.with_context(offset=position)
@@ -412,14 +424,16 @@ def _decode(options: SourceOptions, rng: Range, position: int, high_watermark: i
 
 
 def _send_ahead(clients: worker.WorkerClients, cluster: Cluster, tp: TopicPartition,
-                offset: int, size: int, max_wait: float) -> "asyncio.Task[tuple[int, bytes, bool]]":
+                offset: int, size: int, max_wait: float,
+                read_committed: bool = False) -> "asyncio.Task[FetchAnswer]":
     """Send the fetch at ``offset`` now, before its turn, and return it.
 
     Strategy: it goes out before Spark takes the current answer's rows, so
     the broker serves it (and its bytes travel) while Spark works; a read
     keeps one at most in flight.
     """
-    task = clients.loop.create_task(fetch_partition(cluster, tp, offset, size, max_wait))
+    task = clients.loop.create_task(
+        fetch_partition(cluster, tp, offset, size, max_wait, read_committed))
     clients.run(asyncio.sleep(0))  # its request is written now
     return task
 
@@ -471,20 +485,26 @@ def _grow(options: SourceOptions, tp: TopicPartition, offset: int, asked: int,
 
 
 async def fetch_partition(cluster: Cluster, tp: TopicPartition, offset: int, size: int,
-                          max_wait: float) -> tuple[int, bytes, bool]:
+                          max_wait: float, read_committed: bool = False) -> FetchAnswer:
     """One partition's Fetch at ``offset`` from its leader, retried.
 
     Fetch v4 where the leader speaks it (record batches), else v0. Retriable
     failures (connections, leadership, timeouts) are retried with the
     cluster's backoff, refreshing the metadata where it is stale.
+    ``read_committed``: isolation 1 (the broker answers up to the last
+    stable offset), and the aborted transactions it lists come back as an
+    :class:`~kiel.protocol.record_batch.AbortedFilter`.
 
     Returns:
-        the high watermark, the answer's bytes (message set or records), and
-        whether they are record batches (v4).
+        the high watermark, the answer's bytes (message set or records),
+        whether they are record batches (v4), and the aborted transactions'
+        filter (``None``: none listed).
 
     Raises:
         OffsetOutOfRangeError: the broker does not hold ``offset``.
         BrokerError: a partition error that is not retriable, or persisted.
+        UnsupportedFeatureError: read_committed and the leader speaks no
+            Fetch v4 (no transactions).
         KielError: the leader could not be reached within the retries.
     """
     data = [FetchTopicData(tp.topic, [FetchPartitionData(tp.partition, offset, size)])]
@@ -503,15 +523,23 @@ async def fetch_partition(cluster: Cluster, tp: TopicPartition, offset: int, siz
             if leader < 0 or leader not in cluster.brokers:
                 raise LeaderNotAvailableError(topic=tp.topic, partition=tp.partition)
             version = (await cluster.versions(leader)).of(FETCH)
+            if read_committed and version < 4:
+                raise UnsupportedFeatureError(
+                    "kafka.isolation.level=read_committed needs a broker with transactions "
+                    f"(Fetch v4, Kafka 0.11+); this one speaks Fetch v{version}",
+                    api="Fetch", topic=tp.topic, partition=tp.partition)
+            isolation = READ_COMMITTED if read_committed else READ_UNCOMMITTED
             request: Any = (
-                FetchRequestV4(CONSUMER_REPLICA_ID, wait_ms, 1, size, READ_UNCOMMITTED, data)
+                FetchRequestV4(CONSUMER_REPLICA_ID, wait_ms, 1, size, isolation, data)
                 if version >= 4 else FetchRequest(CONSUMER_REPLICA_ID, wait_ms, 1, data))
             response: Any = await cluster.send(leader, request,
                                                timeout=cluster.request_timeout + max_wait)
             part = _answer(response, tp, leader)
             error = for_code(part.error_code)
             if error is None:
-                return part.high_watermark, part.message_set, version >= 4
+                listed = part.aborted_transactions if read_committed and version >= 4 else []
+                aborted = AbortedFilter((a[0], a[1]) for a in listed) if listed else None
+                return part.high_watermark, part.message_set, version >= 4, aborted
             raise error(api="Fetch", topic=tp.topic, partition=tp.partition, offset=offset,
                         broker_id=leader, errno=part.error_code)
         except OffsetOutOfRangeError:

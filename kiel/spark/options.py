@@ -171,20 +171,14 @@ def _idle(name: str, raw: str) -> float:
     return float("inf") if ms == -1 else ms / 1000.0
 
 
-def _isolation(name: str, raw: str) -> None:
-    """``kafka.isolation.level``: kiel reads every record a broker serves
-    (read_uncommitted, the Java client's default). read_committed needs the
-    aborted transactions' records filtered out and reads ending at the last
-    stable offset, which kiel's fetches do not do: refused, never read
-    uncommitted instead."""
+def _isolation(name: str, raw: str) -> bool:
+    """``kafka.isolation.level``: ``read_uncommitted`` (every record a
+    broker serves, the Java client's default) or ``read_committed`` (only
+    committed transactions' records, reads planned up to the last stable
+    offset). Returns whether it is read_committed."""
     level = _choice({"read_uncommitted": "read_uncommitted",
                      "read_committed": "read_committed"})(name, raw)
-    if level == "read_committed":
-        raise ConfigError(
-            f"option {name}=read_committed cannot be honoured: kiel reads every record the "
-            "broker serves, those of aborted and open transactions too (read_uncommitted); "
-            "remove the option, or read with a client that filters transactions"
-        )
+    return level == "read_committed"
 
 
 # ----------------------------------------------------------------------
@@ -246,7 +240,7 @@ SOURCE_SETTINGS: tuple[Setting, ...] = CLIENT_SETTINGS + (
     Setting("fail_on_data_loss", ("failOnDataLoss",), _boolean),
     Setting("min_partitions", ("minPartitions",), _integer(1, 1_000_000)),
     Setting("max_records_per_partition", ("maxRecordsPerPartition",), _integer(1, _INT64)),
-    Setting(None, ("kafka.isolation.level",), _isolation),
+    Setting("read_committed", ("kafka.isolation.level",), _isolation),
     Setting("max_offsets_per_trigger", ("maxOffsetsPerTrigger",), _integer(1, _INT64)),
     Setting("min_offsets_per_trigger", ("minOffsetsPerTrigger",), _integer(1, _INT64)),
     Setting("max_trigger_delay", ("maxTriggerDelay",), _duration),
@@ -665,6 +659,9 @@ class SourceOptions(_ClientOptions):
             message, how long a broker may hold one (seconds).
         group_id: commit processed offsets to this group (OffsetCommit v0).
         include_headers: add Spark's ``headers`` column.
+        read_committed: ``kafka.isolation.level=read_committed``: fetches
+            with isolation 1, aborted transactions' records skipped, and the
+            ends planned by (``latest``) are the last stable offsets.
         raw: the options, keys lowercased, secrets (the JAAS line, passwords)
             replaced by ``<hidden>``.
     """
@@ -686,6 +683,7 @@ class SourceOptions(_ClientOptions):
     fetch_max_wait: float = 0.5
     group_id: Optional[str] = None
     include_headers: bool = False
+    read_committed: bool = False
     raw: dict[str, str] = field(default_factory=dict)
 
     @classmethod

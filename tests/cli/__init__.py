@@ -1,0 +1,1 @@
+"""Tests of kiel.cli: the ``kiel`` command."""

@@ -1,0 +1,1 @@
+"""Tests of kiel.consumer: SingleConsumer, GroupedConsumer and their parts."""

@@ -1,0 +1,1 @@
+"""Tests of kiel.coordinator: groups the brokers coordinate (JoinGroup/SyncGroup)."""

@@ -1,0 +1,1 @@
+"""Tests of kiel.spark: the PySpark data source."""

@@ -1,0 +1,1 @@
+"""Tests of kiel.zookeeper: groups ZooKeeper coordinates, and the ZooKeeper session."""
