@@ -218,13 +218,14 @@ class ProducerBatch:
         extras = self.extras
         walls = self.walls
         if not extras:
+            keys, values = self.keys, self.values
             if walls is None:
-                builder.extend(self._pairs(), timestamp=wall)
+                builder.extend_columns(keys, values, timestamp=wall)
             else:
-                pairs = list(self._pairs())
-                bounds = [start for start, _ in walls[1:]] + [len(pairs)]
+                bounds = [start for start, _ in walls[1:]] + [len(values)]
                 for (start, segment_wall), end in zip(walls, bounds):
-                    builder.extend(pairs[start:end], timestamp=segment_wall)
+                    builder.extend_columns(None if keys is None else keys[start:end],
+                                           values[start:end], timestamp=segment_wall)
             return builder.build()
         for index, (key, value) in enumerate(self._pairs()):
             timestamp, headers = extras.get(index, (None, ()))

@@ -31,6 +31,10 @@ _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
 
 
+#: ``_WORDS[n](data)``: the first ``n`` 4-byte little-endian words of ``data``.
+_WORDS = [struct.Struct(f"<{n}I").unpack_from for n in range(64)]
+
+
 def murmur2(data: bytes) -> int:
     """MurmurHash2 (32 bit) of ``data``, as the Java client computes it.
 
@@ -45,16 +49,16 @@ def murmur2(data: bytes) -> int:
         the hash, ``0 <= h < 2**32``.
     """
     length = len(data)
-    h = (_SEED ^ length) & _MASK
+    h = _SEED ^ length
     blocks = length >> 2
     if blocks:
-        # Strategy: one unpack for all 4-byte little-endian words, then plain
-        # integer arithmetic masked to 32 bits.
-        for k in struct.unpack_from(f"<{blocks}I", data):
+        # Strategy: one unpack for all 4-byte little-endian words (with a
+        # compiled Struct for keys under 256 bytes, not a format string
+        # made per key), then plain integer arithmetic masked to 32 bits.
+        words = (_WORDS[blocks] if blocks < 64 else struct.Struct(f"<{blocks}I").unpack_from)
+        for k in words(data):
             k = (k * _M) & _MASK
-            k ^= k >> 24
-            k = (k * _M) & _MASK
-            h = ((h * _M) & _MASK) ^ k
+            h = ((h * _M) & _MASK) ^ (((k ^ (k >> 24)) * _M) & _MASK)
     tail = length & 3
     if tail:
         base = blocks << 2
@@ -62,12 +66,10 @@ def murmur2(data: bytes) -> int:
             h ^= data[base + 2] << 16
         if tail >= 2:
             h ^= data[base + 1] << 8
-        h ^= data[base]
-        h = (h * _M) & _MASK
+        h = ((h ^ data[base]) * _M) & _MASK
     h ^= h >> 13
     h = (h * _M) & _MASK
-    h ^= h >> 15
-    return h
+    return h ^ (h >> 15)
 
 
 def key_partition(key: bytes, partitions: Sequence[int]) -> int:

@@ -47,7 +47,7 @@ from kiel.exc import (
     UnsupportedFeatureError,
 )
 from kiel.metrics import ProducerMetrics
-from kiel.producer.accumulator import RecordAccumulator
+from kiel.producer.accumulator import PartitionQueue, RecordAccumulator
 from kiel.producer.admission import Admission, PreparedRecord
 from kiel.producer.idempotence import MAX_IN_FLIGHT, Idempotence
 from kiel.producer.outcomes import FlushResult, Outcomes
@@ -71,6 +71,12 @@ __all__ = ["Producer", "compression_id"]
 log = logging.getLogger(__name__)
 
 _Future = asyncio.Future
+#: enqueue() gives the IOLoop a turn after this many records queued without
+#: waiting: a loop of ``await producer.enqueue(...)`` that never finds the
+#: buffer full would otherwise hold the loop until it does (32 MB of
+#: records, a few hundred milliseconds), and no request would go out
+#: meanwhile. A thousand records take a millisecond or two.
+ENQUEUE_TURN = 1000
 _Headers = Optional[Iterable[tuple[str, Optional[bytes]]]]
 _Timestamp = Optional[Union[int, datetime.datetime]]
 
@@ -270,6 +276,8 @@ class Producer(Client):
         self.codec = _make_codec(self.codec_id, self.gzip_level)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._closing = False
+        #: records enqueue() queued since it last gave the loop a turn
+        self._since_turn = 0
         self._wire(partitioner, request_timeout)
         self._txn = None if transactional_id is None else self._transactions(
             transactional_id, transaction_timeout)
@@ -483,17 +491,14 @@ class Producer(Client):
                 future fails with it. Never dropped silently.
             RuntimeError: called with no running event loop.
         """
-        # Strategy: one inlined path for the common record (bytes value and
-        # key or no key, default partitioner, room in the buffer, metadata
-        # loaded): about a microsecond. Everything else takes the general
-        # path below.
+        # Strategy: one inlined path for the common record (bytes value,
+        # bytes key or no key, the default partitioner's choice or a
+        # partition named, room in the buffer, metadata loaded): about a
+        # microsecond. Everything else takes the general path below, which
+        # also says why a record is refused.
         if self._txn is not None and not self._txn.open:
             self._txn.refuse(topic)  # raises: outside a transaction
-        if headers is not None or timestamp is not None:
-            return self._submit(self._prepare(
-                topic, value, key, partition, headers=headers, timestamp=timestamp
-            ))
-        if partition is None and self._plain and type(value) is bytes:
+        if headers is None and timestamp is None and self._plain and type(value) is bytes:
             route = self._routes.get(topic)
             if (
                 route is not None
@@ -501,68 +506,78 @@ class Producer(Client):
                 and not self._parked
                 and not self._closing
             ):
-                accumulator = self._accumulator
+                queue: Optional[PartitionQueue]
                 if key is None:
                     size = MESSAGE_OVERHEAD + len(value)
-                    if size <= self.max_message_size and (
-                        accumulator.pending_bytes + size <= self.max_pending_bytes
-                    ):
+                    if partition is None:
                         rr = route.rr_queues
                         index = route.rr % len(rr)
                         queue = rr[index] or route.rr_queue(index)
                         route.rr += 1
-                        future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
-                        batch = queue.open
-                        if (
-                            batch is not None
-                            and batch.keys is None
-                            and batch.size + size <= accumulator.batch_size
-                        ):
-                            # RecordAccumulator.append for an unkeyed record
-                            # that fits the open batch, inlined: most records.
-                            batch.values.append(value)
-                            batch.payloads.append(future)
-                            batch.size += size
-                            accumulator.pending_bytes += size
-                            return future
-                        due = accumulator.append(queue, None, value, size, future)
-                        if due is not None:
-                            self._sender.wake_at(due)
-                        return future
+                    else:
+                        # type(): True is not partition 1. A partition the
+                        # route has no queue for yet: the general path.
+                        queue = route.queues.get(partition) if type(partition) is int else None
                 elif type(key) is bytes and self._plain_keys:
-                    keyed = self._produce_keyed_one(route, key, value)
-                    if keyed is not None:
-                        return keyed
-        return self._submit(self._prepare(topic, value, key, partition))
-
-    def _produce_keyed_one(
-        self, route: TopicRoute, key: bytes, value: bytes
-    ) -> "Optional[asyncio.Future[RecordMetadata]]":
-        """:meth:`produce`'s fast path for a ``bytes`` key under the default
-        partitioner: the record batched on its key's partition (through the
-        route's key cache), or ``None`` when it does not fit (the general
-        path then says why)."""
-        size = MESSAGE_OVERHEAD + len(value) + len(key)
-        accumulator = self._accumulator
-        if size > self.max_message_size or (
-            accumulator.pending_bytes + size > self.max_pending_bytes
-        ):
-            return None
-        queue = route.by_key.get(key) or self._router.keyed(route, key)
-        future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
-        due = accumulator.append(queue, key, value, size, future)
-        if due is not None:
-            self._sender.wake_at(due)
-        return future
+                    size = MESSAGE_OVERHEAD + len(value) + len(key)
+                    if partition is None:
+                        queue = route.by_key.get(key) or self._router.keyed(route, key)
+                    else:
+                        queue = route.queues.get(partition) if type(partition) is int else None
+                else:
+                    queue = None
+                accumulator = self._accumulator
+                if (
+                    queue is not None
+                    and size <= self.max_message_size
+                    and accumulator.pending_bytes + size <= self.max_pending_bytes
+                ):
+                    future: asyncio.Future[RecordMetadata] = _Future(loop=self._loop)
+                    batch = queue.open
+                    if batch is not None and batch.size + size <= accumulator.batch_size:
+                        # RecordAccumulator.append for a record that fits the
+                        # open batch, inlined: most records.
+                        keys = batch.keys
+                        if keys is not None:
+                            keys.append(key)
+                        elif key is not None:
+                            batch.keys = [None] * len(batch.values)
+                            batch.keys.append(key)
+                        batch.values.append(value)
+                        batch.payloads.append(future)
+                        batch.size += size
+                        accumulator.pending_bytes += size
+                        return future
+                    due = accumulator.append(queue, key, value, size, future)
+                    if due is not None:
+                        self._sender.wake_at(due)
+                    return future
+        return self._submit(self._prepare(
+            topic, value, key, partition, headers=headers, timestamp=timestamp))
 
     @parameters_of(produce)
-    async def enqueue(self, *args: Any, **kwargs: Any) -> "asyncio.Future[RecordMetadata]":
+    async def enqueue(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: Optional[int] = None,
+        *,
+        headers: Optional[Iterable[tuple[str, Optional[bytes]]]] = None,
+        timestamp: Optional[Union[int, datetime.datetime]] = None,
+    ) -> "asyncio.Future[RecordMetadata]":
         """Wait for room in the buffer, then :meth:`produce`.
 
         The back-pressured form for loops that produce many records::
 
             futures = [await producer.enqueue("events", v) for v in values]
             await producer.flush()
+
+        When there is room it queues the record at once, as :meth:`produce`
+        does, and every :data:`ENQUEUE_TURN` (1000) records so queued it
+        gives the IOLoop a turn, after queueing: such a loop leaves the
+        loop free to send the records and serve other work, without a
+        ``sleep(0)`` of its own.
 
         Args:
             topic: as for :meth:`produce`.
@@ -584,7 +599,31 @@ class Producer(Client):
             ConfigError: as for :meth:`produce`.
             UnsupportedFeatureError: as for :meth:`produce`.
         """
-        record = self._prepare(*args, **kwargs)
+        if not self._parked and self._plain_keys:
+            # Strategy: room in the buffer is the common case, and then
+            # enqueue() is produce(): its inlined path, not a record
+            # prepared and submitted. Without a serializer, key maker or
+            # partitioner nothing of the application's runs there, so a
+            # record refused for want of room is prepared again below.
+            # (Parameters written out, not *args: a tuple and a dict less
+            # per record.)
+            try:
+                if headers is None and timestamp is None:
+                    future = self.produce(topic, value, key, partition)
+                else:
+                    future = self.produce(topic, value, key, partition, headers=headers,
+                                          timestamp=timestamp)
+            except BufferFullError:
+                pass
+            else:
+                self._since_turn += 1
+                if self._since_turn >= ENQUEUE_TURN:
+                    # The record is queued: the turn changes nothing of it.
+                    self._since_turn = 0
+                    await asyncio.sleep(0)
+                return future
+        record = self._prepare(topic, value, key, partition, headers=headers,
+                               timestamp=timestamp)
         if self._parked or not self._accumulator.has_room(record.size):
             await self._admission.wait_for_room(record.topic, record.size)
             if self._closing:
@@ -645,10 +684,10 @@ class Producer(Client):
             self._txn.refuse(topic)  # raises: outside a transaction
         if not values:
             return 0
-        if partition is None and self._plain and not self._closing:
+        if self._plain and not self._closing:
             if given_keys is None:
-                queued = self._produce_plain(topic, values)
-            elif self._plain_keys:
+                queued = self._produce_plain(topic, values, partition)
+            elif self._plain_keys and partition is None:
                 queued = self._produce_keyed(topic, values, given_keys)
             else:
                 queued = 0
@@ -663,18 +702,32 @@ class Producer(Client):
             place(record)
         return len(records)
 
-    def _produce_plain(self, topic: str, values: list[Any]) -> int:
+    def _produce_plain(self, topic: str, values: list[Any],
+                       partition: Optional[int] = None) -> int:
         """:meth:`produce_many`'s fast path: unkeyed ``bytes`` values of a
-        topic whose metadata is loaded, nothing parked; returns 0 when it
+        topic whose metadata is loaded, nothing parked, to ``partition``
+        (one the route has a queue for) or round-robin; returns 0 when it
         does not apply (the general path then checks and queues them)."""
         route = self._fast_route(topic, values)
         if route is None:
             return 0
+        queue = None
+        if partition is not None:
+            # type(): True is not partition 1; a partition without a queue
+            # yet (or not the topic's): the general path.
+            queue = route.queues.get(partition) if type(partition) is int else None
+            if queue is None:
+                return 0
         # Strategy: the checks, the sizes and the split over partitions are
         # C-level passes over the list (map, sum, slices), not a step per record.
         sizes = list(map(_MESSAGE_OVERHEAD.__add__, map(len, values)))
         if not self._fast_room(topic, sizes):
             return 0
+        if queue is not None:
+            due = self._accumulator.extend(queue, values, sizes)
+            if due is not None:
+                self._sender.wake_at(due)
+            return len(values)
         rr = route.rr_queues
         count, start, n = len(rr), route.rr, len(values)
         route.rr += n

@@ -18,7 +18,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Tuple
 
 import cramjam
 import kafka.codec as kafka_codec
@@ -73,24 +73,27 @@ from kiel.protocol.record_batch import (
     encode_record_batch,
 )
 from kiel.structs import Record
-from tests.support.record_batch import TS, _record, batch_with_deltas
+from tests.support.record_batch import (
+    TS,
+    Spec,
+    _record,
+    batch_with_deltas,
+    control_batch,
+    kiel_batch,
+    restamp,
+    with_base_offset,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CODECS = [CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD]
 CODEC_IDS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
-Spec = Tuple[Optional[bytes], Optional[bytes], int, List[Tuple[str, Optional[bytes]]]]
 
 
 # --------------------------------------------------------------------------
 # Building the same batch with both libraries
 
 
-def kiel_batch(specs: List[Spec], codec: int = CODEC_NONE, **options: Any) -> bytes:
-    builder = RecordBatchBuilder(codec, **options)
-    for key, value, ts, headers in specs:
-        builder.append(key, value, timestamp=ts, headers=headers)
-    return builder.build()
 
 
 def kp_batch(specs: List[Spec], codec: int = CODEC_NONE,
@@ -380,20 +383,8 @@ def test_varint_bounds() -> None:
 # Decoder semantics
 
 
-def with_base_offset(batch: bytes, base_offset: int) -> bytes:
-    """A producer's batch as a broker stores it: base offset assigned (not in the CRC)."""
-    return struct.pack(">q", base_offset) + batch[8:]
 
 
-def restamp(batch: bytes, set_bits: int = 0, leader_epoch: Optional[int] = None) -> bytes:
-    """``batch`` with attribute bits set and its CRC-32C recomputed."""
-    data = bytearray(batch)
-    (attributes,) = struct.unpack_from(">h", data, 21)
-    struct.pack_into(">h", data, 21, attributes | set_bits)
-    if leader_epoch is not None:
-        struct.pack_into(">i", data, 12, leader_epoch)
-    struct.pack_into(">I", data, 17, crc32c(bytes(data[21:])))
-    return bytes(data)
 
 
 def test_batches_in_a_fetch_response() -> None:
@@ -490,11 +481,6 @@ def test_log_append_time() -> None:
     assert decode_record_batches(restamp(kiel_batch(specs), 0x08)).records == result.records
 
 
-def control_batch(base_offset: int, control_type: int, producer_id: int) -> bytes:
-    builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=1, base_sequence=-1,
-                                 is_transactional=True)
-    builder.append(struct.pack(">hh", 0, control_type), struct.pack(">hi", 0, 5), timestamp=TS)
-    return with_base_offset(restamp(builder.build(), 0x20), base_offset)
 
 
 def test_transactions_and_control_batches() -> None:

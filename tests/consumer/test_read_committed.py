@@ -12,7 +12,7 @@ mid-way by the fault proxy (nothing lost or repeated).
 import asyncio
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import confluent_kafka
 import confluent_kafka.admin
@@ -30,47 +30,28 @@ from kiel.protocol.record_batch import (
 )
 from kiel.structs import TopicPartition
 from tests.conftest import run, unique
-from tests.test_record_batch import control_batch, kiel_batch, with_base_offset
+from tests.support.record_batch import control_batch, kiel_batch, with_base_offset
+from tests.support.transactions import (
+    batch,
+    commit_abort_commit,
+    committed_values,
+    confluent_txn,
+    confluent_write,
+    create_topic,
+    interleaved,
+)
 
 #: A bound for a read that should find its records at once (a liveness
 #: bound, generously set).
 READ_BOUND = 60.0
 
 
-def create_topic(bootstrap: str, partitions: int = 1, prefix: str = "rc") -> str:
-    name = unique(prefix)
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics(
-            [confluent_kafka.admin.NewTopic(name, partitions, 1)]).values():
-        future.result(30)
-    return name
 
 
-def confluent_txn(bootstrap: str, txn_id: Optional[str] = None) -> confluent_kafka.Producer:
-    producer = confluent_kafka.Producer({
-        "bootstrap.servers": bootstrap,
-        "transactional.id": txn_id or unique("txn"),
-        "transaction.timeout.ms": 60000,
-        "linger.ms": 5,
-    })
-    producer.init_transactions(30)
-    return producer
 
 
-def confluent_write(producer: confluent_kafka.Producer, topic: str, values: List[bytes],
-                    commit: bool, partition: int = 0) -> None:
-    producer.begin_transaction()
-    for value in values:
-        producer.produce(topic, value, partition=partition)
-    producer.flush(30)
-    if commit:
-        producer.commit_transaction(30)
-    else:
-        producer.abort_transaction(30)
 
 
-def batch(name: str, start: int, count: int) -> List[bytes]:
-    return [f"{name}-{i}".encode() for i in range(start, start + count)]
 
 
 async def read_all(consumer: Any, topic: str, want: int, bound: float = READ_BOUND,
@@ -194,16 +175,8 @@ def noida(noida_broker: Any) -> str:
     return noida_broker.bootstrap
 
 
-def commit_abort_commit(bootstrap: str, topic: str) -> None:
-    """confluent-kafka: commit 100 (a-), abort 100 (b-), commit 100 (c-)."""
-    producer = confluent_txn(bootstrap)
-    confluent_write(producer, topic, batch("a", 0, 100), commit=True)
-    confluent_write(producer, topic, batch("b", 0, 100), commit=False)
-    confluent_write(producer, topic, batch("c", 0, 100), commit=True)
 
 
-def committed_values() -> List[bytes]:
-    return batch("a", 0, 100) + batch("c", 0, 100)
 
 
 def test_single_consumer_reads_only_committed_of_confluents_transactions(noida: str) -> None:
@@ -317,21 +290,6 @@ def test_interleaved_transactions_of_two_producers_one_aborts(noida: str) -> Non
     assert len(every) == 41 and not any(is_control(r.value) for r in every)
 
 
-def interleaved(bootstrap: str, topic: str, count: int = 20) -> List[bytes]:
-    """p and q write interleaved on partition 0; q aborts, p commits.
-    Returns what read_committed must read (p's records, in order)."""
-    p = confluent_txn(bootstrap)
-    q = confluent_txn(bootstrap)
-    p.begin_transaction()
-    q.begin_transaction()
-    for i in range(count):
-        p.produce(topic, f"p-{i}".encode(), partition=0)
-        p.flush(30)
-        q.produce(topic, f"q-{i}".encode(), partition=0)
-        q.flush(30)
-    q.abort_transaction(30)
-    p.commit_transaction(30)
-    return [f"p-{i}".encode() for i in range(count)]
 
 
 def test_cli_consume_isolation_read_committed(noida: str) -> None:

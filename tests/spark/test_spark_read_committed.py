@@ -6,14 +6,14 @@ Aborted-record filtering is judged on noida-db (it fills Fetch's aborted
 transactions list; Tansu never does): confluent-kafka's transactional
 producers write, two of them interleaved on one partition with one
 aborting. The planned end (the LSO while a transaction is open) is judged
-on noida-db and on Tansu. The SparkSession fixture is test_spark.py's;
+on noida-db and on Tansu. The SparkSession fixture is tests/spark/conftest.py's;
 pyspark, noida-db and Tansu are hard requirements (never skipped).
 """
 from typing import Any, List
 
 from kiel.spark import kafka
 from kiel.spark.options import SourceOptions
-from tests.test_read_committed import (
+from tests.support.transactions import (
     batch,
     commit_abort_commit,
     committed_values,
@@ -22,7 +22,6 @@ from tests.test_read_committed import (
     create_topic,
     interleaved,
 )
-from tests.test_spark import spark  # noqa: F401 -- the fixture
 
 
 def load(spark: Any, bootstrap: str, topic: str, **options: str) -> List[bytes]:  # noqa: F811
