@@ -62,6 +62,7 @@ async def member(bootstrap: str, source: str, sink: str, group: str, transaction
         bootstrap, group, topics=[source], auto_finish=False, commit_interval=None,
         session_timeout=6.0, heartbeat_interval=1.0, max_wait_time=0.2,
         max_records=max_records, revoke_timeout=20.0, max_poll_interval=20.0,
+        join_timeout=120.0,
         # A restart takes its previous life's place in the group at once
         # (static membership, KIP-345), instead of waiting for its session
         # to expire.
