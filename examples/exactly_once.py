@@ -53,7 +53,8 @@ def transform(value: Optional[bytes]) -> bytes:
 
 
 async def member(bootstrap: str, source: str, sink: str, group: str, transactional_id: str,
-                 stop: asyncio.Event, max_records: int = 100, pause: float = 0.0) -> int:
+                 stop: asyncio.Event, max_records: int = 100, pause: float = 0.0,
+                 static: bool = True) -> int:
     """Run one member until ``stop`` is set; returns the transactions committed."""
     producer = Producer(bootstrap, transactional_id=transactional_id)
     # First: fences this member's previous life and aborts what it left open.
@@ -66,7 +67,7 @@ async def member(bootstrap: str, source: str, sink: str, group: str, transaction
         # A restart takes its previous life's place in the group at once
         # (static membership, KIP-345), instead of waiting for its session
         # to expire.
-        group_instance_id=transactional_id)
+        group_instance_id=transactional_id if static else None)
     committed = 0
     try:
         await consumer.connect()
@@ -117,6 +118,8 @@ def main(argv: Sequence[str]) -> None:
     parser.add_argument("--max-records", type=int, default=100)
     parser.add_argument("--pause", type=float, default=0.0,
                         help="seconds each transaction stays open (tests)")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="join as a dynamic member (no group_instance_id)")
     args = parser.parse_args(argv)
     if args.bootstrap is None:
         demo()
@@ -128,7 +131,8 @@ def main(argv: Sequence[str]) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         done = await member(args.bootstrap, args.input, args.output, args.group,
-                            args.transactional_id, stop, args.max_records, args.pause)
+                            args.transactional_id, stop, args.max_records, args.pause,
+                            not args.dynamic)
         print(f"{args.transactional_id}: stopped after {done} transactions", flush=True)
 
     IOLoop.current().run_sync(run)

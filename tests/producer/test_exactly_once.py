@@ -38,10 +38,10 @@ class Worker:
     """One member of the example in its own process."""
 
     def __init__(self, bootstrap: str, source: str, sink: str, group: str, name: str,
-                 logs: Any, confluent: bool = False) -> None:
+                 logs: Any, confluent: bool = False, dynamic: bool = False) -> None:
         self.args = [sys.executable, EXAMPLE, "--bootstrap", bootstrap, "--input", source,
                      "--output", sink, "--group", group, "--transactional-id", name,
-                     "--max-records", "25", "--pause", "0.05"]
+                     "--max-records", "25", "--pause", "0.05"] + (["--dynamic"] if dynamic else [])
         if confluent:
             self.args = [sys.executable, "-c", CONFLUENT_MEMBER, bootstrap, source, sink,
                          group, name]
@@ -211,9 +211,14 @@ def test_killed_and_restarted_members_write_every_input_once(
 
     run(produce())
     rng = random.Random()
-    a = Worker(bootstrap, source, sink, group, unique("eo-a"), tmp_path)
+    # On Tansu a restarted static member was seen stuck in SyncGroup past
+    # two minutes (in 2 of 3 runs after the other transaction tests): its
+    # members join dynamically there (a restart waits for the killed
+    # member's session to expire instead).
+    dynamic = broker == "tansu"
+    a = Worker(bootstrap, source, sink, group, unique("eo-a"), tmp_path, dynamic=dynamic)
     b = Worker(bootstrap, source, sink, group, unique(f"eo-{second}"), tmp_path,
-               confluent=second == "confluent")
+               confluent=second == "confluent", dynamic=dynamic)
     try:
         a.start()
         for step in range(4):
