@@ -52,7 +52,8 @@ is full), ``enqueue`` (row ``kiel-enqueue``: ``await producer.enqueue()``
 per record and nothing else, the producer guide's loop) and ``many`` (row ``kiel-many``);
 given alone (without ``--clients``) it runs those and confluent-kafka.
 Every kiel row also says how late the IOLoop ran a callback due every 5 ms
-while producing (the loop lag: the largest, and the 99th percentile).
+while producing (the loop lag: the largest, and the 99th percentile), and
+the garbage collections meanwhile (how many, how many full, their time).
 
 ``--memory`` measures with tracemalloc the memory each pending record takes
 (``produce()``, which makes a future, and ``produce_many()``, which does
@@ -112,18 +113,33 @@ IDEMPOTENT = False
 LAG_INTERVAL = 0.005
 #: The last kiel run's loop lag: (largest, 99th percentile), seconds.
 LAST_LAG: List[Tuple[float, float]] = []
+#: The last kiel run's garbage collections: (count, seconds, full ones).
+LAST_GC: List[Tuple[int, float, int]] = []
 
 
 class LagProbe:
-    """How late the IOLoop runs a callback due every :data:`LAG_INTERVAL`."""
+    """How late the IOLoop runs a callback due every :data:`LAG_INTERVAL`,
+    and the cyclic garbage collector's collections meanwhile (the usual
+    cause of a long lag: a full collection scans every tracked object)."""
 
     def __init__(self) -> None:
         self.lags: List[float] = []
         self._loop = asyncio.get_running_loop()
         self._handle: Optional[asyncio.TimerHandle] = None
         self._due = 0.0
+        self._gc_started = 0.0
+        self._gc = [0, 0.0, 0]
+
+    def _collecting(self, phase: str, info: Dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        self._gc[0] += 1
+        self._gc[1] += time.perf_counter() - self._gc_started
+        self._gc[2] += info["generation"] == 2
 
     def start(self) -> None:
+        gc.callbacks.append(self._collecting)
         self._due = self._loop.time() + LAG_INTERVAL
         self._handle = self._loop.call_at(self._due, self._tick)
 
@@ -136,8 +152,11 @@ class LagProbe:
     def stop(self) -> None:
         if self._handle is not None:
             self._handle.cancel()
+        if self._collecting in gc.callbacks:
+            gc.callbacks.remove(self._collecting)
         lags = sorted(self.lags) or [0.0]
         LAST_LAG[:] = [(lags[-1], lags[int(0.99 * (len(lags) - 1))])]
+        LAST_GC[:] = [(self._gc[0], self._gc[1], self._gc[2])]
 
 
 def _records(n: int) -> List[Tuple[Optional[bytes], Optional[int]]]:
@@ -538,6 +557,7 @@ def main() -> None:
                 cluster.create_topic(topic, PARTITIONS)
                 cpu = time.process_time()
                 LAST_LAG.clear()
+                LAST_GC.clear()
                 broker_pid = cluster.pid if MODERN else None
                 broker_cpu = cpu_seconds(broker_pid)
                 try:
@@ -556,6 +576,9 @@ def main() -> None:
                 broker = f", broker CPU {broker_share:.0f}%" if MODERN else ""
                 lag = (f", loop lag max {LAST_LAG[0][0] * 1000:.1f} ms "
                        f"p99 {LAST_LAG[0][1] * 1000:.1f} ms") if LAST_LAG else ""
+                if LAST_GC:
+                    count, spent, full = LAST_GC[0]
+                    lag += f", gc {count} ({full} full) {spent * 1000:.0f} ms"
                 print(f"  {name:<14} {n / elapsed:>12,.0f} msgs/s  ({elapsed:.2f} s, "
                       f"client CPU {cpu:.2f} s{broker}{lag})")
         if args.wait_messages > 0 and "kiel" in args.clients and not MODERN:
@@ -581,12 +604,13 @@ def main() -> None:
             cost = 100 * (1 - results[name + "+idem"] / results[name])
             print(f"  idempotence costs {name} {cost:.0f}% of its rate")
     if args.memory:
-        memory_rows()
+        memory_rows(min(100_000, n))
 
 
 def memory_rows(n: int = 100_000) -> None:
     """Memory per pending record (tracemalloc), printed: ``n`` records queued
-    with ``produce()`` (a future each) and with ``produce_many()``, none
+    with ``produce()`` (a future each, kept until all are queued, or
+    dropped at once: ``produce-dropped``) and with ``produce_many()``, none
     sent (no broker: the topic's metadata is made up), keys and partitions
     as in the run."""
     from kiel.cluster import PartitionInfo
@@ -608,6 +632,12 @@ def memory_rows(n: int = 100_000) -> None:
         if how == "produce":
             futures = [producer.produce(topic, VALUE, key, part) for key, part in records]
             del futures  # the producer holds them: an application that keeps none
+        elif how == "produce-dropped":
+            # The futures dropped as the loop goes: a batch that closes lets
+            # them go (the producer's unheld check).
+            produce = producer.produce
+            for key, part in records:
+                produce(topic, VALUE, key, part)
         elif PARTS is None:
             producer.produce_many(topic, values, keys=keys)
         else:
@@ -619,14 +649,14 @@ def memory_rows(n: int = 100_000) -> None:
         tracemalloc.stop()
         return used / n
 
-    for how in ("produce", "produce_many"):
+    for how in ("produce", "produce-dropped", "produce_many"):
         try:
             per = asyncio.run(main(how))
         except Exception:  # a benchmark never fails: report and go on
             print(f"  memory of {how}: failed")
             traceback.print_exc(file=sys.stdout)
             continue
-        print(f"  memory per pending record, {how}(): {per:.0f} bytes "
+        print(f"  memory per pending record, {how}: {per:.0f} bytes "
               f"(the {len(VALUE)}-byte value shared, keys made before)")
 
 

@@ -21,7 +21,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Set
 
-from kiel import GroupedConsumer
+from kiel import BrokerGroup, GroupedConsumer
 from kiel.clients import Producer
 from kiel.testing.tansu import TansuBroker
 
@@ -29,8 +29,9 @@ TOPIC = "events"
 GROUP = "example-brokers"
 COUNT = 600
 COOPERATIVE = "--cooperative" in sys.argv[1:]
-FAST: Dict[str, Any] = {"session_timeout": 6.0, "heartbeat_interval": 1.0, "max_wait_time": 0.2,
-                        "allocator": "cooperative-sticky" if COOPERATIVE else "range"}
+#: The group's settings: the brokers coordinate it (quick to notice a crash, for the demo).
+COORDINATOR = BrokerGroup(session_timeout=6.0, heartbeat_interval=1.0,
+                          allocator="cooperative-sticky" if COOPERATIVE else "range")
 
 
 class Revocations:
@@ -49,7 +50,8 @@ class Member:
     def __init__(self, name: str, bootstrap: str, seen: Set[bytes]) -> None:
         self.name = name
         self.consumer = GroupedConsumer(bootstrap, GROUP, topics=[TOPIC],
-                                        listener=Revocations(name), **FAST)
+                                        coordinator=COORDINATOR, listener=Revocations(name),
+                                        max_wait_time=0.2)
         self.seen = seen
         self.task: asyncio.Task[None]
 

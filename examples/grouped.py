@@ -15,7 +15,7 @@ processed exactly once: the hand-offs are graceful.
 import asyncio
 from typing import Dict, List
 
-from kiel import GroupedConsumer, TopicPartition
+from kiel import GroupedConsumer, TopicPartition, ZooKeeperGroup
 from kiel.clients import Producer
 from kiel.serializers import json_deserializer, json_serializer
 from kiel.testing.broker import EmbeddedCluster
@@ -58,15 +58,17 @@ def member(bootstrap: str, zk_hosts: str, name: str) -> GroupedConsumer:
     return GroupedConsumer(
         bootstrap,
         GROUP,
-        zk_hosts=zk_hosts,  # the ZooKeeper the brokers register in (chroot included)
         topics=[TOPIC],
-        allocator="sticky",  # or "round_robin" (default), "range", "weighted", a callable
+        coordinator=ZooKeeperGroup(
+            hosts=zk_hosts,  # the ZooKeeper the brokers register in (chroot included)
+            allocator="sticky",  # or "round_robin" (default), "range", "weighted", a callable
+            member_id=name,
+            session_timeout=6.0,
+        ),
         listener=PrintingListener(name),
-        member_id=name,
         deserializer=json_deserializer,
         max_wait_time=0.2,
         commit_interval=1.0,  # also commits on revoke and close
-        zk_session_timeout=6.0,
     )
 
 

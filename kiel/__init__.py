@@ -2,7 +2,8 @@
 
 Consumer groups are formed by the brokers' group coordinator on current
 clusters (Kafka 2.4 and later, KRaft included: no ZooKeeper), or kept in
-ZooKeeper on Kafka 0.8 (``GroupedConsumer(..., zk_hosts=...)``).
+ZooKeeper on Kafka 0.8: ``GroupedConsumer(..., coordinator=BrokerGroup(...))``
+(the default) or ``coordinator=ZooKeeperGroup(hosts=...)``.
 
 The clients and the types applications annotate with are importable from here::
 
@@ -22,6 +23,8 @@ _EXPORTS: dict[str, str] = {
     "Producer": "kiel.producer",
     "SingleConsumer": "kiel.consumer",
     "GroupedConsumer": "kiel.consumer.grouped",
+    "BrokerGroup": "kiel.coordinator.broker_group",
+    "ZooKeeperGroup": "kiel.zookeeper.group_coordinator",
     "ConsumerRebalanceListener": "kiel.consumer.listener",
     "BEGINNING": "kiel.consumer.positions",
     "END": "kiel.consumer.positions",
@@ -44,10 +47,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from kiel.consumer.grouped import GroupedConsumer
     from kiel.consumer.listener import ConsumerRebalanceListener
     from kiel.consumer.positions import BEGINNING, END, StartPosition
+    from kiel.coordinator.broker_group import BrokerGroup
     from kiel.producer import Producer
     from kiel.producer.partitioners import Partitioner
     from kiel.serializers import Deserializer, Serializer
     from kiel.structs import GroupMetadata, Record, RecordMetadata, TopicPartition
+    from kiel.zookeeper.group_coordinator import ZooKeeperGroup
 
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)

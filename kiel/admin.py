@@ -15,6 +15,12 @@ embedded consumer protocol), :func:`describe_broker_group_offsets` (that,
 plus the committed offset, log end and lag of every partition the group
 consumes or committed) and :func:`reset_broker_group` (refused while the
 group is live). They take a connected :class:`~kiel.cluster.Cluster`.
+
+Both kinds behind one interface: :func:`group_admin` turns a consumer's
+coordinator object (:class:`~kiel.coordinator.broker_group.BrokerGroup`,
+:class:`~kiel.zookeeper.group_coordinator.ZooKeeperGroup`) into its
+:class:`GroupAdmin` (list, describe, reset; the reset's plan is common).
+kazoo is imported only when a ZooKeeper group is read, never with this module.
 """
 
 import contextlib
@@ -23,14 +29,14 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import (
+    TYPE_CHECKING,
     Any,
     NamedTuple,
     Optional,
+    Protocol,
     TypeVar,
     Union,
 )
-
-from kazoo.exceptions import KazooException, NoNodeError
 
 import kiel.client  # noqa: F401  (registers the connection settings options_checked takes)
 from kiel import _options
@@ -99,7 +105,10 @@ from kiel.protocol.versions import (
 from kiel.protocol.versions import LIST_OFFSETS as LIST_OFFSETS_KEY
 from kiel.retry import attempts
 from kiel.structs import TopicPartition
-from kiel.zookeeper.client import ZooKeeper, translate
+
+if TYPE_CHECKING:  # pragma: no cover - kazoo is loaded only by a ZooKeeper group's functions
+    from kiel.consumer.membership import GroupCoordinator
+    from kiel.zookeeper.client import ZooKeeper
 
 __all__ = [
     "CURRENT",
@@ -119,6 +128,12 @@ __all__ = [
     "BrokerGroup",
     "BrokerGroupDescription",
     "BrokerGroupMember",
+    "BrokerGroupAdmin",
+    "GROUP_ADMINS",
+    "GroupAdmin",
+    "ListedGroup",
+    "ZooKeeperGroupAdmin",
+    "group_admin",
     "GroupDescription",
     "GroupPartition",
     "PartitionDescription",
@@ -286,14 +301,21 @@ async def _cluster(brokers: Union[str, Sequence[str]], **options: Any) -> AsyncI
 
 
 @contextlib.asynccontextmanager
-async def _zookeeper(hosts: str, timeout: float) -> AsyncIterator[ZooKeeper]:
+async def _zookeeper(hosts: str, timeout: float, chroot: Optional[str] = None,
+                     auth: Optional[str] = None) -> "AsyncIterator[ZooKeeper]":
     """A session for the duration of the block; kazoo's errors become ZooKeeperError.
 
     ``timeout`` bounds the first connection and is the session timeout too:
     kazoo waits that long (not its default 10 s) for each server's answer
     to a connect, and stopping a start that timed out waits for that attempt.
+    kazoo is imported here, not with the module: only a ZooKeeper group needs it.
     """
-    zk = ZooKeeper(hosts, session_timeout=timeout, connect_timeout=timeout)
+    from kazoo.exceptions import KazooException
+
+    from kiel.zookeeper.client import ZooKeeper, translate
+
+    zk = ZooKeeper(hosts, session_timeout=timeout, connect_timeout=timeout, chroot=chroot,
+                   auth=auth)
     await zk.start()
     try:
         yield zk
@@ -301,6 +323,13 @@ async def _zookeeper(hosts: str, timeout: float) -> AsyncIterator[ZooKeeper]:
         raise translate(e, "a read") from e
     finally:
         await zk.stop()
+
+
+def _no_node() -> type[Exception]:
+    """kazoo's NoNodeError (imported when a ZooKeeper group is read)."""
+    from kazoo.exceptions import NoNodeError
+
+    return NoNodeError
 
 
 @_options.options_checked
@@ -347,10 +376,10 @@ async def describe_topics(
         ]
 
 
-async def _children(zk: ZooKeeper, path: str) -> list[str]:
+async def _children(zk: "ZooKeeper", path: str) -> list[str]:
     try:
         return sorted(await zk.get_children(path))
-    except NoNodeError:
+    except _no_node():
         return []
 
 
@@ -364,14 +393,51 @@ async def list_groups(zk_hosts: str, *, timeout: float = DEFAULT_TIMEOUT) -> lis
         return await _children(zk, "/consumers")
 
 
-async def _group_topics(zk: ZooKeeper, base: str, members: list[str]) -> set[str]:
+async def _describe_zookeeper_group(zk: "ZooKeeper", cluster: Cluster,
+                                    group: str) -> GroupDescription:
+    """:func:`describe_group` on an open session and a connected cluster."""
+    base = f"/consumers/{group}"
+    if await zk.exists(base) is None:
+        raise ConfigError(f"ZooKeeper has no group {group!r} (no {base})")
+    members = await _children(zk, f"{base}/ids")
+    every = await cluster.all_topics()  # naming one could auto-create it
+    tps = [TopicPartition(topic, p) for topic in sorted(await _group_topics(zk, base, members))
+           if topic in every for p in range(every[topic])]
+    owners = await _owners(zk, base, tps)
+    committed = await fetch_committed(cluster, group, tps) if tps else {}
+    return GroupDescription(group, members, await _lag_rows(cluster, tps, owners, committed))
+
+
+async def _reset_zookeeper_group(
+    zk: "ZooKeeper", cluster: Cluster, group: str, selection: Optional["Selection"],
+    to: "ResetTo", *, execute: bool, force: bool,
+) -> list[ResetRow]:
+    """:func:`reset_group_offsets` on an open session and a connected cluster."""
+    base = f"/consumers/{group}"
+    members = await _children(zk, f"{base}/ids")
+    if members and not force:
+        raise ConfigError(
+            f"group {group!r} has {len(members)} live member(s) ({', '.join(members[:5])}); "
+            "stop them first, or pass --force"
+        )
+    if selection is None:
+        selection = dict.fromkeys(await _group_topics(zk, base, members))
+    tps = await _selected(cluster, selection)
+    rows = await _plan(cluster, tps, await fetch_committed(cluster, group, tps), to)
+    if execute and rows:
+        await send_commit(cluster, group, {TopicPartition(r.topic, r.partition): r.new
+                                           for r in rows})
+    return rows
+
+
+async def _group_topics(zk: "ZooKeeper", base: str, members: list[str]) -> set[str]:
     """Topics the group owns, committed, or that a static member subscribes to."""
     topics = set(await _children(zk, f"{base}/owners"))
     topics.update(await _children(zk, f"{base}/offsets"))
     for member in members:
         try:
             data, _ = await zk.get(f"{base}/ids/{member}")
-        except NoNodeError:
+        except _no_node():
             continue  # left meanwhile
         try:
             registration = json.loads(data or b"{}")
@@ -382,12 +448,13 @@ async def _group_topics(zk: ZooKeeper, base: str, members: list[str]) -> set[str
     return topics
 
 
-async def _owners(zk: ZooKeeper, base: str, tps: list[TopicPartition]) -> dict[TopicPartition, str]:
+async def _owners(zk: "ZooKeeper", base: str,
+                  tps: list[TopicPartition]) -> dict[TopicPartition, str]:
     owners: dict[TopicPartition, str] = {}
     for tp in tps:
         try:
             data, _ = await zk.get(f"{base}/owners/{tp.topic}/{tp.partition}")
-        except NoNodeError:
+        except _no_node():
             continue
         owners[tp] = (data or b"").decode("utf-8", "replace")
     return owners
@@ -413,16 +480,7 @@ async def describe_group(
         NoBrokersError: the cluster could not be reached.
     """
     async with _zookeeper(zk_hosts, timeout) as zk, _cluster(brokers, **options) as cluster:
-        base = f"/consumers/{group}"
-        if await zk.exists(base) is None:
-            raise ConfigError(f"ZooKeeper has no group {group!r} (no {base})")
-        members = await _children(zk, f"{base}/ids")
-        every = await cluster.all_topics()  # naming one could auto-create it
-        tps = [TopicPartition(topic, p) for topic in sorted(await _group_topics(zk, base, members))
-               if topic in every for p in range(every[topic])]
-        owners = await _owners(zk, base, tps)
-        committed = await fetch_committed(cluster, group, tps) if tps else {}
-        return GroupDescription(group, members, await _lag_rows(cluster, tps, owners, committed))
+        return await _describe_zookeeper_group(zk, cluster, group)
 
 
 @_options.options_checked
@@ -490,21 +548,8 @@ async def reset_group_offsets(
         ZooKeeperError, NoBrokersError: a part could not be reached.
     """
     async with _zookeeper(zk_hosts, timeout) as zk, _cluster(brokers, **options) as cluster:
-        base = f"/consumers/{group}"
-        members = await _children(zk, f"{base}/ids")
-        if members and not force:
-            raise ConfigError(
-                f"group {group!r} has {len(members)} live member(s) ({', '.join(members[:5])}); "
-                "stop them first, or pass --force"
-            )
-        if selection is None:
-            selection = dict.fromkeys(await _group_topics(zk, base, members))
-        tps = await _selected(cluster, selection)
-        rows = await _plan(cluster, tps, await fetch_committed(cluster, group, tps), to)
-        if execute and rows:
-            await send_commit(cluster, group, {TopicPartition(r.topic, r.partition): r.new
-                                               for r in rows})
-        return rows
+        return await _reset_zookeeper_group(zk, cluster, group, selection, to,
+                                            execute=execute, force=force)
 
 
 async def existing_partitions(cluster: Cluster, topics: Iterable[str]) -> dict[str, list[int]]:
@@ -997,6 +1042,180 @@ async def _commit_from_outside(
             f"group {group!r} has live members: its coordinator refused the reset "
             f"({type(e).__name__}); stop its members first",
             api="OffsetCommit", group=group) from e
+
+
+# ----------------------------------------------------------------------
+# One interface over both coordinators' groups
+
+
+class ListedGroup(NamedTuple):
+    """A group :meth:`GroupAdmin.list_groups` found: its id and protocol type
+    (``"consumer"``, ``""`` for offsets only; ``None`` in ZooKeeper, which
+    keeps consumer groups only)."""
+
+    group: str
+    protocol_type: Optional[str]
+
+
+class GroupAdmin(Protocol):
+    """List, describe and reset the groups one coordinator keeps.
+
+    Made by :func:`group_admin` from the coordinator object a consumer
+    takes (:class:`~kiel.coordinator.broker_group.BrokerGroup`,
+    :class:`~kiel.zookeeper.group_coordinator.ZooKeeperGroup`), so a caller
+    asks it instead of branching on the kind of group; the reset's plan
+    (selection, target, committed and new offset per partition) is the same
+    for both (:class:`ResetRow`).
+    """
+
+    #: Whether :meth:`list_groups` reads the brokers (else only the coordinator's own store).
+    lists_from_brokers: bool
+    #: Whether :meth:`reset` takes ``force`` (reset while members are live).
+    can_force: bool
+
+    async def list_groups(self) -> list[ListedGroup]:
+        """The groups, sorted."""
+
+    async def describe(self, group: str) -> Union[GroupDescription, "BrokerGroupDescription"]:
+        """The group's members, and its committed offset, log end and lag per partition."""
+
+    async def reset(self, group: str, selection: Optional[Selection], to: ResetTo, *,
+                    execute: bool, force: bool = False) -> list[ResetRow]:
+        """Plan (and with ``execute``, commit) new offsets for the group."""
+
+
+class BrokerGroupAdmin:
+    """:class:`GroupAdmin` of the groups the brokers coordinate.
+
+    Args:
+        cluster: a connected cluster (``None``: every call raises ConfigError).
+    """
+
+    lists_from_brokers = True
+    can_force = False
+
+    def __init__(self, cluster: Optional[Cluster]) -> None:
+        self.cluster = cluster
+
+    def _brokers(self) -> Cluster:
+        if self.cluster is None:
+            raise ConfigError("a group the brokers coordinate is read from the brokers: "
+                              "give their bootstrap list")
+        return self.cluster
+
+    async def list_groups(self) -> list[ListedGroup]:
+        """:func:`list_broker_groups`."""
+        return [ListedGroup(g, t) for g, t in await list_broker_groups(self._brokers())]
+
+    async def describe(self, group: str) -> "BrokerGroupDescription":
+        """:func:`describe_broker_group_offsets`."""
+        return await describe_broker_group_offsets(self._brokers(), group)
+
+    async def reset(self, group: str, selection: Optional[Selection], to: ResetTo, *,
+                    execute: bool, force: bool = False) -> list[ResetRow]:
+        """:func:`reset_broker_group_offsets`.
+
+        Raises:
+            ConfigError: ``force``: the coordinator refuses offsets from
+                outside while the group has members, forced or not.
+        """
+        if force:
+            raise ConfigError("force is for ZooKeeper groups: a group's coordinator refuses "
+                              "offsets from outside while the group has members")
+        return await reset_broker_group_offsets(self._brokers(), group, selection, to,
+                                                execute=execute)
+
+
+class ZooKeeperGroupAdmin:
+    """:class:`GroupAdmin` of the groups kept in ZooKeeper (Kafka 0.8's layout).
+
+    Each call opens a ZooKeeper session of its own (kazoo is loaded then).
+
+    Args:
+        hosts: the ensemble, ``"host:port,...[/chroot]"``.
+        cluster: a connected cluster (``None``: only :meth:`list_groups` works).
+        timeout: seconds each ZooKeeper session waits to connect (and its
+            session timeout).
+        chroot: a chroot added to ``hosts``.
+        auth: ``"user:password"`` digest authentication.
+    """
+
+    lists_from_brokers = False
+    can_force = True
+
+    def __init__(self, hosts: str, cluster: Optional[Cluster], timeout: float = DEFAULT_TIMEOUT,
+                 chroot: Optional[str] = None, auth: Optional[str] = None) -> None:
+        self.hosts, self.cluster, self.timeout = hosts, cluster, timeout
+        self.chroot, self.auth = chroot, auth
+
+    def _session(self) -> Any:
+        return _zookeeper(self.hosts, self.timeout, self.chroot, self.auth)
+
+    def _brokers(self) -> Cluster:
+        if self.cluster is None:
+            raise ConfigError("describing or resetting a ZooKeeper group reads the brokers too: "
+                              "give their bootstrap list")
+        return self.cluster
+
+    async def list_groups(self) -> list[ListedGroup]:
+        """The groups registered under ``/consumers``, sorted."""
+        async with self._session() as zk:
+            return [ListedGroup(g, None) for g in await _children(zk, "/consumers")]
+
+    async def describe(self, group: str) -> GroupDescription:
+        """:func:`describe_group`."""
+        cluster = self._brokers()
+        async with self._session() as zk:
+            return await _describe_zookeeper_group(zk, cluster, group)
+
+    async def reset(self, group: str, selection: Optional[Selection], to: ResetTo, *,
+                    execute: bool, force: bool = False) -> list[ResetRow]:
+        """:func:`reset_group_offsets`."""
+        cluster = self._brokers()
+        async with self._session() as zk:
+            return await _reset_zookeeper_group(zk, cluster, group, selection, to,
+                                                execute=execute, force=force)
+
+
+def _broker_group_admin(coordinator: Any, cluster: Optional[Cluster],
+                        timeout: float) -> GroupAdmin:
+    return BrokerGroupAdmin(cluster)
+
+
+def _zookeeper_group_admin(coordinator: Any, cluster: Optional[Cluster],
+                           timeout: float) -> GroupAdmin:
+    return ZooKeeperGroupAdmin(coordinator.hosts, cluster, timeout, coordinator.chroot,
+                               coordinator.auth)
+
+
+#: Each coordinator's admin, by the coordinator object's kind.
+GROUP_ADMINS: dict[str, Callable[[Any, Optional[Cluster], float], GroupAdmin]] = {
+    "brokers": _broker_group_admin,
+    "zookeeper": _zookeeper_group_admin,
+}
+
+
+def group_admin(coordinator: "GroupCoordinator", cluster: Optional[Cluster], *,
+                timeout: float = DEFAULT_TIMEOUT) -> GroupAdmin:
+    """The :class:`GroupAdmin` of the groups ``coordinator`` forms.
+
+    Args:
+        coordinator: a coordinator object
+            (:class:`~kiel.coordinator.broker_group.BrokerGroup`,
+            :class:`~kiel.zookeeper.group_coordinator.ZooKeeperGroup`);
+            its settings name where its groups are.
+        cluster: a connected cluster (``None``: a ZooKeeper group can still
+            be listed).
+        timeout: seconds a ZooKeeper session waits to connect.
+
+    Raises:
+        ConfigError: no cluster for a group the brokers coordinate; a
+            coordinator kiel has no admin for.
+    """
+    make = GROUP_ADMINS.get(coordinator.kind)
+    if make is None:
+        raise ConfigError(f"no admin for a {type(coordinator).__name__} group")
+    return make(coordinator, cluster, timeout)
 
 
 # ----------------------------------------------------------------------

@@ -25,8 +25,12 @@ grouped consumer runs it on every result, including your own allocator's.
 
 Built-ins (also by name through :func:`get_allocator`):
 
-* :func:`round_robin` -- the default; deals the partitions out in turn, exactly
-  like the original kiel's allocator.
+* :func:`round_robin` (``"round_robin"``) -- the default; deals the
+  partitions out in turn in string order, exactly like the original kiel's
+  allocator.
+* :func:`kafka_round_robin` (``"roundrobin"``, Kafka's name) -- deals them
+  out in Java's ``RoundRobinAssignor`` order: by topic, then partition
+  *number*. A name is one algorithm whichever coordinator forms the group.
 * :func:`range_allocator` -- per topic, contiguous ranges, like the Scala 0.8
   consumer's ``range`` assignor.
 * :func:`sticky` -- balanced, and moves few partitions when a member joins or
@@ -75,6 +79,7 @@ __all__ = [
     "range_allocator",
     "register_allocator",
     "round_robin",
+    "kafka_round_robin",
     "sticky",
     "validate",
     "weighted",
@@ -210,6 +215,36 @@ def round_robin(members: Sequence[str], partitions: Sequence[str]) -> Allocation
     """
     ms, ps = _prepare(members, partitions)
     return _build(ms, ((ms[i % len(ms)], topic, pid) for i, (_, topic, pid) in enumerate(ps)))
+
+
+def kafka_round_robin(members: Sequence[str], partitions: Sequence[str]) -> Allocation:
+    """Deal the partitions out in turn in Java's order (Kafka's ``roundrobin``).
+
+    As Java's ``RoundRobinAssignor`` when every member subscribes to every
+    topic: partitions sorted by topic, then by partition *number* (``t:2``
+    before ``t:10``), dealt to the sorted members in turn. It differs from
+    :func:`round_robin` (string order) once a topic has more than ten
+    partitions, or a topic's name sorts differently from its
+    ``"topic:id"`` strings. In a group the brokers coordinate, the name
+    ``"roundrobin"`` is Java's assignor itself
+    (:mod:`kiel.coordinator.assignors`), which also skips members not
+    subscribed to a topic.
+
+    Args:
+        members: member names (any order; sorted here).
+        partitions: ``"topic:id"`` names (any order).
+
+    Returns:
+        The allocation.
+
+    Raises:
+        ConfigError: a malformed member or partition name.
+        AllocationError: partitions but no members.
+    """
+    ms, ps = _prepare(members, partitions)
+    ordered = sorted(ps, key=lambda p: (p[1], p[2]))
+    return _build(ms, ((ms[i % len(ms)], topic, pid)
+                       for i, (_, topic, pid) in enumerate(ordered)))
 
 
 # --------------------------------------------------------------------------
@@ -690,12 +725,14 @@ def allocate(
 
 _REGISTRY: dict[str, Allocator] = {
     "round_robin": round_robin,
+    "roundrobin": kafka_round_robin,
     "range": range_allocator,
     "sticky": sticky,
 }
-# Kafka's own spellings of partition.assignment.strategy, and the original
-# kiel's name for the round-robin function.
-_ALIASES = {"roundrobin": "round_robin", "naive": "round_robin"}
+# The original kiel's name for the round-robin function. ("roundrobin" was
+# an alias of "round_robin" too, before a name meant one algorithm in every
+# coordinator: it is Kafka's, Java's order; see the allocators guide.)
+_ALIASES = {"naive": "round_robin"}
 
 #: The allocators known by name (read-only view; add with :func:`register_allocator`).
 ALLOCATORS: Mapping[str, Allocator] = MappingProxyType(_REGISTRY)
@@ -710,7 +747,8 @@ def get_allocator(name: Union[str, Allocator]) -> Allocator:
     """Look an allocator up by name, so that configs can name one.
 
     Names are case-insensitive and ``-`` equals ``_``: ``"round_robin"``
-    (also ``"roundrobin"``, ``"naive"``), ``"range"``, ``"sticky"``, and
+    (also ``"naive"``), ``"roundrobin"`` (Java's order:
+    :func:`kafka_round_robin`), ``"range"``, ``"sticky"``, and
     whatever :func:`register_allocator` added. A callable is returned as is,
     so ``get_allocator(config.get("allocator", "round_robin"))`` accepts both.
 

@@ -15,7 +15,7 @@ exporter, :mod:`kiel.metrics_prometheus`, and :func:`as_dict` expose).
 import bisect
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Optional
+from typing import Any, ClassVar, NamedTuple, Optional
 
 from kiel.protocol.api import BY_REQUEST
 from kiel.structs import TopicPartition
@@ -26,6 +26,7 @@ __all__ = [
     "PARTITIONS_SHOWN",
     "ClientMetrics",
     "ConsumerMetrics",
+    "GroupMetrics",
     "GroupedConsumerMetrics",
     "Latency",
     "LatencySummary",
@@ -405,6 +406,50 @@ class ConsumerMetrics(ClientMetrics):
     outages: dict[str, int] = field(default_factory=dict, kw_only=True)
 
 
+@dataclass(frozen=True, kw_only=True)
+class GroupMetrics:
+    """The group's part of a grouped consumer's snapshot, as its coordinator
+    reports it (``GroupedConsumerMetrics.membership``).
+
+    Each coordinator has its subclass, with its own fields and samples:
+    :class:`kiel.coordinator.broker_group.BrokerGroupMetrics`,
+    :class:`kiel.zookeeper.group_coordinator.ZooKeeperGroupMetrics`.
+    """
+
+    #: who forms the group: ``"brokers"`` or ``"zookeeper"``.
+    coordinator: str
+    #: the member's state in its group (``NOT_STARTED`` before connect).
+    state: str = "NOT_STARTED"
+
+    #: Whether the coordinator answers heartbeats (:attr:`last_heartbeat`
+    #: says when it last did): the health rule's silence clock.
+    heartbeats: ClassVar[bool] = False
+
+    @property
+    def last_heartbeat(self) -> Optional[float]:
+        """Wall-clock time of the last heartbeat the coordinator answered
+        (``None``: none yet, or it takes no heartbeats)."""
+        return None
+
+    @property
+    def connected(self) -> bool:
+        """Whether the member is in touch with its coordinator right now, as
+        far as a connection state tells (``False`` when none does)."""
+        return False
+
+    def samples(self) -> Iterator["Sample"]:
+        """This part's samples, named as in :data:`METRICS`."""
+        yield Sample("kiel_group_state", (self.coordinator, self.state), 1)
+
+    def flat(self) -> dict[str, Any]:
+        """The snapshot's flat fields of kiel 1.x that this part fills
+        (``coordinator``, ``group_state``, ``zookeeper_state``,
+        ``generation``, ``leader``, ``last_heartbeat``)."""
+        return {"coordinator": self.coordinator, "group_state": self.state,
+                "zookeeper_state": "NOT_USED", "generation": -1, "leader": False,
+                "last_heartbeat": self.last_heartbeat}
+
+
 @dataclass(frozen=True)
 class GroupedConsumerMetrics(ConsumerMetrics):
     """A :class:`~kiel.consumer.GroupedConsumer`'s snapshot."""
@@ -443,6 +488,10 @@ class GroupedConsumerMetrics(ConsumerMetrics):
     last_heartbeat: Optional[float] = None
     #: the group's name (the exporter's ``group`` label on every sample).
     group: str = ""
+    #: the group's state as its coordinator reports it, typed
+    #: (a :class:`GroupMetrics` subclass); the flat fields above
+    #: (``coordinator`` to ``last_heartbeat``) are copied from it.
+    membership: Optional[GroupMetrics] = field(default=None, kw_only=True)
 
 
 # ----------------------------------------------------------------------
@@ -588,17 +637,11 @@ def samples(snapshot: ClientMetrics) -> Iterator[Sample]:
         yield Sample("kiel_group_rebalance_seconds", (), snapshot.rebalance_seconds)
         yield Sample("kiel_group_rebalance_seconds_last", (), snapshot.rebalance_seconds_last)
         yield Sample("kiel_group_rebalance_seconds_max", (), snapshot.rebalance_seconds_max)
-        if snapshot.coordinator == "zookeeper":
-            yield Sample("kiel_group_zookeeper_connected", (snapshot.zookeeper_state,), 1)
         yield Sample("kiel_group_owned_partitions", (), snapshot.owned_partitions)
         yield Sample("kiel_group_commits", (), snapshot.commits)
-        yield Sample("kiel_group_state", (snapshot.coordinator, snapshot.group_state), 1)
-        if snapshot.coordinator == "brokers":
-            yield Sample("kiel_group_generation", (), snapshot.generation)
-            yield Sample("kiel_group_leader", (), int(snapshot.leader))
-            if snapshot.last_heartbeat is not None:
-                yield Sample("kiel_group_last_heartbeat_timestamp_seconds", (),
-                             snapshot.last_heartbeat)
+        if snapshot.membership is not None:
+            # Each coordinator says what its part exports (no branch on its kind here).
+            yield from snapshot.membership.samples()
 
 
 def as_dict(snapshot: ClientMetrics) -> dict[str, list[dict[str, Any]]]:

@@ -25,6 +25,7 @@ from kiel.allocators import (
     Allocation,
     format_partition,
     get_allocator,
+    kafka_round_robin,
     parse_partition,
     range_allocator,
     register_allocator,
@@ -556,7 +557,8 @@ def test_format_partition_rejects(topic, pid):
 def test_get_allocator_by_name():
     assert get_allocator("round_robin") is round_robin
     assert get_allocator("Round-Robin") is round_robin
-    assert get_allocator("roundrobin") is round_robin
+    # Kafka's name is Java's order (one name, one algorithm in every coordinator).
+    assert get_allocator("roundrobin") is kafka_round_robin
     assert get_allocator("naive") is round_robin
     assert get_allocator("range") is range_allocator
     assert get_allocator(" sticky ") is sticky

@@ -59,6 +59,9 @@ def test_latency_summary_counts_sums_and_cumulates_buckets():
 
 
 def test_every_sample_is_a_named_metric_and_as_dict_is_json():
+    from kiel.coordinator.broker_group import BrokerGroupMetrics
+    from kiel.zookeeper.group_coordinator import ZooKeeperGroupMetrics
+
     snapshot = GroupedConsumerMetrics(
         requests={"Fetch": LatencySummary().snapshot()}, request_errors={("Fetch", "X"): 1},
         connections=1, records_in=2, bytes_in=3, fetch_errors={"E": 1},
@@ -67,6 +70,8 @@ def test_every_sample_is_a_named_metric_and_as_dict_is_json():
         rebalance_seconds_last=0.1, rebalance_seconds_max=0.1, zookeeper_state="CONNECTED",
         owned_partitions=2, commits=3, seconds_since_fetch=0.5,
         outages={"NoBrokersError": 1},
+        membership=ZooKeeperGroupMetrics(coordinator="zookeeper", state="CONNECTED",
+                                         zookeeper_state="CONNECTED"),
     )
     names = set()
     for sample in samples(snapshot):
@@ -77,7 +82,10 @@ def test_every_sample_is_a_named_metric_and_as_dict_is_json():
     broker_names = set()
     broker = dataclasses.replace(snapshot, coordinator="brokers", group_state="STABLE",
                                  zookeeper_state="NOT_USED", member_id="m-1", generation=4,
-                                 leader=True, last_heartbeat=1.7e9)
+                                 leader=True, last_heartbeat=1.7e9,
+                                 membership=BrokerGroupMetrics(
+                                     coordinator="brokers", state="STABLE", generation=4,
+                                     leader=True, heartbeat_at=1.7e9))
     for sample in samples(broker):
         assert len(sample.labels) == len(METRICS[sample.name].labels), sample
         broker_names.add(sample.name)

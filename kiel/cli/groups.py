@@ -4,14 +4,20 @@ import argparse
 import datetime
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from kiel.cli.options import client_options, need, parse_when
 from kiel.exc import ConfigError, UnsupportedFeatureError
 
 if TYPE_CHECKING:  # pragma: no cover - kiel.admin loads kazoo: imported where used
-    from kiel.admin import BrokerGroupDescription, GroupDescription, GroupPartition, ResetRow
+    from kiel.admin import (
+        BrokerGroupDescription,
+        GroupDescription,
+        GroupPartition,
+        ListedGroup,
+        ResetRow,
+    )
 
 __all__ = ["group", "topics"]
 
@@ -50,11 +56,79 @@ async def topics(args: argparse.Namespace, out: Any) -> int:
 async def group(args: argparse.Namespace, out: Any, err: Any = None) -> int:
     """``group list``, ``group describe GROUP``, ``group reset GROUP``.
 
-    On the groups the brokers coordinate, or with ``-z`` on ZooKeeper's.
+    On the groups the brokers coordinate, or with ``-z`` on ZooKeeper's: the
+    option names the coordinator object, whose admin
+    (:func:`kiel.admin.group_admin`) each command then asks.
+
+    Raises:
+        ConfigError: no ``-b`` where the command reads the brokers;
+            ``--force`` where the coordinator refuses it.
+        UnsupportedFeatureError: the brokers coordinate no groups (0.8:
+            the message says to pass ``-z``).
+    """
+    from kiel import admin
+    from kiel.client import Client
+
+    err = err or sys.stderr
+    coordinator = _coordinator(args)
+    groups = admin.group_admin(coordinator, None, timeout=args.timeout)
+    command = f"group {args.group_command}"
+    if args.group_command == "list" and not groups.lists_from_brokers:
+        # Listing a ZooKeeper group's names reads ZooKeeper alone (-b or not).
+        _write_groups(args, out, await groups.list_groups())
+        return 0
+    if not args.brokers:
+        raise ConfigError(f"'{command}' needs -b/--brokers" + (
+            "" if args.zookeeper else " (a group the brokers coordinate) or -z/--zookeeper "
+            "(a ZooKeeper group)"))
+    if args.group_command == "reset" and args.force and not groups.can_force:
+        raise ConfigError("--force is for ZooKeeper groups (-z): a group's coordinator "
+                          "refuses offsets from outside while the group has members")
+    async with Client(args.brokers, **client_options(args)) as client:
+        groups = admin.group_admin(coordinator, client.cluster, timeout=args.timeout)
+        try:
+            if args.group_command == "list":
+                _write_groups(args, out, await groups.list_groups())
+            elif args.group_command == "describe":
+                described = await groups.describe(args.group)
+                _WRITERS[type(described).__name__](args, out, described)
+            else:
+                rows = await groups.reset(args.group, _selection(args), _reset_to(args),
+                                          execute=args.execute, force=args.force)
+                _write_reset(args.group, rows, args.execute, out, err)
+        except UnsupportedFeatureError as e:
+            if e.context.get("api") not in _BROKER_GROUP_APIS:
+                raise
+            raise UnsupportedFeatureError(
+                f"{e.message}; these brokers coordinate no groups (a 0.8 cluster keeps "
+                "them in ZooKeeper): pass -z/--zookeeper", **e.context) from e
+    return 0
+
+
+def _coordinator(args: argparse.Namespace) -> Any:
+    """The coordinator object the options name: ZooKeeper's with ``-z``, else the brokers'.
+
+    Raises:
+        ConfigError: a bad ``-z``.
     """
     if args.zookeeper:
-        return await _zookeeper_group(args, out, err or sys.stderr)
-    return await _broker_group(args, out, err or sys.stderr)
+        from kiel.zookeeper.group_coordinator import ZooKeeperGroup
+
+        return ZooKeeperGroup(hosts=args.zookeeper)
+    from kiel.coordinator.broker_group import BrokerGroup
+
+    return BrokerGroup()
+
+
+def _write_groups(args: argparse.Namespace, out: Any, groups: "Sequence[ListedGroup]") -> None:
+    """``group list``: one id a line, or JSON (a ZooKeeper group's ids alone, as
+    before; a broker group's with its protocol type)."""
+    if args.json:
+        out.write(json.dumps([g.group if g.protocol_type is None else
+                              {"group": g.group, "protocol_type": g.protocol_type}
+                              for g in groups]) + "\n")
+    else:
+        out.write("".join(f"{g.group}\n" for g in groups))
 
 
 def _selection(args: argparse.Namespace) -> "Optional[dict[str, Optional[list[int]]]]":
@@ -129,74 +203,8 @@ def _write_zookeeper_group(args: argparse.Namespace, out: Any,
         out.write(f"\nConsumer group '{described.group}' has no active members.\n")
 
 
-async def _zookeeper_group(args: argparse.Namespace, out: Any, err: Any) -> int:
-    """The group commands on the 0.8 layout in ZooKeeper (``-z``)."""
-    from kiel import admin
-
-    zk_hosts = need(args.zookeeper, "-z/--zookeeper", f"group {args.group_command}")
-    if args.group_command == "list":
-        groups = await admin.list_groups(zk_hosts, timeout=args.timeout)
-        if args.json:
-            out.write(json.dumps(groups) + "\n")
-        else:
-            out.write("".join(f"{g}\n" for g in groups))
-        return 0
-    brokers = need(args.brokers, "-b/--brokers", f"group {args.group_command}")
-    if args.group_command == "describe":
-        described = await admin.describe_group(
-            brokers, zk_hosts, args.group, timeout=args.timeout, **client_options(args)
-        )
-        _write_zookeeper_group(args, out, described)
-        return 0
-    rows = await admin.reset_group_offsets(
-        brokers, zk_hosts, args.group, _selection(args), _reset_to(args),
-        execute=args.execute, force=args.force, timeout=args.timeout, **client_options(args),
-    )
-    _write_reset(args.group, rows, args.execute, out, err)
-    return 0
-
-
 #: The group APIs a 0.8 broker lacks: without them the groups are in ZooKeeper.
 _BROKER_GROUP_APIS = ("ListGroups", "DescribeGroups")
-
-
-async def _broker_group(args: argparse.Namespace, out: Any, err: Any) -> int:
-    """The group commands on the groups the brokers' coordinators keep.
-
-    Raises:
-        ConfigError: no ``-b``; ``--force`` (ZooKeeper groups only).
-        UnsupportedFeatureError: the brokers coordinate no groups (0.8:
-            the message says to pass ``-z``).
-    """
-    from kiel import admin
-    from kiel.client import Client
-
-    command = f"group {args.group_command}"
-    if not args.brokers:
-        raise ConfigError(f"'{command}' needs -b/--brokers (a group the brokers coordinate) "
-                          "or -z/--zookeeper (a ZooKeeper group)")
-    if args.group_command == "reset" and args.force:
-        raise ConfigError("--force is for ZooKeeper groups (-z): a group's coordinator "
-                          "refuses offsets from outside while the group has members")
-    async with Client(args.brokers, **client_options(args)) as client:
-        try:
-            if args.group_command == "list":
-                _write_broker_groups(args, out, await admin.list_broker_groups(client.cluster))
-            elif args.group_command == "describe":
-                described = await admin.describe_broker_group_offsets(client.cluster, args.group)
-                _write_broker_group(args, out, described)
-            else:
-                rows = await admin.reset_broker_group_offsets(
-                    client.cluster, args.group, _selection(args), _reset_to(args),
-                    execute=args.execute)
-                _write_reset(args.group, rows, args.execute, out, err)
-        except UnsupportedFeatureError as e:
-            if e.context.get("api") not in _BROKER_GROUP_APIS:
-                raise
-            raise UnsupportedFeatureError(
-                f"{e.message}; these brokers coordinate no groups (a 0.8 cluster keeps "
-                "them in ZooKeeper): pass -z/--zookeeper", **e.context) from e
-    return 0
 
 
 #: The LAG cell of a partition whose committed offset is above its log end.
@@ -225,15 +233,6 @@ def _table(rows: Sequence[Sequence[Any]]) -> str:
     return "".join(
         "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() + "\n" for row in cells
     )
-
-
-def _write_broker_groups(
-    args: argparse.Namespace, out: Any, groups: Sequence[tuple[str, str]]
-) -> None:
-    if args.json:
-        out.write(json.dumps([{"group": g, "protocol_type": t} for g, t in groups]) + "\n")
-    else:
-        out.write("".join(f"{g}\n" for g, _ in groups))
 
 
 def _write_broker_group(
@@ -281,3 +280,11 @@ def _write_broker_group(
     elif any(m.assignment is None for m in group.members):
         out.write("\nThe coordinator sent no assignment for some members "
                   "(their partitions show no owner).\n")
+
+
+#: How ``group describe`` writes each kind of description (by its class name:
+#: kiel.admin, which loads the clients, is imported only when a command runs).
+_WRITERS: dict[str, Callable[[argparse.Namespace, Any, Any], None]] = {
+    "GroupDescription": _write_zookeeper_group,
+    "BrokerGroupDescription": _write_broker_group,
+}

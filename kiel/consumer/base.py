@@ -42,7 +42,7 @@ from kiel.consumer.fetcher import (
 from kiel.consumer.health import CLIENT, HEALTH_STALL, Health
 from kiel.consumer.offsets import list_offsets
 from kiel.consumer.positions import Start, lag_of, to_timestamp
-from kiel.consumer.subscription import Subscription
+from kiel.consumer.subscription import Loan, PartitionState, Subscription
 from kiel.exc import (
     ClientClosedError,
     ConfigError,
@@ -173,18 +173,6 @@ def check_max_records(max_records: Any) -> None:
     _options.optional(_options.integer, "max_records", max_records, at_least=1)
 
 
-class _Loan:
-    """One partition's records lent to a ``stream()`` loop.
-
-    ``next`` is the offset of the first of them not yielded yet.
-    """
-
-    __slots__ = ("next",)
-
-    def __init__(self, first: int) -> None:
-        self.next = first
-
-
 class _BaseConsumer(Client):
     """The base of :class:`~kiel.consumer.SingleConsumer` and
     :class:`~kiel.consumer.grouped.GroupedConsumer`.
@@ -312,8 +300,6 @@ class _BaseConsumer(Client):
         #: stable offset, as ListOffsets with isolation 1 answers it.
         self._read_committed = isolation_level == "read_committed"
         self._tasks = Tasks(f"kiel-{type(self).__name__}")
-        #: Records lent to stream() loops and not yielded yet, per partition.
-        self._loans: dict[TopicPartition, _Loan] = {}
         #: Errors met in the background, raised by the next consume(). Each
         #: was logged when it happened; an application that does not call
         #: consume() for a while gets the newest MAX_PENDING_ERRORS.
@@ -373,7 +359,7 @@ class _BaseConsumer(Client):
         self, fetch: Callable[[], Awaitable[ConsumedBatches]]
     ) -> AsyncIterator[ConsumedRecord]:
         """Yield the records of ``fetch()`` rounds one at a time, until closed."""
-        loans = self._loans
+        subscription = self.subscription
         while True:
             try:
                 batches = await fetch()
@@ -381,16 +367,20 @@ class _BaseConsumer(Client):
                 return
             # Strategy: a batch's positions already moved past it in the
             # subscription; each partition's records are on loan to this loop
-            # until yielded. Whatever must stop them (a consume() or seek()
-            # while some are not yet yielded, a revocation) takes the loan
-            # back: the partition is sought to its first record not yielded,
-            # and this loop skips the rest of that partition's batch.
-            lent = {tp: _Loan(records[0].offset) for tp, records in batches.items()}
-            loans.update(lent)
-            for tp in sorted(batches):
-                loan = lent[tp]
+            # until yielded (the loan hangs off the partition's record).
+            # Whatever must stop them (a consume() or seek() while some are
+            # not yet yielded, a revocation) takes the loan back: the
+            # partition is sought to its first record not yielded, and this
+            # loop skips the rest of that partition's batch.
+            lent: dict[TopicPartition, tuple[PartitionState, Loan]] = {}
+            for tp, records in batches.items():
+                st = subscription.get(tp)
+                if st is not None:  # always, in the step the batch was drained in
+                    lent[tp] = (st, st.lend(records[0].offset))
+            for tp in sorted(lent):
+                st, loan = lent[tp]
                 for record in batches[tp]:
-                    if loans.get(tp) is not loan:
+                    if st.loan is not loan:
                         break
                     loan.next = record.offset + 1
                     self._handing_out(tp, record)
@@ -400,10 +390,10 @@ class _BaseConsumer(Client):
                         # The loop was left (or its task ended) while it held this one.
                         self._left_holding(tp, record)
                         raise
-                    if loans.get(tp) is loan:
+                    if st.loan is loan:
                         self._handed_out(tp, record)
-                if loans.get(tp) is loan:
-                    del loans[tp]
+                if st.loan is loan:
+                    st.take_loan()
 
     def _handing_out(self, tp: TopicPartition, record: ConsumedRecord) -> None:
         """``stream()`` is about to yield ``record`` (a hook for subclasses)."""
@@ -419,17 +409,16 @@ class _BaseConsumer(Client):
 
         Each such partition is sought back to its first record not yielded.
         """
-        loans = self._loans
-        if not loans:
-            return
         subscription = self.subscription
-        for tp in list(loans) if tps is None else list(tps):
-            loan = loans.pop(tp, None)
-            if loan is None:
-                continue
-            st = subscription.get(tp)
-            if st is not None and loan.next < st.position:
-                subscription.seek(tp, loan.next)
+        states = subscription.lent()
+        if not states:
+            return  # most calls: nothing is on loan (no walk over ``tps``)
+        if tps is not None:
+            states = [st for st in map(subscription.get, tps) if st is not None]
+        for st in states:
+            loan = st.take_loan()
+            if loan is not None and loan.next < st.position:
+                subscription.seek(st.tp, loan.next)
 
     # ------------------------------------------------------------------
     # positions
@@ -444,10 +433,7 @@ class _BaseConsumer(Client):
 
     def _position(self, tp: TopicPartition) -> int:
         st = self.subscription.get(tp)
-        if st is None:
-            return -1
-        loan = self._loans.get(tp)
-        return st.position if loan is None else min(loan.next, st.position)
+        return -1 if st is None else st.handed_position
 
     def position(self, topic: str, partition: int) -> int:
         """The offset of the next record to be handed to the application.
@@ -621,9 +607,7 @@ class _BaseConsumer(Client):
     def _to_fetch(self) -> list[TopicPartition]:
         """The partitions the consumer should be fetching: assigned, not
         paused by the application (a subclass hook)."""
-        subscription = self.subscription
-        paused = set(subscription.paused())
-        return [tp for tp in subscription.assignment() if tp not in paused]
+        return self.subscription.to_fetch()
 
     def _observe(self, now: float) -> list[TopicPartition]:
         """Tell :attr:`health` which partitions there are to fetch (each

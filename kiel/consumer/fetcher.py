@@ -41,7 +41,7 @@ from kiel.cluster import Cluster
 from kiel.consumer.decoder import DECODE_RECORDS, Decoder
 from kiel.consumer.health import Health
 from kiel.consumer.offsets import list_offsets
-from kiel.consumer.subscription import Batches, PartitionState, Status, Subscription
+from kiel.consumer.subscription import Batches, PartitionState, Subscription
 from kiel.exc import (
     ClientClosedError,
     KielError,
@@ -405,17 +405,14 @@ class Fetcher:
     def _kick(self, wanted: set[TopicPartition]) -> None:
         """Send a fetch to every leader that has fetchable wanted partitions and none in flight."""
         now = time.monotonic()
-        fetching = Status.FETCHING
         busy: set[int] = set(self._inflight)
         leader_of = self._leader_of
         for st in self.subscription.holding(wanted):
-            if st.status is fetching and not st.in_flight and st.error is None and (
-                st.buffer or st.raw is not None
-            ):
+            if st.draining():
                 # Its leader's partitions are fetched together, once drained.
                 busy.add(leader_of.get(st.tp, -1))
         for st in self._leaderless:
-            if st.tp in wanted and _fetchable(st, now):
+            if st.tp in wanted and st.fetch_now(now):
                 tp = st.tp
                 self._failed(
                     st,
@@ -495,7 +492,7 @@ class Fetcher:
             index = (start + k) % count
             st = states[index]
             tp = st.tp
-            if tp not in wanted or not _fetchable(st, now):
+            if tp not in wanted or not st.fetch_now(now):
                 continue
             info = (infos.get(tp.topic) or {}).get(tp.partition)
             if info is None or info.leader != leader:
@@ -740,15 +737,6 @@ class Fetcher:
         if pending:
             await asyncio.wait(pending, timeout=timeout)
         await self._tasks.cancel(timeout)
-
-
-def _fetchable(st: PartitionState, now: float) -> bool:
-    """Whether ``st`` may be fetched now: fetching, nothing in flight, held
-    or kept for it, and no retry pending."""
-    return (
-        st.status is Status.FETCHING and not st.in_flight and st.error is None
-        and not st.buffer and st.raw is None and st.retry_at <= now
-    )
 
 
 def _same_key(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:

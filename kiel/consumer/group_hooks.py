@@ -107,8 +107,6 @@ class ConsumerHooks(PartitionHooks):
         self._state = commits.held
         self._reclaim = reclaim
         self._waited = waited
-        #: The membership's connection is suspended: nothing is fetched.
-        self.suspended = False
         #: Times the rebalances for the consumer's ``rebalances`` counters.
         self._clock = RebalanceClock()
 
@@ -191,31 +189,28 @@ class ConsumerHooks(PartitionHooks):
             self.consumer.rebalances.observe(moved.seconds)
         return moved
 
+    @property
+    def suspended(self) -> bool:
+        """Whether the membership's connection is suspended: nothing is fetched."""
+        return self.consumer.subscription.suspended
+
     def suspend(self) -> None:
         """Stop fetching at once; drop fetched, undelivered records (positions kept)."""
-        self.suspended = True
         self._reclaim(None)
-        subscription = self.consumer.subscription
-        for tp in subscription.assignment():
-            if subscription.status(tp) is not Status.AWAITING_RESET:
-                subscription.seek(tp, subscription.position(tp))
-                subscription.pause(tp)
+        self.consumer.subscription.suspend()
 
     def resume(self) -> None:
-        self.suspended = False
-        subscription = self.consumer.subscription
-        for tp in subscription.paused():
-            if not self._state.is_paused(tp):
-                subscription.resume(tp)
+        # The partitions the application paused stay paused: their records say so.
+        self.consumer.subscription.unsuspend()
 
     def _stop(self, tps: list[TopicPartition]) -> None:
         self._reclaim(tps)  # nothing of theirs is yielded any more
         subscription = self.consumer.subscription
         for tp in tps:
             subscription.unassign(tp)
-            part = self._state.get(tp)
-            if part is not None:
-                part.paused = False
+            record = self._state.record(tp)
+            if record is not None:
+                record.paused = False  # a pause ends with the ownership
 
     async def start(self, tps: list[TopicPartition]) -> None:
         """Committed offset (or the reset policy) -> fetching.
@@ -249,9 +244,8 @@ class ConsumerHooks(PartitionHooks):
             ):
                 continue
             commits.start(tp, offset, committed.get(tp))
+            # Fetched unless its record says otherwise (paused, suspended).
             subscription.seek(tp, offset)
-            if self.suspended or state.is_paused(tp):
-                subscription.pause(tp)
 
     async def _starts(
         self, tps: list[TopicPartition]

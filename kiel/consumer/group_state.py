@@ -1,15 +1,14 @@
-"""One record of group state per owned partition.
+"""A group member's ownership of each partition it owns.
 
 A grouped consumer asks the same questions of a partition from several
-places: do I own it, is it being handed over, did the application pause it,
-which ownership is this (a start computed for an earlier one must not start
-a later one), what does the application still hold of it, what was last
-committed. :class:`OwnedPartition` answers all of them for one partition and
-:class:`GroupState` holds one per owned partition, so a partition that is
-forgotten takes all of its state with it.
-
-Fetch state (position, fetched records) stays in
-:mod:`kiel.consumer.subscription`, which the single consumer shares.
+places: do I own it, is it being handed over, which ownership is this (a
+start computed for an earlier one must not start a later one), what does
+the application still hold of it, what was last committed.
+:class:`OwnedPartition` answers them for one partition. It hangs off the
+partition's one record, :class:`~kiel.consumer.subscription.PartitionState`
+(``record.ownership``), which also answers whether it may be fetched, its
+position, its pause and its loans; :class:`GroupState` indexes the owned
+ones, so a partition that is forgotten takes all of its state with it.
 """
 
 import collections
@@ -17,6 +16,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Optional
 
+from kiel.consumer.subscription import PartitionState, Subscription
 from kiel.structs import Record, TopicPartition
 
 __all__ = ["GroupState", "Held", "OwnedPartition"]
@@ -37,8 +37,8 @@ class OwnedPartition:
             nothing to commit).
     """
 
-    __slots__ = ("pending", "done", "abandoned", "end", "generation", "revoking", "paused",
-                 "committed")
+    __slots__ = ("pending", "done", "abandoned", "end", "generation", "revoking",
+                 "committed", "record")
 
     def __init__(self, position: int = -1) -> None:
         self.pending: collections.deque[int] = collections.deque()
@@ -53,10 +53,11 @@ class OwnedPartition:
         #: Being handed over (fetching stopped, not given back yet): nothing
         #: may fetch it again (seek(), a late start).
         self.revoking = False
-        #: The application paused it (kept while it stays owned).
-        self.paused = False
         #: The offset last committed (or found committed), if known.
         self.committed: Optional[int] = None
+        #: The partition's record this ownership hangs off (its pause, its
+        #: fetch state; ``None`` for an ownership kept alone).
+        self.record: Optional[PartitionState] = None
 
     def restart(self, position: int) -> None:
         """The partition starts (again) at ``position``: nothing is in hand."""
@@ -130,9 +131,15 @@ Held = OwnedPartition
 
 
 class GroupState:
-    """The partitions this member owns, one :class:`OwnedPartition` each."""
+    """The partitions this member owns, one :class:`OwnedPartition` each.
 
-    def __init__(self) -> None:
+    Args:
+        subscription: the consumer's subscription, whose records the
+            ownerships hang off (default: one of its own).
+    """
+
+    def __init__(self, subscription: Optional[Subscription] = None) -> None:
+        self._subscription = Subscription(0) if subscription is None else subscription
         self._parts: dict[TopicPartition, OwnedPartition] = {}
 
     def own(self, tp: TopicPartition) -> OwnedPartition:
@@ -140,11 +147,21 @@ class GroupState:
         part = self._parts.get(tp)
         if part is None:
             part = self._parts[tp] = OwnedPartition()
+            record = self._subscription.adopt(tp)
+            record.ownership = part
+            part.record = record
         return part
 
     def forget(self, tp: TopicPartition) -> None:
-        """``tp`` is not owned any more: all of its state goes."""
-        self._parts.pop(tp, None)
+        """``tp`` is not owned any more: all of its state goes (its record
+        too, once it is not assigned)."""
+        if self._parts.pop(tp, None) is not None:
+            self._subscription.release(tp)
+
+    def record(self, tp: TopicPartition) -> Optional[PartitionState]:
+        """The record of an owned ``tp`` (``None``: not owned)."""
+        part = self._parts.get(tp)
+        return None if part is None else part.record
 
     def get(self, tp: TopicPartition) -> Optional[OwnedPartition]:
         """``tp``'s record, or ``None`` when it is not owned."""
@@ -177,8 +194,8 @@ class GroupState:
 
     def is_paused(self, tp: TopicPartition) -> bool:
         """Whether the application paused ``tp`` (and still owns it)."""
-        part = self._parts.get(tp)
-        return part is not None and part.paused
+        record = self.record(tp)
+        return record is not None and record.paused
 
     def revoking(self) -> set[TopicPartition]:
         """The partitions being handed over."""
@@ -186,4 +203,14 @@ class GroupState:
 
     def paused(self) -> list[TopicPartition]:
         """The owned partitions the application paused, sorted."""
-        return sorted(tp for tp, part in self._parts.items() if part.paused)
+        return sorted(tp for tp, part in self._parts.items()
+                      if part.record is not None and part.record.paused)
+
+    def to_fetch(self) -> list[TopicPartition]:
+        """The owned partitions that ought to be fetched (not paused by the
+        application: :attr:`PartitionState.should_fetch`), sorted."""
+        parts = self._parts
+        # An owned record: should_fetch is "not paused" (read plainly: every
+        # consume() round asks).
+        return [tp for tp in sorted(parts)
+                if (record := parts[tp].record) is None or not record.paused]

@@ -1,10 +1,12 @@
 """GroupedConsumer: split a group's partitions among processes.
 
-Who forms the group is a :class:`~kiel.consumer.membership.Membership`
-adapter's job: ZooKeeper's, given ``zk_hosts`` (members, allocation and
-owner znodes in :mod:`kiel.zookeeper`, Kafka 0.8's way), else the brokers'
-group coordinator's (:mod:`kiel.coordinator`: JoinGroup, SyncGroup,
-Heartbeat, beside Java, librdkafka and other Python members); this module plugs the consumer's
+Who forms the group is the coordinator object the caller passes, and its
+:class:`~kiel.consumer.membership.Membership` adapter's job: ZooKeeper's,
+``coordinator=ZooKeeperGroup(hosts=...)`` (members, allocation and owner
+znodes in :mod:`kiel.zookeeper`, Kafka 0.8's way), else the brokers' group
+coordinator's, ``BrokerGroup(...)`` (:mod:`kiel.coordinator`: JoinGroup,
+SyncGroup, Heartbeat, beside Java, librdkafka and other Python members);
+this module plugs the consumer's
 fetching into it (:class:`~kiel.consumer.group_hooks.ConsumerHooks`, the
 membership's :class:`~kiel.consumer.membership.PartitionHooks`), keeps one
 :class:`~kiel.consumer.group_state.OwnedPartition` per owned partition, and
@@ -19,7 +21,7 @@ Example::
 
     async def work(brokers):
         # A current cluster: the brokers coordinate the group. On Kafka 0.8
-        # pass zk_hosts="zk1:2181,zk2:2181" to keep it in ZooKeeper.
+        # pass coordinator=ZooKeeperGroup(hosts="zk1:2181,zk2:2181").
         consumer = GroupedConsumer(brokers, "billing", topics=["invoices"])
         await consumer.connect()
         try:
@@ -41,7 +43,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from re import Pattern
 from typing import (
     Any,
@@ -55,33 +57,52 @@ from kiel.consumer.commits import Commits
 from kiel.consumer.group_hooks import ConsumerHooks
 from kiel.consumer.group_state import GroupState
 from kiel.consumer.listener import ConsumerRebalanceListener, check_listener
-from kiel.consumer.membership import GroupContext, Membership, adapter
+from kiel.consumer.membership import (
+    GroupContext,
+    GroupCoordinator,
+    Membership,
+    adapter,
+    coordinator_from_keywords,
+    shim_keywords,
+)
 from kiel.consumer.offsets import GroupOffsets
 from kiel.consumer.positions import BEGINNING, END, Start, check_offset
 from kiel.consumer.subscription import Status
 from kiel.consumer.task_hands import TaskHands
 from kiel.exc import (
+    ArgumentError,
     ConfigError,
     KielError,
     UnknownPartitionError,
     UnknownTopicOrPartitionError,
 )
-from kiel.metrics import GroupedConsumerMetrics, RebalanceCounters
+from kiel.metrics import GroupedConsumerMetrics, GroupMetrics, RebalanceCounters
 from kiel.structs import GroupMetadata, TopicPartition
 
 __all__ = ["ConsumerRebalanceListener", "GroupedConsumer"]
 
 log = logging.getLogger(__name__)
 
+#: kiel 1.x's coordinator keywords, which the shim still takes (see
+#: GroupedConsumer's docstring): named in the coordinators' registry.
+SHIM_KEYWORDS = tuple(shim_keywords())
+
+
 class GroupedConsumer(_BaseConsumer):
     """Consume topics as one member of a group: the brokers', or one kept in ZooKeeper.
 
-    Without ``zk_hosts`` the brokers' group coordinator forms the group
-    (Kafka 2.4 and later, KRaft included), with members of any client;
-    with ``zk_hosts`` the group lives in ZooKeeper as Kafka 0.8's did. The
-    listener, the allocators and everything below work the same on both;
-    the options marked *ZooKeeper* or *brokers* are that coordinator's
-    alone (the other refuses them with :class:`~kiel.exc.ConfigError`).
+    Who forms the group is the ``coordinator`` object:
+    :class:`~kiel.coordinator.broker_group.BrokerGroup` (the default: the
+    brokers' group coordinator, Kafka 2.4 and later, KRaft included, with
+    members of any client) or
+    :class:`~kiel.zookeeper.group_coordinator.ZooKeeperGroup` (the group
+    lives in ZooKeeper as Kafka 0.8's did). Each holds its own settings; the
+    listener, the allocators and everything below work the same on both::
+
+        GroupedConsumer(brokers, "billing", topics=["invoices"],
+                        coordinator=BrokerGroup(session_timeout=10.0))
+        GroupedConsumer(brokers, "billing", topics=["invoices"],
+                        coordinator=ZooKeeperGroup(hosts="zk1:2181/kafka"))
 
     Args:
         brokers: bootstrap list, ``["host", "host:port", ...]`` or a
@@ -92,20 +113,12 @@ class GroupedConsumer(_BaseConsumer):
             full against every topic (``/brokers/topics`` in ZooKeeper, the
             brokers' metadata otherwise); new matching topics join as they
             appear.
-        zk_hosts: *ZooKeeper*: connection string ``"host:port,...[/chroot]"``
-            of the ensemble the brokers register in (the broker stores v0
-            offsets there too). ``None`` (default): the brokers coordinate.
-        allocator: ``"round_robin"`` (default), ``"range"``, ``"sticky"``,
-            ``"weighted"`` (by each member's ``capacity``, read from its
-            registration), another registered name, or a callable
-            ``(members, partitions) -> {member: {topic: [ids]}}`` (see the
-            allocators guide). Every member must use the same one. ``None``
-            means the coordinator's default. With the *brokers*: Kafka's
-            ``"range"`` and ``"roundrobin"`` (``"round_robin"`` too: Java's
-            order, so kiel shares groups with other clients), kiel's own as
-            ``kiel.<name>`` on the wire, or a preference list such as
-            ``["range", "roundrobin"]`` (the default) of which the
-            coordinator picks one every member offers.
+        coordinator: a :class:`~kiel.consumer.membership.GroupCoordinator`
+            (``BrokerGroup(...)``, ``ZooKeeperGroup(hosts=...)``) with the
+            group's settings: the allocator, ``member_id``, ``capacity``,
+            ``join_timeout``, ``leave_timeout`` and the coordinator's own
+            (see each class). ``None``: the one kiel 1.x's keywords below
+            describe, else ``BrokerGroup()``.
         listener: a :class:`ConsumerRebalanceListener`-like object (one with
             one or more of its callbacks; anything else is a
             :class:`~kiel.exc.ConfigError`), or None.
@@ -118,60 +131,12 @@ class GroupedConsumer(_BaseConsumer):
             (``None``: not by count).
         commit_metadata: the metadata string stored with each commit (a
             broker that finds it too large gets a retry without it).
-        session_timeout: *brokers*: seconds the coordinator waits for a
-            heartbeat before it drops the member (default 10; the broker's
-            ``group.min/max.session.timeout.ms`` bound it).
-        heartbeat_interval: *brokers*: seconds between heartbeats (default
-            3), sent on their own task whatever the application does.
-        max_poll_interval: *brokers*: seconds the application may go without
-            asking for records (default 300); past it the member leaves the
-            group on purpose (committing what was finished) and the next
-            :meth:`consume` raises :class:`~kiel.exc.PollIntervalExceededError`,
-            then joins again. Also bounds how long a rebalance waits for
-            the others.
-        group_instance_id: *brokers*: a static member's id (KIP-345): kept
-            across restarts, no LeaveGroup on close, so a restart within
-            ``session_timeout`` gets its partitions back without a rebalance.
-        zk_session_timeout: *ZooKeeper*: session timeout, seconds.
-        zk_chroot: optional chroot added to ``zk_hosts``.
-        zk_max_retry_delay: the longest pause, seconds, between attempts to
-            reconnect to ZooKeeper (exponential backoff up to it), so the
-            member is back soon after a long outage ends.
-        zk_connect_timeout: seconds :meth:`connect` waits for the first
-            ZooKeeper connection before it raises :class:`ZooKeeperError`
-            (the consumer can then be connected again, or closed).
-        partitions_from: where the members learn the topics' partition
-            counts: ``"zookeeper"`` (``/brokers/topics``, where 0.8 brokers
-            register), ``"metadata"`` (the brokers' metadata, read again every
-            ``metadata_max_age``: for a cluster whose brokers are not in
-            ``zk_hosts``, such as KRaft), or ``"auto"`` (default):
-            ZooKeeper when brokers are registered there, else the metadata.
-            Every member of a group must use the same source.
-        zk_auth: ``"user:password"``: digest-authenticate, and create this
-            group's znodes with ACLs that let only that identity change them
-            (anyone may read them, so 0.8 tools still see the group).
-        member_id: *ZooKeeper*: this member's id (default
-            ``<host>-<pid>-<random>``; the brokers give theirs, see
-            :attr:`member_id`).
-        capacity: advertised in the registration; the ``"weighted"``
-            allocator splits partitions in proportion to it.
-        acquire_timeout: seconds to wait for a previous owner to release a
-            partition before the allocation is recomputed.
         revoke_timeout: seconds a revocation waits for the application to
             finish the records it holds of a revoked partition; unfinished
             ones are then delivered again by the next owner.
-        join_timeout: seconds :meth:`connect` waits to register in the group
-            (a registration cut off by a lost ZooKeeper connection is tried
-            again meanwhile) and for the first allocation; in a ZooKeeper
-            group this includes waiting for live kiel 0.9 members of the
-            group to stop (see :doc:`/guides/migration`).
         listener_timeout: seconds an ``async`` listener callback may take;
             past it, it is cancelled, :class:`~kiel.exc.GroupError` is logged
             and raised by the next :meth:`consume`, and the hand-off goes on.
-        leave_timeout: seconds :meth:`close` gives the graceful leave
-            (revocation, commit, releasing the owner znodes, deregistering);
-            past it, or with ZooKeeper unreachable, the znodes go when the
-            session ends and the next owners deliver from the last commit.
         **options: the fetch options of
             :class:`~kiel.consumer.SingleConsumer` (``deserializer``,
             ``key_deserializer``, ``max_wait_time``, ``min_bytes``,
@@ -180,20 +145,33 @@ class GroupedConsumer(_BaseConsumer):
             where a partition with no committed offset starts:
             ``"earliest"`` (default), ``"latest"``, or ``"raise"``
             (:class:`~kiel.exc.OffsetResetError` from :meth:`consume`).
+            And kiel 1.x's coordinator keywords, a shim that builds the
+            coordinator object: ``zk_hosts`` (given: a ``ZooKeeperGroup``,
+            with ``zk_session_timeout``, ``zk_chroot``,
+            ``zk_max_retry_delay``, ``zk_connect_timeout``, ``zk_auth``,
+            ``partitions_from``, ``acquire_timeout``: its ``hosts``,
+            ``session_timeout``, ``chroot``, ``max_retry_delay``,
+            ``connect_timeout``, ``auth``, ``partitions_from``,
+            ``acquire_timeout``); without it a ``BrokerGroup``
+            (``session_timeout``, ``heartbeat_interval``,
+            ``max_poll_interval``, ``group_instance_id``); ``allocator``,
+            ``member_id``, ``capacity``, ``join_timeout``, ``leave_timeout``
+            for either. A keyword of the other coordinator is a
+            :class:`~kiel.exc.ConfigError`; any of them beside
+            ``coordinator=`` an :class:`~kiel.exc.ArgumentError`.
 
     Only ``brokers`` and ``group`` are taken by position; every other
     argument, ``topics`` and ``zk_hosts`` included, by name (kiel 0.9 took
     ``zk_hosts`` third: ``GroupedConsumer(brokers, group, ["svc"])`` is an
     :class:`~kiel.exc.ArgumentError` that says which name to write, never a
-    list of topics taken for ZooKeeper hosts). The coordinator's own
-    settings are named so that they can move, as they are, into a
-    coordinator object later.
+    list of topics taken for ZooKeeper hosts).
 
     Raises:
         ConfigError: a bad setting, or an option of another client (such
             as aiokafka's ``bootstrap_servers`` or ``group_id``), with kiel's
             spelling.
-        ArgumentError: a third argument given by position.
+        ArgumentError: a third argument given by position; a coordinator
+            object and kiel 1.x's coordinator keywords together.
     """
 
     #: :meth:`seek_to` the oldest offset the broker still holds.
@@ -228,50 +206,23 @@ class GroupedConsumer(_BaseConsumer):
         *,
         topics: Optional[Topics] = None,
         pattern: Union[str, Pattern[str], None] = None,
-        zk_hosts: Optional[str] = None,
-        allocator: Union[str, Callable[..., Any], Sequence[Any], None] = None,
+        coordinator: Optional[GroupCoordinator] = None,
         listener: Any = None,
         auto_finish: bool = True,
         commit_interval: Optional[float] = 5.0,
         commit_every: Optional[int] = None,
         commit_metadata: str = "",
-        zk_session_timeout: Optional[float] = None,
-        zk_chroot: Optional[str] = None,
-        zk_max_retry_delay: Optional[float] = None,
-        zk_connect_timeout: Optional[float] = None,
-        partitions_from: Optional[str] = None,
-        zk_auth: Optional[str] = None,
-        member_id: Optional[str] = None,
-        capacity: float = 1.0,
-        acquire_timeout: Optional[float] = None,
         revoke_timeout: float = 30.0,
-        join_timeout: float = 60.0,
-        leave_timeout: float = 10.0,
         listener_timeout: float = 30.0,
-        session_timeout: Optional[float] = None,
-        heartbeat_interval: Optional[float] = None,
-        max_poll_interval: Optional[float] = None,
-        group_instance_id: Optional[str] = None,
         **options: Any,
     ) -> None:
         self._wanted_topics = _topics_or_pattern(topics, pattern)
         _check_group_options(group, commit_interval, commit_every, revoke_timeout,
                              listener_timeout, auto_finish, commit_metadata, listener)
-        #: Which coordinator forms the group: ``"zookeeper"`` (``zk_hosts``
-        #: given) or ``"brokers"``.
-        self.coordinator = "zookeeper" if zk_hosts is not None else "brokers"
-        self._adapter = adapter(self.coordinator)
-        #: The membership's settings, checked once (see the adapter's settings
-        #: class): of the coordinators' own options only those given (the
-        #: others keep the adapter's defaults; the other adapter's are refused).
-        self.group_settings = self._adapter.settings_for(_given(
-            zk_hosts=zk_hosts, zk_session_timeout=zk_session_timeout, zk_chroot=zk_chroot,
-            zk_max_retry_delay=zk_max_retry_delay, zk_connect_timeout=zk_connect_timeout,
-            partitions_from=partitions_from, zk_auth=zk_auth, acquire_timeout=acquire_timeout,
-            session_timeout=session_timeout, heartbeat_interval=heartbeat_interval,
-            max_poll_interval=max_poll_interval, group_instance_id=group_instance_id,
-        ) | {"member_id": member_id, "capacity": capacity, "join_timeout": join_timeout,
-             "leave_timeout": leave_timeout, "allocator": allocator})
+        #: Who forms the group, with its settings: the ``coordinator`` given,
+        #: or the one kiel 1.x's keywords describe (the brokers' by default).
+        self.coordinator: GroupCoordinator = _coordinator(coordinator, options)
+        self._adapter = adapter(self.coordinator.kind)
         super().__init__(brokers, **options)
         self.group = group
         self.revoke_timeout = revoke_timeout
@@ -284,8 +235,9 @@ class GroupedConsumer(_BaseConsumer):
         #: The group membership (made by :meth:`connect`).
         self.membership: Optional[Membership] = None
         self._offsets = GroupOffsets(self.cluster, group)
-        #: One record per owned partition: in hand, revoking, paused, ownership.
-        self._state = GroupState()
+        #: The owned partitions: each ownership (in hand, revoking, last commit)
+        #: hangs off the partition's record in the subscription (pause, fetch state).
+        self._state = GroupState(self.subscription)
         self._commits = Commits(
             self._offsets, self._state, self._tasks, self._errors, metadata=commit_metadata,
             every=commit_every, interval=self.commit_interval, may_commit=self._may_commit,
@@ -314,8 +266,13 @@ class GroupedConsumer(_BaseConsumer):
         """This member's id in the group (known once :meth:`connect` joined, unless set)."""
         if self.membership is not None:
             return self.membership.member_id
-        member_id: Optional[str] = self.group_settings.member_id
+        member_id: Optional[str] = self.coordinator.member_id
         return member_id
+
+    @property
+    def group_settings(self) -> GroupCoordinator:
+        """The coordinator object (its settings): :attr:`coordinator`'s earlier name."""
+        return self.coordinator
 
     def group_metadata(self) -> GroupMetadata:
         """The group metadata a transactional producer sends with this member's offsets.
@@ -362,25 +319,26 @@ class GroupedConsumer(_BaseConsumer):
             a :class:`~kiel.metrics.GroupedConsumerMetrics` snapshot.
         """
         rebalances = self.rebalances
-        group = dict(self.membership.metrics()) if self.membership is not None else {}
+        part = self.group_metrics()
         return GroupedConsumerMetrics(
             **self._metric_fields(),
+            **part.flat(),
             rebalances=rebalances.count,
             rebalance_seconds=rebalances.seconds,
             rebalance_seconds_last=rebalances.last,
             rebalance_seconds_max=rebalances.max,
-            zookeeper_state=group.get("zookeeper_state", (
-                "NOT_STARTED" if self.coordinator == "zookeeper" else "NOT_USED")),
             owned_partitions=len(self._state),
             commits=self.commits,
-            coordinator=self.coordinator,
-            group_state=group.get("group_state", group.get("zookeeper_state", "NOT_STARTED")),
             member_id=self.member_id,
-            generation=group.get("generation", -1),
-            leader=bool(group.get("leader", False)),
-            last_heartbeat=group.get("last_heartbeat"),
             group=self.group,
+            membership=part,
         )
+
+    def group_metrics(self) -> GroupMetrics:
+        """The group's state as its coordinator reports it (typed: its
+        coordinator's :class:`~kiel.metrics.GroupMetrics` subclass); also
+        ``metrics().membership``."""
+        return self.coordinator.metrics(self.membership)
 
     # ------------------------------------------------------------------
     # health
@@ -388,9 +346,7 @@ class GroupedConsumer(_BaseConsumer):
     def _to_fetch(self) -> list[TopicPartition]:
         """The owned partitions, except those the application paused (a ZooKeeper
         suspension pauses fetching too, and counts as a stall)."""
-        state = self._state
-        paused = set(state.paused())
-        return [tp for tp in sorted(state) if tp not in paused]
+        return self._state.to_fetch()
 
     def unhealthy(self, stall: Optional[float] = None) -> Optional[str]:
         """Why :meth:`healthy` is false (``None`` when healthy): the consumers'
@@ -404,18 +360,17 @@ class GroupedConsumer(_BaseConsumer):
         limit = self._stall(stall)
         membership = self.membership
         silent: Optional[float] = None
-        group: dict[str, Any] = {}
+        part = self.group_metrics()
         if membership is not None:
-            group = dict(membership.metrics())
-            heard = group.get("last_heartbeat")
+            heard = part.last_heartbeat
             joined = self._joined_at
             if heard is None or (joined is not None and joined > heard):
                 heard = joined
-            if self.coordinator == "brokers" and heard is not None:
+            if part.heartbeats and heard is not None:
                 silent = time.time() - heard
             began = self.health.started_at()
             if began is not None and not self._to_fetch() and (
-                    group.get("zookeeper_state") == "CONNECTED"
+                    part.connected
                     or (silent is not None and silent < time.monotonic() - began)):
                 # Nothing to fetch, and the group's coordinator answered since
                 # the outage began: what it left behind (a commit that failed
@@ -428,7 +383,7 @@ class GroupedConsumer(_BaseConsumer):
             return "not connected to the group yet"
         if silent is not None and silent > limit:
             return (f"the group coordinator answered no heartbeat for {silent:.1f} s "
-                    f"(group state {group.get('group_state')})")
+                    f"(group state {part.state})")
         return None
 
     # ------------------------------------------------------------------
@@ -461,7 +416,7 @@ class GroupedConsumer(_BaseConsumer):
                 cluster=self.cluster, group=self.group, topics=self._wanted_topics,
                 hooks=self._ownership, offsets=self._offsets, tasks=self._tasks,
             ),
-            self.group_settings,
+            self.coordinator,
         )
         await membership.join()
         self._joined_at = time.time()
@@ -742,13 +697,13 @@ class GroupedConsumer(_BaseConsumer):
         """
         (tp,) = self._tps(topic, partition)
         check_offset(offset, topic, partition)
-        self._loans.pop(tp, None)
         hands = self._state[tp]
+        if hands.record is not None:
+            hands.record.take_loan()
         if not hands.pending:
             hands.end = offset
+        # Fetched unless its record says otherwise (paused, suspended).
         self.subscription.assign(tp, offset)
-        if self._ownership.suspended or hands.paused:
-            self.subscription.pause(tp)
 
     def _tps(self, topic: str, partition: Optional[int]) -> list[TopicPartition]:
         state = self._state
@@ -860,7 +815,6 @@ class GroupedConsumer(_BaseConsumer):
             UnknownPartitionError: not owned.
         """
         for tp in self._tps(topic, partition):
-            self._state[tp].paused = True
             self.subscription.pause(tp)
 
     def resume(self, topic: str, partition: Optional[int] = None) -> None:
@@ -870,9 +824,7 @@ class GroupedConsumer(_BaseConsumer):
             UnknownPartitionError: not owned.
         """
         for tp in self._tps(topic, partition):
-            self._state[tp].paused = False
-            if not self._ownership.suspended:
-                self.subscription.resume(tp)
+            self.subscription.resume(tp)
 
     def paused(self) -> list[TopicPartition]:
         """The owned partitions the application paused, sorted."""
@@ -896,6 +848,11 @@ class GroupedConsumer(_BaseConsumer):
         await self._seek_all(topic, self._tps(topic, partition), start)
 
 
+# The shim's keywords are not in __init__'s signature (help() and Sphinx show
+# the coordinator object), but the constructor's check takes them.
+GroupedConsumer.__init__._kiel_shape.named.update(SHIM_KEYWORDS)  # type: ignore[attr-defined]
+
+
 def _topics_or_pattern(
     topics: Optional[Topics], pattern: Union[str, Pattern[str], None]
 ) -> Union[list[str], Pattern[str]]:
@@ -916,9 +873,31 @@ def _topics_or_pattern(
         raise ConfigError(f"bad topic pattern {pattern!r}: {e}") from e
 
 
-def _given(**options: Any) -> dict[str, Any]:
-    """The options that were given (not ``None``)."""
-    return {name: value for name, value in options.items() if value is not None}
+def _coordinator(coordinator: Optional[GroupCoordinator],
+                 options: dict[str, Any]) -> GroupCoordinator:
+    """The consumer's coordinator: ``coordinator``, or the one kiel 1.x's
+    keywords in ``options`` describe (taken out of ``options``).
+
+    Raises:
+        ArgumentError: both a coordinator object and old keywords.
+        ConfigError: a bad setting, a keyword of the other coordinator, or
+            a ``coordinator`` that is no coordinator object.
+    """
+    old = {name: options.pop(name) for name in SHIM_KEYWORDS if name in options}
+    # None means "not given", as it always did (zk_hosts=None: the brokers).
+    given = {name: value for name, value in old.items() if value is not None}
+    if coordinator is None:
+        return coordinator_from_keywords(given)
+    if not isinstance(coordinator, GroupCoordinator):
+        raise ConfigError(
+            f"coordinator must be a coordinator object such as BrokerGroup(...) or "
+            f"ZooKeeperGroup(hosts=...), not {type(coordinator).__name__}")
+    if given:
+        raise ArgumentError(
+            f"{', '.join(sorted(given))}: give the group's settings either to the coordinator "
+            f"object ({type(coordinator).__name__}(...)) or as the consumer's keywords of "
+            "kiel 1.x, not both")
+    return coordinator
 
 
 def _check_group_options(

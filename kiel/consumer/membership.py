@@ -15,29 +15,48 @@ Both drive the consumer through the same :class:`PartitionHooks` (listener,
 start positions, stop and commit on revoke), so the listener, the allocators
 and everything ``consume()`` offers behave alike on both.
 
-Strategy: this package knows adapters by name only (:data:`ADAPTERS`), and
-imports one when a consumer is built with it. So ``kiel.consumer`` imports
-neither kazoo nor any adapter, a broker group never loads kazoo, and a new
-coordinator is one more adapter, not a fork of the consumer.
+The caller chooses the coordinator with an object, a
+:class:`GroupCoordinator`: :class:`kiel.coordinator.BrokerGroup` or
+:class:`kiel.zookeeper.group_coordinator.ZooKeeperGroup`. Each holds its
+settings (the shared ones, :class:`GroupCoordinator`'s fields, and its own),
+checked once when built, and turns its membership's state into its typed
+part of the consumer's metrics (:class:`~kiel.metrics.GroupMetrics`). The
+consumer's old keywords (``zk_hosts=``, ``session_timeout=`` ...) build the
+same objects (:func:`coordinator_from_keywords`).
+
+Strategy: this package knows adapters by name only (:data:`ADAPTERS`,
+:data:`COORDINATORS`), and imports one when a consumer is built with it. So
+``kiel.consumer`` imports neither kazoo nor any adapter, a broker group never
+loads kazoo, and a new coordinator is one more adapter, not a fork of the
+consumer.
 """
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from re import Pattern
-from typing import Any, Optional, Protocol, Union
+from typing import Any, ClassVar, Optional, Protocol, Union
 
 from kiel._aio import Tasks
+from kiel._options import real
 from kiel.cluster import Cluster
 from kiel.consumer.offsets import GroupOffsets
-from kiel.metrics import Rebalance
+from kiel.exc import ConfigError
+from kiel.metrics import GroupMetrics, Rebalance
 from kiel.structs import TopicPartition
 
 __all__ = [
     "ADAPTERS",
+    "COORDINATORS",
+    "OWN_KEYWORDS",
+    "SHARED_KEYWORDS",
     "GroupContext",
+    "GroupCoordinator",
     "Membership",
     "PartitionHooks",
     "adapter",
+    "coordinator_from_keywords",
+    "shim_keywords",
 ]
 
 
@@ -167,26 +186,152 @@ class Membership(Protocol):
         """
 
     def metrics(self) -> Mapping[str, Any]:
-        """The group's state for ``metrics()``: coordinator, state, generation and so on."""
+        """The adapter's state (state, generation and so on), which its
+        :class:`GroupCoordinator` turns into the consumer's typed
+        :class:`~kiel.metrics.GroupMetrics`."""
 
 
-#: The coordinators a group can live in: name -> (module, class) of the adapter.
+#: The consumer keywords every coordinator reads (its :class:`GroupCoordinator` fields).
+SHARED_KEYWORDS = ("allocator", "member_id", "capacity", "join_timeout", "leave_timeout")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupCoordinator:
+    """Who forms a grouped consumer's group, and how: the base of every coordinator.
+
+    Pass a subclass as ``GroupedConsumer(..., coordinator=...)``:
+    :class:`kiel.coordinator.BrokerGroup` (the brokers' group coordinator)
+    or :class:`kiel.zookeeper.group_coordinator.ZooKeeperGroup` (Kafka
+    0.8's groups in ZooKeeper). Immutable, checked when built, and free of
+    connections: one object may configure many consumers.
+
+    Args:
+        allocator: the allocator name (see the allocators guide: one name
+            is one algorithm in every coordinator), a callable, or ``None``
+            for the coordinator's default; a broker group also takes a
+            preference list.
+        member_id: this member's id, where the coordinator lets the member
+            choose it (ZooKeeper); ``None``: the coordinator's.
+        capacity: advertised to the other members; the ``"weighted"``
+            allocator splits partitions in proportion to it.
+        join_timeout: seconds ``connect()`` waits to join and take the
+            first assignment.
+        leave_timeout: seconds ``close()`` gives the graceful leave.
+
+    Raises:
+        ConfigError: a bad setting (when built).
+    """
+
+    allocator: Any = None
+    member_id: Optional[str] = None
+    capacity: float = 1.0
+    join_timeout: float = 60.0
+    leave_timeout: float = 10.0
+
+    #: The coordinator's name in metrics and logs (``"brokers"``, ``"zookeeper"``):
+    #: also the key of its membership adapter in :data:`ADAPTERS`.
+    kind: ClassVar[str] = ""
+    #: kiel 1.x's consumer keywords for this coordinator's own settings:
+    #: keyword -> field (the shim, :func:`coordinator_from_keywords`).
+    KEYWORDS: ClassVar[Mapping[str, str]] = {}
+    #: Why another coordinator's keyword is refused here (after its name).
+    FOREIGN: ClassVar[str] = ""
+
+    def check_shared(self) -> None:
+        """Refuse a bad shared setting (a subclass's ``__post_init__`` calls it).
+
+        Raises:
+            ConfigError: a bad capacity or join/leave timeout.
+        """
+        real("capacity", self.capacity, above=0, unit="a number")
+        real("join_timeout", self.join_timeout, above=0)
+        real("leave_timeout", self.leave_timeout, at_least=0)
+
+    def metrics(self, membership: Optional["Membership"]) -> GroupMetrics:
+        """This coordinator's part of the consumer's metrics: the state of
+        ``membership`` (``None``: not connected yet).
+
+        Returns:
+            a :class:`~kiel.metrics.GroupMetrics` of the coordinator's own kind.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def from_keywords(cls, options: Mapping[str, Any]) -> "GroupCoordinator":
+        """The coordinator kiel 1.x's consumer keywords describe (the given ones).
+
+        Raises:
+            ConfigError: a bad setting, or another coordinator's keyword.
+        """
+        foreign = sorted(set(options) - set(cls.KEYWORDS) - set(SHARED_KEYWORDS))
+        if foreign:
+            raise ConfigError(f"{', '.join(foreign)}: {cls.FOREIGN}")
+        return cls(**{cls.KEYWORDS.get(name, name): value for name, value in options.items()})
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self))
+        return f"{type(self).__name__}({shown})"
+
+
+#: The coordinators a group can live in: kind -> (module, class) of the membership adapter.
 ADAPTERS: dict[str, tuple[str, str]] = {
     "zookeeper": ("kiel.zookeeper.membership", "ZooKeeperMembership"),
     "brokers": ("kiel.coordinator.membership", "BrokerMembership"),
 }
 
+#: The coordinator objects by kind: (module, class) of the :class:`GroupCoordinator`.
+COORDINATORS: dict[str, tuple[str, str]] = {
+    "zookeeper": ("kiel.zookeeper.group_coordinator", "ZooKeeperGroup"),
+    "brokers": ("kiel.coordinator.broker_group", "BrokerGroup"),
+}
+
+
+def _load(where: tuple[str, str]) -> Any:
+    module, cls = where
+    return getattr(importlib.import_module(module), cls)
+
 
 def adapter(name: str) -> Any:
-    """The adapter class registered as ``name`` (imported now, once).
+    """The membership adapter class registered as ``name`` (imported now, once).
 
-    An adapter class has ``OPTIONS`` (the consumer keywords it reads), a
-    classmethod ``settings_for(options)`` that checks the options given once
-    (raising :class:`~kiel.exc.ConfigError`), and builds a
-    :class:`Membership` from ``(context, settings)``.
+    An adapter builds a :class:`Membership` from ``(context, coordinator)``,
+    the coordinator being its own :class:`GroupCoordinator` subclass.
 
     Raises:
         KeyError: no such adapter.
     """
-    module, cls = ADAPTERS[name]
-    return getattr(importlib.import_module(module), cls)
+    return _load(ADAPTERS[name])
+
+
+#: kiel 1.x's consumer keywords for each coordinator's own settings (its
+#: class's ``KEYWORDS``, named here so that the consumer knows them without
+#: importing an adapter; tests/test_coordinator_objects.py holds them equal).
+OWN_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "brokers": ("session_timeout", "heartbeat_interval", "max_poll_interval",
+                "group_instance_id"),
+    "zookeeper": ("zk_hosts", "zk_session_timeout", "zk_chroot", "zk_max_retry_delay",
+                  "zk_connect_timeout", "zk_auth", "partitions_from", "acquire_timeout"),
+}
+
+
+def shim_keywords() -> list[str]:
+    """Every consumer keyword the shim takes: the coordinators' own and the shared ones."""
+    names = set(SHARED_KEYWORDS)
+    for own in OWN_KEYWORDS.values():
+        names.update(own)
+    return sorted(names)
+
+
+def coordinator_from_keywords(options: Mapping[str, Any]) -> GroupCoordinator:
+    """The coordinator kiel 1.x's keywords describe: ZooKeeper's when
+    ``zk_hosts`` is given, else the brokers'.
+
+    Args:
+        options: the keywords given (``None`` values left out).
+
+    Raises:
+        ConfigError: a bad setting, or a keyword of the other coordinator.
+    """
+    kind = "zookeeper" if options.get("zk_hosts") is not None else "brokers"
+    cls: type[GroupCoordinator] = _load(COORDINATORS[kind])
+    return cls.from_keywords(options)

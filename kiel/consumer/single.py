@@ -302,7 +302,7 @@ class SingleConsumer(_BaseConsumer):
             UnknownTopicError, UnknownPartitionError: not consumed.
         """
         (tp,) = self._tps(topic, partition)
-        self._loans.pop(tp, None)
+        self.subscription.state(tp).take_loan()
         self.subscription.seek(tp, offset)
 
     async def seek_to(self, topic: str, start: Start, partition: Optional[int] = None) -> None:

@@ -3,13 +3,27 @@
 Pure: no I/O, no clock of its own (callers pass ``now``), no event loop. The
 fetcher reads and updates it; the consumers move partitions between states.
 
-Each assigned partition has one :class:`Status`::
+One record per partition, :class:`PartitionState`, answers every question
+asked of it: is it owned, may it be fetched (:attr:`PartitionState.may_fetch`,
+computed from the facts below, never pushed), its position, what the
+application holds of it and what was committed (a group member's
+:class:`~kiel.consumer.group_state.OwnedPartition` hangs off it as
+``ownership``), and what a ``stream()`` loop has on loan (``loan``).
 
-    assign(tp)            assign(tp, offset) / seek        pause
+The facts are kept once each: assigned (fetched by this consumer) or not,
+the position (-1: awaiting one), ``paused`` (by the application: the one
+pause flag), the subscription's ``suspended`` (a group member whose
+ownership is uncertain fetches nothing) and what is held back (in flight,
+fetched and not handed out, an error kept, a retry pending). Its
+:class:`Status` is read from them::
+
+    assign(tp)            assign(tp, offset) / seek        pause / suspend
     ---------> AWAITING_RESET ---------------------> FETCHING <------> PAUSED
-                                 seek                          resume
-    unassign (from any state) -> UNASSIGNED: the state object is dropped, and
-    a fetch answer that comes back for it afterwards is ignored.
+                                 seek                       resume / unsuspend
+    unassign (from any state) -> UNASSIGNED: a fetch answer that comes back
+    for it afterwards is ignored. The record is dropped, unless a group
+    member still owns the partition (then it is kept, unassigned, until the
+    ownership ends: a pause and what is in hand stay with it).
 
 Besides its status a partition carries its position (the offset of the next
 record to hand out), the high watermark of its latest fetch, its fetch size
@@ -23,14 +37,17 @@ handed out, a bounded number at a time (see :mod:`kiel.consumer.decoder`).
 
 import enum
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from kiel.consumer.positions import check_offset
 from kiel.exc import KielError, UnknownPartitionError
 from kiel.retry import Backoff
 from kiel.structs import Record, TopicPartition
 
-__all__ = ["PartitionState", "Status", "Subscription"]
+if TYPE_CHECKING:
+    from kiel.consumer.group_state import OwnedPartition
+
+__all__ = ["Loan", "PartitionState", "Shared", "Status", "Subscription"]
 
 
 def _tp(st: "PartitionState") -> TopicPartition:
@@ -54,19 +71,54 @@ class Status(enum.Enum):
     UNASSIGNED = "unassigned"
 
 
+class Loan:
+    """A partition's records lent to a ``stream()`` loop and not all yielded yet.
+
+    ``next`` is the offset of the first of them not yielded yet.
+    """
+
+    __slots__ = ("next",)
+
+    def __init__(self, first: int) -> None:
+        self.next = first
+
+
+class Shared:
+    """What a subscription's records share: the marks, the loans and the suspension."""
+
+    __slots__ = ("marked", "lent", "suspended")
+
+    def __init__(self) -> None:
+        #: The records that may hold something (see PartitionState.mark).
+        self.marked: set[PartitionState] = set()
+        #: The records with a loan (see PartitionState.loan).
+        self.lent: set[PartitionState] = set()
+        #: A group member's ownership is uncertain: nothing is fetched.
+        self.suspended = False
+
+
 class PartitionState:
-    """One assigned partition.
+    """One partition's record.
 
     Args:
         tp: the partition.
         position: the offset to start from, or -1 when it is not known yet
             (:attr:`Status.AWAITING_RESET`).
         fetch_size: the bytes asked for per fetch (``max_bytes``).
+        shared: what the subscription's records share (a record alone
+            gets its own).
+        assigned: fetched by this consumer (a group member's record is
+            made before its partition is assigned, see
+            :meth:`Subscription.adopt`).
     """
 
     __slots__ = (
         "tp",
-        "status",
+        "assigned",
+        "paused",
+        "loan",
+        "ownership",
+        "shared",
         "position",
         "highwater",
         "fetch_size",
@@ -84,22 +136,35 @@ class PartitionState:
         "retry_at",
         "in_flight",
         "answered",
-        "marks",
     )
 
     def __init__(
         self, tp: TopicPartition, position: int, fetch_size: int,
-        marks: Optional[set["PartitionState"]] = None,
+        shared: Optional[Shared] = None, assigned: bool = True,
     ) -> None:
         self.tp = tp
-        #: The subscription's partitions that may hold something (see :meth:`mark`).
-        self.marks = marks
-        self.status = Status.FETCHING if position >= 0 else Status.AWAITING_RESET
-        #: The offset of the next record to hand out (-1: not known yet).
-        self.position = position
+        self.shared = Shared() if shared is None else shared
+        #: Fetched by this consumer (unassigned: answers for it are dropped).
+        self.assigned = assigned
+        #: The application paused it (kept while it is assigned or owned).
+        self.paused = False
+        #: Records lent to a ``stream()`` loop and not yielded yet, if any.
+        self.loan: Optional[Loan] = None
+        #: A group member's ownership of it: what is in hand, what was
+        #: committed, whether it is being handed over (``None``: not owned
+        #: by a group member).
+        self.ownership: Optional[OwnedPartition] = None
+        #: Bumped on every seek: an answer for an older epoch is dropped.
+        self.epoch = 0
         #: The high watermark from the latest fetch response (None until one).
         self.highwater: Optional[int] = None
         self.fetch_size = fetch_size
+        self._fresh(position)
+
+    def _fresh(self, position: int) -> None:
+        """Start the fetch state over at ``position`` (-1: awaiting one)."""
+        #: The offset of the next record to hand out (-1: not known yet).
+        self.position = position
         #: Decoded records not handed out yet, and the offset that follows them.
         self._buffer: list[Record] = []
         self.next_offset = position
@@ -117,8 +182,6 @@ class PartitionState:
         self.inner_pos = 0
         #: Records of an open record batch read so far (its count says how many it holds).
         self.inner_index = 0
-        #: Bumped on every seek: an answer for an older epoch is dropped.
-        self.epoch = 0
         #: An error to raise to the application (then cleared).
         self._error: Optional[KielError] = None
         #: Consecutive retriable failures, and when the next fetch may go.
@@ -133,8 +196,102 @@ class PartitionState:
         """Note that this partition now holds something besides its position:
         a raw answer, records, an error or a retry. The subscription's
         per-round reads walk the marked partitions only, not every one assigned."""
-        if self.marks is not None:
-            self.marks.add(self)
+        self.shared.marked.add(self)
+
+    # ------------------------------------------------------------------
+    # the questions asked of a partition, answered from its facts
+
+    @property
+    def status(self) -> Status:
+        """Where the partition stands, read from its facts."""
+        if not self.assigned:
+            return Status.UNASSIGNED
+        if self.position < 0:
+            return Status.AWAITING_RESET
+        # Paused by the application or suspended: may_fetch says which is fetched.
+        return Status.FETCHING if self.may_fetch else Status.PAUSED
+
+    @property
+    def owned(self) -> bool:
+        """Whether this consumer has the partition: a group member owns it
+        (being handed over included), a single consumer was assigned it."""
+        return self.ownership is not None or self.assigned
+
+    @property
+    def should_fetch(self) -> bool:
+        """Whether the partition ought to be fetched: owned, not paused by
+        the application. Whatever else stops it (a suspension, a position
+        not known yet) counts as a stall (see :mod:`kiel.consumer.health`)."""
+        return not self.paused and self.owned
+
+    @property
+    def may_fetch(self) -> bool:
+        """Whether the partition may be fetched and handed out: assigned (a
+        partition handed over is unassigned at once), its position known,
+        not paused by the application, the ownership not suspended."""
+        return (
+            self.assigned and self.position >= 0 and not self.paused
+            and not self.shared.suspended
+        )
+
+    def held_back(self, now: float) -> bool:
+        """Whether a fetch must wait for what the partition holds: a fetch in
+        flight, an answer or records not handed out, an error kept, a retry
+        not due yet."""
+        return (
+            self.in_flight or self.error is not None or bool(self.buffer)
+            or self.raw is not None or self.retry_at > now
+        )
+
+    def fetch_now(self, now: float) -> bool:
+        """Whether a fetch for the partition may go now."""
+        return self.may_fetch and not self.held_back(now)
+
+    def draining(self) -> bool:
+        """Whether the partition waits for an answer it holds to be handed
+        out (its leader's partitions are fetched together, once drained)."""
+        return (
+            self.may_fetch and not self.in_flight and self.error is None
+            and (bool(self.buffer) or self.raw is not None)
+        )
+
+    def retry_due(self, now: float) -> Optional[float]:
+        """When a retry of the partition may go, if one is pending and nothing else holds it."""
+        if (self.retry_at > now and self.may_fetch and not self.in_flight
+                and self.error is None):
+            return self.retry_at
+        return None
+
+    @property
+    def in_hand(self) -> bool:
+        """Whether the application holds records of it it may still finish
+        (a group member's; a single consumer keeps no such account)."""
+        return self.ownership is not None and self.ownership.in_hand
+
+    @property
+    def committed(self) -> Optional[int]:
+        """The offset last committed (or found committed) by a group member, if known."""
+        return None if self.ownership is None else self.ownership.committed
+
+    def lend(self, first: int) -> Loan:
+        """Lend records from ``first`` on to a ``stream()`` loop (replaces any loan)."""
+        loan = self.loan = Loan(first)
+        self.shared.lent.add(self)
+        return loan
+
+    def take_loan(self) -> Optional[Loan]:
+        """End the loan, if any, and return it."""
+        loan, self.loan = self.loan, None
+        if loan is not None:
+            self.shared.lent.discard(self)
+        return loan
+
+    @property
+    def handed_position(self) -> int:
+        """The offset of the next record handed to the application: the
+        position, or the first record a ``stream()`` loop has not yielded."""
+        loan = self.loan
+        return self.position if loan is None else min(loan.next, self.position)
 
     # Whatever gives the partition something to hold marks it, whoever sets it.
 
@@ -176,12 +333,12 @@ class PartitionState:
         return (
             self.raw is not None or bool(self.buffer) or self.error is not None
             or self.failures > 0
-        ) and self.status is not Status.UNASSIGNED
+        ) and self.assigned
 
     def current(self, offset: int, epoch: int) -> bool:
         """Whether an answer for ``offset`` asked at ``epoch`` may still land here."""
         return (
-            self.status is not Status.UNASSIGNED
+            self.assigned
             and self.epoch == epoch
             and self.position == offset
             and not self.buffer
@@ -200,8 +357,6 @@ class PartitionState:
         self.error = None
         self.failures = 0
         self.retry_at = 0.0
-        if self.status is Status.AWAITING_RESET:
-            self.status = Status.FETCHING
 
     def drop_raw(self) -> None:
         """Forget the raw answer and the wrapper open in it."""
@@ -253,19 +408,25 @@ class Subscription:
     def __init__(self, fetch_size: int, on_change: Callable[[], None] = lambda: None) -> None:
         self.fetch_size = fetch_size
         self._on_change = on_change
+        #: The assigned partitions' records.
         self._parts: dict[TopicPartition, PartitionState] = {}
+        #: Every record: the assigned ones, and those a group member owns
+        #: while they are not assigned (awaiting the listener, left
+        #: unstarted, being handed over).
+        self._records: dict[TopicPartition, PartitionState] = {}
+        self._shared = Shared()
         #: Strategy: the partitions that may hold a raw answer, records, an
         #: error or a retry (PartitionState.mark; pruned as they empty), so a
         #: round's reads follow what was answered, not every partition
-        #: assigned (100,000 of them, say).
-        self._marked: set[PartitionState] = set()
+        #: assigned (100,000 of them, say). Likewise the records with a loan.
+        self._marked = self._shared.marked
         #: The assigned partitions by topic and partition id (for walks in order).
         self._by_topic: dict[str, dict[int, PartitionState]] = {}
         #: Bumped whenever a partition is assigned or unassigned.
         self.version = 0
         self._topics: tuple[int, list[str]] = (-1, [])
         #: assignment()'s sorted partitions, at the version they were sorted.
-        self._sorted: tuple[int, list[TopicPartition]] = (-1, [])
+        self._sorted: tuple[int, list[TopicPartition], list[PartitionState]] = (-1, [], [])
         #: all_answered()'s latest walk: its ``wanted``, the versions it
         #: saw, the states walked and how far they were all answered.
         self._answered_walk: tuple[Any, tuple[int, int], list[PartitionState], int] = (
@@ -293,8 +454,15 @@ class Subscription:
             check_offset(position, tp.topic, tp.partition)
         st = self._parts.get(tp)
         if st is None:
-            st = self._parts[tp] = PartitionState(tp, -1 if position is None else position,
-                                                  self.fetch_size, self._marked)
+            start = -1 if position is None else position
+            st = self._records.get(tp)
+            if st is None:
+                st = self._records[tp] = PartitionState(tp, start, self.fetch_size, self._shared)
+            else:  # owned by a group member, not assigned: its fetch state starts over
+                st.epoch += 1
+                st._fresh(start)
+                st.assigned = True
+            self._parts[tp] = st
             self._by_topic.setdefault(tp.topic, {})[tp.partition] = st
             self.version += 1
         elif position is not None:
@@ -305,7 +473,8 @@ class Subscription:
         self._on_change()
 
     def unassign(self, tp: TopicPartition) -> None:
-        """Forget ``tp`` and its undelivered records (no-op if not assigned)."""
+        """Stop fetching ``tp`` and forget its undelivered records (no-op if
+        not assigned). Its record goes too, unless a group member owns it."""
         st = self._parts.pop(tp, None)
         if st is not None:
             by_partition = self._by_topic[tp.topic]
@@ -314,7 +483,26 @@ class Subscription:
                 del self._by_topic[tp.topic]
             self.version += 1
             self._drop(st)
+            if st.ownership is None:
+                del self._records[tp]
             self._on_change()
+
+    def adopt(self, tp: TopicPartition) -> PartitionState:
+        """``tp``'s record, made (unassigned, awaiting a position) if there is
+        none: a group member's ownership hangs off it from the start."""
+        st = self._records.get(tp)
+        if st is None:
+            st = self._records[tp] = PartitionState(
+                tp, -1, self.fetch_size, self._shared, assigned=False)
+        return st
+
+    def release(self, tp: TopicPartition) -> None:
+        """``tp`` is not owned any more: its record goes, unless it is assigned."""
+        st = self._records.get(tp)
+        if st is not None:
+            st.ownership = None
+            if not st.assigned:
+                del self._records[tp]
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         """Make ``offset`` the next offset handed out for ``tp``; drops buffered records.
@@ -329,27 +517,44 @@ class Subscription:
         self._on_change()
 
     def pause(self, tp: TopicPartition) -> None:
-        """Stop fetching and handing out ``tp`` (records already fetched are kept).
+        """Stop fetching and handing out ``tp`` (records already fetched are
+        kept). The pause lasts while the record does: a seek keeps it.
 
         Raises:
-            UnknownPartitionError: ``tp`` is not assigned.
+            UnknownPartitionError: ``tp`` is neither assigned nor owned.
         """
-        self._move(tp, Status.FETCHING, Status.PAUSED)
+        self.record(tp).paused = True
 
     def resume(self, tp: TopicPartition) -> None:
         """Undo :meth:`pause` (and wake a waiting fetch).
 
         Raises:
-            UnknownPartitionError: ``tp`` is not assigned.
+            UnknownPartitionError: ``tp`` is neither assigned nor owned.
         """
-        self._move(tp, Status.PAUSED, Status.FETCHING)
+        self.record(tp).paused = False
         self._seeks += 1  # fetched again: all_answered() looks at it again
         self._on_change()
 
-    def _move(self, tp: TopicPartition, old: Status, new: Status) -> None:
-        st = self.state(tp)
-        if st.status is old:
-            st.status = new
+    @property
+    def suspended(self) -> bool:
+        """Whether fetching is suspended (a group member's ownership is uncertain)."""
+        return self._shared.suspended
+
+    def suspend(self) -> None:
+        """Fetch nothing until :meth:`unsuspend`; drop what was fetched and
+        not handed out (positions are kept; pauses too)."""
+        self._shared.suspended = True
+        for st in self._parts.values():
+            if st.position >= 0:
+                st.seek(st.position)
+        self._seeks += 1
+        self._on_change()
+
+    def unsuspend(self) -> None:
+        """Undo :meth:`suspend` (partitions the application paused stay paused)."""
+        self._shared.suspended = False
+        self._seeks += 1  # fetched again: all_answered() looks at it again
+        self._on_change()
 
     def drop_fetched(self) -> None:
         """Drop every partition's fetched records and what is in flight for it
@@ -362,7 +567,8 @@ class Subscription:
 
     @staticmethod
     def _drop(st: PartitionState) -> None:
-        st.status = Status.UNASSIGNED
+        st.assigned = False
+        st.take_loan()
         st.epoch += 1
         st.buffer = []
         st.drop_raw()
@@ -387,6 +593,19 @@ class Subscription:
             )
         return st
 
+    def record(self, tp: TopicPartition) -> PartitionState:
+        """The record of ``tp``, assigned or only owned by a group member.
+
+        Raises:
+            UnknownPartitionError: ``tp`` is neither assigned nor owned.
+        """
+        st = self._records.get(tp)
+        if st is None:
+            raise UnknownPartitionError(
+                "partition is not assigned to this consumer", topic=tp.topic, partition=tp.partition
+            )
+        return st
+
     def status(self, tp: TopicPartition) -> Status:
         """The status of ``tp`` (:attr:`Status.UNASSIGNED` when not assigned)."""
         st = self._parts.get(tp)
@@ -403,17 +622,34 @@ class Subscription:
         held the loop for tens of milliseconds, so the order is kept until
         a partition is assigned or unassigned.
         """
+        return list(self._in_order()[0])
+
+    def _in_order(self) -> tuple[list[TopicPartition], list[PartitionState]]:
+        """The assigned partitions sorted, and their records in the same order (kept)."""
         if self._sorted[0] != self.version:
-            self._sorted = (self.version, sorted(self._parts))
-        return list(self._sorted[1])
+            tps = sorted(self._parts)
+            parts = self._parts
+            self._sorted = (self.version, tps, [parts[tp] for tp in tps])
+        return self._sorted[1], self._sorted[2]
 
     def with_status(self, status: Status) -> list[TopicPartition]:
         """The partitions in ``status``, sorted."""
         return sorted(tp for tp, st in self._parts.items() if st.status is status)
 
     def paused(self) -> list[TopicPartition]:
-        """The paused partitions, sorted."""
-        return self.with_status(Status.PAUSED)
+        """The assigned partitions the application paused, sorted."""
+        return sorted(tp for tp, st in self._parts.items() if st.paused)
+
+    def to_fetch(self) -> list[TopicPartition]:
+        """The assigned partitions that ought to be fetched (not paused by the
+        application: :attr:`PartitionState.should_fetch`), sorted."""
+        # An assigned record is owned: should_fetch is "not paused" (read
+        # plainly: every consume() round asks, of 100,000 partitions, say).
+        return [st.tp for st in self._in_order()[1] if not st.paused]
+
+    def lent(self) -> list[PartitionState]:
+        """The records with a loan (see :meth:`PartitionState.lend`)."""
+        return list(self._shared.lent)
 
     def position(self, tp: TopicPartition) -> int:
         """The offset of the next record handed out for ``tp`` (-1 while awaiting one).
@@ -503,7 +739,6 @@ class Subscription:
             records per partition; each partition's position moves past them.
         """
         out: Batches = {}
-        fetching = Status.FETCHING
         # Strategy: partitions in sorted order so a bounded hand-out is
         # deterministic; what does not fit stays buffered with the position at
         # its first record, and a buffered partition is not fetched again
@@ -511,7 +746,7 @@ class Subscription:
         left = max_records
         for st in self.holding(wanted):
             tp = st.tp
-            if not st.buffer or st.status is not fetching:
+            if not st.buffer or not st.may_fetch:
                 continue
             if left is not None and left < len(st.buffer):
                 if left <= 0:
@@ -529,10 +764,9 @@ class Subscription:
     def to_decode(self, wanted: Iterable[TopicPartition]) -> list[PartitionState]:
         """The fetching partitions of ``wanted`` with a raw answer and no
         decoded record left, in order: what to decode before handing out."""
-        fetching = Status.FETCHING
         return [
             st for st in self.holding(wanted)
-            if st.raw is not None and not st.buffer and st.status is fetching
+            if st.raw is not None and not st.buffer and st.may_fetch
         ]
 
     def buffered(self, wanted: Iterable[TopicPartition]) -> int:
@@ -542,8 +776,7 @@ class Subscription:
         be handed out, so they must not fill a round's decode budget (the
         other partitions' answers would then never be decoded).
         """
-        fetching = Status.FETCHING
-        return sum(len(st.buffer) for st in self.holding(wanted) if st.status is fetching)
+        return sum(len(st.buffer) for st in self.holding(wanted) if st.may_fetch)
 
     def held(self) -> tuple[int, int]:
         """What the consumer holds: ``(raw bytes, decoded records)``, all partitions.
@@ -595,7 +828,7 @@ class Subscription:
         count = len(states)
         while index < count:
             st = states[index]
-            if not (st.answered or st.status is paused or st.error is not None):
+            if not (st.answered or st.error is not None or st.status is paused):
                 break
             index += 1
         self._answered_walk = (wanted, stamp, states, index)
@@ -603,14 +836,8 @@ class Subscription:
 
     def retry_delay(self, wanted: Iterable[TopicPartition], now: float) -> Optional[float]:
         """Seconds until a partition of ``wanted`` may be fetched again (``None``: none waits)."""
-        waits = [
-            st.retry_at
-            for st in self.holding(wanted)
-            if st.retry_at > now
-            and st.status is Status.FETCHING
-            and not st.in_flight
-            and st.error is None
-        ]
+        dues = (st.retry_due(now) for st in self.holding(wanted))
+        waits = [at for at in dues if at is not None]
         if not waits:
             return None
         return min(waits) - now

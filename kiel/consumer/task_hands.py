@@ -7,6 +7,11 @@ returns): then they are finished, and their offsets may be committed. Only
 the task's own records are finished: several tasks may consume from one
 consumer. A task that fails or is cancelled finishes nothing, so the next
 owner of those partitions gets them again.
+
+This is an index by task, not a store: the offsets lent are the records'
+own (``OwnedPartition.pending``, hanging off each partition's record), and
+each entry names the ownership it was lent from, so an ownership that ended
+(revoked, lost) finishes nothing.
 """
 
 import asyncio
@@ -15,12 +20,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from kiel.consumer.commits import Commits
+from kiel.consumer.group_state import OwnedPartition
 from kiel.structs import Record, TopicPartition
 
 __all__ = ["TaskHands"]
 
-#: Records one consume() returned to a task: (partition, ownership generation, offsets).
-_Lent = tuple[TopicPartition, int, list[int]]
+#: Records one consume() returned to a task: (partition, its ownership, offsets).
+_Lent = tuple[TopicPartition, OwnedPartition, list[int]]
 
 
 class TaskHands:
@@ -28,8 +34,7 @@ class TaskHands:
 
     Args:
         commits: where finished offsets go (it also knows each partition's
-            ownership generation: records of an ownership that ended are not
-            finished).
+            ownership: records of an ownership that ended are not finished).
     """
 
     def __init__(self, commits: Commits) -> None:
@@ -42,14 +47,14 @@ class TaskHands:
     def lend(self, tp: TopicPartition, records: list[Record[Any, Any]]) -> None:
         """``records`` of ``tp`` went to the current task: its next call finishes them."""
         task = asyncio.current_task()
-        if task is None:
+        part = self._commits.held.get(tp)
+        if task is None or part is None:
             return
         mine = self._by_task.get(task)
         if mine is None:
             mine = self._by_task[task] = []
             task.add_done_callback(self._task_ended)
-        generation = self._commits.held.generation(tp) or 0
-        mine.append((tp, generation, [r.offset for r in records]))
+        mine.append((tp, part, [r.offset for r in records]))
 
     def finish_mine(self) -> None:
         """Finish what the current task got from its last ``consume()`` (only its own)."""
@@ -59,8 +64,8 @@ class TaskHands:
 
     def _finish(self, lent: Iterable[_Lent]) -> None:
         commits = self._commits
-        for tp, generation, offsets in lent:
-            if commits.held.generation(tp) == generation:  # still the same ownership
+        for tp, part, offsets in lent:
+            if commits.held.get(tp) is part:  # still the same ownership
                 for offset in offsets:
                     commits.finish(tp, offset)
 
@@ -72,6 +77,6 @@ class TaskHands:
             self._finish(lent)
             return
         commits = self._commits
-        for tp, generation, offsets in lent:
-            if commits.held.generation(tp) == generation:
+        for tp, part, offsets in lent:
+            if commits.held.get(tp) is part:
                 commits.abandon(tp, offsets)

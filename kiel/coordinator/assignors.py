@@ -9,13 +9,14 @@ must mean the same thing in every client that uses it:
 * ``range`` and ``roundrobin`` are Kafka's: Java's ``RangeAssignor`` and
   ``RoundRobinAssignor``, which librdkafka, kafka-python and aiokafka follow.
   kiel's ``"range"`` is Java's (per topic, contiguous ranges over the
-  topic's subscribers); ``"roundrobin"`` (and ``"round_robin"``, its
-  spelling in kiel) deals the partitions sorted by topic, then partition
-  *number*, to the members in turn, skipping members not subscribed to the
-  topic: Java's order (partition 10 after 2), not the ZooKeeper group's
-  string order, so kiel can share a group with those clients. Members are
-  in Java's order too: static members first by instance id, then the
-  others by member id.
+  topic's subscribers); ``"roundrobin"`` deals the partitions sorted by
+  topic, then partition *number*, to the members in turn, skipping members
+  not subscribed to the topic: Java's order (partition 10 after 2), so kiel
+  can share a group with those clients. Members are in Java's order too:
+  static members first by instance id, then the others by member id.
+  A name is one algorithm in every coordinator: ``"round_robin"`` is
+  kiel's string order here as in a ZooKeeper group (``kiel.round_robin``
+  on the wire), and ``"roundrobin"`` Java's there too.
 * kiel's own allocators keep names of their own (``kiel.sticky``,
   ``kiel.weighted``; a registered or callable allocator ``kiel.<name>``):
   other leaders read Java's ``sticky`` as KIP-54 with its own UserData.
@@ -47,6 +48,7 @@ from kiel.allocators import (
     Allocator,
     allocate,
     get_allocator,
+    kafka_round_robin,
     range_allocator,
     round_robin,
     sticky,
@@ -307,14 +309,17 @@ def _one(setting: Union[str, Callable[..., Any]], capacity: float) -> Assignor:
                             cooperative=True)
         if key == "range":
             return Assignor("range", java_range)
-        if key in ("roundrobin", "round_robin", "naive"):
+        if key == "roundrobin":
             return Assignor("roundrobin", java_round_robin)
+        if key in ("round_robin", "naive"):  # kiel's string order, as in a ZooKeeper group
+            return Assignor("kiel.round_robin", allocator_assign(round_robin))
         if key == "weighted":
             return _weighted(capacity)
         found = get_allocator(setting)  # ConfigError for an unknown name
         return Assignor(f"kiel.{key}", allocator_assign(found))
     if callable(setting):
-        known = {sticky: "sticky", round_robin: "round_robin", range_allocator: "range"}
+        known = {sticky: "sticky", round_robin: "round_robin", range_allocator: "range",
+                 kafka_round_robin: "roundrobin"}
         if setting in known:
             return _one(known[setting], capacity)
         name = getattr(setting, "__name__", None)

@@ -40,7 +40,9 @@ class FailedRecord(NamedTuple):
     #: the future :meth:`~kiel.producer.Producer.produce` returned for it:
     #: compare it with the ones you kept to know which record it was;
     #: ``None`` for a record of :meth:`~kiel.producer.Producer.produce_many`
-    #: (which gives no future).
+    #: (which gives no future), and for one whose future nobody held any
+    #: more when its batch closed (the producer let it go then: see
+    #: :class:`~kiel.producer.accumulator.RecordAccumulator`'s ``unheld``).
     future: "Optional[asyncio.Future[RecordMetadata]]"
     #: what its future failed with.
     error: BaseException

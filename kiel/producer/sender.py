@@ -62,7 +62,7 @@ from kiel.structs import RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Sender", "copy_error", "delivery_unknown"]
+__all__ = ["Sender", "copy_error", "delivery_unknown", "unheld"]
 
 _new_metadata = tuple.__new__
 #: Every record future is an asyncio.Future (the producer makes them so).
@@ -500,7 +500,7 @@ class Sender:
             futures = self._accumulator.complete(batch)
             outcomes.delivered += len(futures)
             self.records_out += len(futures)
-            if not bare and _unheld(futures):
+            if not bare and unheld(futures):
                 # Nobody can ever look at these futures: resolving them
                 # would make a RecordMetadata each for nobody.
                 offset += len(futures)
@@ -691,18 +691,26 @@ def delivery_unknown(error: BaseException, topic: str, partition: int) -> Delive
     return unknown
 
 
-def _unheld(futures: list[Any]) -> bool:
-    """Whether only ``futures`` (a batch's, just completed) holds each of
-    these futures, and none has a done callback: then nothing can ever see
-    whether they were resolved.
+def unheld(futures: list[Any]) -> bool:
+    """Whether only ``futures`` (a batch's list, closed or just completed)
+    holds each of these futures, and none has a done callback: then nothing
+    can ever see whether they were resolved.
 
     Strategy: a loop that drops the future of each record it produces (the
     producer guide's ``enqueue()`` loop, ``produce()`` for its side effect,
     ``flush()`` for the report) pays for a RecordMetadata and a
     ``set_result`` per record that nobody reads, a few hundred
-    nanoseconds: CPython's reference count tells, in one C-level pass over
-    the list. Any future held elsewhere (awaited, gathered, kept in a
-    list) or with a callback, and every future of the batch is resolved.
+    nanoseconds, and, while the futures live, for the garbage collector
+    scanning them: CPython's reference count tells, in one C-level pass
+    over the list. Any future held elsewhere (awaited, gathered, kept in a
+    list, in a local variable) or with a callback, and the answer is no.
+
+    Args:
+        futures: the futures (no ``None`` among them).
+
+    Returns:
+        whether nothing else can reach them (always ``False`` off CPython,
+        or on a free-threaded build).
     """
     if _refcount is None or max(map(_refcount, futures), default=_UNHELD + 1) > _UNHELD:
         return False

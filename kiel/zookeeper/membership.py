@@ -5,161 +5,34 @@
 starts a ZooKeeper session, learns where the partition counts come from
 (``/brokers/topics`` where 0.8 brokers register, else the brokers'
 metadata), and runs a :class:`~kiel.zookeeper.group.GroupMember` that drives
-the consumer's hooks. Its settings are a :class:`ZooKeeperSettings`, checked
-once when the consumer is built.
+the consumer's hooks. Its settings are the application's
+:class:`~kiel.zookeeper.group_coordinator.ZooKeeperGroup`, checked once
+when built.
 """
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from kazoo.exceptions import KazooException, NoNodeError
 
 from kiel._aio import within
-from kiel._options import real, text
-from kiel.allocators import Allocator, get_allocator, weighted
 from kiel.consumer.membership import GroupContext
-from kiel.consumer.partition_counts import MetadataCounts
-from kiel.exc import ConfigError, ZooKeeperError
+from kiel.exc import ZooKeeperError
 from kiel.structs import TopicPartition
-from kiel.zookeeper.client import ZooKeeper, digest_acls, translate
+from kiel.zookeeper.client import ZooKeeper, translate
 from kiel.zookeeper.group import GroupMember
+from kiel.zookeeper.group_coordinator import SOURCES, ZooKeeperGroup, allocator_of
 from kiel.zookeeper.legacy import LegacyGate, wait_for_legacy_members, watch_legacy_members
+from kiel.zookeeper.partition_counts import MetadataCounts
 
-__all__ = ["SOURCES", "ZooKeeperMembership", "ZooKeeperSettings", "brokers_registered"]
+__all__ = ["SOURCES", "ZooKeeperMembership", "ZooKeeperSettings", "allocator_of",
+           "brokers_registered"]
 
 log = logging.getLogger(__name__)
 
-#: The values of ``GroupedConsumer(partitions_from=...)``.
-SOURCES = ("auto", "zookeeper", "metadata")
-
-
-@dataclass(frozen=True)
-class ZooKeeperSettings:
-    """A ZooKeeper group's settings: the consumer's keywords of the same names.
-
-    Checked once, when built (see :meth:`check`); the consumer's docstring
-    says what each means.
-    """
-
-    zk_hosts: str
-    allocator: Any = None
-    zk_session_timeout: float = 10.0
-    zk_chroot: Optional[str] = None
-    zk_max_retry_delay: float = 5.0
-    zk_connect_timeout: float = 15.0
-    partitions_from: str = "auto"
-    zk_auth: Optional[str] = None
-    acquire_timeout: float = 30.0
-    member_id: Optional[str] = None
-    capacity: float = 1.0
-    join_timeout: float = 60.0
-    leave_timeout: float = 10.0
-
-    def __post_init__(self) -> None:
-        self.check()
-
-    def __repr__(self) -> str:
-        # The digest password stays out of logs and tracebacks.
-        shown = {f.name: getattr(self, f.name) for f in fields(self)}
-        if self.zk_auth:
-            shown["zk_auth"] = self.zk_auth.split(":", 1)[0] + ":***"
-        return "ZooKeeperSettings(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
-
-    def check(self) -> None:
-        """Refuse a bad setting.
-
-        Raises:
-            ConfigError: a bad setting, named with the consumer's keyword.
-        """
-        _check_hosts(self.zk_hosts)
-        for name in ("zk_session_timeout", "acquire_timeout", "leave_timeout",
-                     "zk_max_retry_delay"):
-            _seconds(name, getattr(self, name), allow_zero=True)
-        for name in ("zk_connect_timeout", "join_timeout"):
-            _seconds(name, getattr(self, name), allow_zero=False)
-        if self.zk_session_timeout > 3600:
-            value = self.zk_session_timeout
-            raise ConfigError(f"zk_session_timeout is in seconds: {value!r} is over an hour "
-                              f"({value!r} ms would be {value / 1000:g} s)")
-        if not 0 < self.zk_max_retry_delay < 3600:
-            raise ConfigError(
-                f"zk_max_retry_delay must be seconds in (0, 3600), got {self.zk_max_retry_delay!r}"
-            )
-        if self.zk_chroot is not None and not text("zk_chroot", self.zk_chroot).startswith("/"):
-            raise ConfigError(f"zk_chroot must start with '/', got {self.zk_chroot!r}")
-        if not isinstance(self.partitions_from, str) or self.partitions_from not in SOURCES:
-            raise ConfigError(f"partitions_from must be one of {', '.join(SOURCES)}, "
-                              f"got {self.partitions_from!r}")
-        if self.zk_auth is not None:
-            if not isinstance(self.zk_auth, str):
-                raise ConfigError("zk_auth must be 'user:password', got a "
-                                  f"{type(self.zk_auth).__name__}")
-            digest_acls(self.zk_auth)  # raises ConfigError for a bad "user:password"
-        real("capacity", self.capacity, above=0, unit="a number")
-        if self.member_id is not None:
-            text("member_id", self.member_id)
-        allocator_of(self.allocator)  # raises ConfigError for an unknown name
-
-    def zookeeper(self) -> ZooKeeper:
-        """A ZooKeeper session with these settings, not started yet."""
-        return ZooKeeper(
-            self.zk_hosts, session_timeout=self.zk_session_timeout, chroot=self.zk_chroot,
-            auth=self.zk_auth, max_retry_delay=self.zk_max_retry_delay,
-            connect_timeout=self.zk_connect_timeout,
-        )
-
-
-def allocator_of(
-    setting: Union[str, Callable[..., Any], None]
-) -> tuple[Allocator, Optional[dict[str, float]]]:
-    """The allocator function for a setting (``None``: ``"round_robin"``), and
-    for ``"weighted"`` the dict of members' capacities it reads (the
-    GroupMember fills it before each allocation).
-
-    Raises:
-        ConfigError: an unknown allocator name, or a list (a preference list
-            is for a group the brokers coordinate: every ZooKeeper member
-            runs the one allocator itself).
-    """
-    if setting is None:
-        setting = "round_robin"
-    if isinstance(setting, (list, tuple)):
-        raise ConfigError("allocator: a preference list is for a group the brokers "
-                          "coordinate; a ZooKeeper group's members all run one allocator")
-    if isinstance(setting, str) and setting.lower() == "weighted":
-        capacities: dict[str, float] = {}
-        return weighted(capacities.get), capacities
-    return get_allocator(setting), None
-
-
-def _check_hosts(hosts: Any) -> None:
-    """Refuse a ``zk_hosts`` that is not ``"host:port[,host:port...][/chroot]"``.
-
-    Raises:
-        ConfigError: it is not (kiel 0.9 took a list: join it with commas).
-    """
-    if isinstance(hosts, (list, tuple)):
-        raise ConfigError("zk_hosts is one string 'host:port,host:port[/chroot]' "
-                          f"(kiel 0.9 took a list): write {','.join(map(str, hosts))!r}")
-    if not isinstance(hosts, str) or not hosts:
-        raise ConfigError(f"zk_hosts must be 'host:port[,...][/chroot]', got {hosts!r}")
-    servers, _, _ = hosts.partition("/")
-    for server in servers.split(","):
-        host, sep, port = server.strip().rpartition(":")
-        if not server.strip() or (sep and (not host or not port.isdigit()
-                                           or not 0 < int(port) < 65536)):
-            raise ConfigError(f"zk_hosts: {server!r} in {hosts!r} is not 'host:port'")
-
-
-def _seconds(name: str, value: Any, allow_zero: bool) -> None:
-    if allow_zero:
-        real(name, value, at_least=0)
-    else:
-        real(name, value, above=0)
-
+#: The earlier name of :class:`~kiel.zookeeper.group_coordinator.ZooKeeperGroup`.
+ZooKeeperSettings = ZooKeeperGroup
 
 async def brokers_registered(zk: ZooKeeper) -> bool:
     """Whether brokers register in this ZooKeeper (``/brokers/ids`` has children).
@@ -180,28 +53,10 @@ class ZooKeeperMembership:
 
     Args:
         context: what the consumer gives every membership.
-        settings: the checked ZooKeeper settings.
+        settings: the group's coordinator object (its settings, checked).
     """
 
-    #: The consumer keywords this adapter reads (the shared ones included).
-    OPTIONS = tuple(f.name for f in fields(ZooKeeperSettings))
-
-    @classmethod
-    def settings_for(cls, options: Mapping[str, Any]) -> ZooKeeperSettings:
-        """Check the options given (the others keep their defaults).
-
-        Raises:
-            ConfigError: a bad setting, or one this adapter does not read.
-        """
-        unknown = sorted(set(options) - set(cls.OPTIONS))
-        if unknown:
-            raise ConfigError(
-                f"{', '.join(unknown)}: only for a group coordinated by the brokers "
-                "(leave zk_hosts out to use one)"
-            )
-        return ZooKeeperSettings(**options)
-
-    def __init__(self, context: GroupContext, settings: ZooKeeperSettings) -> None:
+    def __init__(self, context: GroupContext, settings: ZooKeeperGroup) -> None:
         self.context = context
         self.settings = settings
         self.zk: Optional[ZooKeeper] = None

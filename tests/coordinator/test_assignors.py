@@ -80,10 +80,15 @@ def test_range_matches_the_other_clients_with_any_subscriptions(ids, counts, dat
 
 def test_roundrobin_is_javas_order_partition_10_after_2():
     members = [Member("m1", "m1", ["t"], None), Member("m2", "m2", ["t"], None)]
-    out = _assign("round_robin", members, {"t": 12})
-    # Java deals 0, 1, 2, ..., 10, 11; kiel's ZooKeeper round_robin deals
-    # "t:0", "t:1", "t:10", "t:11", "t:2", ... (string order).
+    out = _assign("roundrobin", members, {"t": 12})
+    # Java deals 0, 1, 2, ..., 10, 11; kiel's round_robin deals
+    # "t:0", "t:1", "t:10", "t:11", "t:2", ... (string order), in a broker
+    # group as in a ZooKeeper one (one name, one algorithm).
     assert out["m1"] == [TP("t", p) for p in (0, 2, 4, 6, 8, 10)]
+    three = members + [Member("m3", "m3", ["t"], None)]
+    assert _assign("roundrobin", three, {"t": 12})["m1"] == [TP("t", p) for p in (0, 3, 6, 9)]
+    # "t:0", "t:11", "t:4", "t:7": the string order's every third.
+    assert _assign("round_robin", three, {"t": 12})["m1"] == [TP("t", p) for p in (0, 4, 7, 11)]
 
 
 def test_roundrobin_skips_members_not_subscribed_as_javas_example():
@@ -163,7 +168,7 @@ def test_preference_lists_and_bad_settings():
     assert [a.name for a in assignors_for(None)] == list(DEFAULT_ASSIGNORS)
     assert [a.name for a in assignors_for(["sticky", "range"])] == ["kiel.sticky", "range"]
     with pytest.raises(ConfigError, match="twice"):
-        assignors_for(["roundrobin", "round_robin"])
+        assignors_for(["roundrobin", "RoundRobin"])
     with pytest.raises(ConfigError, match="unknown allocator"):
         assignors_for("nonesuch")
     with pytest.raises(ConfigError, match="cooperatively.*eagerly"):

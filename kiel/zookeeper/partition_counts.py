@@ -5,8 +5,8 @@ ZooKeeper member watches ``/brokers/topics`` there. A current cluster (KRaft,
 or any whose brokers live elsewhere) has the counts only in the brokers'
 metadata: :class:`MetadataCounts` reads them, again every
 ``metadata_max_age``, for a ZooKeeper member
-(:meth:`~kiel.zookeeper.group.GroupMember.set_partition_counts`) and for the
-leader of a broker-coordinated group alike.
+(:meth:`~kiel.zookeeper.group.GroupMember.set_partition_counts`; a broker
+group's leader reads its own in :mod:`kiel.coordinator`).
 
 Every ZooKeeper member reads the same cluster, so they agree on the counts
 once each has read them; while they disagree (a topic just grew), the owner
