@@ -209,8 +209,7 @@ _INSTEAD = {
     "check_crcs": "kiel always checks CRCs: drop it",
     "enable_idempotence": "kiel's producer is not idempotent (at-least-once, see the "
                           "producer guide): drop it",
-    "transactional_id": "kiel's producer has no transactions (at-least-once, see the "
-                        "producer guide): drop it",
+    "transactional_id": "only the Producer takes it (see the transactions guide)",
     "sasl_kerberos_service_name": "kiel's SASL is PLAIN, SCRAM or OAUTHBEARER "
                                   "(sasl_mechanism): no GSSAPI",
     "connections_max_idle_ms": "kiel keeps its connections until close(): drop it",

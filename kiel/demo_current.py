@@ -177,6 +177,8 @@ async def transactions(bootstrap: str) -> bool:
             async with producer.transaction():
                 for n in range(TRANSACTION_SIZE):
                     producer.produce(topic, b"aborted-%d" % n, partition=0)
+                # Written, then aborted (an abort drops what was not sent yet).
+                await producer.flush()
                 raise ChangedMind
         except ChangedMind:
             print(f"aborted a transaction of {TRANSACTION_SIZE} payments")

@@ -272,6 +272,29 @@ class BufferFullError(KielError):
     for it in vain."""
 
 
+class TransactionStateError(KielError):
+    """A transactional call that does not fit the producer's state: on a
+    producer without ``transactional_id``, ``commit_transaction()`` or
+    ``abort_transaction()`` without a transaction, ``begin_transaction()``
+    with one open, ``produce()`` outside a transaction on a transactional
+    producer. Nothing was sent."""
+
+
+class TransactionAbortedError(KielError):
+    """The transaction was aborted: a record of it failed, the group refused
+    its offsets, or ``abort_transaction()`` ran while the record waited to
+    be sent (such a record was never written). A read_committed consumer
+    sees nothing of the transaction; the producer can begin the next one.
+    What doomed it is the ``__cause__``."""
+
+
+class TransactionTimeoutError(TransactionAbortedError):
+    """The transaction stayed open past the producer's
+    ``transaction_timeout``: kiel aborted it, and ``commit_transaction()``
+    raises this. kiel's own bound: no broker kiel was tested with enforces
+    the timeout it is told."""
+
+
 # --------------------------------------------------------------------------
 # ZooKeeper and groups
 
@@ -447,6 +470,10 @@ InvalidProducerEpochError = _register(47, "InvalidProducerEpochError", "The prod
 InvalidTxnStateError = _register(48, "InvalidTxnStateError", "The transactional operation is not valid in the transaction's state.")
 InvalidProducerIdMappingError = _register(49, "InvalidProducerIdMappingError", "The producer id does not belong to the transactional id.")
 ConcurrentTransactionsError = _register(51, "ConcurrentTransactionsError", "The transaction coordinator is completing another transaction of this producer.", retriable=True)
+InvalidTransactionTimeoutError = _register(50, "InvalidTransactionTimeoutError", "The transaction timeout is larger than the broker's transaction.max.timeout.ms (or not positive).")
+TransactionCoordinatorFencedError = _register(52, "TransactionCoordinatorFencedError", "The transaction coordinator was replaced by a newer one: ask for the coordinator again.", retriable=True)
+OperationNotAttemptedError = _register(55, "OperationNotAttemptedError", "The broker did not try this part of the request because another part failed.")
+TransactionAbortableError = _register(120, "TransactionAbortableError", "The transaction can only be aborted (KIP-890).")
 TransactionalIdAuthorizationFailedError = _register(53, "TransactionalIdAuthorizationFailedError", "The client is not authorized to use the transactional id.")
 UnknownProducerIdError = _register(59, "UnknownProducerIdError", "The broker no longer knows the producer id (its state expired, or the log was truncated): nothing was written.")
 ProducerFencedError = _register(90, "ProducerFencedError", "A newer producer with the same producer id or transactional id has fenced this one (KIP-588).")

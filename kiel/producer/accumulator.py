@@ -162,7 +162,8 @@ class ProducerBatch:
         self._data = None
 
     def encode(self, codec: Optional[Codec], record_batch: bool = False,
-               codec_id: int = 0, compresslevel: Optional[int] = None) -> bytes:
+               codec_id: int = 0, compresslevel: Optional[int] = None,
+               transactional: bool = False) -> bytes:
         """The batch's bytes, encoded (and compressed) once per format: a
         retry in the same format sends the same bytes.
 
@@ -172,6 +173,8 @@ class ProducerBatch:
                 instead of a magic-0 message set (Produce v0).
             codec_id: the codec id of a record batch.
             compresslevel: the gzip or zstd level of a record batch.
+            transactional: set a record batch's transactional bit (a
+                transactional producer's batches).
 
         Returns:
             the message set or record batch bytes.
@@ -185,7 +188,7 @@ class ProducerBatch:
         data = self._data
         if data is None or self._format != fmt:
             if record_batch:
-                data = self._record_batch(codec_id, compresslevel)
+                data = self._record_batch(codec_id, compresslevel, transactional)
             else:
                 if self.extras:
                     raise UnsupportedFeatureError(
@@ -203,11 +206,13 @@ class ProducerBatch:
             self._data, self._format = data, fmt
         return data
 
-    def _record_batch(self, codec_id: int, compresslevel: Optional[int]) -> bytes:
+    def _record_batch(self, codec_id: int, compresslevel: Optional[int],
+                      transactional: bool = False) -> bytes:
         builder = RecordBatchBuilder(codec_id, compresslevel=compresslevel,
                                      producer_id=self.producer_id,
                                      producer_epoch=self.producer_epoch,
-                                     base_sequence=self.base_sequence)
+                                     base_sequence=self.base_sequence,
+                                     is_transactional=transactional)
         append = builder.append
         wall = self.wall
         extras = self.extras

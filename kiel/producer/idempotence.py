@@ -25,6 +25,7 @@ No I/O here but :meth:`Idempotence.acquire`; the sender decides when.
 """
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Optional
 
 from kiel.cluster import Cluster
@@ -71,6 +72,12 @@ class Idempotence:
         renew: the broker refused the numbering: no batch goes until the
             identity is renewed.
         renewals: how many times the identity was renewed (bumped or new).
+        transactional_id: a transactional producer's id (``None``: idempotent
+            only), sent with InitProducerId with
+            ``transaction_timeout_ms`` (see :mod:`kiel.producer.transactions`).
+        send_to: how InitProducerId is sent, ``send_to(build, timeout)``:
+            ``None`` sends it to any broker; a transactional producer sends
+            it to its transaction coordinator.
     """
 
     def __init__(self, required: bool) -> None:
@@ -80,6 +87,10 @@ class Idempotence:
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.renew = False
         self.renewals = 0
+        self.transactional_id: Optional[str] = None
+        self.transaction_timeout_ms = 60000
+        self.send_to: Optional[Callable[[Callable[[Versions], Any], float],
+                                        Awaitable[Any]]] = None
 
     @property
     def ready(self) -> bool:
@@ -119,9 +130,9 @@ class Idempotence:
             KielError: the broker could not be reached or refused.
         """
         bump = self.producer_id >= 0
+        send = cluster.send_any if self.send_to is None else self.send_to
         try:
-            response = await cluster.send_any(
-                lambda versions: self._request(versions, bump), timeout=timeout)
+            response = await send(lambda versions: self._request(versions, bump), timeout)
         except UnsupportedFeatureError as e:
             if self.enabled is None and not self.required:
                 self.enabled = False
@@ -135,8 +146,7 @@ class Idempotence:
             # (Tansu refuses it): a new producer id does as well.
             log.info("producer: epoch bump of producer id %d refused (%s); "
                      "taking a new producer id", self.producer_id, error.__name__)
-            response = await cluster.send_any(
-                lambda versions: self._request(versions, False), timeout=timeout)
+            response = await send(lambda versions: self._request(versions, False), timeout)
             error = for_code(response.error_code)
         if error is not None:
             raise error(f"InitProducerId failed: {error.__doc__}",
@@ -153,10 +163,11 @@ class Idempotence:
 
     def _request(self, versions: Versions, bump: bool) -> Any:
         version = versions.of(INIT_PRODUCER_ID)
+        txn, timeout_ms = self.transactional_id, self.transaction_timeout_ms
         if bump and version >= 3:
-            return init_producer_id_request(version, None, 60000, self.producer_id,
+            return init_producer_id_request(version, txn, timeout_ms, self.producer_id,
                                             self.producer_epoch)
-        return init_producer_id_request(version)
+        return init_producer_id_request(version, txn, timeout_ms)
 
 
 def renewal_error(code: int, **context: Any) -> KielError:

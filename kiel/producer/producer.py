@@ -21,10 +21,11 @@ from a ``tornado.gen.coroutine``, gathered or given callbacks.
 """
 
 import asyncio
+import contextlib
 import datetime
 import logging
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from itertools import accumulate
 from operator import add
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -38,8 +39,10 @@ from kiel.exc import (
     BufferFullError,
     ClientClosedError,
     ConfigError,
+    KielError,
     MessageSizeTooLargeError,
     SerializationError,
+    TransactionStateError,
     UnknownPartitionError,
     UnsupportedFeatureError,
 )
@@ -51,9 +54,14 @@ from kiel.producer.outcomes import FlushResult, Outcomes
 from kiel.producer.partitioners import Partitioner
 from kiel.producer.routing import Router, TopicRoute
 from kiel.producer.sender import Sender, unheld
+from kiel.producer.transactions import (
+    DEFAULT_TRANSACTION_TIMEOUT,
+    Transactions,
+    check_transactional,
+)
 from kiel.protocol.messages import MESSAGE_OVERHEAD
 from kiel.protocol.versions import PRODUCE
-from kiel.structs import Header, RecordMetadata
+from kiel.structs import GroupMetadata, Header, RecordMetadata
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -180,6 +188,20 @@ class Producer(Client):
             deprecated name).
         sasl_mechanism, sasl_username, sasl_password: SASL authentication
             (see :class:`~kiel.client.Client`).
+        transactional_id: makes the producer transactional (see
+            :doc:`/guides/transactions`): it produces only inside
+            transactions (:meth:`begin_transaction`,
+            :meth:`commit_transaction`, :meth:`abort_transaction`,
+            ``async with producer.transaction()``), and :meth:`connect`
+            fences older producers with the same id. A non-empty str; it
+            needs idempotence (not ``idempotent=False``) and
+            ``required_acks=-1``.
+        transaction_timeout: seconds a transaction may stay open (default
+            60, above 0 and at most 900, Kafka's default maximum): sent to
+            the broker with InitProducerId, and kiel's own bound: past it
+            the producer aborts the transaction and
+            :meth:`commit_transaction` raises
+            :class:`~kiel.exc.TransactionTimeoutError`.
 
     Raises:
         ConfigError: a bad setting.
@@ -209,9 +231,14 @@ class Producer(Client):
         allow_auto_create_topics: bool = True,
         idempotent: Optional[bool] = None,
         max_batches_in_flight: Optional[int] = None,
+        transactional_id: Optional[str] = None,
+        transaction_timeout: float = DEFAULT_TRANSACTION_TIMEOUT,
         **client_options: "Unpack[ClientOptions]",
     ) -> None:
         super().__init__(brokers, **client_options)
+        idempotent, transaction_timeout = check_transactional(
+            transactional_id, transaction_timeout, idempotent, required_acks,
+            max_batches_in_flight)
         self.cluster.auto_create_topics = _options.flag("allow_auto_create_topics",
                                                         allow_auto_create_topics)
         request_timeout = self.cluster.request_timeout
@@ -252,6 +279,8 @@ class Producer(Client):
         #: records enqueue() queued since it last gave the loop a turn
         self._since_turn = 0
         self._wire(partitioner, request_timeout)
+        self._txn = None if transactional_id is None else self._transactions(
+            transactional_id, transaction_timeout)
 
     def _wire(self, partitioner: Optional[Partitioner], request_timeout: float) -> None:
         """Make the parts: accumulator, router, sender, admission."""
@@ -317,6 +346,13 @@ class Producer(Client):
                 not serve InitProducerId (a Kafka 0.8 broker).
             BrokerError: the broker refused InitProducerId (e.g.
                 :class:`~kiel.exc.ClusterAuthorizationFailedError`).
+            ProducerFencedError: (transactional) the coordinator refused
+                the transactional id's epoch; the producer is unusable.
+
+        A transactional producer's InitProducerId carries its
+        ``transactional_id`` and goes to that id's transaction coordinator:
+        an older producer with the same id is fenced, and a transaction it
+        left open is aborted.
         """
         await super().connect()
         idem = self._idempotence
@@ -463,6 +499,8 @@ class Producer(Client):
         # partition named, room in the buffer, metadata loaded): about a
         # microsecond. Everything else takes the general path below, which
         # also says why a record is refused.
+        if self._txn is not None and not self._txn.open:
+            self._txn.refuse(topic)  # raises: outside a transaction
         if headers is None and timestamp is None and self._plain and type(value) is bytes:
             route = self._routes.get(topic)
             if (
@@ -575,6 +613,8 @@ class Producer(Client):
         # here again (a call less per record, about 0.1 us: enqueue() is the
         # loop the guide teaches); test_producer_fast_paths.py checks both
         # paths queue the same records the same way.
+        if self._txn is not None and not self._txn.open:
+            self._txn.refuse(topic)  # raises: outside a transaction
         if headers is None and timestamp is None and self._plain and type(value) is bytes:
             route = self._routes.get(topic)
             if (
@@ -713,6 +753,8 @@ class Producer(Client):
             RuntimeError: called with no running event loop.
         """
         values, given_keys = _many_args(topic, values, keys)
+        if self._txn is not None and not self._txn.open:
+            self._txn.refuse(topic)  # raises: outside a transaction
         if not values:
             return 0
         if self._plain and not self._closing:
@@ -952,6 +994,8 @@ class Producer(Client):
             raise ConfigError(f"timeout must be None or seconds >= 0, got {timeout!r}")
         if self.closed:
             return
+        if self._txn is not None:  # an open transaction is aborted, bounded
+            await self._txn.close(timeout)
         self._closing = True
         try:
             # Not flush(): the report stays for a flush() after close().
@@ -981,6 +1025,8 @@ class Producer(Client):
         checked the same way."""
         if self._closing:
             raise ClientClosedError("the producer is closed", topic=topic)
+        if self._txn is not None and not self._txn.open:
+            self._txn.refuse(topic)  # raises: outside a transaction
         if type(topic) is not str or not topic:
             raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
         if self.key_maker is not None and key is None:
@@ -1087,6 +1133,156 @@ class Producer(Client):
                                        record.timestamp, record.headers)
         if due is not None:
             self._sender.wake_at(due)
+
+
+    # ------------------------------------------------------------------
+    # transactions (kiel.producer.transactions)
+
+    def _transactions(self, transactional_id: str, timeout: float) -> Transactions:
+        """Make the transaction state and hook it into the sender."""
+        idem = self._idempotence
+        assert idem is not None  # check_transactional made it required
+        txn = Transactions(
+            transactional_id, timeout, cluster=self.cluster, idempotence=idem,
+            accumulator=self._accumulator, outcomes=self._outcomes, tasks=self._tasks,
+            backoff=self.cluster.backoff, request_timeout=self.cluster.request_timeout,
+            settle_all=self._settle_all, admitted=self._admission.wait_admitted,
+            wake=self._sender.wake, settled=self._admission.freed)
+        self._sender.transactions = txn
+        return txn
+
+    @property
+    def transactional_id(self) -> Optional[str]:
+        """The transactional id, or ``None`` for a producer that is not transactional."""
+        return None if self._txn is None else self._txn.transactional_id
+
+    @property
+    def transaction_timeout(self) -> Optional[float]:
+        """Seconds a transaction may stay open (kiel's bound), or ``None``
+        for a producer that is not transactional."""
+        return None if self._txn is None else self._txn.timeout
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (begun and not yet committed or aborted)."""
+        return self._txn is not None and self._txn.state != "none"
+
+    def _transactional(self, call: str) -> Transactions:
+        txn = self._txn
+        if txn is None:
+            raise TransactionStateError(
+                f"{call}() needs a transactional producer: "
+                "Producer(..., transactional_id=...)")
+        return txn
+
+    def begin_transaction(self) -> None:
+        """Begin a transaction: from now until :meth:`commit_transaction` or
+        :meth:`abort_transaction`, every record produced belongs to it.
+
+        Nothing is sent yet: each partition joins the transaction
+        (AddPartitionsToTxn) before its first record goes.
+
+        Raises:
+            TransactionStateError: not a transactional producer, a
+                transaction is open already, or :meth:`connect` was not
+                awaited.
+            ProducerFencedError: another producer with the same
+                transactional id took over; this one is unusable.
+        """
+        self._transactional("begin_transaction").begin()
+
+    async def send_offsets_to_transaction(
+        self, offsets: "Mapping[tuple[str, int], int]", group_metadata: GroupMetadata
+    ) -> None:
+        """Commit a consumer group's offsets with the transaction: they
+        count only if it commits (consume-transform-produce, exactly once).
+
+        Args:
+            offsets: ``{(topic, partition): offset}``, each the next offset
+                to read (as :meth:`GroupedConsumer.commit
+                <kiel.consumer.grouped.GroupedConsumer.commit>` takes them).
+            group_metadata: the consumer's
+                :meth:`~kiel.consumer.grouped.GroupedConsumer.group_metadata`
+                (taken right before this call), or a group id alone (a
+                ``str``), as Java's ``ConsumerGroupMetadata(groupId)``.
+
+        Raises:
+            TransactionStateError: no transaction is open (or it can only abort).
+            ConfigError: malformed offsets or group metadata.
+            GroupError: the group refused the commit: the consumer is no
+                longer a member of that generation (e.g.
+                :class:`~kiel.exc.IllegalGenerationError`); the transaction
+                can only abort.
+            ProducerFencedError: fenced; the producer is unusable.
+            BrokerError, NoBrokersError, KielConnectionError,
+            RequestTimeoutError: retries ran out; the transaction can only abort.
+        """
+        await self._transactional("send_offsets_to_transaction").send_offsets(
+            offsets, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Send every record of the transaction, wait for each to be
+        acknowledged, then commit it (EndTxn): a read_committed consumer
+        sees its records, and its offsets count.
+
+        Raises:
+            TransactionStateError: no transaction is open.
+            TransactionAbortedError: a record of it failed, or its offsets
+                were refused: it was aborted instead (its ``__cause__`` says
+                why).
+            TransactionTimeoutError: it was open longer than
+                ``transaction_timeout``: the producer aborted it.
+            ProducerFencedError: fenced; the producer is unusable.
+            BrokerError, NoBrokersError, KielConnectionError,
+            RequestTimeoutError: EndTxn failed past the retries: whether it
+                committed is unknown; call ``commit_transaction()`` again.
+        """
+        await self._transactional("commit_transaction").commit()
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: its records not sent yet fail with
+        :class:`~kiel.exc.TransactionAbortedError`, the ones out are
+        settled, then EndTxn (abort): a read_committed consumer sees none.
+
+        Raises:
+            TransactionStateError: no transaction is open, or a commit is
+                unconfirmed (call :meth:`commit_transaction` again).
+            ProducerFencedError: fenced; the producer is unusable.
+            BrokerError, NoBrokersError, KielConnectionError,
+            RequestTimeoutError: EndTxn failed past the retries: call
+                ``abort_transaction()`` again.
+        """
+        await self._transactional("abort_transaction").abort()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """``async with producer.transaction():`` begins a transaction,
+        commits it when the block ends normally and aborts it when the
+        block raises (the exception is raised again)::
+
+            async with producer.transaction():
+                producer.produce("out", value)
+                await producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+
+        Raises:
+            as :meth:`begin_transaction` and :meth:`commit_transaction`; an
+            exception of the block is raised again after the abort (an
+            abort that fails too is logged; a fenced producer's abort is
+            not attempted).
+        """
+        txn = self._transactional("transaction")
+        txn.begin()
+        try:
+            yield
+        except BaseException:
+            if txn.fatal is None:
+                try:
+                    await txn.abort()
+                except KielError as e:
+                    log.warning("producer: aborting the transaction after an error failed: %s",
+                                e)
+            raise
+        await txn.commit()
 
 
 def _check_headers(headers: Optional[Iterable[Any]], topic: str) -> tuple[Header, ...]:

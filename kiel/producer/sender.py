@@ -50,6 +50,7 @@ from kiel.producer.idempotence import (
     Idempotence,
 )
 from kiel.producer.outcomes import Outcomes, in_chunks
+from kiel.producer.transactions import Transactions
 from kiel.protocol import (
     ProducePartitionData,
     ProduceRequest,
@@ -122,6 +123,8 @@ class Sender:
         #: when none is: their answers come under the old one).
         self._requests_out = 0
         self._identity: Optional[asyncio.Task[None]] = None
+        #: A transactional producer's transactions (set by the producer), else None.
+        self.transactions: Optional[Transactions] = None
         self._in_flight_without = in_flight_without
         self._outcomes = outcomes
         self._accumulator = accumulator
@@ -200,6 +203,9 @@ class Sender:
             if self._requests_out == 0 and self._pending():
                 self.identity()
             return
+        txn = self.transactions
+        if txn is not None and not txn.partitions_added():
+            return  # AddPartitionsToTxn under way; it wakes the sender when done
         force, self._force = self._force, False
         accumulator = self._accumulator
         drained = accumulator.drain(asyncio.get_running_loop().time(), self._leader_of, force)
@@ -371,12 +377,15 @@ class Sender:
         accumulator = self._accumulator
         codec = accumulator.codec
         batches_v2 = version >= 3
+        txn = self.transactions
+        transactional = txn is not None
         topics: dict[str, list[ProducePartitionData]] = {}
         sent: list[Taken] = []
         for queue, batches in chunk:
             try:
                 parts = [batch.encode(codec, batches_v2, accumulator.codec_id,
-                                      accumulator.compresslevel) for batch in batches]
+                                      accumulator.compresslevel, transactional)
+                         for batch in batches]
             except KielError as e:
                 queue.in_flight -= 1
                 count_error(self.errors, e)
@@ -393,7 +402,8 @@ class Sender:
         topic_data = [ProduceTopicData(topic, parts) for topic, parts in topics.items()]
         if batches_v2:
             return ProduceRequestV3(
-                None, self._required_acks, self._ack_timeout_ms, topic_data
+                None if txn is None else txn.transactional_id, self._required_acks,
+                self._ack_timeout_ms, topic_data
             ), sent
         return ProduceRequest(self._required_acks, self._ack_timeout_ms, topic_data), sent
 
@@ -457,6 +467,9 @@ class Sender:
         code = getattr(error, "errno", 0)
         if code == DUPLICATE_SEQUENCE and any(batch.unanswered for batch in batches):
             self._complete(queue, batches, -1)
+            return
+        if self.transactions is not None:  # no new identity in a transaction: fenced
+            self._fail(batches, self.transactions.numbering_refused(error))
             return
         count_error(self.errors, error)
         if code == OUT_OF_ORDER_SEQUENCE and idem.earlier_unacked(queue, batches[0]):

@@ -19,7 +19,9 @@ which version to speak with a broker is :mod:`kiel.protocol.versions`.
 The admin client's APIs (CreateTopics v5, DeleteTopics v5, CreatePartitions
 v2, DescribeConfigs v4, IncrementalAlterConfigs v1, DeleteRecords v2,
 ListOffsets v7, DescribeCluster v0, DeleteGroups v2, OffsetDelete v0) are in
-the ``admin_*`` modules.
+the ``admin_*`` modules; the transactional producer's (AddPartitionsToTxn,
+AddOffsetsToTxn and EndTxn v2 and v3, TxnOffsetCommit v3) in
+:mod:`kiel.protocol.transactions`.
 """
 # The admin client's APIs (kiel.admin.Admin): registered with the others, so
 # every connection negotiates them whatever the application imported
@@ -30,6 +32,7 @@ from kiel.protocol import (  # noqa: F401
     admin_groups,
     admin_records,
     admin_topics,
+    transactions,
 )
 from kiel.protocol.api import (
     Api,

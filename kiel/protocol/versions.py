@@ -50,6 +50,10 @@ __all__ = [
     "GROUP_COORDINATOR",
     "HEARTBEAT",
     "INIT_PRODUCER_ID",
+    "ADD_PARTITIONS_TO_TXN",
+    "ADD_OFFSETS_TO_TXN",
+    "END_TXN",
+    "TXN_OFFSET_COMMIT",
     "JOIN_GROUP",
     "LEAVE_GROUP",
     "LEGACY",
@@ -94,6 +98,11 @@ DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
 OFFSET_DELETE = 47
 DESCRIBE_CLUSTER = 60
+# The transactional producer's APIs (kiel.producer.transactions).
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
 
 #: Names for messages (the protocol guide's, GroupCoordinator as 0.8.2 calls it).
 API_NAMES = {
@@ -109,6 +118,8 @@ API_NAMES = {
     CREATE_PARTITIONS: "CreatePartitions", DELETE_GROUPS: "DeleteGroups",
     INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs", OFFSET_DELETE: "OffsetDelete",
     DESCRIBE_CLUSTER: "DescribeCluster",
+    ADD_PARTITIONS_TO_TXN: "AddPartitionsToTxn", ADD_OFFSETS_TO_TXN: "AddOffsetsToTxn",
+    END_TXN: "EndTxn", TXN_OFFSET_COMMIT: "TxnOffsetCommit",
 }
 
 # The highest version of each API kiel may use that a Kafka release serves,
@@ -197,6 +208,28 @@ def _with_admin(rows: tuple[tuple[tuple[int, ...], dict[int, int]], ...]
 
 
 _RELEASES = _with_admin(_RELEASES)
+
+
+def _with_transactions(rows: tuple[tuple[tuple[int, ...], dict[int, int]], ...]
+                       ) -> tuple[tuple[tuple[int, ...], dict[int, int]], ...]:
+    """``rows`` with the transactional producer's versions: TxnOffsetCommit
+    v3 (KIP-447) from 2.5; AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
+    v2 (PRODUCER_FENCED, KIP-588) from 2.7 and v3 (flexible) from 3.0, a
+    release that serves them for certain (negotiation with ApiVersions
+    finds a broker's own). Rows for 2.5, 2.7 and 3.0 exist already."""
+    out = []
+    for since, maxima in rows:
+        maxima = dict(maxima)
+        if since >= (2, 5, 0):
+            maxima[TXN_OFFSET_COMMIT] = 3
+        if since >= (2, 7, 0):
+            for key in (ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN):
+                maxima[key] = 3 if since >= (3, 0, 0) else 2
+        out.append((since, maxima))
+    return tuple(out)
+
+
+_RELEASES = _with_transactions(_RELEASES)
 
 
 def supported() -> dict[int, tuple[int, ...]]:

@@ -102,13 +102,14 @@ from tests.conftest import run
 from tests.support.admin_counterparts import ADMIN_NESTED, ADMIN_SAMPLES
 from tests.support.flexible_counterparts import FLEXIBLE_COUNTERPARTS
 from tests.support.protocol_strategies import for_struct, for_wire_type
+from tests.support.txn_counterparts import TXN_NESTED, TXN_SAMPLES
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 KP = {cls: (kp, version) for cls, kp, version in FLEXIBLE_COUNTERPARTS}
 # kiel's nested struct -> the name of kafka-python's nested class.
 KP_NESTED = {ApiVersionRange: "ApiVersion", SupportedFeatureKey: "SupportedFeatureKey",
-             FinalizedFeatureKey: "FinalizedFeatureKey", **ADMIN_NESTED}
+             FinalizedFeatureKey: "FinalizedFeatureKey", **ADMIN_NESTED, **TXN_NESTED}
 
 
 def only_protocol_errors(fn: Any, *args: Any) -> Any:
@@ -420,6 +421,7 @@ SAMPLES = [
     InitProducerIdResponseV4(0, 90, 2**63 - 1, 2**15 - 1),
     InitProducerIdResponseV5(0, 0, 7, 1),
     *(v for v in ADMIN_SAMPLES if type(v) in KP),
+    *(v for v in TXN_SAMPLES if type(v) in KP),
 ]
 IDS = [f"{type(v).__name__}-{i}" for i, v in enumerate(SAMPLES)]
 

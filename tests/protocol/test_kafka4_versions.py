@@ -69,6 +69,11 @@ KAFKA4: Dict[int, Tuple[str, int, Optional[int]]] = {
     44: ("IncrementalAlterConfigs", 0, 1),
     47: ("OffsetDelete", 0, None),
     60: ("DescribeCluster", 0, 0),
+    # The transactional producer's (kiel.producer.transactions).
+    24: ("AddPartitionsToTxn", 0, 3),
+    25: ("AddOffsetsToTxn", 0, 3),
+    26: ("EndTxn", 0, 3),
+    28: ("TxnOffsetCommit", 0, 3),
 }
 
 RESOURCES = Path(kp_resources.__file__).parent
@@ -158,4 +163,7 @@ def test_what_kiel_sends_a_kafka4_broker() -> None:
         "DescribeConfigs": (4, True), "CreatePartitions": (2, True),
         "DeleteGroups": (2, True), "IncrementalAlterConfigs": (1, True),
         "OffsetDelete": (0, False), "DescribeCluster": (0, True),
+        # The transactional producer's (AddPartitionsToTxn v4+ are for brokers).
+        "AddPartitionsToTxn": (3, True), "AddOffsetsToTxn": (3, True), "EndTxn": (3, True),
+        "TxnOffsetCommit": (3, True),
     }

@@ -272,6 +272,7 @@ from kiel.protocol.schema import StructType, decode, encode, struct_type
 from tests.support.admin_counterparts import ADMIN_CLASSIC
 from tests.support.flexible_counterparts import FLEXIBLE_COUNTERPARTS
 from tests.support.protocol_strategies import ALL_APIS, for_struct
+from tests.support.txn_counterparts import TXN_CLASSIC
 
 
 class KpListGroupsRequestV2(KpListGroupsRequest[2]):  # type: ignore[misc,valid-type]
@@ -360,6 +361,9 @@ KP_GENERATED: Dict[type, Tuple[Any, int]] = {
     **{cls: (kp, version) for cls, kp, version in FLEXIBLE_COUNTERPARTS},
     # The admin client's classic OffsetDelete v0 (tests/support/admin_counterparts.py).
     **{cls: (kp, version) for cls, kp, version in ADMIN_CLASSIC},
+    # The transactional producer's classic v2 (tests/support/txn_counterparts.py;
+    # their bytes are judged in tests/producer/test_transactions_unit.py).
+    **{cls: (kp, version) for cls, kp, version in TXN_CLASSIC},
 }
 
 # Where kafka-python 3.0.12 names a field differently from kiel (which follows

@@ -18,6 +18,7 @@ from kiel.protocol import (
     InitProducerIdResponseV5,
 )
 from tests.support.admin_counterparts import ADMIN_FLEXIBLE
+from tests.support.txn_counterparts import TXN_FLEXIBLE
 
 #: kiel class -> (kafka-python's generated class, version): the judges of
 #: every flexible message (tests/protocol/test_flexible.py and
@@ -37,4 +38,5 @@ FLEXIBLE_COUNTERPARTS = [
 
 
 FLEXIBLE_COUNTERPARTS += ADMIN_FLEXIBLE  # the admin client's (tests/support/admin_counterparts.py)
+FLEXIBLE_COUNTERPARTS += TXN_FLEXIBLE  # the transactional producer's (support/txn_counterparts.py)
 

@@ -126,10 +126,11 @@ class ProxyCore:
     # -- faults ------------------------------------------------------------------
 
     async def kafka_rule(self, which: str, every: int, times: Optional[int],
-                         code: int = 0) -> None:
-        """Set (``every`` > 0) or clear (0) the ``"cut"`` or ``"rewrite"`` Produce rule."""
+                         code: int = 0, api_key: int = 0) -> None:
+        """Set (``every`` > 0) or clear (0) the ``"cut"`` rule (after answers of
+        ``api_key``, Produce by default) or the ``"rewrite"`` Produce rule."""
         assert self.kafka is not None
-        rule = _Rule(every, times, code) if every else None
+        rule = _Rule(every, times, code, api_key=api_key) if every else None
         if which == "cut":
             self.kafka.cut_rule = rule
         else:

@@ -7,7 +7,9 @@ has written a batch. These can:
 * **cut after a Produce answer** -- every Nth Produce answer is dropped and
   the connection reset right there: the broker wrote the batch, the client
   never hears of it (and sends it again: an idempotent producer must not
-  write it twice).
+  write it twice). The same for another API's answers (EndTxn,
+  AddPartitionsToTxn...): the broker did what was asked, the client never
+  hears of it.
 * **rewrite a Produce answer's error code** -- every Nth Produce answer has
   each partition's error code replaced (its offset becomes -1), to drive a
   client's handling of codes a broker rarely sends on cue
@@ -47,9 +49,11 @@ class _Rule:
     code: int = 0
     seen: int = 0
     done: int = 0
+    #: The API whose answers the rule counts (a cut rule: any API; 0 Produce).
+    api_key: int = _PRODUCE
 
     def hits(self) -> bool:
-        """Count one Produce answer; whether the rule applies to it."""
+        """Count one answer of the rule's API; whether the rule applies to it."""
         if self.times is not None and self.done >= self.times:
             return False
         self.seen += 1
@@ -119,8 +123,9 @@ class FrameWatch:
         self.rules = rules
         self._up = _Splitter()
         self._down = _Splitter()
-        #: correlation id -> Produce version, of requests that get an answer
-        self._produce: dict[int, int] = {}
+        #: correlation id -> (api key, version) of the requests watched that
+        #: get an answer: Produce, and the API of a cut rule
+        self._produce: dict[int, tuple[int, int]] = {}
         self._lost = False
 
     def upstream(self, data: bytes) -> tuple[bytes, bool]:
@@ -131,11 +136,13 @@ class FrameWatch:
         frames = self._up.feed(data)
         if frames is None:
             return self._give_up(self._up), False
+        cut = self.rules.cut_rule
         for frame in frames:
             if len(frame) >= 12:
                 api_key, version, correlation_id = _HEADER.unpack_from(frame, 4)
-                if api_key == _PRODUCE and _answered(frame, version):
-                    self._produce[correlation_id] = version
+                if (api_key == _PRODUCE and _answered(frame, version)) or (
+                        cut is not None and api_key == cut.api_key != _PRODUCE):
+                    self._produce[correlation_id] = (api_key, version)
         return b"".join(frames), False
 
     def downstream(self, data: bytes) -> tuple[bytes, bool]:
@@ -149,15 +156,19 @@ class FrameWatch:
         out: list[bytes] = []
         rules = self.rules
         for frame in frames:
-            version = None
+            watched = None
             if len(frame) >= 8:
-                version = self._produce.pop(_INT32.unpack_from(frame, 4)[0], None)
-            if version is not None:
-                rules.produce_answers += 1
-                if rules.cut_rule is not None and rules.cut_rule.hits():
+                watched = self._produce.pop(_INT32.unpack_from(frame, 4)[0], None)
+            if watched is not None:
+                api_key, version = watched
+                if api_key == _PRODUCE:
+                    rules.produce_answers += 1
+                cut = rules.cut_rule
+                if cut is not None and cut.api_key == api_key and cut.hits():
                     rules.cut += 1
                     return b"".join(out), True
-                if rules.rewrite_rule is not None and version <= 8 and rules.rewrite_rule.hits():
+                if (api_key == _PRODUCE and rules.rewrite_rule is not None and version <= 8
+                        and rules.rewrite_rule.hits()):
                     frame = _rewrite(frame, version, rules.rewrite_rule.code)
                     rules.rewritten += 1
             out.append(frame)

@@ -285,6 +285,27 @@ class FaultProxy:
         """
         self._kafka_rule("cut", every, times)
 
+    def cut_after_answer(self, api_key: int, every: int = 1, times: Optional[int] = 1) -> None:
+        """Reset the connection right after the broker's answer to every
+        ``every``-th request of API ``api_key`` (e.g. 26 EndTxn, 24
+        AddPartitionsToTxn), dropping that answer: the broker did what was
+        asked, the client never hears of it. Replaces the cut rule
+        (:meth:`cut_after_produce` is this rule for Produce).
+
+        Args:
+            api_key: the API whose answers count.
+            every: the period (1: after every answer); 0 clears the rule.
+            times: cut at most this many times (``None``: no limit).
+
+        Raises:
+            ConfigError: a bad ``api_key``, ``every`` or ``times``.
+            HarnessError: the proxy is not running or was not made with
+                ``kafka=True``.
+        """
+        if type(api_key) is not int or not 0 <= api_key < 2**15:
+            raise ConfigError(f"api_key must be a Kafka API key, not {api_key!r}")
+        self._kafka_rule("cut", every, times, api_key=api_key)
+
     def rewrite_produce_error(self, code: int, every: int = 1,
                               times: Optional[int] = 1) -> None:
         """Replace each partition's error code in the broker's answer to
@@ -317,13 +338,14 @@ class FaultProxy:
         counts: dict[str, int] = self._loop.call(core.kafka_counts())
         return counts
 
-    def _kafka_rule(self, which: str, every: int, times: Optional[int], code: int = 0) -> None:
+    def _kafka_rule(self, which: str, every: int, times: Optional[int], code: int = 0,
+                    api_key: int = 0) -> None:
         if type(every) is not int or every < 0:
             raise ConfigError(f"every must be an int >= 0, not {every!r}")
         if times is not None and (type(times) is not int or times < 1):
             raise ConfigError(f"times must be None or an int >= 1, not {times!r}")
         core = self._kafka_core()
-        self._loop.call(core.kafka_rule(which, every, times, code))
+        self._loop.call(core.kafka_rule(which, every, times, code, api_key))
 
     def _kafka_core(self) -> ProxyCore:
         core = self._running_core()
