@@ -559,10 +559,17 @@ class Subscription:
     def drop_fetched(self) -> None:
         """Drop every partition's fetched records and what is in flight for it
         (the consumer closes); assignments and positions are kept."""
+        # Strategy: only a marked partition holds records or a raw answer
+        # (see PartitionState.mark), so only those are emptied; the epoch of
+        # every one is bumped (an answer still in flight is dropped), which
+        # is one attribute each: with 100,000 partitions, going through the
+        # properties for every one held the loop for tens of milliseconds.
         for st in self._parts.values():
             st.epoch += 1
-            st.buffer = []
-            st.drop_raw()
+        for st in list(self._marked):
+            if st.assigned:
+                st.buffer = []
+                st.drop_raw()
         self._on_change()
 
     @staticmethod
