@@ -44,6 +44,11 @@ GROUP_APIS = {JOIN_GROUP: 5, HEARTBEAT: 3, LEAVE_GROUP: 3, SYNC_GROUP: 3,
 #: ListOffsets v7 (MAX_TIMESTAMP) from 3.0.
 ADMIN = {19: 5, 20: 5, 21: 2, 32: 4, 37: 2, 42: 2, 44: 1, 47: 0, 60: 0}
 ADMIN_3_0 = {**ADMIN, LIST_OFFSETS: 7}
+#: The transactional producer's (pinned): TxnOffsetCommit v3 (KIP-447) from
+#: 2.5; AddPartitionsToTxn, AddOffsetsToTxn, EndTxn v2 from 2.7, v3 from 3.0.
+TXN_2_5 = {28: 3}
+TXN_2_7 = {**TXN_2_5, 24: 2, 25: 2, 26: 2}
+TXN_3_0 = {**TXN_2_5, 24: 3, 25: 3, 26: 3}
 
 
 def ranges(by_key: dict) -> dict:
@@ -125,11 +130,15 @@ def test_legacy_is_0_8_2() -> None:
     # ApiVersions v3 and InitProducerId v2 (both flexible) from 2.4;
     # InitProducerId v3 from 2.5, v4 from 2.7, v5 from 3.8.
     ((2, 4), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 2}),
-    ((2, 5), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 3}),
-    ((2, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4, **ADMIN}),
-    ((3, 7, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4, **ADMIN_3_0}),
-    ((3, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5, **ADMIN_3_0}),
-    ((4, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5, **ADMIN_3_0}),
+    ((2, 5), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 3, **TXN_2_5}),
+    ((2, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4, **ADMIN,
+              **TXN_2_7}),
+    ((3, 7, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 4, **ADMIN_3_0,
+                 **TXN_3_0}),
+    ((3, 8), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5, **ADMIN_3_0,
+                 **TXN_3_0}),
+    ((4, 1), {**ALL_V0, **MODERN, **GROUP_APIS, 18: 3, 17: 1, 36: 1, 22: 5, **ADMIN_3_0,
+                 **TXN_3_0}),
 ])
 def test_pinned_release(release: tuple, expected: dict) -> None:
     expected = {key: v for key, v in expected.items() if v is not None}
