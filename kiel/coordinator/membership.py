@@ -73,8 +73,6 @@ coordinator drops it.
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from dataclasses import fields
 from typing import Any, Optional
 
 from kiel._aio import Tasks, Wakeup, within
@@ -88,7 +86,6 @@ from kiel.coordinator.requests import LANE, GroupRequests
 from kiel.coordinator.settings import BrokerSettings
 from kiel.exc import (
     ClientClosedError,
-    ConfigError,
     GroupError,
     KielError,
     PollIntervalExceededError,
@@ -106,22 +103,6 @@ class BrokerMembership:
         context: what the consumer gives every membership.
         settings: the checked :class:`~kiel.coordinator.settings.BrokerSettings`.
     """
-
-    #: The consumer keywords this adapter reads (the shared ones included).
-    OPTIONS = tuple(f.name for f in fields(BrokerSettings))
-
-    @classmethod
-    def settings_for(cls, options: Mapping[str, Any]) -> BrokerSettings:
-        """Check the options given (the others keep their defaults).
-
-        Raises:
-            ConfigError: a bad setting, or one only a ZooKeeper group reads.
-        """
-        unknown = sorted(set(options) - set(cls.OPTIONS))
-        if unknown:
-            raise ConfigError(f"{', '.join(unknown)}: only for a group kept in ZooKeeper "
-                              "(pass zk_hosts)")
-        return BrokerSettings(**options)
 
     def __init__(self, context: GroupContext, settings: BrokerSettings) -> None:
         self.context = context
