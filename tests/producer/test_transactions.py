@@ -9,7 +9,7 @@ request are judged on Tansu behind the Kafka-frame-aware fault proxy.
 """
 import asyncio
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List
 
 import confluent_kafka
 import confluent_kafka.admin
@@ -24,6 +24,7 @@ from kiel.exc import (
 )
 from kiel.structs import GroupMetadata
 from tests.conftest import run, unique
+from tests.support.idempotence import confluent_read
 
 PARTITIONS = 3
 
@@ -36,35 +37,6 @@ def create_topic(bootstrap: str, partitions: int = PARTITIONS, prefix: str = "tx
         future.result(30)
     return name
 
-
-def confluent_read(bootstrap: str, topic: str, isolation: str, at_least: int,
-                   idle: float = 3.0, partitions: int = PARTITIONS) -> List[bytes]:
-    """Every value of ``topic`` (partition then offset order) as a
-    confluent-kafka consumer with ``isolation`` reads it: until at least
-    ``at_least`` came and then ``idle`` seconds brought nothing new."""
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": unique("ck"),
-        "enable.auto.commit": False, "isolation.level": isolation,
-    })
-    got: Dict[int, List[Tuple[int, bytes]]] = {}
-    count = 0
-    try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
-        deadline = time.monotonic() + 60
-        last = time.monotonic()
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is None or message.error():
-                if count >= at_least and time.monotonic() - last > idle:
-                    break
-                continue
-            got.setdefault(message.partition() or 0, []).append(
-                (message.offset() or 0, message.value() or b""))
-            count += 1
-            last = time.monotonic()
-    finally:
-        consumer.close()
-    return [value for p in sorted(got) for _, value in sorted(got[p])]
 
 
 def control_batches(bootstrap: str, topic: str, partitions: int = PARTITIONS
@@ -129,9 +101,10 @@ def test_noida_read_committed_sees_exactly_the_committed_200(noida_broker: Any) 
     producer = run(write_commit_abort_commit(bootstrap, topic, unique("tid")))
     assert producer._txn is not None
     assert (producer._txn.committed, producer._txn.aborted) == (2, 1)
-    committed = confluent_read(bootstrap, topic, "read_committed", 200)
+    committed = confluent_read(bootstrap, topic, 200, isolation="read_committed",
+                               partitions=PARTITIONS)
     assert sorted(committed) == sorted(values("a", 100) + values("c", 100))
-    uncommitted = confluent_read(bootstrap, topic, "read_uncommitted", 300)
+    uncommitted = confluent_read(bootstrap, topic, 300, partitions=PARTITIONS)
     assert sorted(uncommitted) == sorted(values("a", 100) + values("b", 100) + values("c", 100))
     markers = control_batches(bootstrap, topic)
     # One marker per partition the transaction wrote to: 3 each.
@@ -148,7 +121,7 @@ def test_tansu_writes_transactional_batches_and_markers(tansu_broker: Any) -> No
     markers = control_batches(bootstrap, topic)
     assert (markers["commit"], markers["abort"]) == (2 * PARTITIONS, PARTITIONS)
     assert markers["transactional_batches"] >= 3 * PARTITIONS
-    committed = confluent_read(bootstrap, topic, "read_uncommitted", 300)
+    committed = confluent_read(bootstrap, topic, 300, partitions=PARTITIONS)
     assert len(committed) == 300
 
 
@@ -171,7 +144,8 @@ def test_async_with_commits_on_exit_and_aborts_on_an_exception(noida_broker: Any
             assert txn is not None and (txn.committed, txn.aborted) == (1, 1)
 
     run(main())
-    assert confluent_read(bootstrap, topic, "read_committed", 1, partitions=1) == [b"kept"]
+    assert confluent_read(bootstrap, topic, 1, isolation="read_committed",
+                          partitions=1) == [b"kept"]
 
 
 # --------------------------------------------------------------------------
@@ -243,7 +217,7 @@ def test_calls_out_of_order_are_refused_and_nothing_is_sent(tansu_broker: Any) -
         assert metrics.records_out == 0
 
     run(main())
-    assert confluent_read(tansu_broker.bootstrap, topic, "read_uncommitted", 0, idle=1.0,
+    assert confluent_read(tansu_broker.bootstrap, topic, 0, idle=1.0,
                           partitions=1) == []
 
 
@@ -275,7 +249,8 @@ def test_a_transaction_open_past_its_timeout_is_aborted_and_commit_says_so(
             assert (txn.committed, txn.aborted) == (1, 1)
 
     run(main())
-    assert confluent_read(bootstrap, topic, "read_committed", 1, partitions=1) == [b"next"]
+    assert confluent_read(bootstrap, topic, 1, isolation="read_committed",
+                          partitions=1) == [b"next"]
     assert control_batches(bootstrap, topic, 1) == {
         "commit": 1, "abort": 1, "transactional_batches": 2}
 
@@ -299,7 +274,8 @@ def test_close_aborts_an_open_transaction(noida_broker: Any) -> None:
 
     [error] = run(main())
     assert isinstance(error, TransactionAbortedError)
-    assert confluent_read(bootstrap, topic, "read_committed", 0, idle=1.0, partitions=1) == []
+    assert confluent_read(bootstrap, topic, 0, isolation="read_committed", idle=1.0,
+                          partitions=1) == []
     assert control_batches(bootstrap, topic, 1)["abort"] == 1
 
 
@@ -345,7 +321,7 @@ def test_a_second_kiel_producer_with_the_same_id_fences_the_first(
 
     run(main())
     if broker == "noida":
-        assert confluent_read(bootstrap, topic, "read_committed", 2, partitions=1) == [
+        assert confluent_read(bootstrap, topic, 2, isolation="read_committed", partitions=1) == [
             b"before", b"second"]
 
 
@@ -451,7 +427,7 @@ def test_offsets_sent_with_a_grouped_consumers_metadata_commit_with_it(
     assert out["abort"] == [None, None]
     assert out["commit"] == [10, 10]
     if broker == "noida":
-        committed = confluent_read(bootstrap, sink, "read_committed", 20, partitions=1)
+        committed = confluent_read(bootstrap, sink, 20, isolation="read_committed", partitions=1)
         assert sorted(committed) == sorted(b"IN-%d" % i for i in range(20))
 
 
@@ -507,7 +483,7 @@ def test_an_answer_lost_mid_request_is_retried_and_the_transaction_ends_right(
     assert all(offset >= 0 for offset in out["first"])
     markers = control_batches(bootstrap, topic, 1)
     assert (markers["commit"], markers["abort"]) == (1, 1), markers
-    values_read = confluent_read(bootstrap, topic, "read_uncommitted", 20, idle=1.0,
+    values_read = confluent_read(bootstrap, topic, 20, idle=1.0,
                                  partitions=1)
     assert sorted(values_read) == sorted([b"one-%d" % i for i in range(10)]
                                          + [b"two-%d" % i for i in range(10)])
@@ -536,7 +512,8 @@ def test_an_abort_right_after_the_first_record_leaves_the_next_transaction_whole
         return outcomes
 
     outcomes = run(main())
-    assert confluent_read(bootstrap, topic, "read_committed", 3, partitions=1) == [b"kept"] * 3
+    assert confluent_read(bootstrap, topic, 3, isolation="read_committed",
+                          partitions=1) == [b"kept"] * 3
     markers = control_batches(bootstrap, topic, 1)
     print(outcomes, markers)
     assert markers["commit"] == 3

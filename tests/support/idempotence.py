@@ -36,19 +36,22 @@ def records(count: int) -> List[Tuple[bytes, bytes]]:
     return out
 
 
-def confluent_read(bootstrap: str, topic: str, at_least: int, idle: float = 3.0) -> List[bytes]:
-    """Every value of ``topic`` in partition-then-offset order, read by
-    confluent-kafka until at least ``at_least`` came and then ``idle``
-    seconds passed with nothing new (Tansu's latest offset is not to be
-    trusted, so the end is found by waiting)."""
+def confluent_read(bootstrap: str, topic: str, at_least: int, idle: float = 3.0, *,
+                   isolation: str = "read_uncommitted",
+                   partitions: int = PARTITIONS) -> List[bytes]:
+    """Every value of ``topic``'s first ``partitions`` in partition-then-offset
+    order, read by confluent-kafka with ``isolation`` until at least
+    ``at_least`` came and then ``idle`` seconds passed with nothing new
+    (Tansu's latest offset is not to be trusted, so the end is found by
+    waiting)."""
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": unique("ck"),
-        "enable.auto.commit": False,
+        "enable.auto.commit": False, "isolation.level": isolation,
     })
     got: Dict[int, List[Tuple[int, bytes]]] = {}
     count = 0
     try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + 60
         last = time.monotonic()
         while time.monotonic() < deadline:
