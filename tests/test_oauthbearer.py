@@ -40,6 +40,20 @@ from tests.support.single_consumer import consume_n
 
 fronted_tansu = security_fronts.fronted_tansu
 
+
+class Clock:
+    """kiel.sasl's wall clock in the tests of the refresh line.
+
+    The refresh point is decided on that clock; a clock of the test's own
+    makes the 80% line exact (sleeping to it on a loaded machine landed
+    either side of it).
+    """
+
+    now = 1_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
 PRINCIPALS = {"alice": "", "bob": ""}  # the front's OAUTHBEARER users: principals only
 
 
@@ -158,15 +172,6 @@ def test_every_client_takes_the_token_provider_and_hides_the_token() -> None:
 
 
 def test_the_token_is_kept_until_80_percent_of_its_life(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The refresh point is decided on kiel.sasl's wall clock; a clock of the
-    # test's own makes the 80% line exact (sleeping to it on a loaded machine
-    # landed either side of it).
-    class Clock:
-        now = 1_000_000.0
-
-        def time(self) -> float:
-            return self.now
-
     clock = Clock()
     monkeypatch.setattr(kiel_sasl, "time", clock)
     calls: List[float] = []
@@ -215,8 +220,10 @@ def test_a_failing_provider_is_retried_then_a_typed_error() -> None:
 
 
 def test_a_failing_provider_leaves_the_last_valid_token_in_use(
-        caplog: pytest.LogCaptureFixture) -> None:
-    answers: List[Any] = [unsecured_jwt("alice", 6.0)]
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(kiel_sasl, "time", clock)
+    answers: List[Any] = [unsecured_jwt("alice", 6.0, now=clock.now)]
 
     def provider() -> OAuthBearerToken:
         if answers:
@@ -227,11 +234,14 @@ def test_a_failing_provider_leaves_the_last_valid_token_in_use(
 
     async def go() -> None:
         token = await credentials.token()
-        # Past 80% of its life (4.8 s): due; the provider's 3 calls take < 1 s.
-        await asyncio.sleep(max(0.0, token.expires_at - 1.1 - time.time()))
+        clock.now += 5.0  # past 80% of its life (4.8 s): due, and still valid
         with caplog.at_level(logging.WARNING, logger="kiel"):
             assert await credentials.token() is token  # refresh failed, still valid
+        assert credentials.calls == 1 + 3  # the first, then the 3 attempts of the refresh
         assert "the last token is used" in caplog.text and token.value not in caplog.text
+        clock.now += 1.5  # past its end: the failure is the caller's now
+        with pytest.raises(AuthenticationError, match="failed 3 times"):
+            await credentials.token()
 
     run(go(), timeout=30)
 
@@ -290,7 +300,7 @@ def test_the_provider_is_called_again_before_expiry_for_a_new_connection(
     front = SaslFront(mechanisms=("OAUTHBEARER",), users=PRINCIPALS)
     broker = fronted_tansu(front)
     topic = broker.create_topic(unique("oauth-refresh"))
-    lifetime = 3.0
+    lifetime = 5.0  # refreshed from 4.0 s; the new connection opens at 4.4 s
     tokens: List[OAuthBearerToken] = []
 
     def provider() -> OAuthBearerToken:
@@ -306,7 +316,7 @@ def test_the_provider_is_called_again_before_expiry_for_a_new_connection(
             opened = len(front.connections)
             # Past 80% of the token's life, before its end: a new connection
             # gets a new token (the old one would still be accepted).
-            await asyncio.sleep(max(0.0, tokens[0].expires_at - 0.4 - time.time()))
+            await asyncio.sleep(max(0.0, tokens[0].expires_at - 0.6 - time.time()))
             assert time.time() < tokens[0].expires_at
             for connection in list(producer.cluster._connections.values()):
                 connection.close()
