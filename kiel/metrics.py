@@ -471,6 +471,11 @@ class GroupedConsumerMetrics(ConsumerMetrics):
     owned_partitions: int
     #: offset commits completed.
     commits: int
+    #: the member's own commits (timed, by count, on revocation) that the
+    #: coordinator refused because the group had moved to a newer
+    #: generation: rebalances it learnt of that way; the next owner of those
+    #: partitions delivers again from the last commit.
+    commits_refused: int = 0
     #: who forms the group: ``"zookeeper"`` or ``"brokers"``.
     coordinator: str = "zookeeper"
     #: a broker group member's state: ``UNJOINED``, ``REVOKING``, ``JOINING``,
@@ -568,6 +573,8 @@ _SPECS = (
     MetricSpec("kiel_group_owned_partitions", "gauge", "partitions", (),
                "Partitions this member owns"),
     MetricSpec("kiel_group_commits", "counter", "commits", (), "Offset commits completed"),
+    MetricSpec("kiel_group_commits_refused", "counter", "commits", (),
+               "The member's own commits refused because the group had moved on"),
     MetricSpec("kiel_group_state", "gauge", "boolean", ("coordinator", "state"),
                "1 for the member's current group state"),
     MetricSpec("kiel_group_generation", "gauge", "generation", (),
@@ -639,6 +646,7 @@ def samples(snapshot: ClientMetrics) -> Iterator[Sample]:
         yield Sample("kiel_group_rebalance_seconds_max", (), snapshot.rebalance_seconds_max)
         yield Sample("kiel_group_owned_partitions", (), snapshot.owned_partitions)
         yield Sample("kiel_group_commits", (), snapshot.commits)
+        yield Sample("kiel_group_commits_refused", (), snapshot.commits_refused)
         if snapshot.membership is not None:
             # Each coordinator says what its part exports (no branch on its kind here).
             yield from snapshot.membership.samples()

@@ -12,16 +12,31 @@ every ``commit_interval`` seconds, and on every revocation.
 
 import asyncio
 import collections
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Optional
 
 from kiel._aio import Tasks, Wakeup
 from kiel.consumer.group_state import GroupState, Held
 from kiel.consumer.offsets import GroupOffsets
-from kiel.exc import GroupError, KielError
+from kiel.exc import (
+    GroupError,
+    IllegalGenerationError,
+    KielError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
 from kiel.structs import TopicPartition
 
-__all__ = ["Commits", "Held"]
+__all__ = ["MOVED_ON", "Commits", "Held"]
+
+log = logging.getLogger(__name__)
+
+#: A coordinator's refusals of a commit that mean the group formed (or is
+#: forming) a generation this member does not know of yet: a rebalance, not
+#: a failure. The membership learns it from its next heartbeat and joins
+#: again; the refused positions are delivered again by their next owner.
+MOVED_ON = (IllegalGenerationError, UnknownMemberIdError, RebalanceInProgressError)
 
 
 class Commits:
@@ -64,6 +79,10 @@ class Commits:
         self.finished = Wakeup()
         #: Completed commits (for tests and metrics).
         self.count = 0
+        #: Commits of the consumer's own (timed, by count, on revocation)
+        #: that the coordinator refused because the group had moved on
+        #: (:data:`MOVED_ON`).
+        self.refused = 0
         self._tasks = tasks
         self._errors = errors
         self._lock = asyncio.Lock()
@@ -192,9 +211,26 @@ class Commits:
             return  # the next timed (or revocation) commit takes it, if still owned
         try:
             await self.commit(sorted(self.held))
+        except MOVED_ON as e:
+            self.moved_on(e, "a background commit")
         except KielError as e:
             # Raised to the application by its next consume().
             self._errors.append(e)
+
+    def moved_on(self, error: KielError, what: str) -> None:
+        """A commit of the consumer's own was refused because the group moved on.
+
+        Counted and said, never raised to the application: a member learns of
+        a new generation this way whenever its coordinator forms one without
+        waiting for it (Tansu does not wait out the rebalance timeout), and
+        what it could not commit is delivered again by the next owner, as
+        at-least-once promises. Java's consumer likewise only logs its
+        automatic commits' failures.
+        """
+        self.refused += 1
+        log.warning("%s was refused: the group %s moved to a newer generation (%s); the "
+                    "member joins again and the partitions' next owner delivers again "
+                    "from the last commit", what, self.offsets.group, type(error).__name__)
 
     def start_timer(self) -> None:
         """Commit every ``interval`` seconds from now on (if an interval is set)."""

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from kiel.cluster import Cluster
-from kiel.consumer.commits import Commits
+from kiel.consumer.commits import MOVED_ON, Commits
 from kiel.consumer.listener import call_listener
 from kiel.consumer.membership import PartitionHooks
 from kiel.consumer.offsets import EARLIEST, LATEST, GroupOffsets, list_offsets
@@ -151,6 +151,12 @@ class ConsumerHooks(PartitionHooks):
         finally:
             try:
                 await commits.commit(tps)
+            except MOVED_ON as e:
+                # The group moved on while the application finished its
+                # records, unseen by this member's own clock (its coordinator
+                # did not wait the rebalance timeout out): the listener heard
+                # "revoked" already; the next owner delivers again.
+                commits.moved_on(e, f"committing {tps} on revocation")
             except KielError as e:
                 # The commit's own retries are spent: release anyway (holding
                 # on would stall the group). The next owner starts from the

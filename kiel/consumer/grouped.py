@@ -329,6 +329,7 @@ class GroupedConsumer(_BaseConsumer):
             rebalance_seconds_max=rebalances.max,
             owned_partitions=len(self._state),
             commits=self.commits,
+            commits_refused=self._commits.refused,
             member_id=self.member_id,
             group=self.group,
             membership=part,

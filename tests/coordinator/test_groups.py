@@ -47,6 +47,7 @@ from tests.support.broker_groups import (
     partitions,
     produce,
     settled,
+    split,
 )
 from tests.support.waiting import until
 
@@ -912,5 +913,57 @@ def test_a_revocation_that_outlasts_the_rebalance_timeout_is_a_loss(tansu_broker
         loop.task = asyncio.ensure_future(loop._run())
         await settled([c.assignment, loop.assignment], expected, "the slow member back")
         await asyncio.gather(loop.stop(), leader.stop(), c.stop())
+
+    run(main(), timeout=240)
+
+
+def test_a_revocation_commit_refused_by_a_group_that_moved_on_is_no_error_of_the_loop(
+        tansu_broker: Any) -> None:
+    # The member gave a long rebalance timeout (max_poll_interval 60 s), so
+    # it may still commit by its own clock while the application finishes
+    # its revoked records; Tansu forms the next generation without waiting
+    # for it, so the revocation's commit is refused (ILLEGAL_GENERATION or
+    # UNKNOWN_MEMBER_ID). That is a rebalance, not a failure of the
+    # application's loop: consume() goes on without raising, the refusal is
+    # counted, and the records are delivered again by their next owner.
+    topic = tansu_broker.create_topic(unique("refused"), 4)
+    other = tansu_broker.create_topic(unique("other"), 1)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 4)
+
+    async def main() -> None:
+        leader = await Loop(member(bootstrap, group, [other])).start()
+        listener = TimedRecorder()
+        slow = member(bootstrap, group, [topic], listener=listener, max_poll_interval=60.0,
+                      revoke_timeout=60.0, auto_finish=False, commit_interval=None)
+        await slow.connect()
+        assert set(slow.assignment()) == expected
+        await produce(bootstrap, topic, 200)
+        held: List[Any] = []
+        while not held:
+            held = await slow.consume()
+        c = await Loop(member(bootstrap, group, [topic])).start()
+        await until(lambda: bool(c.assignment()), timeout=SETTLE,
+                    what="the new member owns partitions while the slow one still holds")
+        assert slow.metrics().group_state == "REVOKING"
+        for record in held:
+            slow.task_done(record)
+        await until(lambda: len(listener.events) > 1, timeout=SETTLE,
+                    what="the slow member's revocation ended")
+        began = asyncio.get_running_loop().time()
+        errors: List[BaseException] = []
+        while asyncio.get_running_loop().time() - began < SETTLE:
+            try:
+                for record in await slow.consume():
+                    slow.task_done(record)
+            except Exception as e:  # noqa: BLE001 - what the loop would see
+                errors.append(e)
+            if split([set(slow.assignment()), c.assignment()], expected):
+                break
+        assert errors == []
+        assert slow.metrics().commits_refused >= 1
+        assert (await committed(bootstrap, group, sorted(expected))) is not None
+        await asyncio.gather(leader.stop(), c.stop(), slow.close())
 
     run(main(), timeout=240)
