@@ -290,9 +290,10 @@ def offsets_for_times(opts: SourceOptions, times: dict[TP, int],
         opts: the source options.
         times: epoch milliseconds per partition.
         latest: the served ends (:func:`kiel.spark.kafka.list_edges`). An
-            answer at or after the ListOffsets end means "no record that
-            recent": it is the served end, which is further on a broker that
-            answers ListOffsets LATEST short (Tansu).
+            answer at or after the ListOffsets end or the served end means
+            "no record that recent": it is the served end, which is further
+            on a broker that answers ListOffsets LATEST short (Tansu), and
+            is the last stable offset with read_committed.
 
     Returns:
         the offset per partition.
@@ -307,9 +308,15 @@ def offsets_for_times(opts: SourceOptions, times: dict[TP, int],
         asked = {TopicPartition(t, p): ms for (t, p), ms in times.items()}
         found = await list_offsets(client.cluster, asked)
         listed = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in found})
-        return {(tp.topic, tp.partition): (latest[(tp.topic, tp.partition)]
-                                           if offset >= listed[tp] else offset)
-                for tp, offset in found.items()}
+        out = {}
+        for tp, offset in found.items():
+            end = latest[(tp.topic, tp.partition)]
+            # At or past the served end is "none that recent": with
+            # read_committed that end is the last stable offset, and a
+            # record of a transaction still open is past it (Kafka's broker
+            # answers no offset there; Tansu and noida-db answer it).
+            out[(tp.topic, tp.partition)] = end if offset >= min(listed[tp], end) else offset
+        return out
 
     return kafka._run(opts, work)
 
@@ -348,9 +355,14 @@ def _start(opts: SourceOptions, tps: list[TP], earliest: dict[TP, int],
     if isinstance(spec, Timestamps) and opts.starting_strategy == "error":
         for tp in tps:
             if start[tp] >= latest[tp]:
+                # read_committed: the end is the last stable offset, so a
+                # record written after the time may exist, in a transaction
+                # still open (Kafka's broker answers no offset past the LSO).
+                what, end = (("committed record", "last stable offset") if opts.read_committed
+                             else ("record", "end"))
                 raise ConfigError(
-                    f"option {spec.option}: no record of {tp[0]}/{tp[1]} was written at or "
-                    f"after the time (the broker answered its end, offset {start[tp]}); set "
+                    f"option {spec.option}: no {what} of {tp[0]}/{tp[1]} was written at or "
+                    f"after the time (its {end} is {latest[tp]}); set "
                     "startingOffsetsByTimestampStrategy=latest to start there",
                     topic=tp[0], partition=tp[1],
                 )

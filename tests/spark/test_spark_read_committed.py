@@ -9,7 +9,10 @@ aborting. The planned end (the LSO while a transaction is open) is judged
 on noida-db and on Tansu. The SparkSession fixture is tests/spark/conftest.py's;
 pyspark, noida-db and Tansu are hard requirements (never skipped).
 """
+import time
 from typing import Any, List
+
+import pytest
 
 from kiel.spark import kafka
 from kiel.spark.options import SourceOptions
@@ -72,3 +75,52 @@ def test_batch_read_committed_ends_at_the_lso_on_noida(spark, noida_broker) -> N
 
 def test_batch_read_committed_ends_at_the_lso_on_tansu(spark, tansu_broker) -> None:  # noqa: F811
     _open_transaction_case(spark, tansu_broker.bootstrap)
+
+
+def _a_time_before_an_open_transaction(spark: Any, bootstrap: str) -> None:  # noqa: F811
+    # A starting time whose first record is in a transaction still open
+    # (between the last stable offset and the high watermark): Kafka's
+    # broker answers a read_committed ListOffsets by time with no offset
+    # past the LSO, so Spark's source fails (or, with the "latest" strategy,
+    # starts at the LSO) rather than plan a start after its end.
+    topic = create_topic(bootstrap, prefix="spark-lso-time")
+    writer = confluent_txn(bootstrap)
+    confluent_write(writer, topic, batch("a", 0, 10), commit=True)  # 0-9, marker 10
+    time.sleep(0.05)
+    after = str(int(time.time() * 1000))
+    time.sleep(0.05)
+    writer.begin_transaction()
+    for value in batch("open", 0, 3):  # 11-13
+        writer.produce(topic, value, partition=0)
+    writer.flush(30)
+    time.sleep(0.05)
+    inside = str(int(time.time() * 1000))
+    time.sleep(0.05)
+    for value in batch("open", 3, 2):  # 14-15
+        writer.produce(topic, value, partition=0)
+    writer.flush(30)
+    try:
+        assert load(spark, bootstrap, topic, startingTimestamp=after) == batch("open", 0, 5)
+        assert load(spark, bootstrap, topic, startingTimestamp=inside) == batch("open", 3, 2)
+        # The broker may answer 14 (past the LSO): the "latest" strategy
+        # still starts at the LSO, never after the planned end.
+        assert load(spark, bootstrap, topic, startingTimestamp=inside,
+                    startingOffsetsByTimestampStrategy="latest", **COMMITTED) == []
+        refused = "no committed record of .* at or after the time .its last stable offset is 11"
+        with pytest.raises(Exception, match=refused):
+            load(spark, bootstrap, topic, startingTimestamp=after, **COMMITTED)
+        assert load(spark, bootstrap, topic, startingTimestamp=after,
+                    startingOffsetsByTimestampStrategy="latest", **COMMITTED) == []
+        # A time before the committed records still starts at the first of them.
+        assert load(spark, bootstrap, topic, startingTimestamp="0",
+                    **COMMITTED) == batch("a", 0, 10)
+    finally:
+        writer.abort_transaction(30)
+
+
+def test_a_starting_time_inside_an_open_transaction_on_noida(spark, noida_broker) -> None:  # noqa: F811
+    _a_time_before_an_open_transaction(spark, noida_broker.bootstrap)
+
+
+def test_a_starting_time_inside_an_open_transaction_on_tansu(spark, tansu_broker) -> None:  # noqa: F811
+    _a_time_before_an_open_transaction(spark, tansu_broker.bootstrap)
