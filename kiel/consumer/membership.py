@@ -305,7 +305,7 @@ def adapter(name: str) -> Any:
 
 #: kiel 1.x's consumer keywords for each coordinator's own settings (its
 #: class's ``KEYWORDS``, named here so that the consumer knows them without
-#: importing an adapter; tests/test_coordinator_objects.py holds them equal).
+#: importing an adapter; tests/consumer/test_coordinator_objects.py holds them equal).
 OWN_KEYWORDS: dict[str, tuple[str, ...]] = {
     "brokers": ("session_timeout", "heartbeat_interval", "max_poll_interval",
                 "group_instance_id"),
