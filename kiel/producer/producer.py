@@ -41,7 +41,6 @@ from kiel.exc import (
     ConfigError,
     KielError,
     MessageSizeTooLargeError,
-    SerializationError,
     TransactionStateError,
     UnknownPartitionError,
     UnsupportedFeatureError,
@@ -49,11 +48,27 @@ from kiel.exc import (
 from kiel.metrics import ProducerMetrics
 from kiel.producer.accumulator import PartitionQueue, RecordAccumulator
 from kiel.producer.admission import Admission, PreparedRecord
-from kiel.producer.idempotence import MAX_IN_FLIGHT, Idempotence
+from kiel.producer.inputs import (
+    as_bytes,
+    call,
+    check_headers,
+    check_timestamp,
+    many_args,
+)
 from kiel.producer.outcomes import FlushResult, Outcomes
 from kiel.producer.partitioners import Partitioner
 from kiel.producer.routing import Router, TopicRoute
 from kiel.producer.sender import Sender, unheld
+from kiel.producer.settings import (
+    check_ack_timeout,
+    check_acks,
+    check_idempotence,
+    check_sizes,
+    compression_id,
+    linger_seconds,
+    make_codec,
+    positive_int,
+)
 from kiel.producer.transactions import (
     DEFAULT_TRANSACTION_TIMEOUT,
     Transactions,
@@ -61,7 +76,7 @@ from kiel.producer.transactions import (
 )
 from kiel.protocol.messages import MESSAGE_OVERHEAD
 from kiel.protocol.versions import PRODUCE
-from kiel.structs import GroupMetadata, Header, RecordMetadata
+from kiel.structs import GroupMetadata, RecordMetadata
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -71,6 +86,7 @@ __all__ = ["Producer", "compression_id"]
 log = logging.getLogger(__name__)
 
 _Future = asyncio.Future
+_MESSAGE_OVERHEAD = MESSAGE_OVERHEAD
 #: enqueue() gives the IOLoop a turn after this many records queued without
 #: waiting: a loop of ``await producer.enqueue(...)`` that never finds the
 #: buffer full would otherwise hold the loop until it does (32 MB of
@@ -242,18 +258,18 @@ class Producer(Client):
         self.cluster.auto_create_topics = _options.flag("allow_auto_create_topics",
                                                         allow_auto_create_topics)
         request_timeout = self.cluster.request_timeout
-        self.required_acks = _check_acks(required_acks)
-        self._idempotence, in_flight, self._plain_in_flight = _check_idempotence(
+        self.required_acks = check_acks(required_acks)
+        self._idempotence, in_flight, self._plain_in_flight = check_idempotence(
             idempotent, self.required_acks, max_batches_in_flight)
         self._in_flight = in_flight
-        self.ack_timeout = _check_ack_timeout(ack_timeout, required_acks, request_timeout)
-        self.batch_size = _positive_int("batch_size", batch_size)
-        self.max_request_size = _positive_int("max_request_size", max_request_size)
-        self.max_message_size = _positive_int("max_message_size", max_message_size)
-        self.max_pending_bytes = _positive_int("max_pending_bytes", max_pending_bytes)
-        _check_sizes(self.batch_size, self.max_request_size, self.max_message_size,
+        self.ack_timeout = check_ack_timeout(ack_timeout, required_acks, request_timeout)
+        self.batch_size = positive_int("batch_size", batch_size)
+        self.max_request_size = positive_int("max_request_size", max_request_size)
+        self.max_message_size = positive_int("max_message_size", max_message_size)
+        self.max_pending_bytes = positive_int("max_pending_bytes", max_pending_bytes)
+        check_sizes(self.batch_size, self.max_request_size, self.max_message_size,
                      self.max_pending_bytes)
-        self.linger = _linger_seconds(linger, linger_ms)
+        self.linger = linger_seconds(linger, linger_ms)
         self.buffer_timeout = _options.optional(_options.real, "buffer_timeout", buffer_timeout,
                                                at_least=0)
         for name, func in (
@@ -273,7 +289,7 @@ class Producer(Client):
         self._plain_keys = self._plain and key_serializer is None
         self.codec_id = compression_id(compression)
         self.gzip_level = _options.integer("gzip_level", gzip_level, at_least=1, most=9)
-        self.codec = _make_codec(self.codec_id, self.gzip_level)
+        self.codec = make_codec(self.codec_id, self.gzip_level)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._closing = False
         #: records enqueue() queued since it last gave the loop a turn
@@ -752,7 +768,7 @@ class Producer(Client):
             MessageSizeTooLargeError: as for :meth:`produce`.
             RuntimeError: called with no running event loop.
         """
-        values, given_keys = _many_args(topic, values, keys)
+        values, given_keys = many_args(topic, values, keys)
         if self._txn is not None and not self._txn.open:
             self._txn.refuse(topic)  # raises: outside a transaction
         if not values:
@@ -893,7 +909,7 @@ class Producer(Client):
         When a slice is refused, the slices before it stay queued (the next
         :meth:`flush` reports them).
         """
-        values, key_list = _many_args(topic, values, keys)
+        values, key_list = many_args(topic, values, keys)
         try:
             total = list(accumulate(map(_MESSAGE_OVERHEAD.__add__, map(len, values)),
                                     initial=0))
@@ -1030,17 +1046,17 @@ class Producer(Client):
         if type(topic) is not str or not topic:
             raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
         if self.key_maker is not None and key is None:
-            key = _call(self.key_maker, value, "key_maker", topic)
+            key = call(self.key_maker, value, "key_maker", topic)
         if value is not None:
             if self.serializer is not None:
-                value = _call(self.serializer, value, "serializer", topic)
+                value = call(self.serializer, value, "serializer", topic)
             if type(value) is not bytes:
-                value = _as_bytes(value, "value", topic)
+                value = as_bytes(value, "value", topic)
         if key is not None:
             if self.key_serializer is not None:
-                key = _call(self.key_serializer, key, "key_serializer", topic)
+                key = call(self.key_serializer, key, "key_serializer", topic)
             if type(key) is not bytes:
-                key = _as_bytes(key, "key", topic)
+                key = as_bytes(key, "key", topic)
         size = MESSAGE_OVERHEAD + (0 if value is None else len(value)) + (
             0 if key is None else len(key)
         )
@@ -1054,8 +1070,8 @@ class Producer(Client):
             raise ConfigError(f"partition must be a non-negative int, got {partition!r}")
         if headers is None and timestamp is None:
             return PreparedRecord(topic, key, value, partition, size)
-        pairs = _check_headers(headers, topic)
-        millis = _check_timestamp(timestamp, topic)
+        pairs = check_headers(headers, topic)
+        millis = check_timestamp(timestamp, topic)
         if pairs or millis is not None:
             produce = self.cluster.highest_known(PRODUCE)
             if produce is not None and produce < 3:
@@ -1283,277 +1299,3 @@ class Producer(Client):
                                 e)
             raise
         await txn.commit()
-
-
-def _check_headers(headers: Optional[Iterable[Any]], topic: str) -> tuple[Header, ...]:
-    """``headers`` as a tuple of ``(str, bytes or None)`` pairs.
-
-    Raises:
-        ConfigError: not an iterable of such pairs.
-    """
-    if headers is None:
-        return ()
-    if isinstance(headers, (str, bytes, bytearray, memoryview, dict)):
-        raise ConfigError(
-            f"headers must be (key, value) pairs, not a {type(headers).__name__}", topic=topic
-        )
-    pairs: list[Header] = []
-    try:
-        items = list(headers)
-    except TypeError as e:
-        raise ConfigError(f"headers must be (key, value) pairs: {e}", topic=topic) from e
-    for item in items:
-        if not isinstance(item, tuple) or len(item) != 2:
-            raise ConfigError(f"a header must be a (key, value) pair, got {item!r:.80}",
-                              topic=topic)
-        key, value = item
-        if type(key) is not str:
-            raise ConfigError(f"header keys must be str, got {key!r:.80}", topic=topic)
-        try:
-            key.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ConfigError(f"header key {key!r:.80} is not encodable as UTF-8",
-                              topic=topic) from e
-        if value is not None and type(value) is not bytes:
-            if not isinstance(value, (bytes, bytearray, memoryview)):
-                raise ConfigError(
-                    f"header values must be bytes or None, got {type(value).__name__}",
-                    topic=topic,
-                )
-            value = bytes(value)
-        pairs.append((key, value))
-    return tuple(pairs)
-
-
-def _check_timestamp(timestamp: Any, topic: str) -> Optional[int]:
-    """``timestamp`` as epoch milliseconds (a naive ``datetime`` is UTC).
-
-    Raises:
-        ConfigError: neither an int64 of milliseconds nor a ``datetime``.
-    """
-    if timestamp is None:
-        return None
-    if isinstance(timestamp, datetime.datetime):
-        if timestamp.tzinfo is None:
-            timestamp = timestamp.replace(tzinfo=datetime.timezone.utc)
-        return int(timestamp.timestamp() * 1000)
-    if type(timestamp) is not int or not -(2**63) <= timestamp < 2**63:
-        raise ConfigError(
-            f"timestamp must be epoch milliseconds (int) or a datetime, got {timestamp!r:.80}",
-            topic=topic,
-        )
-    return timestamp
-
-
-def compression_id(name: Optional[str]) -> int:
-    """Map a ``compression=`` setting to a codec id.
-
-    Args:
-        name: ``None``, ``"none"``, ``"gzip"``, ``"snappy"`` or ``"lz4"``.
-
-    Returns:
-        the codec id.
-
-    Raises:
-        ConfigError: anything else.
-    """
-    if name is None:
-        return codecs.NONE
-    if not isinstance(name, str):
-        raise ConfigError(f"compression must be a codec name or None, got {name!r}")
-    return codecs.codec_id_for(name)
-
-
-def _make_codec(codec_id: int, gzip_level: int) -> Optional[codecs.Codec]:
-    if codec_id == codecs.GZIP:
-        return codecs.get_codec(codec_id, level=gzip_level)
-    if codec_id == codecs.LZ4:
-        return codecs.get_codec(codec_id, magic=0)
-    if codec_id != codecs.NONE:
-        return codecs.get_codec(codec_id)
-    return None
-
-
-def _check_idempotence(idempotent: Optional[bool], required_acks: int,
-                       max_batches_in_flight: Optional[int]
-                       ) -> tuple[Optional[Idempotence], int, int]:
-    """Java 3.x's rules: idempotent by default where it can be, off (said
-    once) where the application asked for what it cannot give, an error
-    where the application asked for both.
-
-    Returns:
-        the idempotence state (``None``: off), the batches in flight per
-        partition, and that number when idempotence turns out off at connect
-        (a Kafka 0.8 broker).
-
-    Raises:
-        ConfigError: a bad value, or ``idempotent=True`` with acks other
-            than -1 or more than 5 batches in flight.
-    """
-    if idempotent is not None and type(idempotent) is not bool:
-        raise ConfigError(f"idempotent must be None, True or False, got {idempotent!r}")
-    if max_batches_in_flight is not None:
-        max_batches_in_flight = _options.integer(
-            "max_batches_in_flight", max_batches_in_flight, at_least=1)
-    if idempotent is True:
-        if required_acks != -1:
-            raise ConfigError(
-                f"idempotent=True needs required_acks=-1 (every in-sync replica), "
-                f"got required_acks={required_acks}: a batch only one replica has may be "
-                "lost, and its retry written as new")
-        if max_batches_in_flight is not None and max_batches_in_flight > MAX_IN_FLIGHT:
-            raise ConfigError(
-                f"idempotent=True allows at most {MAX_IN_FLIGHT} batches in flight per "
-                f"partition (the broker remembers the last {MAX_IN_FLIGHT}), got "
-                f"max_batches_in_flight={max_batches_in_flight}")
-    if idempotent is None:
-        why = None
-        if required_acks != -1:
-            why = f"required_acks={required_acks} (it needs -1)"
-        elif max_batches_in_flight is not None and max_batches_in_flight > MAX_IN_FLIGHT:
-            why = f"max_batches_in_flight={max_batches_in_flight} (it allows {MAX_IN_FLIGHT})"
-        if why is not None:
-            log.info("producer: idempotence is off because of %s; a batch retried after a "
-                     "lost answer may be written twice", why)
-            idempotent = False
-    if idempotent is False:
-        plain = 1 if max_batches_in_flight is None else max_batches_in_flight
-        return None, plain, plain
-    in_flight = MAX_IN_FLIGHT if max_batches_in_flight is None else max_batches_in_flight
-    plain = 1 if max_batches_in_flight is None else max_batches_in_flight
-    return Idempotence(required=idempotent is True), in_flight, plain
-
-
-def _check_acks(required_acks: int) -> int:
-    if required_acks not in (-1, 0, 1) or isinstance(required_acks, bool):
-        raise ConfigError(f"required_acks must be -1, 0 or 1, got {required_acks!r}")
-    return required_acks
-
-
-def _check_ack_timeout(ack_timeout: Optional[float], required_acks: int,
-                       request_timeout: float) -> float:
-    if ack_timeout is None:
-        ack_timeout = request_timeout / 2
-    # The broker takes it as an int32 of milliseconds.
-    ack_timeout = _options.real("ack_timeout", ack_timeout, at_least=0, most=(2**31 - 1) / 1000)
-    if required_acks == -1 and ack_timeout >= request_timeout:
-        raise ConfigError(
-            f"ack_timeout ({ack_timeout}s) must be shorter than request_timeout "
-            f"({request_timeout}s): the broker may take that long to answer"
-        )
-    return ack_timeout
-
-
-#: The largest request a Kafka frame can carry (its size is an int32), less
-#: room for the request's header and per-partition fields.
-MAX_REQUEST_SIZE = 2**31 - 1 - 64 * 1024
-
-
-def _check_sizes(batch_size: int, max_request_size: int, max_message_size: int,
-                 max_pending_bytes: int) -> None:
-    """Size settings that could never work together.
-
-    Raises:
-        ConfigError: a request larger than a frame can carry, a record
-            ``max_message_size`` allows that no request could carry, a
-            batch larger than any request, or a buffer smaller than one
-            record.
-    """
-    if max_request_size > MAX_REQUEST_SIZE:
-        raise ConfigError(
-            f"max_request_size={max_request_size} is larger than any Kafka request can be "
-            f"({MAX_REQUEST_SIZE} bytes: a frame's size is an int32)")
-    if max_request_size < max_message_size:
-        raise ConfigError(
-            f"max_request_size={max_request_size} is smaller than max_message_size="
-            f"{max_message_size}: a record produce() accepts could never be sent "
-            "(lower max_message_size too)")
-    if batch_size > max_request_size:
-        raise ConfigError(
-            f"batch_size={batch_size} is larger than max_request_size={max_request_size}: "
-            "a full batch could not go in any request")
-    if max_pending_bytes < MESSAGE_OVERHEAD:
-        raise ConfigError(
-            f"max_pending_bytes={max_pending_bytes} is below one record (the smallest takes "
-            f"{MESSAGE_OVERHEAD} bytes)")
-
-
-def _positive_int(name: str, value: int) -> int:
-    return _options.integer(name, value, at_least=1)
-
-
-def _linger_seconds(linger: Optional[float], linger_ms: Optional[float]) -> float:
-    """``linger`` in seconds, from ``linger`` or the deprecated ``linger_ms``."""
-    if linger is not None and linger_ms is not None:
-        raise ConfigError("give linger (seconds) or the deprecated linger_ms, not both")
-    name, value = ("linger", linger) if linger_ms is None else ("linger_ms", linger_ms)
-    if value is None:
-        return 0.0
-    # NaN once passed "value < 0" and every batch then waited for ever.
-    checked = _options.real(name, value, at_least=0,
-                            unit="seconds" if name == "linger" else "milliseconds")
-    if name == "linger":
-        return checked
-    _options.deprecated(
-        "linger_ms is deprecated: give linger in seconds (linger_ms=5 is linger=0.005)")
-    return checked / 1000.0
-
-
-def _call(func: Callable[[Any], Any], arg: Any, name: str, topic: str) -> Any:
-    try:
-        return func(arg)
-    except Exception as e:  # user code: any failure becomes our typed error
-        raise SerializationError(f"{name} failed: {e!r}", topic=topic) from e
-
-
-def _as_bytes(data: Any, what: str, topic: str) -> bytes:
-    if isinstance(data, (bytearray, memoryview)):
-        return bytes(data)
-    if isinstance(data, bytes):  # a bytes subclass
-        return bytes(data)
-    hint = " (set serializer=...)" if what == "value" else " (set key_serializer=...)"
-    raise SerializationError(
-        f"{what} must be bytes, got {type(data).__name__}{hint}", topic=topic
-    )
-
-
-_MESSAGE_OVERHEAD = MESSAGE_OVERHEAD
-
-
-def _many_args(topic: Any, values: Iterable[Any], keys: Optional[Iterable[Any]]
-               ) -> tuple[list[Any], Optional[list[Any]]]:
-    """Check :meth:`Producer.produce_many`'s arguments: the values and keys as lists.
-
-    Raises:
-        ConfigError: a bad topic, values or keys not a collection, or keys
-            of another length.
-    """
-    if type(topic) is not str or not topic:
-        raise ConfigError(f"topic must be a non-empty str, got {topic!r}")
-    value_list = _as_list(values, "values", topic)
-    key_list = None if keys is None else _as_list(keys, "keys", topic)
-    if key_list is not None and len(key_list) != len(value_list):
-        raise ConfigError(
-            f"keys ({len(key_list)}) and values ({len(value_list)}) differ in length",
-            topic=topic,
-        )
-    return value_list, key_list
-
-
-def _as_list(items: Iterable[Any], name: str, topic: str) -> list[Any]:
-    """``items`` as a list (a list or tuple as it is).
-
-    Raises:
-        ConfigError: a ``str`` or bytes-like object, or not iterable.
-    """
-    if isinstance(items, list):
-        return items
-    if isinstance(items, (str, bytes, bytearray, memoryview)):
-        raise ConfigError(
-            f"{name} must be a collection of records' {name}, not one {type(items).__name__}",
-            topic=topic,
-        )
-    try:
-        return list(items)
-    except TypeError as e:
-        raise ConfigError(f"{name} must be iterable: {e}", topic=topic) from e

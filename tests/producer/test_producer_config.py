@@ -78,7 +78,7 @@ def test_the_default_is_idempotent_until_a_broker_says_otherwise() -> None:
 ])
 def test_other_acks_turn_idempotence_off_said_once_at_info(
         caplog: pytest.LogCaptureFixture, options: Any, why: str) -> None:
-    with caplog.at_level(logging.INFO, logger="kiel.producer.producer"):
+    with caplog.at_level(logging.INFO, logger="kiel.producer"):
         p = producer(**options)
     assert p.idempotent is False
     said = [r for r in caplog.records if "idempotence is off" in r.getMessage()]
@@ -86,7 +86,7 @@ def test_other_acks_turn_idempotence_off_said_once_at_info(
 
 
 def test_idempotence_asked_off_is_not_announced(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="kiel.producer.producer"):
+    with caplog.at_level(logging.INFO, logger="kiel.producer"):
         producer(idempotent=False, required_acks=1)
     assert not [r for r in caplog.records if "idempotence" in r.getMessage()]
 
