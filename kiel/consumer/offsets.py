@@ -133,8 +133,12 @@ async def list_offsets(
     Args:
         cluster: the client's cluster.
         timestamps: ``EARLIEST``, ``LATEST`` or epoch milliseconds per partition.
-        read_committed: ``LATEST`` is the last stable offset (ListOffsets
-            v2+, isolation 1) where the leader speaks it.
+        read_committed: ``LATEST`` is the last stable offset, as the
+            leader serves it: asked with ListOffsets v2+ (isolation 1), then
+            read from a Fetch answer with isolation 1
+            (:func:`kiel.consumer.watermarks.served_ends`), since a broker
+            may answer that ListOffsets short (Tansu answers 0 while a
+            transaction is open).
 
     Returns:
         the offset per partition.
@@ -166,7 +170,26 @@ async def list_offsets(
         if not remaining:
             break
         await judge_round(cluster, attempt, errors, "ListOffsets")
+    if read_committed:
+        ends = [tp for tp, when in timestamps.items() if when == LATEST]
+        if ends:
+            result.update(await _stable_ends(cluster, {tp: result[tp] for tp in ends}))
     return result
+
+
+async def _stable_ends(cluster: Cluster, listed: dict[TopicPartition, int]
+                       ) -> dict[TopicPartition, int]:
+    """The last stable offsets the leaders serve, for partitions whose
+    read_committed ListOffsets LATEST answer was ``listed``.
+
+    Raises:
+        as :func:`list_offsets`, and Fetch's errors past the retries.
+    """
+    # Imported here: watermarks builds on this module (judge_round).
+    from kiel.consumer.watermarks import served_ends
+
+    earliest = await list_offsets(cluster, {tp: EARLIEST for tp in listed})
+    return await served_ends(cluster, earliest, listed, read_committed=True)
 
 
 async def judge_round(

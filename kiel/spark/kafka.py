@@ -205,9 +205,13 @@ async def _edges(client: Client, tps: Iterable[TP], read_committed: bool = False
     if not wanted:
         return {}, {}
     earliest = await list_offsets(client.cluster, {tp: LIST_EARLIEST for tp in wanted})
-    listed = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted},
-                                read_committed=read_committed)
-    latest = await served_ends(client.cluster, earliest, listed, read_committed=read_committed)
+    if read_committed:
+        # list_offsets reads the last stable offsets from the leaders' Fetch answers.
+        latest = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted},
+                                    read_committed=True)
+    else:
+        listed = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted})
+        latest = await served_ends(client.cluster, earliest, listed)
     return (
         {(tp.topic, tp.partition): o for tp, o in earliest.items()},
         {(tp.topic, tp.partition): o for tp, o in latest.items()},

@@ -46,14 +46,6 @@ from tests.support.transactions import (
 READ_BOUND = 60.0
 
 
-
-
-
-
-
-
-
-
 async def read_all(consumer: Any, topic: str, want: int, bound: float = READ_BOUND,
                    settle: float = 0.0) -> List[Any]:
     """Consume until ``want`` records came (then ``settle`` seconds more, to
@@ -425,6 +417,47 @@ def test_tansu_read_committed_stops_at_the_lso_and_hands_out_no_marker(
     assert position == 42  # past both COMMIT markers, held at the open transaction
     assert [r.value for r in rest] == batch("open", 0, 5)
     assert not any(is_control(r.value) for r in held + rest)
+
+
+def test_end_in_read_committed_is_the_lso_on_tansu_too(tansu_broker: Any) -> None:
+    # Tansu answers a read_committed ListOffsets LATEST with 0 while a
+    # transaction is open (Kafka answers the LSO): kiel takes the end from
+    # the leader's Fetch answer instead, so END and offset_reset="latest"
+    # start at the LSO there too, and nothing committed is read again.
+    bootstrap = tansu_broker.bootstrap
+    topic = create_topic(bootstrap, prefix="rc-end")
+    writer = confluent_txn(bootstrap)
+    confluent_write(writer, topic, batch("a", 0, 10), commit=True)  # 0-9, marker 10
+    writer.begin_transaction()
+    for value in batch("open", 0, 5):
+        writer.produce(topic, value, partition=0)
+    writer.flush(30)
+
+    async def main() -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        async with SingleConsumer(bootstrap, isolation_level="read_committed") as single:
+            out["started"] = await single.consume(topic, SingleConsumer.END)
+            out["start"] = single.position(topic, 0)
+            await single.seek_to(topic, SingleConsumer.BEGINNING)
+            await single.seek_to(topic, SingleConsumer.END)
+            out["seek_to_end"] = single.position(topic, 0)
+            grouped = GroupedConsumer(bootstrap, unique("rc-end"), topics=[topic],
+                                      isolation_level="read_committed",
+                                      offset_reset="latest", max_wait_time=0.2)
+            async with grouped:
+                await read_all(grouped, topic, 0, settle=1.0)
+                out["grouped_start"] = grouped.position(topic, 0)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: writer.commit_transaction(30))
+                out["grouped"] = [r.value for r in await read_all(grouped, topic, 5, settle=1.0)]
+            out["single"] = [r.value for r in await read_all(single, topic, 5, settle=1.0)]
+        return out
+
+    out = run(main())
+    assert out["started"] == [] and out["start"] == 11 == out["seek_to_end"]
+    assert out["grouped_start"] == 11
+    assert out["grouped"] == batch("open", 0, 5)
+    assert out["single"] == batch("open", 0, 5)
 
 
 def test_tansu_fetch_answers_cut_mid_way_in_read_committed(fault_proxy: Any) -> None:
