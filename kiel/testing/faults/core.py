@@ -128,18 +128,28 @@ class ProxyCore:
     async def kafka_rule(self, which: str, every: int, times: Optional[int],
                          code: int = 0, api_key: int = 0) -> None:
         """Set (``every`` > 0) or clear (0) the ``"cut"`` rule (after answers of
-        ``api_key``, Produce by default) or the ``"rewrite"`` Produce rule."""
+        ``api_key``, Produce by default), the ``"rewrite"`` Produce rule or
+        ``api_key``'s ``"answer"`` rule (answered with ``code`` by the proxy)."""
         assert self.kafka is not None
         rule = _Rule(every, times, code, api_key=api_key) if every else None
         if which == "cut":
             self.kafka.cut_rule = rule
-        else:
+        elif which == "rewrite":
             self.kafka.rewrite_rule = rule
+        elif rule is None:
+            self.kafka.answer_rules.pop(api_key, None)
+        else:
+            self.kafka.answer_rules[api_key] = rule
 
     async def kafka_counts(self) -> dict[str, int]:
         """The Kafka frame rules' counters."""
         assert self.kafka is not None
         return self.kafka.counts()
+
+    async def kafka_requests(self) -> dict[int, int]:
+        """Requests seen so far, by API key."""
+        assert self.kafka is not None
+        return dict(self.kafka.requests)
 
     async def cut(self) -> int:
         """Reset every connection now (both sides get an RST); returns how many."""
