@@ -1,0 +1,331 @@
+"""The transactional producer's retries, driven by a coordinator's answers.
+
+Neither Tansu nor noida-db answers NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
+or CONCURRENT_TRANSACTIONS on cue, so Tansu runs behind the Kafka-frame
+fault proxy (which it advertises: every connection goes through it), and
+the proxy keeps the chosen request from the broker and answers it with the
+code itself (``FaultProxy.answer_error``): the broker never did it, as a
+coordinator answering those codes did not. Each test fails when the retry
+it names is taken out of kiel/producer/transactions.py (or, for
+InitProducerId, the sender's identity retry). noida-db advertises the port
+it listens on, so a proxy in front of it would see only the bootstrap
+connection: these faults are judged on Tansu only (what the log holds is
+judged by markers and a plain read, which Tansu gets right).
+"""
+import asyncio
+from typing import Any, Dict, List
+
+import confluent_kafka
+import pytest
+
+from kiel import Producer
+from kiel.exc import (
+    ConcurrentTransactionsError,
+    NotCoordinatorForConsumerError,
+    OffsetsLoadInProgressError,
+    TransactionAbortedError,
+    TransactionStateError,
+)
+from kiel.structs import GroupMetadata
+from tests.conftest import run, unique
+from tests.support.idempotence import confluent_read, proxied_tansu
+from tests.support.transactions import control_batches
+
+__all__ = ["proxied_tansu"]  # the fixture, used by name
+
+FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22
+ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
+CONCURRENT = 51
+
+
+def values(prefix: str, count: int = 10) -> List[bytes]:
+    return [b"%s-%d" % (prefix.encode(), i) for i in range(count)]
+
+
+def read_back(bootstrap: str, topic: str, count: int) -> List[bytes]:
+    """Every record of ``topic``'s one partition (a plain read: on Tansu the
+    markers, not read_committed, say what committed)."""
+    return sorted(confluent_read(bootstrap, topic, count, idle=1.0, partitions=1))
+
+
+def committed_offset(bootstrap: str, group: str, topic: str) -> int:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                         "enable.auto.commit": False})
+    try:
+        [tp] = consumer.committed([confluent_kafka.TopicPartition(topic, 0)], timeout=30)
+        return int(tp.offset)
+    finally:
+        consumer.close()
+
+
+# --------------------------------------------------------------------------
+# a code answered a few times: retried, and the transaction ends right
+
+
+@pytest.mark.parametrize("times", [1, 3])
+def test_an_end_txn_answered_concurrent_transactions_is_retried(
+        proxied_tansu: Any, times: int) -> None:
+    broker, proxy = proxied_tansu
+    bootstrap = proxy.address
+    topic = broker.create_topic(unique("txn-endtxn"), 1)
+
+    async def main() -> Dict[str, Any]:
+        async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
+            proxy.answer_error(END_TXN, CONCURRENT, times=times)
+            producer.begin_transaction()
+            futures = [producer.produce(topic, v) for v in values("a")]
+            await producer.commit_transaction()
+            txn = producer._txn
+            assert txn is not None
+            return {"offsets": [f.result().offset for f in futures],
+                    "ended": (txn.committed, txn.aborted),
+                    "in_transaction": producer.in_transaction}
+
+    out = run(main())
+    assert proxy.kafka_stats()["answered"] == times
+    assert proxy.kafka_requests()[END_TXN] == times + 1  # the last one reached Tansu
+    assert out["ended"] == (1, 0) and not out["in_transaction"]
+    assert sorted(out["offsets"]) == list(range(10))
+    markers = control_batches(bootstrap, topic, 1)
+    assert (markers["commit"], markers["abort"]) == (1, 0), markers
+    assert read_back(bootstrap, topic, 10) == sorted(values("a"))
+
+
+def test_an_add_partitions_answered_concurrent_transactions_is_retried(
+        proxied_tansu: Any) -> None:
+    broker, proxy = proxied_tansu
+    bootstrap = proxy.address
+    topic = broker.create_topic(unique("txn-add"), 1)
+
+    async def main() -> List[int]:
+        async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
+            proxy.answer_error(ADD_PARTITIONS, CONCURRENT, times=2)
+            async with producer.transaction():
+                futures = [producer.produce(topic, v) for v in values("a")]
+            # The records went only once the partition was in the transaction.
+            return [f.result().offset for f in futures]
+
+    offsets = run(main())
+    assert sorted(offsets) == list(range(10))
+    assert proxy.kafka_stats()["answered"] == 2
+    assert proxy.kafka_requests()[ADD_PARTITIONS] == 3
+    markers = control_batches(bootstrap, topic, 1)
+    assert (markers["commit"], markers["abort"]) == (1, 0), markers
+    assert markers["transactional_batches"] >= 1
+    assert read_back(bootstrap, topic, 10) == sorted(values("a"))
+
+
+#: FindCoordinator requests expected after the fault: EndTxn's coordinator
+#: found again; AddOffsetsToTxn's found again, then the group's (for
+#: TxnOffsetCommit); TxnOffsetCommit's group coordinator, found for each
+#: of its two attempts.
+FOUND_AGAIN = {END_TXN: 1, ADD_OFFSETS: 2, TXN_OFFSET_COMMIT: 2}
+
+
+@pytest.mark.parametrize("api_key", [END_TXN, ADD_OFFSETS, TXN_OFFSET_COMMIT],
+                         ids=["EndTxn", "AddOffsetsToTxn", "TxnOffsetCommit"])
+def test_not_coordinator_makes_the_producer_find_the_coordinator_again(
+        proxied_tansu: Any, api_key: int) -> None:
+    broker, proxy = proxied_tansu
+    bootstrap = proxy.address
+    topic = broker.create_topic(unique("txn-moved"), 1)
+    group = unique("g")
+
+    async def main() -> None:
+        async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
+            producer.begin_transaction()
+            await producer.produce(topic, b"before")  # the coordinator is known now
+            offsets = producer.send_offsets_to_transaction({(topic, 0): 7},
+                                                           GroupMetadata(group))
+            if api_key == END_TXN:
+                await offsets
+            found = proxy.kafka_requests().get(FIND_COORDINATOR, 0)
+            proxy.answer_error(api_key, NOT_COORDINATOR, times=1)
+            if api_key != END_TXN:
+                await offsets
+            producer.produce(topic, b"after")
+            await producer.commit_transaction()
+            # The request answered NOT_COORDINATOR was sent again after a
+            # FindCoordinator (TxnOffsetCommit finds its group's every time).
+            assert proxy.kafka_requests()[FIND_COORDINATOR] - found == FOUND_AGAIN[api_key]
+            assert proxy.kafka_requests()[api_key] == 2
+            txn = producer._txn
+            assert txn is not None and (txn.committed, txn.aborted) == (1, 0)
+
+    run(main())
+    assert proxy.kafka_stats()["answered"] == 1
+    markers = control_batches(bootstrap, topic, 1)
+    assert (markers["commit"], markers["abort"]) == (1, 0), markers
+    assert read_back(bootstrap, topic, 2) == [b"after", b"before"]
+    assert committed_offset(bootstrap, group, topic) == 7
+
+
+@pytest.mark.parametrize("api_key, code", [
+    (INIT_PRODUCER_ID, LOAD_IN_PROGRESS), (INIT_PRODUCER_ID, NOT_COORDINATOR),
+    (FIND_COORDINATOR, NOT_AVAILABLE)],
+    ids=["InitProducerId-LOAD_IN_PROGRESS", "InitProducerId-NOT_COORDINATOR",
+         "FindCoordinator-NOT_AVAILABLE"])
+def test_connect_retries_a_coordinator_loading_or_moved(
+        proxied_tansu: Any, api_key: int, code: int) -> None:
+    broker, proxy = proxied_tansu
+    bootstrap = proxy.address
+    topic = broker.create_topic(unique("txn-init"), 1)
+    proxy.answer_error(api_key, code, times=2)
+
+    async def main() -> int:
+        async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
+            assert producer.producer_id >= 0
+            async with producer.transaction():
+                producer.produce(topic, b"first")
+            return producer.producer_id
+
+    assert run(main()) >= 0
+    assert proxy.kafka_stats()["answered"] == 2
+    requests = proxy.kafka_requests()
+    assert requests[INIT_PRODUCER_ID] == (3 if api_key == INIT_PRODUCER_ID else 1)
+    assert requests[FIND_COORDINATOR] >= 3
+    assert control_batches(bootstrap, topic, 1)["commit"] == 1
+
+
+# --------------------------------------------------------------------------
+# a code answered for ever: the bounded retry ends with the typed error,
+# and the state says what is left to do
+
+
+def test_an_end_txn_refused_past_the_retries_raises_and_commit_again_finishes(
+        proxied_tansu: Any) -> None:
+    broker, proxy = proxied_tansu
+    bootstrap = proxy.address
+    topic = broker.create_topic(unique("txn-forever"), 1)
+
+    async def main() -> None:
+        async with Producer(bootstrap, transactional_id=unique("tid"), retries=2,
+                            retry_backoff=0.05) as producer:
+            producer.begin_transaction()
+            futures = [producer.produce(topic, v) for v in values("a")]
+            proxy.answer_error(END_TXN, CONCURRENT, times=None)
+            with pytest.raises(ConcurrentTransactionsError) as raised:
+                await producer.commit_transaction()
+            assert raised.value.errno == CONCURRENT
+            assert "EndTxn (commit)" in str(raised.value)
+            assert proxy.kafka_requests()[END_TXN] == 3  # retries=2: three attempts
+            # The records are written; the commit is unconfirmed: the
+            # transaction is still on, and only a commit may end it.
+            assert all(f.result().offset >= 0 for f in futures)
+            assert producer.in_transaction
+            with pytest.raises(TransactionStateError, match="commit_transaction"):
+                await producer.abort_transaction()
+            with pytest.raises(TransactionStateError, match="commit"):
+                producer.begin_transaction()
+            with pytest.raises(TransactionStateError):
+                producer.produce(topic, b"not now")
+            # The coordinator answers again: the commit finishes.
+            proxy.answer_error(END_TXN, CONCURRENT, every=0)
+            await producer.commit_transaction()
+            assert not producer.in_transaction
+            txn = producer._txn
+            assert txn is not None and (txn.committed, txn.aborted) == (1, 0)
+            async with producer.transaction():
+                producer.produce(topic, b"next")
+
+    run(main())
+    assert proxy.kafka_stats()["answered"] == 3
+    markers = control_batches(bootstrap, topic, 1)
+    assert (markers["commit"], markers["abort"]) == (2, 0), markers
+    assert read_back(bootstrap, topic, 11) == sorted(values("a") + [b"next"])
+
+
+def test_add_partitions_refused_past_the_retries_fails_the_records_and_aborts(
+        proxied_tansu: Any) -> None:
+    broker, proxy = proxied_tansu
+    bootstrap = proxy.address
+    topic = broker.create_topic(unique("txn-forever"), 1)
+
+    async def main() -> Dict[str, Any]:
+        async with Producer(bootstrap, transactional_id=unique("tid"), retries=2,
+                            retry_backoff=0.05) as producer:
+            proxy.answer_error(ADD_PARTITIONS, CONCURRENT, times=None)
+            producer.begin_transaction()
+            record = producer.produce(topic, b"never")
+            with pytest.raises(ConcurrentTransactionsError):
+                await record
+            assert proxy.kafka_requests()[ADD_PARTITIONS] == 3
+            # The transaction can only abort, and says so.
+            with pytest.raises(TransactionStateError, match="only be aborted"):
+                producer.produce(topic, b"not now")
+            with pytest.raises(TransactionAbortedError) as raised:
+                await producer.commit_transaction()
+            assert isinstance(raised.value.__cause__, ConcurrentTransactionsError)
+            assert not producer.in_transaction
+            proxy.answer_error(ADD_PARTITIONS, CONCURRENT, every=0)
+            async with producer.transaction():
+                producer.produce(topic, b"next")
+            txn = producer._txn
+            assert txn is not None
+            return {"ended": (txn.committed, txn.aborted)}
+
+    out = run(main())
+    assert out["ended"] == (1, 1)
+    markers = control_batches(bootstrap, topic, 1)
+    # Nothing of the first transaction reached the log: no marker for it.
+    assert (markers["commit"], markers["abort"]) == (1, 0), markers
+    assert read_back(bootstrap, topic, 1) == [b"next"]
+
+
+def test_init_producer_id_loading_past_the_retries_fails_connect_typed(
+        proxied_tansu: Any) -> None:
+    broker, proxy = proxied_tansu
+    bootstrap = proxy.address
+    topic = broker.create_topic(unique("txn-forever"), 1)
+
+    async def main() -> None:
+        producer = Producer(bootstrap, transactional_id=unique("tid"), retries=2,
+                            retry_backoff=0.05)
+        try:
+            proxy.answer_error(INIT_PRODUCER_ID, LOAD_IN_PROGRESS, times=None)
+            with pytest.raises(OffsetsLoadInProgressError) as raised:
+                await asyncio.wait_for(producer.connect(), 30)
+            assert raised.value.errno == LOAD_IN_PROGRESS
+            assert proxy.kafka_requests()[INIT_PRODUCER_ID] == 3
+            assert producer.producer_id == -1
+            with pytest.raises(TransactionStateError, match="connect"):
+                producer.begin_transaction()
+            # The coordinator has loaded: connect again, and go on.
+            proxy.answer_error(INIT_PRODUCER_ID, LOAD_IN_PROGRESS, every=0)
+            await producer.connect()
+            assert producer.producer_id >= 0
+            async with producer.transaction():
+                producer.produce(topic, b"first")
+        finally:
+            await producer.close()
+
+    run(main())
+    assert control_batches(bootstrap, topic, 1)["commit"] == 1
+
+
+def test_not_coordinator_for_ever_on_txn_offset_commit_dooms_the_transaction(
+        proxied_tansu: Any) -> None:
+    broker, proxy = proxied_tansu
+    bootstrap = proxy.address
+    topic = broker.create_topic(unique("txn-forever"), 1)
+    group = unique("g")
+
+    async def main() -> None:
+        async with Producer(bootstrap, transactional_id=unique("tid"), retries=2,
+                            retry_backoff=0.05) as producer:
+            producer.begin_transaction()
+            await producer.produce(topic, b"aborted")
+            proxy.answer_error(TXN_OFFSET_COMMIT, NOT_COORDINATOR, times=None)
+            with pytest.raises(NotCoordinatorForConsumerError):
+                await producer.send_offsets_to_transaction({(topic, 0): 1},
+                                                           GroupMetadata(group))
+            assert proxy.kafka_requests()[TXN_OFFSET_COMMIT] == 3
+            with pytest.raises(TransactionAbortedError):
+                await producer.commit_transaction()
+            assert not producer.in_transaction
+
+    run(main())
+    markers = control_batches(bootstrap, topic, 1)
+    assert (markers["commit"], markers["abort"]) == (0, 1), markers
+    assert committed_offset(bootstrap, group, topic) < 0  # no offset committed
