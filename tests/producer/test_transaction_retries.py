@@ -193,46 +193,52 @@ def test_connect_retries_a_coordinator_loading_or_moved(
 # and the state says what is left to do
 
 
-def test_an_end_txn_refused_past_the_retries_raises_and_commit_again_finishes(
-        proxied_tansu: Any) -> None:
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_an_end_txn_refused_past_the_retries_raises_and_ending_again_finishes(
+        proxied_tansu: Any, commit: bool) -> None:
     broker, proxy = proxied_tansu
     bootstrap = proxy.address
     topic = broker.create_topic(unique("txn-forever"), 1)
+    end, other = (("commit_transaction", "abort_transaction") if commit
+                  else ("abort_transaction", "commit_transaction"))
+    again = rf"call {end}\(\) again"
 
     async def main() -> None:
         async with Producer(bootstrap, transactional_id=unique("tid"), retries=2,
                             retry_backoff=0.05) as producer:
             producer.begin_transaction()
             futures = [producer.produce(topic, v) for v in values("a")]
+            await asyncio.gather(*futures)
             proxy.answer_error(END_TXN, CONCURRENT, times=None)
-            with pytest.raises(ConcurrentTransactionsError) as raised:
-                await producer.commit_transaction()
+            with pytest.raises(ConcurrentTransactionsError, match=again) as raised:
+                await getattr(producer, end)()
             assert raised.value.errno == CONCURRENT
-            assert "EndTxn (commit)" in str(raised.value)
+            assert ("EndTxn (commit)" if commit else "EndTxn (abort)") in str(raised.value)
             assert proxy.kafka_requests()[END_TXN] == 3  # retries=2: three attempts
-            # The records are written; the commit is unconfirmed: the
-            # transaction is still on, and only a commit may end it.
+            # The records are written; the end is unconfirmed: the
+            # transaction is still on, and only the same end may finish it.
             assert all(f.result().offset >= 0 for f in futures)
             assert producer.in_transaction
-            with pytest.raises(TransactionStateError, match="commit_transaction"):
-                await producer.abort_transaction()
-            with pytest.raises(TransactionStateError, match="commit"):
+            with pytest.raises(TransactionStateError, match=again):
+                await getattr(producer, other)()
+            with pytest.raises(TransactionStateError, match=again):
                 producer.begin_transaction()
-            with pytest.raises(TransactionStateError):
+            with pytest.raises(TransactionStateError, match=again):
                 producer.produce(topic, b"not now")
-            # The coordinator answers again: the commit finishes.
+            # The coordinator answers again: the same call finishes it.
             proxy.answer_error(END_TXN, CONCURRENT, every=0)
-            await producer.commit_transaction()
+            await getattr(producer, end)()
             assert not producer.in_transaction
             txn = producer._txn
-            assert txn is not None and (txn.committed, txn.aborted) == (1, 0)
+            assert txn is not None and (txn.committed, txn.aborted) == (
+                (1, 0) if commit else (0, 1))
             async with producer.transaction():
                 producer.produce(topic, b"next")
 
     run(main())
     assert proxy.kafka_stats()["answered"] == 3
     markers = control_batches(bootstrap, topic, 1)
-    assert (markers["commit"], markers["abort"]) == (2, 0), markers
+    assert (markers["commit"], markers["abort"]) == ((2, 0) if commit else (1, 1)), markers
     assert read_back(bootstrap, topic, 11) == sorted(values("a") + [b"next"])
 
 
