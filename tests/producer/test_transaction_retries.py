@@ -161,11 +161,36 @@ def test_not_coordinator_makes_the_producer_find_the_coordinator_again(
     assert committed_offset(bootstrap, group, topic) == 7
 
 
+def test_a_coordinator_that_moved_and_is_not_found_at_once(proxied_tansu: Any) -> None:
+    # EndTxn answered NOT_COORDINATOR, then the FindCoordinator that
+    # follows answered COORDINATOR_NOT_AVAILABLE twice: all within the
+    # commit's retries.
+    broker, proxy = proxied_tansu
+    bootstrap = proxy.address
+    topic = broker.create_topic(unique("txn-moved"), 1)
+
+    async def main() -> None:
+        async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
+            producer.begin_transaction()
+            await producer.produce(topic, b"one")
+            proxy.answer_error(END_TXN, NOT_COORDINATOR, times=1)
+            proxy.answer_error(FIND_COORDINATOR, NOT_AVAILABLE, times=2)
+            await producer.commit_transaction()
+            assert not producer.in_transaction
+
+    run(main())
+    assert proxy.kafka_stats()["answered"] == 3
+    assert proxy.kafka_requests()[END_TXN] == 2
+    markers = control_batches(bootstrap, topic, 1)
+    assert (markers["commit"], markers["abort"]) == (1, 0), markers
+    assert read_back(bootstrap, topic, 1) == [b"one"]
+
+
 @pytest.mark.parametrize("api_key, code", [
     (INIT_PRODUCER_ID, LOAD_IN_PROGRESS), (INIT_PRODUCER_ID, NOT_COORDINATOR),
-    (FIND_COORDINATOR, NOT_AVAILABLE)],
+    (INIT_PRODUCER_ID, CONCURRENT), (FIND_COORDINATOR, NOT_AVAILABLE)],
     ids=["InitProducerId-LOAD_IN_PROGRESS", "InitProducerId-NOT_COORDINATOR",
-         "FindCoordinator-NOT_AVAILABLE"])
+         "InitProducerId-CONCURRENT_TRANSACTIONS", "FindCoordinator-NOT_AVAILABLE"])
 def test_connect_retries_a_coordinator_loading_or_moved(
         proxied_tansu: Any, api_key: int, code: int) -> None:
     broker, proxy = proxied_tansu
@@ -184,7 +209,10 @@ def test_connect_retries_a_coordinator_loading_or_moved(
     assert proxy.kafka_stats()["answered"] == 2
     requests = proxy.kafka_requests()
     assert requests[INIT_PRODUCER_ID] == (3 if api_key == INIT_PRODUCER_ID else 1)
-    assert requests[FIND_COORDINATOR] >= 3
+    if code == CONCURRENT:  # not a move: the coordinator is kept
+        assert requests[FIND_COORDINATOR] == 1
+    else:  # found again for each attempt
+        assert requests[FIND_COORDINATOR] >= 3
     assert control_batches(bootstrap, topic, 1)["commit"] == 1
 
 
