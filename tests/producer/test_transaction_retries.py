@@ -1,19 +1,20 @@
 """The transactional producer's retries, driven by a coordinator's answers.
 
 Neither Tansu nor noida-db answers NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
-or CONCURRENT_TRANSACTIONS on cue, so Tansu runs behind the Kafka-frame
-fault proxy (which it advertises: every connection goes through it), and
-the proxy keeps the chosen request from the broker and answers it with the
-code itself (``FaultProxy.answer_error``): the broker never did it, as a
-coordinator answering those codes did not. Each test fails when the retry
-it names is taken out of kiel/producer/transactions.py (or, for
-InitProducerId, the sender's identity retry). noida-db advertises the port
-it listens on, so a proxy in front of it would see only the bootstrap
-connection: these faults are judged on Tansu only (what the log holds is
-judged by markers and a plain read, which Tansu gets right).
+or CONCURRENT_TRANSACTIONS on cue, so each runs behind the Kafka-frame
+fault proxy (every connection of the client goes through it: Tansu
+advertises the proxy, and the proxy makes noida-db's Metadata and
+FindCoordinator answers name it), and the proxy keeps the chosen request
+from the broker and answers it with the code itself
+(``FaultProxy.answer_error``): the broker never did it, as a coordinator
+answering those codes did not. Each test fails when the retry it names is
+taken out of kiel/producer/transactions.py (or, for InitProducerId, the
+sender's identity retry). What the log holds is judged by the markers and a
+plain read on both, and by a read_committed reader on noida-db (Tansu shows
+aborted records to read_committed readers).
 """
 import asyncio
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 import confluent_kafka
 import pytest
@@ -27,16 +28,34 @@ from kiel.exc import (
     TransactionStateError,
 )
 from kiel.structs import GroupMetadata
+from kiel.testing.process import free_ports
+from kiel.testing.tansu import TansuBroker
 from tests.conftest import run, unique
-from tests.support.idempotence import confluent_read, proxied_tansu
-from tests.support.transactions import control_batches
-
-__all__ = ["proxied_tansu"]  # the fixture, used by name
+from tests.support.idempotence import confluent_read
+from tests.support.transactions import control_batches, create_topic
 
 FIND_COORDINATOR, INIT_PRODUCER_ID = 10, 22
 ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
 CONCURRENT = 51
+
+
+@pytest.fixture(params=["tansu", "noida"])
+def proxied(request: Any, fault_proxy: Any) -> Iterator[Tuple[Any, Any]]:
+    """A broker behind a Kafka-frame fault proxy that every connection of a
+    client goes through: Tansu advertises the proxy; noida-db advertises
+    itself, and the proxy makes its Metadata and FindCoordinator answers
+    name the proxy (``advertise=True``). Yields ``(broker, proxy)``."""
+    if request.param == "noida":
+        broker = request.getfixturevalue("noida_broker")
+        yield broker, fault_proxy(broker.bootstrap, kafka=True, advertise=True)
+        return
+    (port,) = free_ports(1)
+    proxy = fault_proxy(("127.0.0.1", port), kafka=True)
+    tansu = TansuBroker(port=port, advertised_port=proxy.port)
+    tansu.start()
+    yield tansu, proxy
+    tansu.close()
 
 
 def values(prefix: str, count: int = 10) -> List[bytes]:
@@ -47,6 +66,17 @@ def read_back(bootstrap: str, topic: str, count: int) -> List[bytes]:
     """Every record of ``topic``'s one partition (a plain read: on Tansu the
     markers, not read_committed, say what committed)."""
     return sorted(confluent_read(bootstrap, topic, count, idle=1.0, partitions=1))
+
+
+def read_committed_is(broker: Any, topic: str, expected: List[bytes]) -> None:
+    """On noida-db (which hides aborted records from read_committed readers),
+    a read_committed reader reads exactly ``expected``; on Tansu nothing is
+    claimed (the markers are)."""
+    if isinstance(broker, TansuBroker):
+        return
+    got = confluent_read(broker.bootstrap, topic, len(expected), idle=1.0,
+                         isolation="read_committed", partitions=1)
+    assert sorted(got) == sorted(expected)
 
 
 def committed_offset(bootstrap: str, group: str, topic: str) -> int:
@@ -65,10 +95,10 @@ def committed_offset(bootstrap: str, group: str, topic: str) -> int:
 
 @pytest.mark.parametrize("times", [1, 3])
 def test_an_end_txn_answered_concurrent_transactions_is_retried(
-        proxied_tansu: Any, times: int) -> None:
-    broker, proxy = proxied_tansu
+        proxied: Any, times: int) -> None:
+    broker, proxy = proxied
     bootstrap = proxy.address
-    topic = broker.create_topic(unique("txn-endtxn"), 1)
+    topic = create_topic(broker.bootstrap, 1, prefix="txn-endtxn")
 
     async def main() -> Dict[str, Any]:
         async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
@@ -90,13 +120,14 @@ def test_an_end_txn_answered_concurrent_transactions_is_retried(
     markers = control_batches(bootstrap, topic, 1)
     assert (markers["commit"], markers["abort"]) == (1, 0), markers
     assert read_back(bootstrap, topic, 10) == sorted(values("a"))
+    read_committed_is(broker, topic, values("a"))
 
 
 def test_an_add_partitions_answered_concurrent_transactions_is_retried(
-        proxied_tansu: Any) -> None:
-    broker, proxy = proxied_tansu
+        proxied: Any) -> None:
+    broker, proxy = proxied
     bootstrap = proxy.address
-    topic = broker.create_topic(unique("txn-add"), 1)
+    topic = create_topic(broker.bootstrap, 1, prefix="txn-add")
 
     async def main() -> List[int]:
         async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
@@ -114,6 +145,7 @@ def test_an_add_partitions_answered_concurrent_transactions_is_retried(
     assert (markers["commit"], markers["abort"]) == (1, 0), markers
     assert markers["transactional_batches"] >= 1
     assert read_back(bootstrap, topic, 10) == sorted(values("a"))
+    read_committed_is(broker, topic, values("a"))
 
 
 #: FindCoordinator requests expected after the fault: EndTxn's coordinator
@@ -126,10 +158,10 @@ FOUND_AGAIN = {END_TXN: 1, ADD_OFFSETS: 2, TXN_OFFSET_COMMIT: 2}
 @pytest.mark.parametrize("api_key", [END_TXN, ADD_OFFSETS, TXN_OFFSET_COMMIT],
                          ids=["EndTxn", "AddOffsetsToTxn", "TxnOffsetCommit"])
 def test_not_coordinator_makes_the_producer_find_the_coordinator_again(
-        proxied_tansu: Any, api_key: int) -> None:
-    broker, proxy = proxied_tansu
+        proxied: Any, api_key: int) -> None:
+    broker, proxy = proxied
     bootstrap = proxy.address
-    topic = broker.create_topic(unique("txn-moved"), 1)
+    topic = create_topic(broker.bootstrap, 1, prefix="txn-moved")
     group = unique("g")
 
     async def main() -> None:
@@ -158,16 +190,17 @@ def test_not_coordinator_makes_the_producer_find_the_coordinator_again(
     markers = control_batches(bootstrap, topic, 1)
     assert (markers["commit"], markers["abort"]) == (1, 0), markers
     assert read_back(bootstrap, topic, 2) == [b"after", b"before"]
+    read_committed_is(broker, topic, [b"before", b"after"])
     assert committed_offset(bootstrap, group, topic) == 7
 
 
-def test_a_coordinator_that_moved_and_is_not_found_at_once(proxied_tansu: Any) -> None:
+def test_a_coordinator_that_moved_and_is_not_found_at_once(proxied: Any) -> None:
     # EndTxn answered NOT_COORDINATOR, then the FindCoordinator that
     # follows answered COORDINATOR_NOT_AVAILABLE twice: all within the
     # commit's retries.
-    broker, proxy = proxied_tansu
+    broker, proxy = proxied
     bootstrap = proxy.address
-    topic = broker.create_topic(unique("txn-moved"), 1)
+    topic = create_topic(broker.bootstrap, 1, prefix="txn-moved")
 
     async def main() -> None:
         async with Producer(bootstrap, transactional_id=unique("tid")) as producer:
@@ -192,10 +225,10 @@ def test_a_coordinator_that_moved_and_is_not_found_at_once(proxied_tansu: Any) -
     ids=["InitProducerId-LOAD_IN_PROGRESS", "InitProducerId-NOT_COORDINATOR",
          "InitProducerId-CONCURRENT_TRANSACTIONS", "FindCoordinator-NOT_AVAILABLE"])
 def test_connect_retries_a_coordinator_loading_or_moved(
-        proxied_tansu: Any, api_key: int, code: int) -> None:
-    broker, proxy = proxied_tansu
+        proxied: Any, api_key: int, code: int) -> None:
+    broker, proxy = proxied
     bootstrap = proxy.address
-    topic = broker.create_topic(unique("txn-init"), 1)
+    topic = create_topic(broker.bootstrap, 1, prefix="txn-init")
     proxy.answer_error(api_key, code, times=2)
 
     async def main() -> int:
@@ -223,10 +256,10 @@ def test_connect_retries_a_coordinator_loading_or_moved(
 
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 def test_an_end_txn_refused_past_the_retries_raises_and_ending_again_finishes(
-        proxied_tansu: Any, commit: bool) -> None:
-    broker, proxy = proxied_tansu
+        proxied: Any, commit: bool) -> None:
+    broker, proxy = proxied
     bootstrap = proxy.address
-    topic = broker.create_topic(unique("txn-forever"), 1)
+    topic = create_topic(broker.bootstrap, 1, prefix="txn-forever")
     end, other = (("commit_transaction", "abort_transaction") if commit
                   else ("abort_transaction", "commit_transaction"))
     again = rf"call {end}\(\) again"
@@ -268,13 +301,14 @@ def test_an_end_txn_refused_past_the_retries_raises_and_ending_again_finishes(
     markers = control_batches(bootstrap, topic, 1)
     assert (markers["commit"], markers["abort"]) == ((2, 0) if commit else (1, 1)), markers
     assert read_back(bootstrap, topic, 11) == sorted(values("a") + [b"next"])
+    read_committed_is(broker, topic, (values("a") if commit else []) + [b"next"])
 
 
 def test_add_partitions_refused_past_the_retries_fails_the_records_and_aborts(
-        proxied_tansu: Any) -> None:
-    broker, proxy = proxied_tansu
+        proxied: Any) -> None:
+    broker, proxy = proxied
     bootstrap = proxy.address
-    topic = broker.create_topic(unique("txn-forever"), 1)
+    topic = create_topic(broker.bootstrap, 1, prefix="txn-forever")
 
     async def main() -> Dict[str, Any]:
         async with Producer(bootstrap, transactional_id=unique("tid"), retries=2,
@@ -305,13 +339,14 @@ def test_add_partitions_refused_past_the_retries_fails_the_records_and_aborts(
     # Nothing of the first transaction reached the log: no marker for it.
     assert (markers["commit"], markers["abort"]) == (1, 0), markers
     assert read_back(bootstrap, topic, 1) == [b"next"]
+    read_committed_is(broker, topic, [b"next"])
 
 
 def test_init_producer_id_loading_past_the_retries_fails_connect_typed(
-        proxied_tansu: Any) -> None:
-    broker, proxy = proxied_tansu
+        proxied: Any) -> None:
+    broker, proxy = proxied
     bootstrap = proxy.address
-    topic = broker.create_topic(unique("txn-forever"), 1)
+    topic = create_topic(broker.bootstrap, 1, prefix="txn-forever")
 
     async def main() -> None:
         producer = Producer(bootstrap, transactional_id=unique("tid"), retries=2,
@@ -339,10 +374,10 @@ def test_init_producer_id_loading_past_the_retries_fails_connect_typed(
 
 
 def test_not_coordinator_for_ever_on_txn_offset_commit_dooms_the_transaction(
-        proxied_tansu: Any) -> None:
-    broker, proxy = proxied_tansu
+        proxied: Any) -> None:
+    broker, proxy = proxied
     bootstrap = proxy.address
-    topic = broker.create_topic(unique("txn-forever"), 1)
+    topic = create_topic(broker.bootstrap, 1, prefix="txn-forever")
     group = unique("g")
 
     async def main() -> None:
@@ -363,3 +398,4 @@ def test_not_coordinator_for_ever_on_txn_offset_commit_dooms_the_transaction(
     markers = control_batches(bootstrap, topic, 1)
     assert (markers["commit"], markers["abort"]) == (0, 1), markers
     assert committed_offset(bootstrap, group, topic) < 0  # no offset committed
+    read_committed_is(broker, topic, [])

@@ -207,3 +207,73 @@ def test_answer_error_needs_an_answerable_api_and_kafka_true() -> None:
         proxy.answer_error(26, CODE, every=0)  # clears: fine
         assert proxy.kafka_requests() == {}
         assert proxy.kafka_stats()["answered"] == 0
+
+
+# --------------------------------------------------------------------------
+# advertise=True: answers that say where a broker is name the proxy
+
+
+def _metadata_answer(version: int, ports: List[int]) -> Any:
+    from kafka.protocol.metadata.metadata import MetadataResponse
+
+    cls = MetadataResponse[version]
+    broker = cls.MetadataResponseBroker
+    return cls(throttle_time_ms=7, brokers=[
+        broker(node_id=i, host="127.0.0.1", port=port, rack="r" if i else None)
+        for i, port in enumerate(ports)], cluster_id="c", controller_id=0, topics=[],
+        authorized_operations=set(), error_code=0)
+
+
+def _find_coordinator_answer(version: int, port: int) -> Any:
+    cls = FindCoordinatorResponse[version]
+    if version <= 3:
+        return cls(throttle_time_ms=0, error_code=0, error_message=None, node_id=1,
+                   host="localhost", port=port)
+    return cls(throttle_time_ms=0, coordinators=[
+        cls.Coordinator(key=key, node_id=1, host="localhost", port=port, error_code=0,
+                        error_message=None) for key in ("a", "b")])
+
+
+def _framed(answer: Any, correlation_id: int = 3) -> bytes:
+    answer.with_header(correlation_id=correlation_id)
+    return bytes(answer.encode(header=True, framed=True))
+
+
+@pytest.mark.parametrize("version", range(14))
+def test_metadata_answers_name_the_proxy(version: int) -> None:
+    from kiel.testing.faults.answers import readvertise
+
+    frame = _framed(_metadata_answer(version, [9092, 9093, 9092]))
+    out = readvertise(frame, 3, version, 9092, 40000)
+    assert out == _framed(_metadata_answer(version, [40000, 9093, 40000]))
+    assert readvertise(frame[:-30], 3, version, 9092, 40000) == frame[:-30]  # cut short
+
+
+@pytest.mark.parametrize("version", range(7))
+def test_find_coordinator_answers_name_the_proxy(version: int) -> None:
+    from kiel.testing.faults.answers import readvertise
+
+    frame = _framed(_find_coordinator_answer(version, 9092))
+    assert readvertise(frame, 10, version, 9092, 40000) == _framed(
+        _find_coordinator_answer(version, 40000))
+    assert readvertise(frame, 10, version, 1234, 40000) == frame  # another broker's
+    assert readvertise(frame, 10, 7, 9092, 40000) == frame  # a version it does not know
+
+
+def test_the_watch_readvertises_only_metadata_and_find_coordinator() -> None:
+    rules = KafkaRules()
+    rules.advertise = (9092, 40000)
+    watch = FrameWatch(rules)
+    from kafka.protocol.metadata.metadata import MetadataRequest
+
+    request = MetadataRequest[4](topics=[], allow_auto_topic_creation=False)
+    watch.upstream(encoded_request(request, 4, 3) + encoded_request(_end_txn(3), 3, 4))
+    metadata = _framed(_metadata_answer(4, [9092]))
+    end_txn = kp.EndTxnResponse[3](throttle_time_ms=9092, error_code=0)
+    out, _ = watch.downstream(metadata + _framed(end_txn, 4))
+    assert out == _framed(_metadata_answer(4, [40000])) + _framed(end_txn, 4)
+
+
+def test_advertise_needs_kafka_true() -> None:
+    with pytest.raises(ConfigError, match="kafka=True"):
+        FaultProxy(("127.0.0.1", 9), advertise=True)

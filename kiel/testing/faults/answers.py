@@ -1,6 +1,8 @@
 """Answers the fault proxy writes itself: a coordinator's error, in the
 place of the broker's answer (see :meth:`FaultProxy.answer_error
-<kiel.testing.faults.proxy.FaultProxy.answer_error>`).
+<kiel.testing.faults.proxy.FaultProxy.answer_error>`); and the broker's
+answers that say where a broker is, made to name the proxy
+(:func:`readvertise`, for ``FaultProxy(advertise=True)``).
 
 A coordinator that answers NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
 or CONCURRENT_TRANSACTIONS did not do what it was asked. So the honest
@@ -33,7 +35,7 @@ import struct
 from collections.abc import Callable
 from typing import Optional, TypeVar
 
-__all__ = ["ANSWERABLE", "answerable", "error_answer"]
+__all__ = ["ANSWERABLE", "answerable", "error_answer", "readvertise"]
 
 _T = TypeVar("_T")
 
@@ -259,3 +261,67 @@ def _per_partition(topics: list[tuple[str, list[int]]], code: int, writer: _Writ
             writer.pack(_I16, code)
             writer.tags()
         writer.tags()
+
+
+def readvertise(frame: bytes, api_key: int, version: int, old: int, new: int) -> bytes:
+    """A Metadata (3, v0-13) or FindCoordinator (10, v0-6) answer frame with
+    every broker port ``old`` replaced by ``new`` (in place: the size does
+    not change); other answers, and answers not laid out as their version
+    says, are returned unchanged.
+
+    Args:
+        frame: a whole answer frame (size prefix included).
+        api_key: the API of the request it answers.
+        version: that request's version.
+        old: the port the broker advertises (the proxy's target).
+        new: the port to name instead (the proxy's).
+    """
+    if api_key == 3 and version <= 13:
+        flexible = version >= 9
+    elif api_key == 10 and version <= 6:
+        flexible = version >= 3
+    else:
+        return frame
+    data = bytearray(frame)
+    reader = _Reader(frame, 8, flexible)  # size, correlation id
+    ports: list[int] = []
+    try:
+        reader.tags()  # response header v1
+        if version >= (3 if api_key == 3 else 1):
+            reader.take(4)  # throttle (Metadata v3+; FindCoordinator v1+)
+        if api_key == 3:
+            def broker() -> None:
+                reader.take(4)  # node id
+                reader.string()  # host
+                ports.append(reader.offset)
+                reader.take(4)
+                if version >= 1:
+                    reader.string()  # rack
+                reader.tags()
+
+            reader.array(broker)
+        elif version <= 3:
+            reader.take(2)  # error code
+            if version >= 1:
+                reader.string()  # error message
+            reader.take(4)  # node id
+            reader.string()  # host
+            ports.append(reader.offset)
+            reader.take(4)
+        else:
+            def coordinator() -> None:
+                reader.string()  # key
+                reader.take(4)  # node id
+                reader.string()  # host
+                ports.append(reader.offset)
+                reader.take(4 + 2)  # port, error code
+                reader.string()  # error message
+                reader.tags()
+
+            reader.array(coordinator)
+    except _Malformed:
+        return frame
+    for offset in ports:
+        if _I32.unpack_from(data, offset)[0] == old:
+            _I32.pack_into(data, offset, new)
+    return bytes(data)

@@ -36,9 +36,11 @@ class ProxyCore:
     """
 
     def __init__(self, target: tuple[str, int], port: int, max_held: int,
-                 connect_timeout: float, stop_timeout: float, kafka: bool = False) -> None:
+                 connect_timeout: float, stop_timeout: float, kafka: bool = False,
+                 advertise: bool = False) -> None:
         #: The Kafka frame rules (a proxy made with ``kafka=True``), else ``None``.
         self.kafka = KafkaRules() if kafka else None
+        self.advertise = advertise
         self.target = target
         self.port = port
         self.max_held = max_held
@@ -74,6 +76,8 @@ class ProxyCore:
                                host="127.0.0.1", port=self.port) from e
         listener.setblocking(False)
         self.port = listener.getsockname()[1]
+        if self.kafka is not None and self.advertise:
+            self.kafka.advertise = (self.target[1], self.port)
         self._listener = listener
         self._acceptor = self._tasks.spawn(self._accept(listener), "accept")
 

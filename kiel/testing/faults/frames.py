@@ -26,6 +26,9 @@ has written a batch. These can:
   writes the answers). The answer goes to the client after the broker's
   answers to the requests sent before it on that connection, as Kafka
   orders them.
+* **re-advertise** (``advertise=True``) -- Metadata and FindCoordinator
+  answers that name the target's port name the proxy's instead, for a
+  broker that advertises the port it listens on (noida-db).
 
 Strategy: each direction of a link is split into whole frames (held until
 complete, then passed on together); requests are read only as far as their
@@ -43,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
-from kiel.testing.faults.answers import answerable, error_answer
+from kiel.testing.faults.answers import answerable, error_answer, readvertise
 
 __all__ = ["FrameWatch", "KafkaRules"]
 
@@ -52,6 +55,8 @@ _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _PRODUCE = 0
+_METADATA = 3
+_FIND_COORDINATOR = 10
 #: A frame larger than this is not Kafka (or not worth holding): stop watching.
 _MAX_FRAME = 256 * 1024 * 1024
 
@@ -100,6 +105,9 @@ class KafkaRules:
         self.rewritten = 0
         self.answered = 0
         self.requests: dict[int, int] = {}
+        #: ``(target port, proxy port)``: Metadata and FindCoordinator
+        #: answers naming the first name the second (``advertise=True``).
+        self.advertise: Optional[tuple[int, int]] = None
 
     def counts(self) -> dict[str, int]:
         """The counters (but :attr:`requests`), as a dict."""
@@ -228,6 +236,8 @@ class FrameWatch:
                         and rules.rewrite_rule.hits()):
                     frame = _rewrite(frame, version, rules.rewrite_rule.code)
                     rules.rewritten += 1
+                if rules.advertise is not None and api_key in (_METADATA, _FIND_COORDINATOR):
+                    frame = readvertise(frame, api_key, version, *rules.advertise)
             out.append(frame)
             out.extend(after)
         return b"".join(out), False

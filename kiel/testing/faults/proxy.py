@@ -87,8 +87,9 @@ class FaultProxy:
       :meth:`cut_after_produce` and :meth:`cut_after_answer` (the broker
       did it, its answer never arrives), :meth:`rewrite_produce_error` and
       :meth:`answer_error` (a coordinator's request kept from the broker
-      and answered with an error code by the proxy) (see
-      :mod:`~kiel.testing.faults.frames`).
+      and answered with an error code by the proxy); with
+      ``advertise=True`` too, the broker's Metadata and FindCoordinator
+      answers name the proxy (see :mod:`~kiel.testing.faults.frames`).
 
     Held bytes stay in bounded queues: a direction stops reading its source
     once ``max_held`` bytes wait, so the sender's socket buffers fill and it
@@ -102,7 +103,12 @@ class FaultProxy:
             target does not answer (or refuses) is reset.
         timeout: seconds a control call or ``stop()`` waits at most.
         kafka: read the Kafka frames that pass (each connection's bytes go
-            on in whole frames), for the Produce rules.
+            on in whole frames), for the frame rules.
+        advertise: (with ``kafka=True``) Metadata and FindCoordinator
+            answers that name the target's port name the proxy's instead,
+            so that every connection of a client goes through the proxy
+            even to a broker that advertises the port it listens on
+            (noida-db); the host is left as the broker says it.
 
     Raises:
         ConfigError: bad target or options.
@@ -110,8 +116,11 @@ class FaultProxy:
 
     def __init__(self, target: Target, *, listen_port: int = 0,
                  max_held: int = DEFAULT_MAX_HELD, connect_timeout: float = 5.0,
-                 timeout: float = 10.0, kafka: bool = False) -> None:
+                 timeout: float = 10.0, kafka: bool = False, advertise: bool = False) -> None:
         self.kafka = bool(kafka)
+        self.advertise = bool(advertise)
+        if self.advertise and not self.kafka:
+            raise ConfigError("advertise=True rewrites Kafka answers: it needs kafka=True")
         self.target = parse_target(target)
         if max_held < 1:
             raise ConfigError(f"max_held must be at least 1 byte, not {max_held}")
@@ -154,7 +163,8 @@ class FaultProxy:
         # The core's own waits (acceptor, then links) take at most half the
         # bound of the call that runs them.
         core = ProxyCore(self.target, self.port, self.max_held, self.connect_timeout,
-                         stop_timeout=self._loop.timeout / 4, kafka=self.kafka)
+                         stop_timeout=self._loop.timeout / 4, kafka=self.kafka,
+                         advertise=self.advertise)
         self._loop.start()
         try:
             self._loop.call(core.listen())
