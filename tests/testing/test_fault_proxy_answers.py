@@ -197,7 +197,7 @@ def test_answer_error_needs_an_answerable_api_and_kafka_true() -> None:
         for bad_key in (0, 3, -1, "26", 26.0):
             with pytest.raises(ConfigError, match="api_key"):
                 proxy.answer_error(bad_key, CODE)  # type: ignore[arg-type]
-        for bad_code in (2**15, -(2**15) - 1, "51", None):
+        for bad_code in (0, 2**15, -(2**15) - 1, "51", None):
             with pytest.raises(ConfigError, match="code"):
                 proxy.answer_error(26, bad_code)  # type: ignore[arg-type]
         with pytest.raises(ConfigError):

@@ -361,7 +361,8 @@ class FaultProxy:
 
         Args:
             api_key: one of the APIs above.
-            code: the int16 Kafka error code to answer.
+            code: the int16 Kafka error code to answer (not 0: the broker
+                never did the work).
             every: the period (1: every request); 0 clears the API's rule.
             times: answer at most this many requests (``None``: no limit).
 
@@ -373,8 +374,10 @@ class FaultProxy:
         if type(api_key) is not int or api_key not in ANSWERABLE:
             raise ConfigError(f"api_key must be one of {sorted(ANSWERABLE)} (the APIs the "
                               f"proxy can answer itself), not {api_key!r}")
-        if type(code) is not int or not -(2**15) <= code < 2**15:
-            raise ConfigError(f"code must be an int16 Kafka error code, not {code!r}")
+        if type(code) is not int or not -(2**15) <= code < 2**15 or code == 0:
+            # 0 would tell the client the work was done when the broker never saw it.
+            raise ConfigError(f"code must be an int16 Kafka error code other than 0, "
+                              f"not {code!r}")
         self._kafka_rule("answer", every, times, code, api_key=api_key)
 
     def kafka_requests(self) -> dict[int, int]:
