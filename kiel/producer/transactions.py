@@ -208,9 +208,13 @@ class Transactions:
         self.doomed: Optional[KielError] = None
         #: What made the producer unusable, raised again by every call.
         self.fatal: Optional[KielError] = None
-        #: ``True`` (commit) or ``False`` (abort) while an EndTxn failed
-        #: past its retries and must be retried with the same outcome.
+        #: ``True`` (commit) or ``False`` (abort) while an EndTxn is under
+        #: way or failed past its retries and must be retried with the same
+        #: outcome.
         self._ending: Optional[bool] = None
+        #: Why the last EndTxn failed past its retries (``None``: none did,
+        #: or one is under way again).
+        self._end_failed: Optional[KielError] = None
         self.added: set[TopicPartition] = set()
         self._offsets_groups: set[str] = set()
         self._adding: Optional[asyncio.Task[None]] = None
@@ -245,12 +249,27 @@ class Transactions:
                 f"the transaction can only be aborted ({self.doomed}): call "
                 "abort_transaction(); nothing was sent", topic=topic) from self.doomed
         if self.state == _ENDING:
+            unfinished = self._unfinished()
+            if unfinished is not None:
+                raise TransactionStateError(
+                    f"{unfinished}, then produce in the next transaction; nothing was sent",
+                    topic=topic) from self._end_failed
             raise TransactionStateError(
                 "the transaction is being committed or aborted: produce in the next one "
                 "(begin_transaction()); nothing was sent", topic=topic)
         raise TransactionStateError(
             "a transactional producer produces only inside a transaction: call "
             "begin_transaction() first; nothing was sent", topic=topic)
+
+    def _unfinished(self) -> Optional[str]:
+        """What to do about an EndTxn that failed past its retries (``None``:
+        none did)."""
+        failed = self._end_failed
+        if failed is None or self._ending is None:
+            return None
+        end = "commit" if self._ending else "abort"
+        return (f"the transaction's {end} failed ({failed.message}): call "
+                f"{end}_transaction() again to finish it")
 
     def _check_fatal(self) -> None:
         fatal = self.fatal
@@ -451,6 +470,10 @@ class Transactions:
             TransactionStateError: a transaction is open or ending.
         """
         self._check_fatal()
+        unfinished = self._unfinished()
+        if unfinished is not None:
+            raise TransactionStateError(f"{unfinished} before beginning the next") \
+                from self._end_failed
         if self.state != _NONE:
             raise TransactionStateError(
                 "a transaction is already open (or ending): commit or abort it before "
@@ -656,11 +679,22 @@ class Transactions:
             await asyncio.wait([adding])
         if self.added or self._offsets_groups:
             idem = self._idem
-            await self._call(
-                END_TXN,
-                lambda v: REQUESTS[END_TXN][v](self.transactional_id, idem.producer_id,
-                                               idem.producer_epoch, commit),
-                lambda r: [r.error_code], "EndTxn (commit)" if commit else "EndTxn (abort)")
+            self._end_failed = None
+            try:
+                await self._call(
+                    END_TXN,
+                    lambda v: REQUESTS[END_TXN][v](self.transactional_id, idem.producer_id,
+                                                   idem.producer_epoch, commit),
+                    lambda r: [r.error_code], "EndTxn (commit)" if commit else "EndTxn (abort)")
+            except KielError as e:
+                if self.fatal is not None:
+                    raise
+                # Past the retries: the transaction stays ending, and the
+                # error says how to finish it (the same call again).
+                self._end_failed = e
+                again = "commit_transaction()" if commit else "abort_transaction()"
+                raise type(e)(f"{e.message} (retries ran out; the transaction is not "
+                              f"finished: call {again} again)", **e.context) from e
         if commit:
             self.committed += 1
         else:

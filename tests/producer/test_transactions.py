@@ -25,6 +25,7 @@ from kiel.exc import (
 from kiel.structs import GroupMetadata
 from tests.conftest import run, unique
 from tests.support.idempotence import confluent_read
+from tests.support.transactions import control_batches
 
 PARTITIONS = 3
 
@@ -37,34 +38,6 @@ def create_topic(bootstrap: str, partitions: int = PARTITIONS, prefix: str = "tx
         future.result(30)
     return name
 
-
-
-def control_batches(bootstrap: str, topic: str, partitions: int = PARTITIONS
-                    ) -> Dict[str, int]:
-    """The COMMIT and ABORT markers in ``topic``, counted from kiel's own
-    decoder of the raw log (a Fetch of every partition from offset 0)."""
-    from kiel.client import Client
-    from kiel.protocol import FetchPartitionData, FetchRequestV4, FetchTopicData
-    from kiel.protocol.record_batch import COMMIT, decode_record_batches
-
-    async def main() -> Dict[str, int]:
-        counts = {"commit": 0, "abort": 0, "transactional_batches": 0}
-        async with Client(bootstrap) as client:
-            await client.cluster.refresh_metadata([topic])
-            for p in range(partitions):
-                leader = client.cluster.leader(topic, p)
-                response = await client.cluster.send(leader, FetchRequestV4(
-                    -1, 100, 1, 64 << 20, 0, [FetchTopicData(topic, [
-                        FetchPartitionData(p, 0, 64 << 20)])]))
-                data = response.topics[0].partitions[0].records
-                result = decode_record_batches(data)
-                for marker in result.markers:
-                    counts["commit" if marker.control_type == COMMIT else "abort"] += 1
-                counts["transactional_batches"] += sum(
-                    1 for b in result.batches if b.is_transactional and not b.is_control)
-        return counts
-
-    return run(main())
 
 
 def values(prefix: str, count: int) -> List[bytes]:

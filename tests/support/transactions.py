@@ -1,11 +1,12 @@
 """Transactions written by the peers (confluent-kafka), for the tests that
-read them committed (consumer, CLI, Spark)."""
-from typing import List, Optional
+read them committed (consumer, CLI, Spark), and the markers in a log
+(kiel's transactional producer's tests)."""
+from typing import Dict, List, Optional
 
 import confluent_kafka
 import confluent_kafka.admin
 
-from tests.conftest import unique
+from tests.conftest import run, unique
 
 
 def create_topic(bootstrap: str, partitions: int = 1, prefix: str = "rc") -> str:
@@ -71,3 +72,30 @@ def interleaved(bootstrap: str, topic: str, count: int = 20) -> List[bytes]:
     q.abort_transaction(30)
     p.commit_transaction(30)
     return [f"p-{i}".encode() for i in range(count)]
+
+
+def control_batches(bootstrap: str, topic: str, partitions: int = 3) -> Dict[str, int]:
+    """The COMMIT and ABORT markers in ``topic``, counted from kiel's own
+    decoder of the raw log (a Fetch of every partition from offset 0)."""
+    from kiel.client import Client
+    from kiel.protocol import FetchPartitionData, FetchRequestV4, FetchTopicData
+    from kiel.protocol.record_batch import COMMIT, decode_record_batches
+
+    async def main() -> Dict[str, int]:
+        counts = {"commit": 0, "abort": 0, "transactional_batches": 0}
+        async with Client(bootstrap) as client:
+            await client.cluster.refresh_metadata([topic])
+            for p in range(partitions):
+                leader = client.cluster.leader(topic, p)
+                response = await client.cluster.send(leader, FetchRequestV4(
+                    -1, 100, 1, 64 << 20, 0, [FetchTopicData(topic, [
+                        FetchPartitionData(p, 0, 64 << 20)])]))
+                data = response.topics[0].partitions[0].records
+                result = decode_record_batches(data)
+                for marker in result.markers:
+                    counts["commit" if marker.control_type == COMMIT else "abort"] += 1
+                counts["transactional_batches"] += sum(
+                    1 for b in result.batches if b.is_transactional and not b.is_control)
+        return counts
+
+    return run(main())

@@ -34,7 +34,8 @@ def test_a_cut_after_a_produce_answer(proxied_tansu: Any) -> None:
     proxy.cut_after_produce(1, times=1)
     outcome = run(produce_one(broker.bootstrap, topic, b"written"))
     assert isinstance(outcome, DeliveryUnknownError), outcome
-    assert proxy.kafka_stats() == {"produce_answers": 1, "cut": 1, "rewritten": 0}
+    assert proxy.kafka_stats() == {"produce_answers": 1, "cut": 1, "rewritten": 0,
+                                   "answered": 0}
     # The broker wrote it; the next answer passes (times=1).
     second = run(produce_one(broker.bootstrap, topic, b"second"))
     assert second.offset == 1
@@ -67,7 +68,8 @@ def test_the_rules_need_kafka_true_and_good_arguments() -> None:
         with pytest.raises(ConfigError):
             proxy.rewrite_produce_error(45, times=0)
         proxy.cut_after_produce(0)  # clears: fine
-        assert proxy.kafka_stats() == {"produce_answers": 0, "cut": 0, "rewritten": 0}
+        assert proxy.kafka_stats() == {"produce_answers": 0, "cut": 0, "rewritten": 0,
+                                       "answered": 0}
 
 
 def _frame(body: bytes) -> bytes:
@@ -103,7 +105,7 @@ def test_the_frame_watch_splits_frames_across_chunks_and_rewrites() -> None:
     out, reset = watch.downstream(answer[5:])
     assert not reset and len(out) == len(answer)
     assert struct.unpack_from(">hq", out, 8 + 4 + 3 + 4 + 4) == (45, -1)
-    assert rules.counts() == {"produce_answers": 1, "cut": 0, "rewritten": 1}
+    assert rules.counts() == {"produce_answers": 1, "cut": 0, "rewritten": 1, "answered": 0}
 
 
 def test_the_frame_watch_cuts_and_gives_up_on_what_is_not_kafka() -> None:

@@ -12,6 +12,9 @@ Modules: :mod:`~kiel.testing.faults.proxy` (the public class),
 :mod:`~kiel.testing.faults.core` (the proxy on its loop),
 :mod:`~kiel.testing.faults.pipe` (one connection, one direction),
 :mod:`~kiel.testing.faults.state` (faults and counters),
+:mod:`~kiel.testing.faults.frames` (the Kafka frame rules of a proxy made
+with ``kafka=True``), :mod:`~kiel.testing.faults.answers` (the answers it
+writes in a broker's place),
 :mod:`~kiel.testing.faults.loop` (the thread) and
 :mod:`~kiel.testing.faults.cli` (the command line).
 """

@@ -36,9 +36,11 @@ class ProxyCore:
     """
 
     def __init__(self, target: tuple[str, int], port: int, max_held: int,
-                 connect_timeout: float, stop_timeout: float, kafka: bool = False) -> None:
+                 connect_timeout: float, stop_timeout: float, kafka: bool = False,
+                 advertise: bool = False) -> None:
         #: The Kafka frame rules (a proxy made with ``kafka=True``), else ``None``.
         self.kafka = KafkaRules() if kafka else None
+        self.advertise = advertise
         self.target = target
         self.port = port
         self.max_held = max_held
@@ -74,6 +76,8 @@ class ProxyCore:
                                host="127.0.0.1", port=self.port) from e
         listener.setblocking(False)
         self.port = listener.getsockname()[1]
+        if self.kafka is not None and self.advertise:
+            self.kafka.advertise = (self.target[1], self.port)
         self._listener = listener
         self._acceptor = self._tasks.spawn(self._accept(listener), "accept")
 
@@ -128,18 +132,28 @@ class ProxyCore:
     async def kafka_rule(self, which: str, every: int, times: Optional[int],
                          code: int = 0, api_key: int = 0) -> None:
         """Set (``every`` > 0) or clear (0) the ``"cut"`` rule (after answers of
-        ``api_key``, Produce by default) or the ``"rewrite"`` Produce rule."""
+        ``api_key``, Produce by default), the ``"rewrite"`` Produce rule or
+        ``api_key``'s ``"answer"`` rule (answered with ``code`` by the proxy)."""
         assert self.kafka is not None
         rule = _Rule(every, times, code, api_key=api_key) if every else None
         if which == "cut":
             self.kafka.cut_rule = rule
-        else:
+        elif which == "rewrite":
             self.kafka.rewrite_rule = rule
+        elif rule is None:
+            self.kafka.answer_rules.pop(api_key, None)
+        else:
+            self.kafka.answer_rules[api_key] = rule
 
     async def kafka_counts(self) -> dict[str, int]:
         """The Kafka frame rules' counters."""
         assert self.kafka is not None
         return self.kafka.counts()
+
+    async def kafka_requests(self) -> dict[int, int]:
+        """Requests seen so far, by API key."""
+        assert self.kafka is not None
+        return dict(self.kafka.requests)
 
     async def cut(self) -> int:
         """Reset every connection now (both sides get an RST); returns how many."""

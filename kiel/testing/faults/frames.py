@@ -1,5 +1,5 @@
 """Kafka-frame-aware faults: the proxy reads the size-prefixed frames that
-pass and acts on Produce answers (a proxy made with ``kafka=True``).
+pass and acts on chosen requests and answers (a proxy made with ``kafka=True``).
 
 Byte-level faults (cut, blackout, delay, stall) cannot say *when* a broker
 has written a batch. These can:
@@ -16,20 +16,37 @@ has written a batch. These can:
   (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, an epoch error...).
   The broker did write what it said it wrote: a test that rewrites a
   success into an error must expect that batch in the log.
+* **answer a request with an error, in the broker's place** -- every Nth
+  request of a coordinator API (FindCoordinator, InitProducerId,
+  AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit) is kept
+  from the broker and answered by the proxy with an error code
+  (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+  CONCURRENT_TRANSACTIONS...): the broker never did it, as a coordinator
+  that answers those codes did not (:mod:`~kiel.testing.faults.answers`
+  writes the answers). The answer goes to the client after the broker's
+  answers to the requests sent before it on that connection, as Kafka
+  orders them.
+* **re-advertise** (``advertise=True``) -- Metadata and FindCoordinator
+  answers that name the target's port name the proxy's instead, for a
+  broker that advertises the port it listens on (noida-db).
 
 Strategy: each direction of a link is split into whole frames (held until
 complete, then passed on together); requests are read only as far as their
 header (and a Produce request's ``acks``, to know whether an answer
-comes), answers only when they are Produce answers a rule applies to.
-Produce v0 to v8 (the non-flexible versions) are understood; other
-versions' answers pass unchanged. Bytes that are not Kafka frames (a
-negative or huge size) stop the watch on that link: everything then passes
-unchanged.
+comes; the body of a request answered in the broker's place), answers only
+when they are Produce answers a rule applies to. Produce v0 to v8 (the
+non-flexible versions) are rewritten; other versions' answers pass
+unchanged, as do requests of versions :mod:`~kiel.testing.faults.answers`
+does not know. Bytes that are not Kafka frames (a negative or huge size)
+stop the watch on that link: everything then passes unchanged.
 """
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
+
+from kiel.testing.faults.answers import answerable, error_answer, readvertise
 
 __all__ = ["FrameWatch", "KafkaRules"]
 
@@ -38,6 +55,8 @@ _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _PRODUCE = 0
+_METADATA = 3
+_FIND_COORDINATOR = 10
 #: A frame larger than this is not Kafka (or not worth holding): stop watching.
 _MAX_FRAME = 256 * 1024 * 1024
 
@@ -49,7 +68,8 @@ class _Rule:
     code: int = 0
     seen: int = 0
     done: int = 0
-    #: The API whose answers the rule counts (a cut rule: any API; 0 Produce).
+    #: The API whose answers (requests, for an answer rule) the rule counts
+    #: (a cut rule: any API; 0 Produce).
     api_key: int = _PRODUCE
 
     def hits(self) -> bool:
@@ -68,21 +88,31 @@ class KafkaRules:
 
     Attributes:
         produce_answers: Produce answers seen (all links).
-        cut: connections reset after a Produce answer.
+        cut: connections reset after an answer (the cut rule).
         rewritten: Produce answers rewritten.
+        answered: requests the proxy answered itself (an answer rule).
+        requests: requests seen, by API key (the ones answered by the
+            proxy included).
     """
 
     def __init__(self) -> None:
         self.cut_rule: Optional[_Rule] = None
         self.rewrite_rule: Optional[_Rule] = None
+        #: API key -> the rule answering its requests in the broker's place.
+        self.answer_rules: dict[int, _Rule] = {}
         self.produce_answers = 0
         self.cut = 0
         self.rewritten = 0
+        self.answered = 0
+        self.requests: dict[int, int] = {}
+        #: ``(target port, proxy port)``: Metadata and FindCoordinator
+        #: answers naming the first name the second (``advertise=True``).
+        self.advertise: Optional[tuple[int, int]] = None
 
     def counts(self) -> dict[str, int]:
-        """The counters, as a dict."""
+        """The counters (but :attr:`requests`), as a dict."""
         return {"produce_answers": self.produce_answers, "cut": self.cut,
-                "rewritten": self.rewritten}
+                "rewritten": self.rewritten, "answered": self.answered}
 
 
 class _Splitter:
@@ -117,37 +147,69 @@ class FrameWatch:
 
     Args:
         rules: the proxy's rules (shared by its links).
+        inject: passes bytes to the client now, as if the broker had sent
+            them (the link's downstream pipe); without it, no request is
+            answered in the broker's place.
     """
 
-    def __init__(self, rules: KafkaRules) -> None:
+    def __init__(self, rules: KafkaRules,
+                 inject: Optional[Callable[[bytes], None]] = None) -> None:
         self.rules = rules
+        self.inject = inject
         self._up = _Splitter()
         self._down = _Splitter()
-        #: correlation id -> (api key, version) of the requests watched that
-        #: get an answer: Produce, and the API of a cut rule
-        self._produce: dict[int, tuple[int, int]] = {}
+        #: correlation id -> (api key, version) of every request that gets
+        #: an answer from the broker, in the order sent (Kafka answers in
+        #: that order on a connection)
+        self._pending: dict[int, tuple[int, int]] = {}
+        #: correlation id -> the proxy's own answers that pass right after
+        #: the broker's answer to that request
+        self._after: dict[int, list[bytes]] = {}
         self._lost = False
 
     def upstream(self, data: bytes) -> tuple[bytes, bool]:
-        """Client to broker: note Produce requests. Returns what to pass
-        (whole frames) and whether to reset the link (never)."""
+        """Client to broker: note the requests; keep from the broker those
+        an answer rule answers. Returns what to pass (whole frames) and
+        whether to reset the link (never)."""
         if self._lost:
             return data, False
         frames = self._up.feed(data)
         if frames is None:
             return self._give_up(self._up), False
-        cut = self.rules.cut_rule
+        rules = self.rules
+        out: list[bytes] = []
         for frame in frames:
-            if len(frame) >= 12:
-                api_key, version, correlation_id = _HEADER.unpack_from(frame, 4)
-                if (api_key == _PRODUCE and _answered(frame, version)) or (
-                        cut is not None and api_key == cut.api_key != _PRODUCE):
-                    self._produce[correlation_id] = (api_key, version)
-        return b"".join(frames), False
+            if len(frame) < 12:
+                out.append(frame)
+                continue
+            api_key, version, correlation_id = _HEADER.unpack_from(frame, 4)
+            rules.requests[api_key] = rules.requests.get(api_key, 0) + 1
+            rule = rules.answer_rules.get(api_key)
+            if (rule is not None and self.inject is not None
+                    and answerable(api_key, version)):
+                answer = error_answer(frame, rule.code)
+                if answer is not None and rule.hits():
+                    rules.answered += 1
+                    self._answer(answer)
+                    continue  # never reaches the broker
+            if api_key != _PRODUCE or _answered(frame, version):
+                self._pending[correlation_id] = (api_key, version)
+            out.append(frame)
+        return b"".join(out), False
+
+    def _answer(self, answer: bytes) -> None:
+        """Pass the proxy's own ``answer`` once the broker answered every
+        request sent before it on this link."""
+        if self._pending:
+            last = next(reversed(self._pending))
+            self._after.setdefault(last, []).append(answer)
+        else:
+            assert self.inject is not None
+            self.inject(answer)
 
     def downstream(self, data: bytes) -> tuple[bytes, bool]:
-        """Broker to client: apply the rules to Produce answers. Returns
-        what to pass and whether to reset the link after it."""
+        """Broker to client: apply the rules to the answers. Returns what
+        to pass and whether to reset the link after it."""
         if self._lost:
             return data, False
         frames = self._down.feed(data)
@@ -157,8 +219,11 @@ class FrameWatch:
         rules = self.rules
         for frame in frames:
             watched = None
+            after: list[bytes] = []
             if len(frame) >= 8:
-                watched = self._produce.pop(_INT32.unpack_from(frame, 4)[0], None)
+                (correlation_id,) = _INT32.unpack_from(frame, 4)
+                watched = self._pending.pop(correlation_id, None)
+                after = self._after.pop(correlation_id, after)
             if watched is not None:
                 api_key, version = watched
                 if api_key == _PRODUCE:
@@ -171,7 +236,10 @@ class FrameWatch:
                         and rules.rewrite_rule.hits()):
                     frame = _rewrite(frame, version, rules.rewrite_rule.code)
                     rules.rewritten += 1
+                if rules.advertise is not None and api_key in (_METADATA, _FIND_COORDINATOR):
+                    frame = readvertise(frame, api_key, version, *rules.advertise)
             out.append(frame)
+            out.extend(after)
         return b"".join(out), False
 
     def _give_up(self, splitter: _Splitter) -> bytes:

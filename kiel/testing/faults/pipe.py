@@ -140,6 +140,14 @@ class Pipe:
                 return False
         return True
 
+    def inject(self, data: bytes) -> None:
+        """Queue ``data`` after what was read so far, as if read from the
+        source (a frame rule's answer in the broker's place)."""
+        loop = asyncio.get_running_loop()
+        self._hold(len(data))
+        self._queue.append((loop.time() + self.faults.delays[self.direction], data))
+        self._data.fire()
+
     def drop(self) -> None:
         """Forget what is held (the link is gone)."""
         self._queue.clear()
@@ -220,6 +228,8 @@ class Link:
             Pipe("downstream", self.upstream, self.client, self.faults, self.counters,
                  self.max_held, None if watch is None else watch.downstream),
         ]
+        if watch is not None:
+            watch.inject = self.pipes[1].inject
         pending = {self._tasks.spawn(step(), f"{pipe.direction}-{step.__name__}")
                    for pipe in self.pipes for step in (pipe.read, pipe.write)}
         while pending:

@@ -22,6 +22,7 @@ import ipaddress
 from typing import Any, Optional, Union
 
 from kiel.exc import ConfigError, HarnessError
+from kiel.testing.faults.answers import ANSWERABLE
 from kiel.testing.faults.core import ProxyCore
 from kiel.testing.faults.loop import LoopThread
 from kiel.testing.faults.state import ProxyStats, directions, seconds
@@ -83,9 +84,12 @@ class FaultProxy:
     * :meth:`delay` adds latency to every chunk.
     * :meth:`stall` holds one direction's bytes until :meth:`unstall`.
     * With ``kafka=True``, rules that read Kafka frames:
-      :meth:`cut_after_produce` (the broker wrote the batch, its answer
-      never arrives) and :meth:`rewrite_produce_error` (see
-      :mod:`~kiel.testing.faults.frames`).
+      :meth:`cut_after_produce` and :meth:`cut_after_answer` (the broker
+      did it, its answer never arrives), :meth:`rewrite_produce_error` and
+      :meth:`answer_error` (a coordinator's request kept from the broker
+      and answered with an error code by the proxy); with
+      ``advertise=True`` too, the broker's Metadata and FindCoordinator
+      answers name the proxy (see :mod:`~kiel.testing.faults.frames`).
 
     Held bytes stay in bounded queues: a direction stops reading its source
     once ``max_held`` bytes wait, so the sender's socket buffers fill and it
@@ -99,7 +103,12 @@ class FaultProxy:
             target does not answer (or refuses) is reset.
         timeout: seconds a control call or ``stop()`` waits at most.
         kafka: read the Kafka frames that pass (each connection's bytes go
-            on in whole frames), for the Produce rules.
+            on in whole frames), for the frame rules.
+        advertise: (with ``kafka=True``) Metadata and FindCoordinator
+            answers that name the target's port name the proxy's instead,
+            so that every connection of a client goes through the proxy
+            even to a broker that advertises the port it listens on
+            (noida-db); the host is left as the broker says it.
 
     Raises:
         ConfigError: bad target or options.
@@ -107,8 +116,11 @@ class FaultProxy:
 
     def __init__(self, target: Target, *, listen_port: int = 0,
                  max_held: int = DEFAULT_MAX_HELD, connect_timeout: float = 5.0,
-                 timeout: float = 10.0, kafka: bool = False) -> None:
+                 timeout: float = 10.0, kafka: bool = False, advertise: bool = False) -> None:
         self.kafka = bool(kafka)
+        self.advertise = bool(advertise)
+        if self.advertise and not self.kafka:
+            raise ConfigError("advertise=True rewrites Kafka answers: it needs kafka=True")
         self.target = parse_target(target)
         if max_held < 1:
             raise ConfigError(f"max_held must be at least 1 byte, not {max_held}")
@@ -151,7 +163,8 @@ class FaultProxy:
         # The core's own waits (acceptor, then links) take at most half the
         # bound of the call that runs them.
         core = ProxyCore(self.target, self.port, self.max_held, self.connect_timeout,
-                         stop_timeout=self._loop.timeout / 4, kafka=self.kafka)
+                         stop_timeout=self._loop.timeout / 4, kafka=self.kafka,
+                         advertise=self.advertise)
         self._loop.start()
         try:
             self._loop.call(core.listen())
@@ -326,9 +339,62 @@ class FaultProxy:
             raise ConfigError(f"code must be an int16 Kafka error code, not {code!r}")
         self._kafka_rule("rewrite", every, times, code)
 
+    def answer_error(self, api_key: int, code: int, every: int = 1,
+                     times: Optional[int] = 1) -> None:
+        """Keep every ``every``-th request of API ``api_key`` from the broker
+        and answer it with error ``code`` in the broker's place: the broker
+        never did it, as a coordinator that answers NOT_COORDINATOR (16),
+        COORDINATOR_LOAD_IN_PROGRESS (14), COORDINATOR_NOT_AVAILABLE (15)
+        or CONCURRENT_TRANSACTIONS (51) did not.
+
+        The answer is of the request's API and version (flexible ones
+        included), every error code in it set to ``code``: FindCoordinator
+        (10) v0-3 (no coordinator), InitProducerId (22) v0-5 (producer id
+        and epoch -1), AddPartitionsToTxn (24) v0-3 and TxnOffsetCommit (28)
+        v0-4 (each partition of the request), AddOffsetsToTxn (25) and
+        EndTxn (26) v0-4. A request of another version passes to the broker
+        and does not count. It reaches the client after the broker's
+        answers to the requests sent before it on that connection.
+
+        Counted over every connection of the proxy, from now on; one rule
+        per API (a second call for the same API replaces its rule).
+
+        Args:
+            api_key: one of the APIs above.
+            code: the int16 Kafka error code to answer (not 0: the broker
+                never did the work).
+            every: the period (1: every request); 0 clears the API's rule.
+            times: answer at most this many requests (``None``: no limit).
+
+        Raises:
+            ConfigError: a bad ``api_key``, ``code``, ``every`` or ``times``.
+            HarnessError: the proxy is not running or was not made with
+                ``kafka=True``.
+        """
+        if type(api_key) is not int or api_key not in ANSWERABLE:
+            raise ConfigError(f"api_key must be one of {sorted(ANSWERABLE)} (the APIs the "
+                              f"proxy can answer itself), not {api_key!r}")
+        if type(code) is not int or not -(2**15) <= code < 2**15 or code == 0:
+            # 0 would tell the client the work was done when the broker never saw it.
+            raise ConfigError(f"code must be an int16 Kafka error code other than 0, "
+                              f"not {code!r}")
+        self._kafka_rule("answer", every, times, code, api_key=api_key)
+
+    def kafka_requests(self) -> dict[int, int]:
+        """Requests seen so far (all connections), by API key: those
+        :meth:`answer_error` kept from the broker included.
+
+        Raises:
+            HarnessError: the proxy is not running or was not made with
+                ``kafka=True``.
+        """
+        core = self._kafka_core()
+        requests: dict[int, int] = self._loop.call(core.kafka_requests())
+        return requests
+
     def kafka_stats(self) -> dict[str, int]:
         """What the Kafka frame rules saw and did: ``produce_answers``,
-        ``cut``, ``rewritten``.
+        ``cut``, ``rewritten``, ``answered`` (by the proxy itself).
 
         Raises:
             HarnessError: the proxy is not running or was not made with
