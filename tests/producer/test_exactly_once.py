@@ -1,6 +1,9 @@
 """examples/exactly_once.py killed with SIGKILL at random points and
 restarted, with a second member joining midway: every input's output is
-in the committed output exactly once.
+in the committed output exactly once. The second member is the example
+again, or a peer's member doing the same work with its own client's
+transactional API (tests/support/eos_peers.py: confluent-kafka,
+kafka-python): kiel beside the members users already run.
 
 On noida-db, which fills Fetch's aborted-transactions list, a
 read_committed confluent-kafka consumer judges. Tansu never fills that
@@ -38,13 +41,13 @@ class Worker:
     """One member of the example in its own process."""
 
     def __init__(self, bootstrap: str, source: str, sink: str, group: str, name: str,
-                 logs: Any, confluent: bool = False, dynamic: bool = False) -> None:
+                 logs: Any, peer: str = "kiel", dynamic: bool = False) -> None:
         self.args = [sys.executable, EXAMPLE, "--bootstrap", bootstrap, "--input", source,
                      "--output", sink, "--group", group, "--transactional-id", name,
                      "--max-records", "25", "--pause", "0.05"] + (["--dynamic"] if dynamic else [])
-        if confluent:
-            self.args = [sys.executable, "-c", CONFLUENT_MEMBER, bootstrap, source, sink,
-                         group, name]
+        if peer != "kiel":  # a peer's member doing the same work (tests/support/eos_peers.py)
+            self.args = [sys.executable, "-m", "tests.support.eos_peers", peer, bootstrap,
+                         source, sink, group, name]
         self.name = name
         self.logs = logs
         self.process: Any = None
@@ -69,46 +72,6 @@ class Worker:
         out, _ = self.process.communicate(timeout=60)
         assert self.process.returncode == 0, out
         return out
-
-
-#: A confluent-kafka member doing the example's work, as confluent's own
-#: docs write the loop: read_committed, transactions with the consumer's
-#: group metadata, a static member like the example's.
-CONFLUENT_MEMBER = r"""
-import signal, sys, time
-import confluent_kafka
-
-bootstrap, source, sink, group, name = sys.argv[1:6]
-stop = []
-signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-consumer = confluent_kafka.Consumer({
-    "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-    "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-    "group.instance.id": name, "session.timeout.ms": 6000,
-    "partition.assignment.strategy": "range"})
-producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "transactional.id": name})
-producer.init_transactions(30)
-consumer.subscribe([source])
-print(name + ": joined", flush=True)
-while not stop:
-    messages = [m for m in consumer.consume(25, 0.2) if not m.error()]
-    if not messages:
-        continue
-    producer.begin_transaction()
-    try:
-        for m in messages:
-            producer.produce(sink, b"out-" + m.value(), key=m.key())
-        time.sleep(0.05)
-        producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
-                                             consumer.consumer_group_metadata(), 30)
-        producer.commit_transaction(30)
-    except confluent_kafka.KafkaException:
-        producer.abort_transaction(30)
-        for tp in consumer.committed(consumer.assignment(), 30):
-            consumer.seek(confluent_kafka.TopicPartition(tp.topic, tp.partition,
-                                                         max(tp.offset, 0)))
-consumer.close()
-"""
 
 
 def read(bootstrap: str, topic: str, isolation: str, at_least: int, idle: float,
@@ -191,7 +154,7 @@ def committed_from_markers(bootstrap: str, topic: str, committers: Any = None) -
 
 
 @pytest.mark.parametrize("broker, second", [("noida", "kiel"), ("tansu", "kiel"),
-                                            ("noida", "confluent")])
+                                            ("noida", "confluent"), ("noida", "kafka-python")])
 def test_killed_and_restarted_members_write_every_input_once(
         broker: str, second: str, request: Any, tmp_path: Any) -> None:
     bootstrap = request.getfixturevalue(f"{broker}_broker").bootstrap
@@ -218,7 +181,7 @@ def test_killed_and_restarted_members_write_every_input_once(
     dynamic = broker == "tansu"
     a = Worker(bootstrap, source, sink, group, unique("eo-a"), tmp_path, dynamic=dynamic)
     b = Worker(bootstrap, source, sink, group, unique(f"eo-{second}"), tmp_path,
-               confluent=second == "confluent", dynamic=dynamic)
+               peer=second, dynamic=dynamic)
     try:
         a.start()
         for step in range(4):
