@@ -2,32 +2,34 @@
 a confluent-kafka or a kafka-python member doing examples/exactly_once.py's
 work with its own client's API, in a process the test starts and kills::
 
-    python -m tests.support.eos_peers {confluent,kafka-python} \\
-        BOOTSTRAP INPUT OUTPUT GROUP NAME
+    python -m tests.support.eos_peers {confluent,kafka-python} --bootstrap B \\
+        --input IN --output OUT --group G --transactional-id NAME \\
+        [--max-records N] [--pause S] [--dynamic]
+
+(the example's own options after the peer's name).
 
 Both run the loop each client's docs write for consume-transform-produce:
-a static group member (``group.instance.id`` = NAME, as the example's) that
-reads committed with auto commit off and one transactional producer (id =
-NAME, the same for each restart, so its initialisation aborts what the
-killed life left open). Per batch: begin, produce the outputs, hold the
-transaction open a moment (a window for the test's kills), send the
-batch's next offsets with the consumer's group metadata (KIP-447), commit.
-A failed transaction is aborted and the batch's partitions are sought back
-to its first offsets, so their records are done again; a fenced producer
-(another process has NAME) stops the member.
+a static group member (``group.instance.id`` = NAME, as the example's;
+dynamic with ``--dynamic``) that reads committed with auto commit off, and
+one transactional producer (id = NAME, the same for each restart, so its
+initialisation aborts what the killed life left open). Per batch: begin,
+produce the outputs, hold the transaction open ``--pause`` seconds (a
+window for the test's kills), send the batch's next offsets with the
+consumer's group metadata (KIP-447), commit. A failed transaction is
+aborted and the batch's partitions are sought back to its first offsets,
+so their records are done again; a fenced producer (another process has
+NAME) stops the member.
 
 It prints ``NAME: joined`` once subscribed and stops on SIGTERM.
 """
 import abc
+import argparse
 import signal
 import sys
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-#: Records per batch, and how long each transaction stays open: the
-#: example's ``--max-records 25 --pause 0.05`` in the test.
-MAX_RECORDS = 25
-PAUSE = 0.05
+#: The example's session timeout (a restarted dynamic member waits it out).
 SESSION_TIMEOUT = 6.0
 
 TopicPartition = Tuple[str, int]
@@ -60,7 +62,7 @@ class Member(abc.ABC):
 
     @abc.abstractmethod
     def poll(self) -> List[Record]:
-        """Up to MAX_RECORDS records; none after 0.2 s without any."""
+        """Up to ``--max-records`` records; none after 0.2 s without any."""
 
     def begin(self) -> None:
         """Begin a transaction."""
@@ -98,25 +100,30 @@ class Member(abc.ABC):
 class ConfluentMember(Member):
     """confluent-kafka (librdkafka), as confluent's own docs write the loop."""
 
-    def __init__(self, bootstrap: str, source: str, group: str, name: str) -> None:
+    def __init__(self, options: argparse.Namespace) -> None:
         import confluent_kafka
 
         self.ck = confluent_kafka
         self.bound = (30.0,)
         self.abortable = (confluent_kafka.KafkaException,)
-        self.consumer = confluent_kafka.Consumer({
-            "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-            "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-            "group.instance.id": name, "session.timeout.ms": int(SESSION_TIMEOUT * 1000),
-            "partition.assignment.strategy": "range"})
-        self.producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap,
-                                                  "transactional.id": name})
+        self.max_records = options.max_records
+        config = {
+            "bootstrap.servers": options.bootstrap, "group.id": options.group,
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": int(SESSION_TIMEOUT * 1000),
+            "partition.assignment.strategy": "range"}
+        if not options.dynamic:
+            config["group.instance.id"] = options.transactional_id
+        self.consumer = confluent_kafka.Consumer(config)
+        self.producer = confluent_kafka.Producer({"bootstrap.servers": options.bootstrap,
+                                                  "transactional.id": options.transactional_id})
         self.producer.init_transactions(30)
-        self.consumer.subscribe([source])
+        self.consumer.subscribe([options.input])
 
     def poll(self) -> List[Record]:
         return [Record(m.topic(), m.partition(), m.offset(), m.key(), m.value())
-                for m in self.consumer.consume(MAX_RECORDS, 0.2) if not m.error()]
+                for m in self.consumer.consume(self.max_records, 0.2) if not m.error()]
 
     def produce(self, topic: str, key: Optional[bytes], value: bytes) -> None:
         self.producer.produce(topic, value, key=key)
@@ -147,26 +154,29 @@ class KafkaPythonMember(Member):
     (generation, member id, instance id: KIP-447, so the coordinator
     refuses offsets of a member the group has moved past)."""
 
-    def __init__(self, bootstrap: str, source: str, group: str, name: str) -> None:
+    def __init__(self, options: argparse.Namespace) -> None:
         import kafka
         import kafka.coordinator.assignors.range
         import kafka.errors
 
         self.kafka = kafka
         self.abortable = (kafka.errors.KafkaError,)
+        self.max_records = options.max_records
         self.consumer = kafka.KafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-            auto_offset_reset="earliest", isolation_level="read_committed",
-            group_instance_id=name, session_timeout_ms=int(SESSION_TIMEOUT * 1000),
-            heartbeat_interval_ms=1000, max_poll_records=MAX_RECORDS,
+            bootstrap_servers=options.bootstrap, group_id=options.group,
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            group_instance_id=None if options.dynamic else options.transactional_id,
+            session_timeout_ms=int(SESSION_TIMEOUT * 1000), heartbeat_interval_ms=1000,
             partition_assignment_strategy=[
                 kafka.coordinator.assignors.range.RangePartitionAssignor])
-        self.producer = kafka.KafkaProducer(bootstrap_servers=bootstrap, transactional_id=name)
+        self.producer = kafka.KafkaProducer(bootstrap_servers=options.bootstrap,
+                                            transactional_id=options.transactional_id)
         self.producer.init_transactions()
-        self.consumer.subscribe([source])
+        self.consumer.subscribe([options.input])
 
     def poll(self) -> List[Record]:
-        batches = self.consumer.poll(timeout_ms=200, max_records=MAX_RECORDS)
+        batches = self.consumer.poll(timeout_ms=200, max_records=self.max_records)
         return [Record(m.topic, m.partition, m.offset, m.key, m.value)
                 for messages in batches.values() for m in messages]
 
@@ -195,11 +205,11 @@ class KafkaPythonMember(Member):
 
 
 #: The peers by the name the test gives them.
-PEERS: Dict[str, Callable[[str, str, str, str], Member]] = {
+PEERS: Dict[str, Callable[[argparse.Namespace], Member]] = {
     "confluent": ConfluentMember, "kafka-python": KafkaPythonMember}
 
 
-def serve(member: Member, sink: str, name: str, stop: List[int]) -> int:
+def serve(member: Member, sink: str, name: str, pause: float, stop: List[int]) -> int:
     """Consume, transform, produce in transactions until ``stop`` is
     non-empty; returns the transactions committed."""
     committed = 0
@@ -216,7 +226,7 @@ def serve(member: Member, sink: str, name: str, stop: List[int]) -> int:
         try:
             for record in records:
                 member.produce(sink, record.key, transform(record.value))
-            time.sleep(PAUSE)  # a window for the test's kills
+            time.sleep(pause)  # a window for the test's kills
             member.send_offsets(offsets)
             member.commit()
         except member.abortable as e:
@@ -232,13 +242,24 @@ def serve(member: Member, sink: str, name: str, stop: List[int]) -> int:
 
 
 def main(argv: Sequence[str]) -> None:
-    peer, bootstrap, source, sink, group, name = argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("peer", choices=sorted(PEERS))
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--input", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--transactional-id", required=True)
+    parser.add_argument("--max-records", type=int, default=100)
+    parser.add_argument("--pause", type=float, default=0.0)
+    parser.add_argument("--dynamic", action="store_true")
+    options = parser.parse_args(argv)
+    name = options.transactional_id
     stop: List[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    member = PEERS[peer](bootstrap, source, group, name)
+    member = PEERS[options.peer](options)
     print(f"{name}: joined", flush=True)
     try:
-        done = serve(member, sink, name, stop)
+        done = serve(member, options.output, name, options.pause, stop)
     finally:
         member.close()
     print(f"{name}: stopped after {done} transactions", flush=True)
