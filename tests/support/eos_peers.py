@@ -27,7 +27,7 @@ import argparse
 import signal
 import sys
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Type, cast
 
 #: The example's session timeout (a restarted dynamic member waits it out).
 SESSION_TIMEOUT = 6.0
@@ -52,7 +52,7 @@ class Member(abc.ABC):
     """One client's consumer and transactional producer; the loop is :func:`serve`."""
 
     #: Errors after which the transaction is aborted and the batch done again.
-    abortable: Tuple[type, ...] = ()
+    abortable: Tuple[Type[BaseException], ...] = ()
     #: The transactional producer; both clients name its calls as Java does.
     producer: Any
     #: The bound on commit_transaction and abort_transaction: confluent-kafka
@@ -122,7 +122,9 @@ class ConfluentMember(Member):
         self.consumer.subscribe([options.input])
 
     def poll(self) -> List[Record]:
-        return [Record(m.topic(), m.partition(), m.offset(), m.key(), m.value())
+        # A message without an error has its topic, partition and offset.
+        return [Record(cast(str, m.topic()), cast(int, m.partition()), cast(int, m.offset()),
+                       m.key(), m.value())
                 for m in self.consumer.consume(self.max_records, 0.2) if not m.error()]
 
     def produce(self, topic: str, key: Optional[bytes], value: bytes) -> None:
