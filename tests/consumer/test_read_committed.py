@@ -34,6 +34,7 @@ from tests.support.record_batch import control_batch, kiel_batch, with_base_offs
 from tests.support.transactions import (
     batch,
     commit_abort_commit,
+    committed_then_open,
     committed_values,
     confluent_txn,
     confluent_write,
@@ -307,13 +308,7 @@ def test_cli_consume_isolation_read_committed(noida: str) -> None:
 
 
 def test_an_open_transaction_holds_read_committed_at_the_lso(noida: str) -> None:
-    topic = create_topic(noida)
-    writer = confluent_txn(noida)
-    confluent_write(writer, topic, batch("a", 0, 10), commit=True)
-    writer.begin_transaction()
-    for value in batch("open", 0, 10):
-        writer.produce(topic, value, partition=0)
-    writer.flush(30)
+    topic, writer = committed_then_open(noida, "rc", 10, 10)
     # A plain record after the open transaction: past the LSO too.
     plain = confluent_kafka.Producer({"bootstrap.servers": noida})
     plain.produce(topic, b"after-0", partition=0)
@@ -355,13 +350,7 @@ def test_an_open_transaction_holds_read_committed_at_the_lso(noida: str) -> None
 
 
 def test_read_committed_lag_counts_to_the_lso(noida: str) -> None:
-    topic = create_topic(noida)
-    writer = confluent_txn(noida)
-    confluent_write(writer, topic, batch("a", 0, 30), commit=True)  # 0-29, marker 30
-    writer.begin_transaction()
-    for value in batch("open", 0, 5):
-        writer.produce(topic, value, partition=0)
-    writer.flush(30)
+    topic, writer = committed_then_open(noida, "rc", 30, 5)  # 0-29, marker 30, 31-35
 
     async def main() -> Tuple[Any, Any, Any, Any]:
         async with SingleConsumer(noida, isolation_level="read_committed",
@@ -425,13 +414,7 @@ def test_end_in_read_committed_is_the_lso_on_tansu_too(tansu_broker: Any) -> Non
     # the leader's Fetch answer instead, so END and offset_reset="latest"
     # start at the LSO there too, and nothing committed is read again.
     bootstrap = tansu_broker.bootstrap
-    topic = create_topic(bootstrap, prefix="rc-end")
-    writer = confluent_txn(bootstrap)
-    confluent_write(writer, topic, batch("a", 0, 10), commit=True)  # 0-9, marker 10
-    writer.begin_transaction()
-    for value in batch("open", 0, 5):
-        writer.produce(topic, value, partition=0)
-    writer.flush(30)
+    topic, writer = committed_then_open(bootstrap, "rc-end", 10, 5)  # 0-9, marker 10, 11-15
 
     async def main() -> Dict[str, Any]:
         out: Dict[str, Any] = {}

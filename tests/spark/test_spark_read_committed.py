@@ -19,11 +19,13 @@ from kiel.spark.options import SourceOptions
 from tests.support.transactions import (
     batch,
     commit_abort_commit,
+    committed_then_open,
     committed_values,
     confluent_txn,
     confluent_write,
     create_topic,
     interleaved,
+    write_open,
 )
 
 
@@ -52,13 +54,7 @@ def test_batch_read_committed_skips_aborted_transactions(spark, noida_broker) ->
 
 
 def _open_transaction_case(spark: Any, bootstrap: str) -> None:  # noqa: F811
-    topic = create_topic(bootstrap, prefix="spark-lso")
-    writer = confluent_txn(bootstrap)
-    confluent_write(writer, topic, batch("a", 0, 10), commit=True)  # 0-9, marker 10
-    writer.begin_transaction()
-    for value in batch("open", 0, 5):
-        writer.produce(topic, value, partition=0)
-    writer.flush(30)
+    topic, writer = committed_then_open(bootstrap, "spark-lso", 10, 5)  # 0-9, marker 10
     try:
         opts = SourceOptions.parse({"brokers": bootstrap, "subscribe": topic,
                                     **COMMITTED}, streaming=False)
@@ -89,10 +85,7 @@ def _a_time_before_an_open_transaction(spark: Any, bootstrap: str) -> None:  # n
     time.sleep(0.05)
     after = str(int(time.time() * 1000))
     time.sleep(0.05)
-    writer.begin_transaction()
-    for value in batch("open", 0, 3):  # 11-13
-        writer.produce(topic, value, partition=0)
-    writer.flush(30)
+    write_open(writer, topic, batch("open", 0, 3))  # 11-13
     time.sleep(0.05)
     inside = str(int(time.time() * 1000))
     time.sleep(0.05)

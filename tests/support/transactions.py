@@ -45,6 +45,28 @@ def batch(name: str, start: int, count: int) -> List[bytes]:
     return [f"{name}-{i}".encode() for i in range(start, start + count)]
 
 
+def write_open(producer: confluent_kafka.Producer, topic: str, values: List[bytes],
+               partition: int = 0) -> None:
+    """Begin a transaction and write ``values`` in it (flushed), left open."""
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, value, partition=partition)
+    producer.flush(30)
+
+
+def committed_then_open(bootstrap: str, prefix: str, committed: int, open_count: int
+                        ) -> "tuple[str, confluent_kafka.Producer]":
+    """A new one-partition topic holding ``committed`` records ("a-i") of a
+    committed transaction (their COMMIT marker next), then ``open_count``
+    ("open-i") of a transaction left open. Returns the topic and the
+    producer (abort or commit it)."""
+    topic = create_topic(bootstrap, prefix=prefix)
+    writer = confluent_txn(bootstrap)
+    confluent_write(writer, topic, batch("a", 0, committed), commit=True)
+    write_open(writer, topic, batch("open", 0, open_count))
+    return topic, writer
+
+
 def commit_abort_commit(bootstrap: str, topic: str) -> None:
     """confluent-kafka: commit 100 (a-), abort 100 (b-), commit 100 (c-)."""
     producer = confluent_txn(bootstrap)
