@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any, List, Optional, Set
+from typing import Any, List, Optional, Set, Tuple
 
 import pytest
 
@@ -817,6 +817,38 @@ class TimedRecorder(Recorder):
         super().on_partitions_lost(lost)
 
 
+async def held_then_joined(tansu_broker: Any, prefix: str, **options: Any
+                           ) -> Tuple[Set[TP], Loop, GroupedConsumer, TimedRecorder,
+                                      List[Any], Loop]:
+    """The revocation tests' start: a member holding records when another joins.
+
+    A leader reads another topic, so the slow member (a follower: Tansu
+    waits for a leader) owns every partition of a new 4-partition topic; it
+    is made with ``options`` and holds the first records it got when a new
+    member joins and takes some of them.
+
+    Returns:
+        the topic's partitions, the leader, the slow member, its listener,
+        the records it holds, and the new member.
+    """
+    topic = tansu_broker.create_topic(unique(prefix), 4)
+    other = tansu_broker.create_topic(unique("other"), 1)
+    group = unique("g")
+    bootstrap = tansu_broker.bootstrap
+    expected = partitions(topic, 4)
+    leader = await Loop(member(bootstrap, group, [other])).start()
+    listener = TimedRecorder()
+    slow = member(bootstrap, group, [topic], listener=listener, **options)
+    await slow.connect()
+    assert set(slow.assignment()) == expected
+    await produce(bootstrap, topic, 200)
+    held: List[Any] = []
+    while not held:
+        held = await slow.consume()
+    c = await Loop(member(bootstrap, group, [topic])).start()
+    return expected, leader, slow, listener, held, c
+
+
 @pytest.mark.slow
 def test_a_revocation_the_group_did_not_wait_for_is_a_loss(tansu_broker: Any) -> None:
     # Found by the chaos suite's brokers mode (seed 10): a member whose
@@ -826,26 +858,11 @@ def test_a_revocation_the_group_did_not_wait_for_is_a_loss(tansu_broker: Any) ->
     # member was fetching them. The group did not wait (Tansu never waits for
     # a member's rejoin; Apache Kafka waits max_poll_interval): they were
     # lost, and the member hears so at its next heartbeat (ILLEGAL_GENERATION).
-    topic = tansu_broker.create_topic(unique("slowhands"), 4)
-    other = tansu_broker.create_topic(unique("other"), 1)
-    group = unique("g")
-    bootstrap = tansu_broker.bootstrap
-    expected = partitions(topic, 4)
-
     async def main() -> None:
-        # The leader reads another topic, so the slow member (a follower:
-        # Tansu waits for a leader) holds every partition of this one, and the
-        # next member necessarily takes some of them.
-        leader = await Loop(member(bootstrap, group, [other])).start()
-        listener = TimedRecorder()
-        slow = member(bootstrap, group, [topic], listener=listener, max_poll_interval=6.0)
-        await slow.connect()
-        assert set(slow.assignment()) == expected and not slow.metrics().leader
-        await produce(bootstrap, topic, 200)
-        got: List[Any] = []
-        while not got:
-            got = await slow.consume()  # held: auto_finish finishes them at the next call
-        c = await Loop(member(bootstrap, group, [topic])).start()
+        # Held: auto_finish finishes them at the slow member's next call.
+        expected, leader, slow, listener, _, c = await held_then_joined(
+            tansu_broker, "slowhands", max_poll_interval=6.0)
+        assert not slow.metrics().leader
         # The group moved on without the slow member.
         assert c.assignment() and c.assignment() <= expected
         moved = asyncio.get_running_loop().time()
@@ -880,24 +897,11 @@ def test_a_revocation_that_outlasts_the_rebalance_timeout_is_a_loss(tansu_broker
     # next generation without the member by then (Tansu sooner), so when the
     # records are finished at last the revocation must find it may no longer
     # commit: lost (on_partitions_lost), not revoked, nothing committed.
-    topic = tansu_broker.create_topic(unique("latehands"), 4)
-    other = tansu_broker.create_topic(unique("other"), 1)
-    group = unique("g")
-    bootstrap = tansu_broker.bootstrap
-    expected = partitions(topic, 4)
-
     async def main() -> None:
-        leader = await Loop(member(bootstrap, group, [other])).start()
-        listener = TimedRecorder()
-        slow = member(bootstrap, group, [topic], listener=listener, max_poll_interval=6.0,
-                      revoke_timeout=60.0, auto_finish=False)
-        await slow.connect()
-        assert set(slow.assignment()) == expected and not slow.metrics().leader
-        await produce(bootstrap, topic, 200)
-        held: List[Any] = []
-        while not held:
-            held = await slow.consume()
-        c = await Loop(member(bootstrap, group, [topic])).start()
+        expected, leader, slow, listener, held, c = await held_then_joined(
+            tansu_broker, "latehands", max_poll_interval=6.0, revoke_timeout=60.0,
+            auto_finish=False)
+        assert not slow.metrics().leader
         assert c.assignment() and c.assignment() <= expected
         began = asyncio.get_running_loop().time()
         # Past the rebalance timeout less a heartbeat (5 s), still asking.
@@ -926,24 +930,10 @@ def test_a_revocation_commit_refused_by_a_group_that_moved_on_is_no_error_of_the
     # UNKNOWN_MEMBER_ID). That is a rebalance, not a failure of the
     # application's loop: consume() goes on without raising, the refusal is
     # counted, and the records are delivered again by their next owner.
-    topic = tansu_broker.create_topic(unique("refused"), 4)
-    other = tansu_broker.create_topic(unique("other"), 1)
-    group = unique("g")
-    bootstrap = tansu_broker.bootstrap
-    expected = partitions(topic, 4)
-
     async def main() -> None:
-        leader = await Loop(member(bootstrap, group, [other])).start()
-        listener = TimedRecorder()
-        slow = member(bootstrap, group, [topic], listener=listener, max_poll_interval=60.0,
-                      revoke_timeout=60.0, auto_finish=False, commit_interval=None)
-        await slow.connect()
-        assert set(slow.assignment()) == expected
-        await produce(bootstrap, topic, 200)
-        held: List[Any] = []
-        while not held:
-            held = await slow.consume()
-        c = await Loop(member(bootstrap, group, [topic])).start()
+        expected, leader, slow, listener, held, c = await held_then_joined(
+            tansu_broker, "refused", max_poll_interval=60.0, revoke_timeout=60.0,
+            auto_finish=False, commit_interval=None)
         await until(lambda: bool(c.assignment()), timeout=SETTLE,
                     what="the new member owns partitions while the slow one still holds")
         assert slow.metrics().group_state == "REVOKING"
