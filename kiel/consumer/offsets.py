@@ -116,7 +116,8 @@ _EVERY = 256
 
 
 async def list_offsets(
-    cluster: Cluster, timestamps: Mapping[TopicPartition, int], *, read_committed: bool = False
+    cluster: Cluster, timestamps: Mapping[TopicPartition, int], *, read_committed: bool = False,
+    earliest: Optional[Mapping[TopicPartition, int]] = None,
 ) -> dict[TopicPartition, int]:
     """Resolve timestamps to offsets, one ListOffsets request per leader.
 
@@ -139,6 +140,9 @@ async def list_offsets(
             (:func:`kiel.consumer.watermarks.served_ends`), since a broker
             may answer that ListOffsets short (Tansu answers 0 while a
             transaction is open).
+        earliest: the partitions' earliest offsets, where the caller has
+            them already (read_committed: the Fetch probes from there;
+            otherwise they are asked).
 
     Returns:
         the offset per partition.
@@ -173,14 +177,17 @@ async def list_offsets(
     if read_committed:
         ends = [tp for tp, when in timestamps.items() if when == LATEST]
         if ends:
-            result.update(await _stable_ends(cluster, {tp: result[tp] for tp in ends}))
+            result.update(await _stable_ends(cluster, {tp: result[tp] for tp in ends},
+                                             earliest))
     return result
 
 
-async def _stable_ends(cluster: Cluster, listed: dict[TopicPartition, int]
+async def _stable_ends(cluster: Cluster, listed: dict[TopicPartition, int],
+                       earliest: Optional[Mapping[TopicPartition, int]] = None
                        ) -> dict[TopicPartition, int]:
     """The last stable offsets the leaders serve, for partitions whose
-    read_committed ListOffsets LATEST answer was ``listed``.
+    read_committed ListOffsets LATEST answer was ``listed`` (probed from
+    ``earliest``, asked where not given).
 
     Raises:
         as :func:`list_offsets`, and Fetch's errors past the retries.
@@ -188,7 +195,8 @@ async def _stable_ends(cluster: Cluster, listed: dict[TopicPartition, int]
     # Imported here: watermarks builds on this module (judge_round).
     from kiel.consumer.watermarks import served_ends
 
-    earliest = await list_offsets(cluster, {tp: EARLIEST for tp in listed})
+    if earliest is None or not all(tp in earliest for tp in listed):
+        earliest = await list_offsets(cluster, {tp: EARLIEST for tp in listed})
     return await served_ends(cluster, earliest, listed, read_committed=True)
 
 

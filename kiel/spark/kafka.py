@@ -208,7 +208,7 @@ async def _edges(client: Client, tps: Iterable[TP], read_committed: bool = False
     if read_committed:
         # list_offsets reads the last stable offsets from the leaders' Fetch answers.
         latest = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted},
-                                    read_committed=True)
+                                    read_committed=True, earliest=earliest)
     else:
         listed = await list_offsets(client.cluster, {tp: LIST_LATEST for tp in wanted})
         latest = await served_ends(client.cluster, earliest, listed)
